@@ -1,0 +1,39 @@
+# Cobalt: two commands do everything on a fresh machine.
+#   make setup   create .venv (core: executor, orchestrator, CLI) and install system packages
+#   make test    lint + type-check + the whole test suite (starts PostgreSQL/Redis if needed)
+
+PYTHON ?= $(shell scripts/find-python.sh)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup test lint typecheck pytest services bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml setup.py scripts/install-system-packages.sh
+	scripts/install-system-packages.sh
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+services:
+	scripts/start-services.sh
+
+lint: setup
+	$(BIN)/ruff check services shared tests bench
+	$(BIN)/ruff format --check services shared tests bench
+
+typecheck: setup
+	$(BIN)/mypy
+
+pytest: setup services
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test: lint typecheck pytest
+
+bench: setup
+	$(BIN)/python bench/executor.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Cobalt needs, only those missing.
+#   bubblewrap  the executor's sandbox
+#   libseccomp2 the executor's seccomp filter (loaded through pyseccomp)
+#   postgresql, redis-server  the orchestrator's store and queue (tests use real ones)
+set -euo pipefail
+need=()
+command -v bwrap >/dev/null || need+=(bubblewrap)
+ldconfig -p 2>/dev/null | grep -q libseccomp.so.2 || need+=(libseccomp2)
+command -v redis-server >/dev/null || need+=(redis-server)
+ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || need+=(postgresql)
+/usr/bin/python3 -c 'import sys' 2>/dev/null || need+=(python3)
+if [ ${#need[@]} -eq 0 ]; then exit 0; fi
+echo "installing system packages: ${need[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "need root (or sudo) to install: ${need[*]}" >&2; exit 1; }
+  SUDO=sudo
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"

@@ -1,0 +1,43 @@
+"""The `cobalt` command: one typer app with a sub-app per service or task."""
+
+from __future__ import annotations
+
+import typer
+
+from cobalt import __version__
+from cobalt.executor.cli import exec_app, executor_app
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="cobalt",
+    help=(
+        "Cobalt: train and evaluate LLMs on multi-turn code generation with execution "
+        "feedback. Configuration comes from COBALT_* environment variables "
+        "(docs/configuration.md lists them all)."
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(executor_app, name="executor")
+app.add_typer(exec_app, name="exec")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"cobalt {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Cobalt command line."""
+
+
+def main() -> None:
+    """Entry point of the `cobalt` console script."""
+    app()

@@ -1,0 +1,417 @@
+"""The warm interpreter that lives inside one sandbox and forks once per test.
+
+This file is not imported by the server: its text is passed to the sandbox's Python with
+`-c`, so it may use the standard library only and must not rely on the project being
+visible inside the sandbox (it is not).
+
+Protocol, over an AF_UNIX SOCK_SEQPACKET socket inherited as fd `argv[1]`:
+
+    server -> zygote  {"op": "run", "id": N} with five fds attached (SCM_RIGHTS):
+                      command pipe (read end), stdin (read end), stdout, stderr and
+                      result pipes (write ends)
+                      {"op": "kill"}   kill the running test and everything it started
+                      {"op": "exit"}   shut down
+    zygote -> server  {"event": "ready", ...} once, then per test
+                      {"event": "started", "id": N, "pid": P} and
+                      {"event": "exited", "id": N, "status": S, "cpu_ns": ..., ...}
+
+The forked child reads its command (program, mode, limits, nonce) from the command pipe,
+sets its own resource limits, and writes harness records to fd 3 (the result pipe):
+first "<nonce> start" before any untrusted code runs, and at the end
+"<nonce> {status json}" followed by the serialized return value for call tests.
+Verdicts are decided by the server from these records and the exit status the zygote
+reports; nothing the program prints on stdout can pass for a record.
+
+The zygote never runs untrusted code itself, marks itself non-dumpable (so processes of
+the same uid cannot read or write its memory or fds through /proc), and after each test
+kills every other process in its PID namespace and wipes the writable directories, so
+no test can see or influence the next one.
+"""
+
+# Modules solutions commonly use, imported once here so that forked tests pay nothing.
+import bisect  # noqa: F401
+import builtins
+import collections  # noqa: F401
+import copy  # noqa: F401
+import ctypes
+import decimal  # noqa: F401
+import fcntl
+import fractions  # noqa: F401
+import functools  # noqa: F401
+import gc
+import heapq  # noqa: F401
+import io
+import itertools  # noqa: F401
+import json
+import math  # noqa: F401
+import operator  # noqa: F401
+import os
+import random  # noqa: F401
+import re  # noqa: F401
+import resource
+import select
+import signal
+import socket
+import stat
+import string  # noqa: F401
+import sys
+import threading
+import time
+import traceback
+import typing
+
+WRITABLE_DIRS = ("/tmp", "/dev/shm")
+WORKDIR = "/tmp/run"
+HIGH_FD = 100
+RECORD_FD = 3
+COMMAND_FD = 4
+MAX_MESSAGE = 65536
+PR_SET_DUMPABLE = 4
+
+
+def _send(ctl, payload):
+    ctl.send(json.dumps(payload).encode())
+
+
+def _make_non_dumpable():
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
+
+
+def _in_own_pid_namespace():
+    # bwrap runs its init as pid 1 and us as pid 2. Only then is kill(-1) confined to
+    # the sandbox; in unsafe mode (no namespaces) it would hit every process of our uid.
+    return os.getpid() == 2
+
+
+# --- the child: runs one test ---------------------------------------------------------
+
+
+def _read_all(fd):
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _apply_limits(limits):
+    cpu = int(limits["cpu_s"])
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    # The address-space limit counts what is already mapped (the interpreter itself), so
+    # add the current size: the program then gets `memory_bytes` for its own data.
+    with open("/proc/self/statm") as fh:
+        mapped = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    memory = mapped + int(limits["memory_bytes"])
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    stack = min(int(limits["memory_bytes"]), 512 << 20)
+    resource.setrlimit(resource.RLIMIT_STACK, (stack, stack))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits["fsize_bytes"], limits["fsize_bytes"]))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits["nofile"], limits["nofile"]))
+    resource.setrlimit(resource.RLIMIT_NPROC, (limits["nproc"], limits["nproc"]))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_MEMLOCK, (0, 0))
+
+
+def _reset_signals():
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM, signal.SIGXCPU):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+def _user_traceback(exc):
+    # Drop the harness's own frames so the program sees a traceback of its code only.
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != "solution.py":
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(exc), exc, tb))
+
+
+def _prelude_for_calls():
+    # LeetCode-style solutions use typing names (List, Optional, ...) without importing them.
+    names = {name: getattr(typing, name) for name in typing.__all__}
+    names.update({"__name__": "solution", "__builtins__": builtins})
+    return names
+
+
+def _find_callable(namespace, fn_name):
+    target = namespace.get(fn_name)
+    if callable(target) and not isinstance(target, type):
+        return target
+    solution = namespace.get("Solution")
+    if isinstance(solution, type):
+        return getattr(solution(), fn_name, None)
+    return None
+
+
+def _finish_threads():
+    # A script's non-daemon threads finish before the interpreter exits; keep that.
+    if threading.active_count() > 1:
+        shutdown = getattr(threading, "_shutdown", None)
+        if shutdown is not None:
+            shutdown()
+
+
+def _run_child(fds):
+    """Never returns: becomes the test process and exits with its status."""
+    try:
+        os.setsid()
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, HIGH_FD + i) for i, fd in enumerate(fds)]
+        cmd_r, stdin_r, stdout_w, stderr_w, result_w = high
+        os.dup2(stdin_r, 0)
+        os.dup2(stdout_w, 1)
+        os.dup2(stderr_w, 2)
+        os.dup2(result_w, RECORD_FD)
+        os.dup2(cmd_r, COMMAND_FD)
+        os.closerange(COMMAND_FD + 1, 65536)
+        command = json.loads(_read_all(COMMAND_FD))
+        os.close(COMMAND_FD)
+        nonce = command["nonce"]
+        os.chdir(WORKDIR)
+        _apply_limits(command["limits"])
+        _reset_signals()
+        if hasattr(sys, "set_int_max_str_digits"):
+            sys.set_int_max_str_digits(0)
+        sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)))
+        sys.stdout = io.TextIOWrapper(
+            io.BufferedWriter(io.FileIO(1, "w", closefd=False), 1 << 16), write_through=False
+        )
+        sys.stderr = io.TextIOWrapper(
+            io.BufferedWriter(io.FileIO(2, "w", closefd=False)), line_buffering=True
+        )
+        memory_record = (nonce + ' {"status": "memory_error"}\n').encode()
+        code = compile(command["code"], "solution.py", "exec")
+    except SyntaxError as exc:
+        _write_all(RECORD_FD, (nonce + " start\n").encode())
+        sys.stderr.write("".join(traceback.format_exception_only(type(exc), exc)))
+        sys.stderr.flush()
+        _write_all(RECORD_FD, (nonce + ' {"status": "syntax_error"}\n').encode())
+        os._exit(1)
+    except BaseException:
+        # The harness itself failed before any untrusted code ran: no "start" record, so
+        # the server reports a sandbox error instead of blaming the program.
+        try:
+            traceback.print_exc()
+        finally:
+            os._exit(125)
+    _write_all(RECORD_FD, (nonce + " start\n").encode())
+    status = 0
+    record = None
+    try:
+        if command["mode"] == "call":
+            namespace = _prelude_for_calls()
+            exec(code, namespace)
+            target = _find_callable(namespace, command["fn_name"])
+            if target is None:
+                record = {"status": "missing"}
+            else:
+                value = target(*command["args"], **command["kwargs"])
+                try:
+                    serialized = json.dumps(value)
+                except (TypeError, ValueError) as exc:
+                    record = {"status": "unserializable", "type": type(value).__name__}
+                    record["error"] = str(exc)[:200]
+                else:
+                    record = {"status": "returned"}
+        else:
+            exec(code, {"__name__": "__main__", "__builtins__": builtins})
+            _finish_threads()
+            record = {"status": "done"}
+    except MemoryError:
+        os.write(RECORD_FD, memory_record)
+        os.write(2, b"MemoryError\n")
+        os._exit(1)
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            status = exc.code or 0
+        else:
+            sys.stderr.write(str(exc.code) + "\n")
+            status = 1
+        record = {"status": "exit", "code": status}
+    except BaseException as exc:
+        try:
+            sys.stderr.write(_user_traceback(exc))
+        except BaseException:
+            pass
+        record = {"status": "raised", "error": type(exc).__name__}
+        status = 1
+    try:
+        sys.stdout.flush()
+    except BaseException:
+        pass
+    try:
+        sys.stderr.flush()
+    except BaseException:
+        pass
+    data = (nonce + " " + json.dumps(record) + "\n").encode()
+    if record.get("status") == "returned":
+        data += serialized.encode()
+    try:
+        _write_all(RECORD_FD, data)
+    except OSError:
+        pass
+    os._exit(status & 0xFF)
+
+
+# --- the zygote loop ------------------------------------------------------------------
+
+
+def _kill_everything_else():
+    if not _in_own_pid_namespace():
+        return
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    me = os.getpid()
+    deadline = time.monotonic() + 2.0
+    while time.monotonic() < deadline:
+        alive = False
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) in (1, me):
+                continue
+            try:
+                with open("/proc/" + entry + "/stat") as fh:
+                    state = fh.read().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if state not in ("Z", "X"):
+                alive = True
+                break
+        if not alive:
+            return
+        time.sleep(0.001)
+
+
+def _wipe(path):
+    """Remove everything below `path`, whatever permissions the program left behind."""
+    try:
+        entries = os.listdir(path)
+    except OSError:
+        return
+    for name in entries:
+        full = os.path.join(path, name)
+        try:
+            info = os.lstat(full)
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode):
+            try:
+                os.chmod(full, 0o700)
+            except OSError:
+                pass
+            _wipe(full)
+            try:
+                os.rmdir(full)
+            except OSError:
+                pass
+        else:
+            try:
+                os.unlink(full)
+            except OSError:
+                pass
+
+
+def _run_one(ctl, test_id, fds):
+    started = time.monotonic_ns()
+    pid = os.fork()
+    if pid == 0:
+        ctl.close()
+        _run_child(fds)
+    for fd in fds:
+        os.close(fd)
+    _send(ctl, {"event": "started", "id": test_id, "pid": pid})
+    pidfd = os.pidfd_open(pid)
+    poller = select.poll()
+    poller.register(ctl.fileno(), select.POLLIN)
+    poller.register(pidfd, select.POLLIN)
+    killed = False
+    shutdown = False
+    while True:
+        events = dict(poller.poll())
+        if pidfd in events:
+            break
+        if ctl.fileno() in events:
+            message, _, _, _ = ctl.recvmsg(MAX_MESSAGE)
+            op = json.loads(message).get("op") if message else "exit"
+            if op in ("kill", "exit"):
+                killed = True
+                shutdown = op == "exit"
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                _kill_everything_else()
+                if not message:
+                    poller.unregister(ctl.fileno())
+    _, status, usage = os.wait4(pid, 0)
+    wall_ns = time.monotonic_ns() - started
+    os.close(pidfd)
+    _kill_everything_else()
+    for path in WRITABLE_DIRS:
+        _wipe(path)
+    os.makedirs(WORKDIR, exist_ok=True)
+    if shutdown:
+        return False
+    _send(
+        ctl,
+        {
+            "event": "exited",
+            "id": test_id,
+            "status": status,
+            "cpu_ns": int((usage.ru_utime + usage.ru_stime) * 1e9),
+            "maxrss_kb": usage.ru_maxrss,
+            "wall_ns": wall_ns,
+            "killed": killed,
+        },
+    )
+    return True
+
+
+def main():
+    ctl = socket.socket(fileno=int(sys.argv[1]))
+    ctl_fd = fcntl.fcntl(ctl.fileno(), fcntl.F_DUPFD_CLOEXEC, 50)
+    ctl.close()
+    ctl = socket.socket(fileno=ctl_fd)
+    _make_non_dumpable()
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    # Move every object made so far out of the collector's reach: a collection in a
+    # forked child would otherwise touch (and copy) every page of the zygote's heap.
+    gc.collect()
+    gc.freeze()
+    os.makedirs(WORKDIR, exist_ok=True)
+    _send(
+        ctl,
+        {
+            "event": "ready",
+            "pid": os.getpid(),
+            "uid": os.getuid(),
+            "python": sys.version.split()[0],
+            "isolated_pids": _in_own_pid_namespace(),
+        },
+    )
+    while True:
+        message, fds, _, _ = socket.recv_fds(ctl, MAX_MESSAGE, 8)
+        if not message:
+            return
+        op = json.loads(message)
+        if op.get("op") == "run" and len(fds) == 5:
+            if not _run_one(ctl, op["id"], fds):
+                return
+        else:
+            for fd in fds:
+                os.close(fd)
+            if op.get("op") == "exit":
+                return
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""The executor's composition root: `create_app(settings)` builds everything once."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from cobalt import __version__
+from cobalt.executor.api.routes import execute, ops, sandboxfusion
+from cobalt.executor.metrics import ExecutorMetrics
+from cobalt.executor.sandbox import SandboxPool
+from cobalt.executor.service import ExecutorService
+from cobalt.executor.settings import ExecutorSettings
+from cobalt.shared.http import BodySizeLimit, install_error_handlers
+
+__all__ = ["create_app"]
+
+
+def create_app(settings: ExecutorSettings, *, pool: SandboxPool | None = None) -> FastAPI:
+    """Build the executor app.
+
+    Args:
+        settings: The executor's settings.
+        pool: A started sandbox pool to use (tests share one); by default the app builds
+            and starts its own at start-up and closes it at shutdown.
+
+    Raises:
+        SandboxUnavailable: at start-up, if bubblewrap cannot run and the unsafe mode is off.
+    """
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        own_pool = pool is None
+        sandboxes = pool or SandboxPool(settings.sandbox_config())
+        if own_pool:
+            sandboxes.start()
+        service = ExecutorService(settings=settings, pool=sandboxes, metrics=ExecutorMetrics())
+        app.state.service = service
+        try:
+            yield
+        finally:
+            service.close()
+            if own_pool:
+                sandboxes.close()
+
+    app = FastAPI(
+        title="Cobalt executor",
+        version=__version__,
+        description="Runs untrusted programs on tests in a sandbox and judges each test.",
+        lifespan=lifespan,
+    )
+    install_error_handlers(app)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.include_router(execute.router)
+    app.include_router(sandboxfusion.router)
+    app.include_router(ops.router)
+    return app

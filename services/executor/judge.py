@@ -1,0 +1,203 @@
+"""Turn what the sandbox observed (`RawRun`) into a verdict and feedback for one test.
+
+The rules, in order of precedence: infrastructure failure (sandbox_error), time, memory,
+output size, then how the program ended, then the comparison. Exit status 0 alone never
+means accepted: a stdin test also needs matching output, and a call test needs the
+harness's record (tagged with the per-test nonce) holding a matching return value.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from dataclasses import dataclass
+from typing import Any
+
+from cobalt.executor.compare import outputs_match, values_match
+from cobalt.executor.sandbox import RawRun, SandboxJob
+from cobalt.shared.contracts import CallTest, Compare, StdinTest, TestResult, Verdict
+from cobalt.shared.text import truncate_middle
+
+__all__ = ["HarnessRecord", "judge", "parse_record", "skipped"]
+
+MEMORY_SIGNALS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGKILL}
+
+
+@dataclass(frozen=True)
+class HarnessRecord:
+    """What the in-sandbox harness reported, once its nonce has been checked."""
+
+    started: bool
+    status: str | None = None
+    info: dict[str, Any] | None = None
+    value: str | None = None
+
+
+def parse_record(data: bytes, nonce: str) -> HarnessRecord:
+    """Read the harness channel; anything without our nonce is ignored."""
+    text = data.decode("utf-8", errors="replace")
+    first, _, rest = text.partition("\n")
+    if not nonce or first != f"{nonce} start":
+        return HarnessRecord(started=False)
+    prefix = f"{nonce} {{"
+    position = rest.rfind("\n" + prefix)
+    start = position + 1 if position >= 0 else (0 if rest.startswith(prefix) else -1)
+    if start < 0:
+        return HarnessRecord(started=True)
+    line, _, value = rest[start:].partition("\n")
+    try:
+        info = json.loads(line[len(nonce) + 1 :])
+    except ValueError:
+        return HarnessRecord(started=True)
+    if not isinstance(info, dict):
+        return HarnessRecord(started=True)
+    return HarnessRecord(started=True, status=str(info.get("status")), info=info, value=value)
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+def _is_memory_failure(raw: RawRun, record: HarnessRecord, job: SandboxJob, stderr: str) -> bool:
+    if record.status == "memory_error":
+        return True
+    if raw.exit_code not in (None, 0) and stderr.rstrip().endswith("MemoryError"):
+        return True
+    near_limit = raw.max_rss_kb >= 0.9 * job.memory_mb * 1024
+    return raw.signal in MEMORY_SIGNALS and near_limit
+
+
+def _is_cpu_timeout(raw: RawRun, job: SandboxJob) -> bool:
+    if raw.signal == signal.SIGXCPU:
+        return True
+    return raw.signal == signal.SIGKILL and raw.cpu_ms >= job.cpu_s * 1000 * 0.95
+
+
+def _crash_description(raw: RawRun, record: HarnessRecord) -> str:
+    if raw.signal is not None:
+        return f"killed by signal {raw.signal} ({signal.Signals(raw.signal).name})"
+    if record.status == "syntax_error":
+        return "syntax error"
+    return f"exit code {raw.exit_code}"
+
+
+@dataclass
+class _Outcome:
+    verdict: Verdict
+    detail: str = ""
+    actual: str | None = None
+
+
+def _decide(
+    test: StdinTest | CallTest, job: SandboxJob, raw: RawRun, compare: Compare, stdout: str,
+    stderr: str,
+) -> _Outcome:  # fmt: skip
+    record = parse_record(raw.record, raw.nonce)
+    if not raw.started or (raw.slot_died and raw.status is None and not record.started):
+        if raw.deadline_exceeded:
+            return _Outcome(Verdict.TIME_LIMIT, f"time limit exceeded ({job.wall_s:g} s)")
+        return _Outcome(Verdict.SANDBOX_ERROR, "the sandbox failed before the program ran")
+    if raw.deadline_exceeded or _is_cpu_timeout(raw, job):
+        return _Outcome(Verdict.TIME_LIMIT, f"time limit exceeded ({job.wall_s:g} s)")
+    if raw.slot_died:
+        return _Outcome(Verdict.RUNTIME_ERROR, "the program terminated its sandbox")
+    if not record.started:
+        return _Outcome(Verdict.SANDBOX_ERROR, "the test harness failed to start")
+    if _is_memory_failure(raw, record, job, stderr):
+        return _Outcome(Verdict.MEMORY_LIMIT, f"memory limit exceeded ({job.memory_mb} MiB)")
+    if raw.output_exceeded:
+        return _Outcome(Verdict.OUTPUT_LIMIT, f"output limit exceeded ({job.output_bytes} bytes)")
+    if raw.exit_code != 0:
+        return _Outcome(Verdict.RUNTIME_ERROR, _crash_description(raw, record))
+    if isinstance(test, StdinTest):
+        if outputs_match(stdout, test.expected_stdout, compare):
+            return _Outcome(Verdict.ACCEPTED)
+        return _Outcome(Verdict.WRONG_ANSWER, actual=stdout)
+    return _decide_call(test, record, compare)
+
+
+def _decide_call(test: CallTest, record: HarnessRecord, compare: Compare) -> _Outcome:
+    if record.status == "missing":
+        return _Outcome(
+            Verdict.RUNTIME_ERROR,
+            f"no function {test.fn_name!r} and no class Solution with that method",
+        )
+    if record.status == "unserializable":
+        kind = (record.info or {}).get("type", "?")
+        return _Outcome(Verdict.WRONG_ANSWER, f"returned a {kind}, which is not a JSON value")
+    if record.status != "returned" or record.value is None:
+        return _Outcome(Verdict.RUNTIME_ERROR, "the program exited before returning a result")
+    try:
+        actual = json.loads(record.value)
+    except ValueError:
+        return _Outcome(Verdict.RUNTIME_ERROR, "the returned value could not be read")
+    if values_match(actual, test.expected, compare):
+        return _Outcome(Verdict.ACCEPTED, actual=record.value)
+    return _Outcome(Verdict.WRONG_ANSWER, actual=record.value)
+
+
+def _feedback(test: StdinTest | CallTest, outcome: _Outcome, stderr: str, limit: int) -> str:
+    if outcome.verdict is Verdict.ACCEPTED:
+        return "Passed."
+    cut = lambda text: truncate_middle(text, limit)  # noqa: E731
+    if isinstance(test, StdinTest):
+        parts = [f"Input:\n{cut(test.stdin)}"]
+    else:
+        call_args = [json.dumps(a) for a in test.args]
+        call_args += [f"{k}={json.dumps(v)}" for k, v in test.kwargs.items()]
+        parts = [f"Call:\n{cut(test.fn_name + '(' + ', '.join(call_args) + ')')}"]
+    expected = test.expected_stdout if isinstance(test, StdinTest) else json.dumps(test.expected)
+    parts.append(f"Expected output:\n{cut(expected)}")
+    if outcome.verdict is Verdict.WRONG_ANSWER:
+        label = "Your output" if isinstance(test, StdinTest) else "Your return value"
+        if outcome.actual is not None:
+            parts.append(f"{label}:\n{cut(outcome.actual)}")
+        if outcome.detail:
+            parts.append(outcome.detail[0].upper() + outcome.detail[1:] + ".")
+    elif outcome.verdict is Verdict.RUNTIME_ERROR:
+        parts.append(f"Error ({outcome.detail}):\n{cut(stderr.strip())}".rstrip(":\n"))
+    else:
+        parts.append(outcome.detail[0].upper() + outcome.detail[1:] + ".")
+    return "\n".join(parts)
+
+
+def judge(
+    test: StdinTest | CallTest,
+    job: SandboxJob,
+    raw: RawRun,
+    *,
+    compare: Compare,
+    feedback_chars: int,
+    stream_chars: int,
+) -> TestResult:
+    """Decide the verdict of one test and write the feedback a model will read.
+
+    Args:
+        test: The test as the caller sent it (expected values never left the server).
+        job: What was sent to the sandbox (limits included).
+        raw: What the sandbox observed.
+        compare: The comparator for outputs and returned values.
+        feedback_chars: Middle-truncation length of each feedback field.
+        stream_chars: Cap on stdout and stderr returned to the caller.
+
+    Returns:
+        The test's result, with feedback text for a model.
+    """
+    stdout, stderr = _decode(raw.stdout), _decode(raw.stderr)
+    outcome = _decide(test, job, raw, compare, stdout, stderr)
+    return TestResult(
+        verdict=outcome.verdict,
+        exit_code=raw.exit_code,
+        signal=raw.signal,
+        stdout=truncate_middle(stdout, stream_chars),
+        stderr=truncate_middle(stderr, stream_chars),
+        wall_ms=round(raw.wall_ms, 3),
+        cpu_ms=round(raw.cpu_ms, 3),
+        max_rss_kb=raw.max_rss_kb,
+        feedback=_feedback(test, outcome, stderr, feedback_chars),
+    )
+
+
+def skipped(reason: str) -> TestResult:
+    """The result of a test that was not run (stop on first failure, time budget)."""
+    return TestResult(verdict=Verdict.SKIPPED, feedback=reason)

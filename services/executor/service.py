@@ -1,0 +1,307 @@
+"""The executor's service layer: admission, scheduling of tests onto sandboxes, judging.
+
+Routes, the CLI and tests call `ExecutorService`; it knows nothing about HTTP. Blocking
+sandbox work runs on a thread pool with one thread per slot, so the event loop only
+schedules and never waits on a pipe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+
+from cobalt import __version__
+from cobalt.executor.errors import LimitTooHigh, UnsupportedFeature
+from cobalt.executor.judge import judge, skipped
+from cobalt.executor.metrics import ExecutorMetrics
+from cobalt.executor.sandbox import RawRun, SandboxJob, SandboxPool
+from cobalt.executor.settings import ExecutorSettings
+from cobalt.shared.contracts import (
+    BatchExecuteRequest,
+    BatchExecuteResponse,
+    CallTest,
+    Compare,
+    ExecuteRequest,
+    ExecuteResponse,
+    ExecutorInfo,
+    Limits,
+    RunCodeRequest,
+    RunCodeResponse,
+    RunCodeResult,
+    StdinTest,
+    TestResult,
+    Verdict,
+)
+from cobalt.shared.errors import Overloaded
+
+__all__ = ["EXECUTOR_VERSION", "ExecutorService", "job_for_test"]
+
+logger = logging.getLogger(__name__)
+
+EXECUTOR_VERSION = f"cobalt-executor/{__version__}"
+CANARY = ExecuteRequest(
+    code="print(sum(int(x) for x in input().split()))",
+    tests=[StdinTest(stdin="20 22\n", expected_stdout="42")],
+)
+
+
+def job_for_test(test: StdinTest | CallTest, request: ExecuteRequest, wall_s: float) -> SandboxJob:
+    """The sandbox job for one test. Expected values stay here, never in the sandbox."""
+    limits = request.limits
+    common = {
+        "code": request.code,
+        "wall_s": wall_s,
+        "cpu_s": min(limits.cpu_s or limits.wall_s, wall_s),
+        "memory_mb": limits.memory_mb,
+        "output_bytes": limits.output_kb * 1024,
+    }
+    if isinstance(test, StdinTest):
+        return SandboxJob(mode="stdin", stdin=test.stdin.encode(), **common)  # type: ignore[arg-type]
+    return SandboxJob(
+        mode="call",
+        fn_name=test.fn_name,
+        args=test.args,
+        kwargs=test.kwargs,
+        **common,  # type: ignore[arg-type]
+    )
+
+
+class ExecutorService:
+    """Runs execute requests on a `SandboxPool` with bounded queueing."""
+
+    def __init__(
+        self, *, settings: ExecutorSettings, pool: SandboxPool, metrics: ExecutorMetrics
+    ) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.metrics = metrics
+        self._threads = ThreadPoolExecutor(
+            max_workers=len(pool.slots), thread_name_prefix="sandbox"
+        )
+        self._lock = threading.Lock()
+        self._pending = 0
+        metrics.slots.set(len(pool.slots))
+        metrics.pending_tests.set_function(lambda: self._pending)
+        metrics.busy_slots.set_function(lambda: pool.busy)
+        metrics.queue_depth.set_function(lambda: max(self._pending - pool.busy, 0))
+        metrics.sandbox_restarts.set_function(lambda: pool.restarts)
+
+    def close(self) -> None:
+        self._threads.shutdown(wait=False, cancel_futures=True)
+
+    # --- admission -----------------------------------------------------------------
+
+    def validate(self, request: ExecuteRequest) -> None:
+        """Refuse limits above this executor's maxima, naming the setting to change.
+
+        Raises:
+            LimitTooHigh: a limit or the number of tests is above the maximum.
+        """
+        s, limits = self.settings, request.limits
+        checks = [
+            (len(request.tests), s.max_tests_per_request, "tests", "MAX_TESTS_PER_REQUEST"),
+            (limits.wall_s, s.max_wall_s, "limits.wall_s", "MAX_WALL_S"),
+            (limits.cpu_s or 0, s.max_wall_s, "limits.cpu_s", "MAX_WALL_S"),
+            (limits.memory_mb, s.max_memory_mb, "limits.memory_mb", "MAX_MEMORY_MB"),
+            (limits.output_kb, s.max_output_kb, "limits.output_kb", "MAX_OUTPUT_KB"),
+            (limits.total_s or 0, s.max_total_s, "limits.total_s", "MAX_TOTAL_S"),
+        ]
+        for value, maximum, name, setting in checks:
+            if value > maximum:
+                raise LimitTooHigh(
+                    f"{name} is {value:g}, above this executor's maximum of {maximum:g} "
+                    f"(raise COBALT_EXECUTOR_{setting} on the server to allow it)",
+                    detail={"field": name, "value": value, "maximum": maximum},
+                )
+
+    @contextmanager
+    def admitted(self, n_tests: int) -> Iterator[None]:
+        """Reserve queue room for `n_tests`, or refuse at once with 429."""
+        with self._lock:
+            if self._pending + n_tests > self.settings.max_pending_tests:
+                self.metrics.rejected.labels(reason="queue_full").inc()
+                backlog_s = self._pending / max(len(self.pool.slots), 1) * 0.05
+                raise Overloaded(
+                    f"executor queue is full ({self._pending} tests pending, "
+                    f"limit {self.settings.max_pending_tests}); retry later",
+                    retry_after_s=max(1.0, round(backlog_s, 1)),
+                )
+            self._pending += n_tests
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._pending -= n_tests
+
+    # --- execution -----------------------------------------------------------------
+
+    async def execute(self, request: ExecuteRequest) -> ExecuteResponse:
+        """Run one program on its tests and judge each test.
+
+        Raises:
+            LimitTooHigh: the request asks for more than this executor allows.
+            Overloaded: the queue has no room for the request's tests.
+        """
+        self.validate(request)
+        started = time.monotonic()
+        with self.admitted(len(request.tests)):
+            response = await self._run_admitted(request)
+        self.metrics.request_seconds.labels(endpoint="execute").observe(time.monotonic() - started)
+        return response
+
+    async def execute_batch(self, batch: BatchExecuteRequest) -> BatchExecuteResponse:
+        """Run many programs with the pool's bounded parallelism; results in order."""
+        for request in batch.requests:
+            self.validate(request)
+        started = time.monotonic()
+        with self.admitted(sum(len(r.tests) for r in batch.requests)):
+            results = await asyncio.gather(*(self._run_admitted(r) for r in batch.requests))
+        self.metrics.request_seconds.labels(endpoint="batch").observe(time.monotonic() - started)
+        return BatchExecuteResponse(results=list(results))
+
+    async def _run_admitted(self, request: ExecuteRequest) -> ExecuteResponse:
+        budget = request.limits.total_s or self.settings.max_total_s
+        deadline = time.monotonic() + budget
+        if request.stop_on_first_failure:
+            results: list[TestResult] = []
+            for test in request.tests:
+                if results and results[-1].verdict is not Verdict.ACCEPTED:
+                    results.append(skipped("Not run: an earlier test failed."))
+                    continue
+                results.append(await self._run_test(test, request, deadline))
+        else:
+            results = list(
+                await asyncio.gather(*(self._run_test(t, request, deadline) for t in request.tests))
+            )
+        passed = sum(r.verdict is Verdict.ACCEPTED for r in results)
+        return ExecuteResponse(
+            results=results,
+            passed=passed,
+            total=len(results),
+            pass_rate=passed / len(results),
+            executor_version=EXECUTOR_VERSION,
+        )
+
+    async def _run_test(
+        self, test: StdinTest | CallTest, request: ExecuteRequest, deadline: float
+    ) -> TestResult:
+        loop = asyncio.get_running_loop()
+        result = await loop.run_in_executor(
+            self._threads, self._run_test_blocking, test, request, deadline
+        )
+        self.metrics.verdicts.labels(verdict=result.verdict.value).inc()
+        return result
+
+    def _run_test_blocking(
+        self, test: StdinTest | CallTest, request: ExecuteRequest, deadline: float
+    ) -> TestResult:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0.05:
+            return skipped("Not run: the request's total time budget (limits.total_s) ran out.")
+        job = job_for_test(test, request, min(request.limits.wall_s, remaining))
+        began = time.monotonic()
+        raw: RawRun = self.pool.run(job)
+        elapsed = time.monotonic() - began
+        self.metrics.test_seconds.observe(raw.wall_ms / 1000)
+        self.metrics.overhead_seconds.observe(max(elapsed - raw.wall_ms / 1000, 0.0))
+        return judge(
+            test,
+            job,
+            raw,
+            compare=request.compare,
+            feedback_chars=request.feedback_chars,
+            stream_chars=request.stream_chars,
+        )
+
+    # --- SandboxFusion compatibility ------------------------------------------------
+
+    async def run_code(self, request: RunCodeRequest) -> RunCodeResponse:
+        """SandboxFusion's `/run_code`: run a Python script once on `stdin`, no judging.
+
+        Raises:
+            UnsupportedFeature: a language other than Python, or attached files.
+        """
+        if request.language.lower() not in ("python", "python3"):
+            raise UnsupportedFeature(
+                f"language {request.language!r} is not supported; this executor runs 'python'"
+            )
+        if request.files or request.fetch_files:
+            raise UnsupportedFeature("files and fetch_files are not supported by this executor")
+        memory_mb = (
+            request.memory_limit_MB if request.memory_limit_MB > 0 else self.settings.max_memory_mb
+        )
+        probe = ExecuteRequest(
+            code=request.code,
+            tests=[StdinTest(stdin=request.stdin or "", expected_stdout="")],
+            limits=Limits(
+                wall_s=request.run_timeout,
+                memory_mb=min(memory_mb, self.settings.max_memory_mb),
+                output_kb=min(1024, self.settings.max_output_kb),
+            ),
+            stream_chars=1 << 20,
+        )
+        self.validate(probe)
+        with self.admitted(1):
+            result = await self._run_test(probe.tests[0], probe, time.monotonic() + 3600)
+        return _as_sandboxfusion(result)
+
+    # --- introspection --------------------------------------------------------------
+
+    def info(self) -> ExecutorInfo:
+        s = self.settings
+        return ExecutorInfo(
+            executor_version=EXECUTOR_VERSION,
+            languages=["python"],
+            compare_modes=[mode.value for mode in Compare],
+            default_limits=Limits(),
+            max_limits=Limits(
+                wall_s=s.max_wall_s,
+                cpu_s=s.max_wall_s,
+                memory_mb=s.max_memory_mb,
+                output_kb=s.max_output_kb,
+                total_s=s.max_total_s,
+            ),
+            slots=len(self.pool.slots),
+            max_pending_tests=s.max_pending_tests,
+            max_body_bytes=s.max_body_bytes,
+            sandbox="none (UNSAFE)" if s.unsafe_no_sandbox else "bubblewrap+seccomp+rlimits",
+            python=self.pool.interpreter.version,
+        )
+
+    async def is_ready(self) -> bool:
+        """Run a canary program through a real sandbox: ready only if it is judged right."""
+        try:
+            response = await asyncio.wait_for(
+                self.execute(CANARY), timeout=self.settings.readiness_timeout_s
+            )
+        except (TimeoutError, Overloaded):
+            return False
+        return response.passed == response.total
+
+
+def _as_sandboxfusion(result: TestResult) -> RunCodeResponse:
+    if result.verdict is Verdict.SANDBOX_ERROR:
+        return RunCodeResponse(status="SandboxError", message=result.feedback)
+    timed_out = result.verdict is Verdict.TIME_LIMIT
+    run = RunCodeResult(
+        status="TimeLimitExceeded" if timed_out else "Finished",
+        execution_time=result.wall_ms / 1000,
+        return_code=result.exit_code if result.exit_code is not None else -(result.signal or 0),
+        stdout=result.stdout,
+        stderr=result.stderr,
+    )
+    ok = result.exit_code == 0 and result.verdict not in (
+        Verdict.TIME_LIMIT,
+        Verdict.MEMORY_LIMIT,
+        Verdict.OUTPUT_LIMIT,
+    )
+    return RunCodeResponse(
+        status="Success" if ok else "Failed",
+        message="" if ok else result.verdict.value,
+        run_result=run,
+    )

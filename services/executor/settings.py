@@ -1,0 +1,69 @@
+"""Executor settings, read from `COBALT_EXECUTOR_*` environment variables."""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import SettingsConfigDict
+
+from cobalt.executor.sandbox import SandboxConfig
+from cobalt.shared.settings import CobaltSettings
+
+__all__ = ["ExecutorSettings"]
+
+
+class ExecutorSettings(CobaltSettings):
+    """Everything the executor service can be told. Built once by the entry point."""
+
+    model_config = SettingsConfigDict(env_prefix="COBALT_EXECUTOR_", frozen=True, extra="ignore")
+
+    host: str = "127.0.0.1"
+    """Address to listen on; localhost by default, so exposing it is a decision."""
+    port: int = 8100
+    auth_token: SecretStr | None = None
+    """If set, /v1/* and /run_code need `Authorization: Bearer <token>`."""
+    slots: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1, le=1024)
+    """Concurrent sandboxes (tests running at once). Default: one per CPU."""
+    max_pending_tests: int = Field(default=4096, ge=1)
+    """Tests queued or running before new work is refused with 429."""
+    max_body_bytes: int = Field(default=32 << 20, ge=1024)
+    """Largest request body accepted; larger gets 413."""
+    max_tests_per_request: int = Field(default=2000, ge=1)
+    max_wall_s: float = Field(default=60.0, gt=0)
+    """Highest per-test wall-clock limit a request may ask for."""
+    max_memory_mb: int = Field(default=4096, ge=16)
+    max_output_kb: int = Field(default=16384, ge=1)
+    max_total_s: float = Field(default=600.0, gt=0)
+    python: str = "/usr/bin/python3"
+    """Interpreter that runs untrusted code (never a pyenv shim)."""
+    sandbox_uid_base: int = Field(default=61000, ge=1000)
+    """Slot i runs as uid base+i when the server is root; otherwise as the server's uid."""
+    tmpfs_mb: int = Field(default=64, ge=1)
+    """Size of each sandbox's writable /tmp and /dev/shm."""
+    nproc: int = Field(default=64, ge=4)
+    """Processes and threads one test may have at once."""
+    nofile: int = Field(default=256, ge=16)
+    file_size_mb: int = Field(default=64, ge=1)
+    unsafe_no_sandbox: bool = False
+    """Run without bubblewrap (rlimits and seccomp only). Never for untrusted code."""
+    readiness_timeout_s: float = 10.0
+
+    @model_validator(mode="after")
+    def _sane(self) -> ExecutorSettings:
+        if self.python.find("/.pyenv/shims/") >= 0:
+            raise ValueError("COBALT_EXECUTOR_PYTHON must not be a pyenv shim")
+        return self
+
+    def sandbox_config(self) -> SandboxConfig:
+        """The part of these settings the sandbox layer needs."""
+        return SandboxConfig(
+            python=self.python,
+            use_bwrap=not self.unsafe_no_sandbox,
+            uid_base=self.sandbox_uid_base,
+            slots=self.slots,
+            tmpfs_mb=self.tmpfs_mb,
+            nproc=self.nproc,
+            nofile=self.nofile,
+            file_size_mb=self.file_size_mb,
+        )

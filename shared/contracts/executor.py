@@ -1,0 +1,221 @@
+"""The executor's API contract: what a caller sends to run a program and what it gets back.
+
+Field names are fixed (other tools script against them); extend, never rename.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "BatchExecuteRequest",
+    "BatchExecuteResponse",
+    "CallTest",
+    "Compare",
+    "ExecuteRequest",
+    "ExecuteResponse",
+    "ExecutorInfo",
+    "Limits",
+    "RunCodeRequest",
+    "RunCodeResponse",
+    "RunCodeResult",
+    "StdinTest",
+    "TestCase",
+    "TestResult",
+    "Verdict",
+]
+
+
+class Verdict(StrEnum):
+    """The outcome of one test. Stored and compared as plain strings."""
+
+    ACCEPTED = "accepted"
+    WRONG_ANSWER = "wrong_answer"
+    RUNTIME_ERROR = "runtime_error"
+    TIME_LIMIT = "time_limit"
+    MEMORY_LIMIT = "memory_limit"
+    OUTPUT_LIMIT = "output_limit"
+    SANDBOX_ERROR = "sandbox_error"
+    SKIPPED = "skipped"
+
+
+class Compare(StrEnum):
+    """How program output is compared with the expected output.
+
+    - cobalt: the whole output, stripped of leading and trailing whitespace, must be equal
+      (the paper's rule).
+    - lines: line by line after stripping trailing whitespace; trailing blank lines ignored.
+    - float: whitespace-separated tokens; numbers equal within 1e-6 absolute or relative.
+    """
+
+    COBALT = "cobalt"
+    LINES = "lines"
+    FLOAT = "float"
+
+
+class StdinTest(BaseModel):
+    """A test that feeds `stdin` to the program and compares what it prints."""
+
+    model_config = ConfigDict(extra="forbid")
+    __test__ = False  # not a pytest class
+
+    stdin: str = ""
+    expected_stdout: str
+
+
+class CallTest(BaseModel):
+    """A test that calls `fn_name(*args, **kwargs)` and compares the returned value.
+
+    If the program defines no top-level function `fn_name`, the method of that name on an
+    instance of `class Solution` is called (LeetCode style). The return value travels to
+    the judge as JSON, so tuples compare equal to lists.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    __test__ = False
+
+    fn_name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    args: list[Any] = Field(default_factory=list)
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    expected: Any = None
+
+
+TestCase = Annotated[StdinTest | CallTest, Field(union_mode="left_to_right")]
+
+
+class Limits(BaseModel):
+    """Resource limits. Per test unless the name says otherwise."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    wall_s: float = Field(default=4.0, gt=0, le=600, description="wall-clock seconds per test")
+    cpu_s: float | None = Field(
+        default=None, gt=0, le=600, description="CPU seconds per test (default: wall_s)"
+    )
+    memory_mb: int = Field(default=1024, ge=16, le=65536, description="memory per test, MiB")
+    output_kb: int = Field(
+        default=1024, ge=1, le=65536, description="stdout (and stderr) size cap per test, KiB"
+    )
+    total_s: float | None = Field(
+        default=None, gt=0, le=3600, description="wall-clock budget for the whole request"
+    )
+
+
+class ExecuteRequest(BaseModel):
+    """One program and the tests to run it on."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: str
+    language: Literal["python"] = "python"
+    tests: list[TestCase] = Field(min_length=1)
+    compare: Compare = Compare.COBALT
+    limits: Limits = Field(default_factory=Limits)
+    stop_on_first_failure: bool = False
+    feedback_chars: int = Field(
+        default=400, ge=0, le=100_000, description="middle-truncation length of feedback fields"
+    )
+    stream_chars: int = Field(
+        default=4096, ge=0, le=1_048_576, description="cap on stdout/stderr returned per test"
+    )
+
+
+class TestResult(BaseModel):
+    """The verdict and evidence for one test."""
+
+    __test__ = False
+
+    verdict: Verdict
+    exit_code: int | None = None
+    signal: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    wall_ms: float = 0.0
+    cpu_ms: float = 0.0
+    max_rss_kb: int = 0
+    feedback: str = ""
+
+
+class ExecuteResponse(BaseModel):
+    """Per-test results in the order of the request's tests, plus the summary."""
+
+    results: list[TestResult]
+    passed: int
+    total: int
+    pass_rate: float
+    executor_version: str
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ExecuteResponse:
+        if self.total != len(self.results):
+            raise ValueError("total must equal the number of results")
+        return self
+
+
+class BatchExecuteRequest(BaseModel):
+    """Many programs in one call (an RL step scores thousands)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    requests: list[ExecuteRequest] = Field(min_length=1)
+
+
+class BatchExecuteResponse(BaseModel):
+    """One response per request, in request order."""
+
+    results: list[ExecuteResponse]
+
+
+class ExecutorInfo(BaseModel):
+    """What this executor offers: languages, default and maximum limits, capacity."""
+
+    executor_version: str
+    languages: list[str]
+    compare_modes: list[str]
+    default_limits: Limits
+    max_limits: Limits
+    slots: int
+    max_pending_tests: int
+    max_body_bytes: int
+    sandbox: str
+    python: str
+
+
+# --- SandboxFusion compatibility (`POST /run_code`) -------------------------------------
+
+
+class RunCodeRequest(BaseModel):
+    """SandboxFusion's run_code request, the subset that makes sense for Python."""
+
+    code: str
+    language: str = "python"
+    stdin: str | None = None
+    compile_timeout: float = 10.0
+    run_timeout: float = Field(default=10.0, gt=0, le=600)
+    memory_limit_MB: int = -1
+    files: dict[str, str | None] = Field(default_factory=dict)
+    fetch_files: list[str] = Field(default_factory=list)
+
+
+class RunCodeResult(BaseModel):
+    """SandboxFusion's CommandRunResult."""
+
+    status: Literal["Finished", "Error", "TimeLimitExceeded"]
+    execution_time: float | None = None
+    return_code: int | None = None
+    stdout: str | None = None
+    stderr: str | None = None
+
+
+class RunCodeResponse(BaseModel):
+    """SandboxFusion's RunCodeResponse."""
+
+    status: Literal["Success", "Failed", "SandboxError"]
+    message: str = ""
+    compile_result: RunCodeResult | None = None
+    run_result: RunCodeResult | None = None
+    executor_pod_name: str | None = None
+    files: dict[str, str] = Field(default_factory=dict)

@@ -1,0 +1,108 @@
+"""The one error tree of Cobalt.
+
+    CobaltError
+     ├── NotFound          a named thing does not exist                  -> 404
+     ├── Conflict          the request clashes with the current state    -> 409
+     ├── InvalidInput      the caller sent something we cannot use        -> 422
+     │    └── PayloadTooLarge   the request body is over the size cap     -> 413
+     ├── Unauthorized      missing or wrong credentials                   -> 401
+     ├── Overloaded        too much work queued; retry later              -> 429
+     ├── Unavailable       a dependency of ours is down or not ready      -> 503
+     └── UpstreamError     a service we called answered with an error     -> 502
+
+Services add leaves in their own `errors.py`. Each HTTP app maps these classes to
+statuses in one place (`cobalt.shared.http.install_error_handlers`), and clients turn
+transport failures back into `Unavailable` / `UpstreamError` so callers see one tree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "CobaltError",
+    "Conflict",
+    "InvalidInput",
+    "NotFound",
+    "Overloaded",
+    "PayloadTooLarge",
+    "Unauthorized",
+    "Unavailable",
+    "UpstreamError",
+]
+
+
+class CobaltError(Exception):
+    """Base of every error Cobalt raises on purpose."""
+
+    status_code = 500
+    error_type = "internal_error"
+
+    def __init__(self, message: str, *, detail: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+
+
+class NotFound(CobaltError):
+    """A named thing (run, dataset, job) does not exist."""
+
+    status_code = 404
+    error_type = "not_found"
+
+
+class Conflict(CobaltError):
+    """The request clashes with the current state of a resource."""
+
+    status_code = 409
+    error_type = "conflict"
+
+
+class InvalidInput(CobaltError):
+    """The caller sent something that cannot be used as it is."""
+
+    status_code = 422
+    error_type = "invalid_input"
+
+
+class PayloadTooLarge(InvalidInput):
+    """The request body is larger than the service accepts."""
+
+    status_code = 413
+    error_type = "payload_too_large"
+
+
+class Unauthorized(CobaltError):
+    """Missing or wrong credentials."""
+
+    status_code = 401
+    error_type = "unauthorized"
+
+
+class Overloaded(CobaltError):
+    """More work is queued than the service holds; retry after `retry_after_s`."""
+
+    status_code = 429
+    error_type = "overloaded"
+
+    def __init__(self, message: str, *, retry_after_s: float = 1.0, detail: Any = None) -> None:
+        super().__init__(message, detail=detail)
+        self.retry_after_s = retry_after_s
+
+
+class Unavailable(CobaltError):
+    """A dependency is down, unreachable or not ready yet."""
+
+    status_code = 503
+    error_type = "unavailable"
+
+
+class UpstreamError(CobaltError):
+    """A service we called answered with an error we cannot fix by retrying."""
+
+    status_code = 502
+    error_type = "upstream_error"
+
+    def __init__(self, message: str, *, status_code: int | None = None, detail: Any = None) -> None:
+        super().__init__(message, detail=detail)
+        self.upstream_status = status_code
