@@ -25,7 +25,7 @@ lint: setup
 	$(BIN)/ruff format --check services shared tests bench
 
 typecheck: setup
-	$(BIN)/mypy
+	scripts/typecheck.sh
 
 pytest: setup services
 	$(BIN)/pytest $(PYTEST_ARGS)

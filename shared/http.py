@@ -70,7 +70,8 @@ def install_error_handlers(app: FastAPI) -> None:
         kind = {401: "unauthorized", 404: "not_found", 405: "method_not_allowed"}.get(
             exc.status_code, "http_error"
         )
-        return error_response(exc.status_code, kind, str(exc.detail), None, exc.headers)
+        headers = dict(exc.headers) if exc.headers else None
+        return error_response(exc.status_code, kind, str(exc.detail), None, headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -82,7 +83,7 @@ class BodySizeLimit:
     """ASGI middleware: refuse bodies over `max_bytes` with 413, without reading them whole.
 
     A declared Content-Length over the cap is refused before any byte is read; a chunked
-    body is counted as it streams and refused once it passes the cap.
+    body is read up to the cap (refused once it passes it) and handed on in one piece.
     """
 
     def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
@@ -97,18 +98,34 @@ class BodySizeLimit:
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             await self._refuse(scope, receive, send)
             return
+        if declared is not None:
+            await self.app(scope, receive, send)
+            return
+        # No declared length (chunked): read the body here, up to the cap, then replay it.
+        chunks: list[bytes] = []
         seen = 0
-
-        async def counted_receive() -> Message:
-            nonlocal seen
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
-                    raise PayloadTooLarge(self._message())
-            return message
+            if message["type"] != "http.request":
+                break
+            chunks.append(message.get("body", b""))
+            seen += len(chunks[-1])
+            if seen > self.max_bytes:
+                await self._refuse(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        replayed = False
 
-        await self.app(scope, counted_receive, send)
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
 
     def _message(self) -> str:
         return (

@@ -59,6 +59,7 @@ import threading
 import time
 import traceback
 import typing
+from typing import Any, NoReturn
 
 WRITABLE_DIRS = ("/tmp", "/dev/shm")
 WORKDIR = "/tmp/run"
@@ -69,17 +70,17 @@ MAX_MESSAGE = 65536
 PR_SET_DUMPABLE = 4
 
 
-def _send(ctl, payload):
+def _send(ctl: socket.socket, payload: dict[str, Any]) -> None:
     ctl.send(json.dumps(payload).encode())
 
 
-def _make_non_dumpable():
+def _make_non_dumpable() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
 
 
-def _in_own_pid_namespace():
+def _in_own_pid_namespace() -> bool:
     # bwrap runs its init as pid 1 and us as pid 2. Only then is kill(-1) confined to
     # the sandbox; in unsafe mode (no namespaces) it would hit every process of our uid.
     return os.getpid() == 2
@@ -88,8 +89,8 @@ def _in_own_pid_namespace():
 # --- the child: runs one test ---------------------------------------------------------
 
 
-def _read_all(fd):
-    chunks = []
+def _read_all(fd: int) -> bytes:
+    chunks: list[bytes] = []
     while True:
         chunk = os.read(fd, 1 << 20)
         if not chunk:
@@ -97,20 +98,18 @@ def _read_all(fd):
         chunks.append(chunk)
 
 
-def _write_all(fd, data):
+def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         written = os.write(fd, view)
         view = view[written:]
 
 
-def _apply_limits(limits):
+def _apply_limits(limits: dict[str, int], mapped: int) -> None:
     cpu = int(limits["cpu_s"])
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     # The address-space limit counts what is already mapped (the interpreter itself), so
-    # add the current size: the program then gets `memory_bytes` for its own data.
-    with open("/proc/self/statm") as fh:
-        mapped = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    # add that: the program then gets `memory_bytes` for its own data.
     memory = mapped + int(limits["memory_bytes"])
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     stack = min(int(limits["memory_bytes"]), 512 << 20)
@@ -122,12 +121,12 @@ def _apply_limits(limits):
     resource.setrlimit(resource.RLIMIT_MEMLOCK, (0, 0))
 
 
-def _reset_signals():
+def _reset_signals() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM, signal.SIGXCPU):
         signal.signal(sig, signal.SIG_DFL)
 
 
-def _user_traceback(exc):
+def _user_traceback(exc: BaseException) -> str:
     # Drop the harness's own frames so the program sees a traceback of its code only.
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename != "solution.py":
@@ -135,14 +134,14 @@ def _user_traceback(exc):
     return "".join(traceback.format_exception(type(exc), exc, tb))
 
 
-def _prelude_for_calls():
+def _prelude_for_calls() -> dict[str, Any]:
     # LeetCode-style solutions use typing names (List, Optional, ...) without importing them.
     names = {name: getattr(typing, name) for name in typing.__all__}
     names.update({"__name__": "solution", "__builtins__": builtins})
     return names
 
 
-def _find_callable(namespace, fn_name):
+def _find_callable(namespace: dict[str, Any], fn_name: str) -> Any:
     target = namespace.get(fn_name)
     if callable(target) and not isinstance(target, type):
         return target
@@ -152,7 +151,7 @@ def _find_callable(namespace, fn_name):
     return None
 
 
-def _finish_threads():
+def _finish_threads() -> None:
     # A script's non-daemon threads finish before the interpreter exits; keep that.
     if threading.active_count() > 1:
         shutdown = getattr(threading, "_shutdown", None)
@@ -160,10 +159,70 @@ def _finish_threads():
             shutdown()
 
 
-def _run_child(fds):
-    """Never returns: becomes the test process and exits with its status."""
+def _stdio(fd: int, mode: str) -> io.TextIOWrapper:
+    raw = io.FileIO(fd, mode, closefd=False)
+    if mode == "r":
+        return io.TextIOWrapper(io.BufferedReader(raw))
+    if fd == 1:
+        return io.TextIOWrapper(io.BufferedWriter(raw, 1 << 16))
+    return io.TextIOWrapper(io.BufferedWriter(raw), line_buffering=True)
+
+
+WARM_UP_PROGRAM = "values = [int(x) + 1 for x in '1 2 3'.split()]\nprint(*values)\n"
+
+
+def _warm_up() -> None:
+    """Walk the per-test code path once on dummy data before the real test arrives.
+
+    A forked child pays a copy-on-write fault for every page it first writes to, and in
+    Python merely calling a function writes (reference counts). Doing the work once while
+    idle moves most of those faults off the test's critical path.
+    """
+    sample = {"nonce": "0" * 32, "mode": "stdin", "code": WARM_UP_PROGRAM, "args": [1, "a"]}
+    command = json.loads(json.dumps(sample))
+    read_end, write_end = os.pipe()
+    try:
+        saved, sys.stdout = sys.stdout, _stdio(write_end, "w")
+        try:
+            exec(compile(command["code"], "solution.py", "exec"), {"__name__": "__main__"})
+            sys.stdout.flush()
+        finally:
+            sys.stdout = saved
+        _stdio(read_end, "r")
+        json.dumps({"status": "done"})
+        _prelude_for_calls()
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def _mapped_bytes() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _spare_main(channel: socket.socket) -> NoReturn:
+    """Never returns: a pre-forked child that waits for its test, then runs it."""
     try:
         os.setsid()
+        _reset_signals()
+        if hasattr(sys, "set_int_max_str_digits"):
+            sys.set_int_max_str_digits(0)
+        os.chdir(WORKDIR)
+        _warm_up()
+        mapped = _mapped_bytes()
+        message, fds, _, _ = socket.recv_fds(channel, 64, 8)
+        if not message or len(fds) != 5:
+            os._exit(0)
+        channel.close()
+    except BaseException:
+        os._exit(125)
+    _run_child(fds, mapped)
+
+
+def _run_child(fds: list[int], mapped: int) -> NoReturn:
+    """Never returns: becomes the test process and exits with its status."""
+    try:
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD, HIGH_FD + i) for i, fd in enumerate(fds)]
         cmd_r, stdin_r, stdout_w, stderr_w, result_w = high
         os.dup2(stdin_r, 0)
@@ -175,18 +234,10 @@ def _run_child(fds):
         command = json.loads(_read_all(COMMAND_FD))
         os.close(COMMAND_FD)
         nonce = command["nonce"]
-        os.chdir(WORKDIR)
-        _apply_limits(command["limits"])
-        _reset_signals()
-        if hasattr(sys, "set_int_max_str_digits"):
-            sys.set_int_max_str_digits(0)
-        sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)))
-        sys.stdout = io.TextIOWrapper(
-            io.BufferedWriter(io.FileIO(1, "w", closefd=False), 1 << 16), write_through=False
-        )
-        sys.stderr = io.TextIOWrapper(
-            io.BufferedWriter(io.FileIO(2, "w", closefd=False)), line_buffering=True
-        )
+        _apply_limits(command["limits"], mapped)
+        sys.stdin = _stdio(0, "r")
+        sys.stdout = _stdio(1, "w")
+        sys.stderr = _stdio(2, "w")
         memory_record = (nonce + ' {"status": "memory_error"}\n').encode()
         code = compile(command["code"], "solution.py", "exec")
     except SyntaxError as exc:
@@ -204,7 +255,8 @@ def _run_child(fds):
             os._exit(125)
     _write_all(RECORD_FD, (nonce + " start\n").encode())
     status = 0
-    record = None
+    record: dict[str, Any] = {}
+    serialized = ""
     try:
         if command["mode"] == "call":
             namespace = _prelude_for_calls()
@@ -228,6 +280,10 @@ def _run_child(fds):
     except MemoryError:
         os.write(RECORD_FD, memory_record)
         os.write(2, b"MemoryError\n")
+        try:
+            sys.stdout.flush()
+        except BaseException:
+            pass
         os._exit(1)
     except SystemExit as exc:
         if exc.code is None or isinstance(exc.code, int):
@@ -264,7 +320,7 @@ def _run_child(fds):
 # --- the zygote loop ------------------------------------------------------------------
 
 
-def _kill_everything_else():
+def _kill_everything_else() -> None:
     if not _in_own_pid_namespace():
         return
     try:
@@ -291,7 +347,7 @@ def _kill_everything_else():
         time.sleep(0.001)
 
 
-def _wipe(path):
+def _wipe(path: str) -> None:
     """Remove everything below `path`, whatever permissions the program left behind."""
     try:
         entries = os.listdir(path)
@@ -320,24 +376,57 @@ def _wipe(path):
                 pass
 
 
-def _run_one(ctl, test_id, fds):
+class _Spare:
+    """A pre-forked child waiting for its test on a private socket."""
+
+    def __init__(self, ctl: socket.socket) -> None:
+        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            ctl.close()
+            parent_end.close()
+            _spare_main(child_end)
+        child_end.close()
+        self.pid = pid
+        self.channel = parent_end
+        self.pidfd = os.pidfd_open(pid)
+
+    def close(self) -> None:
+        self.channel.close()
+        os.close(self.pidfd)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _run_one(ctl: socket.socket, spare: _Spare, test_id: int, fds: list[int]) -> bool:
+    """Hand the test to the spare child, wait for it, clean up. False means shut down."""
     started = time.monotonic_ns()
-    pid = os.fork()
-    if pid == 0:
-        ctl.close()
-        _run_child(fds)
+    try:
+        socket.send_fds(spare.channel, [b"run"], fds)
+    except OSError:
+        # The spare died while idle (it should not): replace it and try once more.
+        _kill_group(spare.pid)
+        os.waitpid(spare.pid, 0)
+        spare.close()
+        spare = _Spare(ctl)
+        socket.send_fds(spare.channel, [b"run"], fds)
     for fd in fds:
         os.close(fd)
+    pid = spare.pid
     _send(ctl, {"event": "started", "id": test_id, "pid": pid})
-    pidfd = os.pidfd_open(pid)
     poller = select.poll()
     poller.register(ctl.fileno(), select.POLLIN)
-    poller.register(pidfd, select.POLLIN)
+    poller.register(spare.pidfd, select.POLLIN)
     killed = False
     shutdown = False
     while True:
         events = dict(poller.poll())
-        if pidfd in events:
+        if spare.pidfd in events:
             break
         if ctl.fileno() in events:
             message, _, _, _ = ctl.recvmsg(MAX_MESSAGE)
@@ -345,16 +434,13 @@ def _run_one(ctl, test_id, fds):
             if op in ("kill", "exit"):
                 killed = True
                 shutdown = op == "exit"
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+                _kill_group(pid)
                 _kill_everything_else()
                 if not message:
                     poller.unregister(ctl.fileno())
     _, status, usage = os.wait4(pid, 0)
     wall_ns = time.monotonic_ns() - started
-    os.close(pidfd)
+    spare.close()
     _kill_everything_else()
     for path in WRITABLE_DIRS:
         _wipe(path)
@@ -376,7 +462,7 @@ def _run_one(ctl, test_id, fds):
     return True
 
 
-def main():
+def main() -> None:
     ctl = socket.socket(fileno=int(sys.argv[1]))
     ctl_fd = fcntl.fcntl(ctl.fileno(), fcntl.F_DUPFD_CLOEXEC, 50)
     ctl.close()
@@ -388,6 +474,7 @@ def main():
     gc.collect()
     gc.freeze()
     os.makedirs(WORKDIR, exist_ok=True)
+    spare = _Spare(ctl)
     _send(
         ctl,
         {
@@ -401,16 +488,19 @@ def main():
     while True:
         message, fds, _, _ = socket.recv_fds(ctl, MAX_MESSAGE, 8)
         if not message:
-            return
+            break
         op = json.loads(message)
         if op.get("op") == "run" and len(fds) == 5:
-            if not _run_one(ctl, op["id"], fds):
+            if not _run_one(ctl, spare, op["id"], fds):
                 return
+            # Fork the next test's process now, while the server reads this result.
+            spare = _Spare(ctl)
         else:
             for fd in fds:
                 os.close(fd)
             if op.get("op") == "exit":
-                return
+                break
+    _kill_group(spare.pid)
 
 
 if __name__ == "__main__":

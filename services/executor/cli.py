@@ -2,10 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 from cobalt.executor.errors import SandboxUnavailable
+from cobalt.executor.metrics import ExecutorMetrics
+from cobalt.executor.sandbox import SandboxPool
+from cobalt.executor.service import ExecutorService
 from cobalt.executor.settings import ExecutorSettings
+from cobalt.shared.clients import ExecutorClient, ExecutorClientSettings
+from cobalt.shared.contracts import Compare, ExecuteRequest, ExecuteResponse, Verdict
+from cobalt.shared.errors import CobaltError, Overloaded, Unavailable, UpstreamError
 from cobalt.shared.logging import configure_logging
 
 __all__ = ["exec_app", "executor_app"]
@@ -34,7 +50,7 @@ def serve(
 
     from cobalt.executor.app import create_app
 
-    overrides = {
+    overrides: dict[str, Any] = {
         key: value
         for key, value in {"host": host, "port": port, "slots": slots}.items()
         if value is not None
@@ -54,3 +70,205 @@ def serve(
     except SandboxUnavailable as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+
+
+# --- cobalt exec run --------------------------------------------------------------------
+
+EXIT_ALL_PASSED = 0
+EXIT_SOME_FAILED = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+
+_VERDICT_STYLES = {
+    Verdict.ACCEPTED: "green",
+    Verdict.WRONG_ANSWER: "red",
+    Verdict.RUNTIME_ERROR: "red",
+    Verdict.TIME_LIMIT: "yellow",
+    Verdict.MEMORY_LIMIT: "yellow",
+    Verdict.OUTPUT_LIMIT: "yellow",
+    Verdict.SANDBOX_ERROR: "magenta",
+    Verdict.SKIPPED: "dim",
+}
+
+
+@exec_app.command("run")
+def run(
+    file: Annotated[Path, typer.Argument(help="The Python program to judge.", show_default=False)],
+    tests: Annotated[
+        Path,
+        typer.Option(
+            "--tests",
+            help='JSON list of tests in the executor\'s format, or an object with a "tests" list.',
+            show_default=False,
+        ),
+    ],
+    url: Annotated[
+        str | None,
+        typer.Option(help="Executor base URL (env COBALT_EXECUTOR_URL); unset runs in-process."),
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option(help="Bearer token for --url (env COBALT_EXECUTOR_AUTH_TOKEN).")
+    ] = None,
+    compare: Annotated[Compare, typer.Option(help="How output is compared.")] = Compare.COBALT,
+    wall_s: Annotated[
+        float | None, typer.Option("--wall-s", help="Wall-clock seconds per test (default 4).")
+    ] = None,
+    memory_mb: Annotated[
+        int | None, typer.Option("--memory-mb", help="Memory per test, MiB (default 1024).")
+    ] = None,
+    stop_on_first_failure: Annotated[
+        bool,
+        typer.Option("--stop-on-first-failure", help="Skip the tests after the first failing one."),
+    ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print the ExecuteResponse as one JSON object, not a table."),
+    ] = False,
+) -> None:
+    """Judge FILE on the tests in TESTS.json, on an executor or in a local sandbox.
+
+    Exit status: 0 all tests passed, 1 some failed, 2 bad input, 3 executor unreachable.
+    """
+    request = _load_request(
+        file,
+        tests,
+        compare=compare,
+        limits={"wall_s": wall_s, "memory_mb": memory_mb},
+        stop_on_first_failure=stop_on_first_failure,
+    )
+    # Only given flags override the environment: an explicit None would hide the variable.
+    overrides: dict[str, Any] = {
+        key: value for key, value in {"url": url, "auth_token": token}.items() if value
+    }
+    try:
+        client_settings = ExecutorClientSettings(**overrides)
+    except ValidationError as exc:
+        raise _fail(EXIT_USAGE, f"bad COBALT_EXECUTOR_* setting: {_first_error(exc)}") from exc
+    if client_settings.url:
+        response = _execute_remote(request, client_settings)
+    else:
+        response = _execute_local(request)
+    if as_json:
+        typer.echo(response.model_dump_json())
+    else:
+        _print_response(response)
+    all_passed = response.passed == response.total
+    raise typer.Exit(EXIT_ALL_PASSED if all_passed else EXIT_SOME_FAILED)
+
+
+def _fail(code: int, message: str) -> typer.Exit:
+    """Print one line to stderr and return the exit to raise."""
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _first_error(exc: ValidationError) -> str:
+    errors = exc.errors()
+    first = errors[0]
+    where = ".".join(str(part) for part in first["loc"]) or "value"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}: {first['msg']}{more}"
+
+
+def _read_text(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise _fail(EXIT_USAGE, f"cannot read {what} {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise _fail(EXIT_USAGE, f"{what} {path} is not UTF-8 text") from exc
+
+
+def _load_request(
+    file: Path,
+    tests_path: Path,
+    *,
+    compare: Compare,
+    limits: dict[str, float | int | None],
+    stop_on_first_failure: bool,
+) -> ExecuteRequest:
+    """The execute request for FILE and TESTS.json, or exit 2 saying what is wrong."""
+    code = _read_text(file, "program")
+    try:
+        tests: Any = json.loads(_read_text(tests_path, "tests file"))
+    except json.JSONDecodeError as exc:
+        raise _fail(EXIT_USAGE, f"tests file {tests_path} is not valid JSON: {exc}") from exc
+    if isinstance(tests, dict) and "tests" in tests:
+        tests = tests["tests"]
+    if not isinstance(tests, list):
+        raise _fail(
+            EXIT_USAGE,
+            f'tests file {tests_path} must hold a JSON list of tests or an object with a "tests" '
+            'list, e.g. [{"stdin": "1 2", "expected_stdout": "3"}]',
+        )
+    try:
+        return ExecuteRequest.model_validate(
+            {
+                "code": code,
+                "tests": tests,
+                "compare": compare,
+                "limits": {key: value for key, value in limits.items() if value is not None},
+                "stop_on_first_failure": stop_on_first_failure,
+            }
+        )
+    except ValidationError as exc:
+        raise _fail(EXIT_USAGE, f"invalid request: {_first_error(exc)}") from exc
+
+
+def _execute_remote(request: ExecuteRequest, settings: ExecutorClientSettings) -> ExecuteResponse:
+    """Send the request to the executor at `settings.url`; exit 2 or 3 on failure."""
+    try:
+        with ExecutorClient.from_settings(settings) as client:
+            return client.execute(request)
+    except ValueError as exc:
+        raise _fail(EXIT_USAGE, str(exc)) from exc
+    except (Unavailable, UpstreamError, Overloaded) as exc:
+        raise _fail(EXIT_UNREACHABLE, str(exc)) from exc
+    except CobaltError as exc:
+        raise _fail(EXIT_USAGE, str(exc)) from exc
+
+
+def _execute_local(request: ExecuteRequest) -> ExecuteResponse:
+    """Judge the request in this process on a small, short-lived sandbox pool."""
+    try:
+        settings = ExecutorSettings(slots=min(2, os.cpu_count() or 1))
+        pool = SandboxPool(settings.sandbox_config())
+    except ValidationError as exc:
+        raise _fail(EXIT_USAGE, f"bad COBALT_EXECUTOR_* setting: {_first_error(exc)}") from exc
+    except SandboxUnavailable as exc:
+        raise _fail(EXIT_UNREACHABLE, f"cannot run a local sandbox: {exc}") from exc
+    try:
+        pool.start()
+        service = ExecutorService(settings=settings, pool=pool, metrics=ExecutorMetrics())
+        try:
+            return asyncio.run(service.execute(request))
+        finally:
+            service.close()
+    except SandboxUnavailable as exc:
+        raise _fail(EXIT_UNREACHABLE, f"cannot run a local sandbox: {exc}") from exc
+    except CobaltError as exc:
+        raise _fail(EXIT_USAGE, str(exc)) from exc
+    finally:
+        pool.close()
+
+
+def _print_response(response: ExecuteResponse) -> None:
+    table = Table(title=response.executor_version, title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("verdict")
+    table.add_column("wall ms", justify="right")
+    table.add_column("cpu ms", justify="right")
+    table.add_column("feedback", overflow="fold")
+    for number, result in enumerate(response.results, start=1):
+        feedback = result.feedback.strip().splitlines()
+        table.add_row(
+            str(number),
+            Text(result.verdict.value, style=_VERDICT_STYLES.get(result.verdict, "")),
+            f"{result.wall_ms:.0f}",
+            f"{result.cpu_ms:.0f}",
+            Text(feedback[0] if feedback else ""),
+        )
+    console = Console(highlight=False)
+    console.print(table)
+    style = "green" if response.passed == response.total else "red"
+    console.print(Text(f"passed {response.passed}/{response.total}", style=style))

@@ -139,7 +139,10 @@ def _decide_call(test: CallTest, record: HarnessRecord, compare: Compare) -> _Ou
 def _feedback(test: StdinTest | CallTest, outcome: _Outcome, stderr: str, limit: int) -> str:
     if outcome.verdict is Verdict.ACCEPTED:
         return "Passed."
-    cut = lambda text: truncate_middle(text, limit)  # noqa: E731
+
+    def cut(text: str) -> str:
+        return truncate_middle(text, limit)
+
     if isinstance(test, StdinTest):
         parts = [f"Input:\n{cut(test.stdin)}"]
     else:

