@@ -238,6 +238,7 @@ def _run_child(fds: list[int], mapped: int) -> NoReturn:
         sys.stdin = _stdio(0, "r")
         sys.stdout = _stdio(1, "w")
         sys.stderr = _stdio(2, "w")
+        sys.argv = ["solution.py"]
         memory_record = (nonce + ' {"status": "memory_error"}\n').encode()
         code = compile(command["code"], "solution.py", "exec")
     except SyntaxError as exc:
@@ -274,12 +275,18 @@ def _run_child(fds: list[int], mapped: int) -> NoReturn:
                 else:
                     record = {"status": "returned"}
         else:
-            exec(code, {"__name__": "__main__", "__builtins__": builtins})
+            exec(
+                code, {"__name__": "__main__", "__file__": "solution.py", "__builtins__": builtins}
+            )
             _finish_threads()
             record = {"status": "done"}
-    except MemoryError:
+    except MemoryError as exc:
         os.write(RECORD_FD, memory_record)
-        os.write(2, b"MemoryError\n")
+        try:
+            sys.stderr.write(_user_traceback(exc))
+            sys.stderr.flush()
+        except BaseException:
+            os.write(2, b"MemoryError\n")
         try:
             sys.stdout.flush()
         except BaseException:

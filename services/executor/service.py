@@ -44,6 +44,8 @@ __all__ = ["EXECUTOR_VERSION", "ExecutorService", "job_for_test"]
 logger = logging.getLogger(__name__)
 
 EXECUTOR_VERSION = f"cobalt-executor/{__version__}"
+MIN_MEMORY_MB = 16
+"""Smallest memory limit a test runs with (MiB of data beyond the interpreter)."""
 CANARY = ExecuteRequest(
     code="print(sum(int(x) for x in input().split()))",
     tests=[StdinTest(stdin="20 22\n", expected_stdout="42")],
@@ -232,18 +234,21 @@ class ExecutorService:
             )
         if request.files or request.fetch_files:
             raise UnsupportedFeature("files and fetch_files are not supported by this executor")
+        # SandboxFusion runs without a memory limit when given -1; we apply our maximum.
+        # Tiny limits are raised to what an interpreter needs to start at all.
         memory_mb = (
             request.memory_limit_MB if request.memory_limit_MB > 0 else self.settings.max_memory_mb
         )
+        output_kb = self.settings.max_output_kb
         probe = ExecuteRequest(
             code=request.code,
             tests=[StdinTest(stdin=request.stdin or "", expected_stdout="")],
             limits=Limits(
                 wall_s=request.run_timeout,
-                memory_mb=min(memory_mb, self.settings.max_memory_mb),
-                output_kb=min(1024, self.settings.max_output_kb),
+                memory_mb=max(MIN_MEMORY_MB, min(memory_mb, self.settings.max_memory_mb)),
+                output_kb=output_kb,
             ),
-            stream_chars=1 << 20,
+            stream_chars=output_kb * 1024,
         )
         self.validate(probe)
         with self.admitted(1):
@@ -291,7 +296,10 @@ def _as_sandboxfusion(result: TestResult) -> RunCodeResponse:
     run = RunCodeResult(
         status="TimeLimitExceeded" if timed_out else "Finished",
         execution_time=result.wall_ms / 1000,
-        return_code=result.exit_code if result.exit_code is not None else -(result.signal or 0),
+        # SandboxFusion reports no return code for a run it killed at the time limit.
+        return_code=None
+        if timed_out
+        else (result.exit_code if result.exit_code is not None else -(result.signal or 0)),
         stdout=result.stdout,
         stderr=result.stderr,
     )
@@ -302,6 +310,6 @@ def _as_sandboxfusion(result: TestResult) -> RunCodeResponse:
     )
     return RunCodeResponse(
         status="Success" if ok else "Failed",
-        message="" if ok else result.verdict.value,
+        message="",
         run_result=run,
     )

@@ -119,7 +119,7 @@ class ExecuteRequest(BaseModel):
         default=400, ge=0, le=100_000, description="middle-truncation length of feedback fields"
     )
     stream_chars: int = Field(
-        default=4096, ge=0, le=1_048_576, description="cap on stdout/stderr returned per test"
+        default=4096, ge=0, le=64 << 20, description="cap on stdout/stderr returned per test"
     )
 
 

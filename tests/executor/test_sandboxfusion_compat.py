@@ -13,8 +13,8 @@ response is read the way verl reads it. Sources (read when this file was written
   multi-turn tool: stdin None, timeout 30, reads stdout + stderr) and
   examples/tutorial/agent_loop_get_started/sandbox.py (posts {"code": ...} only).
 
-Tests marked xfail(strict=True) state how SandboxFusion behaves where this executor does
-not yet; each reason names the difference. Remove the marker when the service is fixed.
+Where SandboxFusion and this executor still differ on purpose (a 422 for other languages
+and for attached files, 429 when the queue is full), the tests say so next to the case.
 """
 
 from __future__ import annotations
@@ -497,28 +497,11 @@ def lenient_client(
         yield client
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "memory_limit_MB between 1 and 15 makes service.run_code build Limits(memory_mb<16), "
-        "whose ValidationError escapes as HTTP 500; SandboxFusion runs the code under that "
-        "rlimit and answers 200 (verl: -1 api_error instead of a run verdict)"
-    ),
-)
 def test_tiny_memory_limit_is_answered_like_sandboxfusion(lenient_client: TestClient) -> None:
     body = run_code(lenient_client, verl_payload("print(1)", stdin=None, memory_limit_mb=8))
     assert body["status"] in ("Success", "Failed")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "/run_code caps output at 1 MiB (output_kb=min(1024, max_output_kb), stream_chars "
-        "2**20): a program printing 2 MB and exiting 0 gets status Failed, return_code -9 "
-        "and truncated stdout; SandboxFusion returns Success with all of stdout (verl: -2 "
-        "runtime_error instead of comparing the output)"
-    ),
-)
 def test_large_output_is_returned_whole(executor_client: TestClient) -> None:
     size = 2_000_000
     body = run_code(executor_client, verl_payload(f"print('a' * {size})", stdin=None))
