@@ -252,21 +252,23 @@ def main() -> None:
             rows.append((workload.name, base, ours))
     p50, p99 = sandbox_overhead(settings, 300 // scale)
 
+    cpus, version = os.cpu_count(), sys.version.split()[0]
+    print(f"\nmachine: {cpus} CPUs, slots/workers: {args.slots}, python {version}\n")
     print(
-        f"\nmachine: {os.cpu_count()} CPUs, slots/workers: {args.slots}, python {sys.version.split()[0]}\n"
-    )
-    print(
-        "| workload | baseline tests/s | cobalt tests/s | ratio | baseline p50 / p99 ms | cobalt p50 / p99 ms | passed (base / cobalt) |"
+        "| workload | baseline tests/s | cobalt tests/s | ratio "
+        "| baseline p50 / p99 ms | cobalt p50 / p99 ms | passed (base / cobalt) |"
     )
     print("|---|---|---|---|---|---|---|")
     for name, base, ours in rows:
+        ratio = ours.tests_per_s / base.tests_per_s
         print(
-            f"| {name} | {base.tests_per_s:.0f} | {ours.tests_per_s:.0f} | "
-            f"{ours.tests_per_s / base.tests_per_s:.1f}x | {base.p50_ms:.1f} / {base.p99_ms:.1f} | "
-            f"{ours.p50_ms:.1f} / {ours.p99_ms:.1f} | {base.passed}/{base.total} / {ours.passed}/{ours.total} |"
+            f"| {name} | {base.tests_per_s:.0f} | {ours.tests_per_s:.0f} | {ratio:.1f}x "
+            f"| {base.p50_ms:.1f} / {base.p99_ms:.1f} | {ours.p50_ms:.1f} / {ours.p99_ms:.1f} "
+            f"| {base.passed}/{base.total} / {ours.passed}/{ours.total} |"
         )
     print(
-        f"\nsandbox overhead per test (do-nothing program, one slot, no HTTP): p50 {p50:.1f} ms, p99 {p99:.1f} ms"
+        "\nsandbox overhead per test (do-nothing program, one slot, no HTTP): "
+        f"p50 {p50:.1f} ms, p99 {p99:.1f} ms"
     )
 
 

@@ -320,7 +320,8 @@ def test_more_tests_than_the_queue_holds_is_429(strict_client: TestClient) -> No
 def test_batch_results_keep_request_order(executor_client: TestClient) -> None:
     requests = [
         {
-            "code": f"import time\ntime.sleep({0.3 if i % 3 == 0 else 0})\nprint({i} + int(input()))",
+            "code": f"import time\ntime.sleep({0.3 if i % 3 == 0 else 0})\n"
+            f"print({i} + int(input()))",
             "tests": [
                 {"stdin": "1", "expected_stdout": str(i + 1)},
                 {"stdin": "2", "expected_stdout": "0"},
