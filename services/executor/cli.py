@@ -218,10 +218,12 @@ def _load_request(
 def _execute_remote(request: ExecuteRequest, settings: ExecutorClientSettings) -> ExecuteResponse:
     """Send the request to the executor at `settings.url`; exit 2 or 3 on failure."""
     try:
-        with ExecutorClient.from_settings(settings) as client:
-            return client.execute(request)
-    except ValueError as exc:
+        client = ExecutorClient.from_settings(settings)
+    except ValueError as exc:  # a URL that is not http(s)
         raise _fail(EXIT_USAGE, str(exc)) from exc
+    try:
+        with client:
+            return client.execute(request)
     except (Unavailable, UpstreamError, Overloaded) as exc:
         raise _fail(EXIT_UNREACHABLE, str(exc)) from exc
     except CobaltError as exc:

@@ -147,14 +147,17 @@ def _auth_headers(token: str | SecretStr | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
-def _check_build_args(
+def _check_arguments(
     *,
     client: object | None,
     base_url: str | None,
     timeout: float | httpx.Timeout,
     limits: httpx.Limits,
     transport: object | None,
+    max_retries: int,
 ) -> None:
+    if max_retries < 0:
+        raise ValueError(f"max_retries must be 0 or more, got {max_retries}")
     if client is None and not base_url:
         raise ValueError(
             "pass base_url= (e.g. 'http://127.0.0.1:8100', or set COBALT_EXECUTOR_URL and use "
@@ -178,6 +181,12 @@ def _check_build_args(
                 f"executor URL {base_url!r} must start with http:// or https:// "
                 "(e.g. http://127.0.0.1:8100)"
             )
+
+
+def _settings_url(settings: ExecutorClientSettings) -> str:
+    if not settings.url:
+        raise ValueError("COBALT_EXECUTOR_URL is not set: set it to the executor's base URL")
+    return settings.url
 
 
 def _backoff_s(retry: int) -> float:
@@ -220,13 +229,17 @@ def _envelope(response: httpx.Response) -> tuple[str, Any]:
     return (f"{summary}: {text[:300]}" if text else summary), None
 
 
+def _attempts(count: int) -> str:
+    return f"{count} attempt{'s' if count != 1 else ''}"
+
+
 def _status_error(response: httpx.Response, *, url: str, attempts: int) -> CobaltError:
     status = response.status_code
     message, detail = _envelope(response)
     if status == 429:
         retry_after = _retry_after_s(response)
         return Overloaded(
-            f"{message} (gave up after {attempts} attempts)",
+            f"{message} (gave up after {_attempts(attempts)})",
             retry_after_s=retry_after if retry_after is not None else 1.0,
             detail=detail,
         )
@@ -235,7 +248,7 @@ def _status_error(response: httpx.Response, *, url: str, attempts: int) -> Cobal
     error_class = _STATUS_ERRORS.get(status)
     if error_class is not None:
         return error_class(message, detail=detail)
-    tries = f" after {attempts} attempts" if attempts > 1 else ""
+    tries = f" after {_attempts(attempts)}" if attempts > 1 else ""
     return UpstreamError(
         f"executor at {url} answered {status}{tries}: {message}", status_code=status, detail=detail
     )
@@ -243,13 +256,13 @@ def _status_error(response: httpx.Response, *, url: str, attempts: int) -> Cobal
 
 def _unreachable(exc: httpx.TransportError, *, url: str, attempts: int) -> Unavailable:
     return Unavailable(
-        f"cannot reach the executor at {url} ({type(exc).__name__}: {exc or 'no detail'}; "
-        f"{attempts} attempt{'s' if attempts > 1 else ''}): check that it is running "
+        f"cannot reach the executor at {url} ({type(exc).__name__}: {str(exc) or 'no detail'}; "
+        f"{_attempts(attempts)}): check that it is running "
         "(`cobalt executor serve`) and that COBALT_EXECUTOR_URL points to it",
     )
 
 
-def _outcome(
+def _judge_attempt(
     outcome: httpx.Response | httpx.TransportError, *, url: str, attempt: int, max_retries: int
 ) -> httpx.Response | float:
     """Judge one attempt: a successful response, seconds to wait before retrying, or raise.
@@ -339,11 +352,14 @@ class ExecutorClient:
             ValueError: neither `base_url` nor `client` is given, both are, or
                 `max_retries` is negative.
         """
-        _check_build_args(
-            client=client, base_url=base_url, timeout=timeout, limits=limits, transport=transport
+        _check_arguments(
+            client=client,
+            base_url=base_url,
+            timeout=timeout,
+            limits=limits,
+            transport=transport,
+            max_retries=max_retries,
         )
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be 0 or more, got {max_retries}")
         self._owns_client = client is None
         if client is None:
             client = httpx.Client(
@@ -370,10 +386,8 @@ class ExecutorClient:
         Raises:
             ValueError: `settings.url` (COBALT_EXECUTOR_URL) is not set.
         """
-        if not settings.url:
-            raise ValueError("COBALT_EXECUTOR_URL is not set: set it to the executor's base URL")
         return cls(
-            base_url=settings.url,
+            base_url=_settings_url(settings),
             token=settings.auth_token,
             timeout=settings.client_timeout_s,
             transport=transport,
@@ -468,7 +482,7 @@ class ExecutorClient:
                 )
             except httpx.TransportError as exc:
                 outcome = exc
-            result = _outcome(outcome, url=url, attempt=attempt, max_retries=self.max_retries)
+            result = _judge_attempt(outcome, url=url, attempt=attempt, max_retries=self.max_retries)
             if isinstance(result, httpx.Response):
                 return result
             self._sleep(result)
@@ -494,29 +508,22 @@ class AsyncExecutorClient:
         max_retries: int = DEFAULT_MAX_RETRIES,
         sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
     ) -> None:
-        """Build or wrap the HTTP client.
+        """Build or wrap the HTTP client; the arguments are those of `ExecutorClient`.
 
-        Args:
-            base_url: The executor's base URL, for a client built here.
-            token: Bearer token sent with every request (also with an injected client).
-            timeout: Seconds, or an `httpx.Timeout`, for a client built here.
-            limits: Connection-pool limits for a client built here.
-            transport: An async httpx transport for a client built here (tests pass
-                `httpx.MockTransport` or `httpx.ASGITransport`).
-            client: An httpx async client to use instead of building one; the caller
-                closes it.
-            max_retries: Attempts after the first on retryable failures; 0 disables retries.
-            sleep: Awaited with the seconds to wait between attempts.
+        `transport` and `client` are the async httpx kinds (tests pass `httpx.MockTransport`
+        or `httpx.ASGITransport`), and `sleep` is awaited between attempts.
 
         Raises:
-            ValueError: neither `base_url` nor `client` is given, both are, or
-                `max_retries` is negative.
+            ValueError: as `ExecutorClient`.
         """
-        _check_build_args(
-            client=client, base_url=base_url, timeout=timeout, limits=limits, transport=transport
+        _check_arguments(
+            client=client,
+            base_url=base_url,
+            timeout=timeout,
+            limits=limits,
+            transport=transport,
+            max_retries=max_retries,
         )
-        if max_retries < 0:
-            raise ValueError(f"max_retries must be 0 or more, got {max_retries}")
         self._owns_client = client is None
         if client is None:
             client = httpx.AsyncClient(
@@ -543,10 +550,8 @@ class AsyncExecutorClient:
         Raises:
             ValueError: `settings.url` (COBALT_EXECUTOR_URL) is not set.
         """
-        if not settings.url:
-            raise ValueError("COBALT_EXECUTOR_URL is not set: set it to the executor's base URL")
         return cls(
-            base_url=settings.url,
+            base_url=_settings_url(settings),
             token=settings.auth_token,
             timeout=settings.client_timeout_s,
             transport=transport,
@@ -623,7 +628,7 @@ class AsyncExecutorClient:
                 )
             except httpx.TransportError as exc:
                 outcome = exc
-            result = _outcome(outcome, url=url, attempt=attempt, max_retries=self.max_retries)
+            result = _judge_attempt(outcome, url=url, attempt=attempt, max_retries=self.max_retries)
             if isinstance(result, httpx.Response):
                 return result
             await self._sleep(result)
