@@ -1,8 +1,10 @@
 """Executor throughput and latency, side by side with the paper's approach, in one process.
 
-Baseline ("fresh jail"): what the research code does, a new `bwrap ... python3` process per
-test (same namespaces, same read-only interpreter binds, rlimits), output compared in the
-parent, run by as many worker threads as the executor has slots.
+Baselines, each a fresh `bwrap ... python3` process per test with rlimits, output compared
+in the parent, run by as many worker threads as the executor has slots:
+- paper: as the research code's executor ran it (host root bound read-only, /dev/shm work
+  dir, the default interpreter with site enabled, a "reliability guard" prelude);
+- tuned: our own jail layout (minimal binds) and `python3 -I -S`, the fastest fresh start.
 Cobalt: the executor service over HTTP (uvicorn in a thread of this process), with warm
 zygotes that fork per test, driven by an httpx client with a few requests in flight.
 
@@ -85,7 +87,8 @@ def humaneval_workload() -> Workload:
 # --- baseline: a fresh bubblewrap + python per test ------------------------------------
 
 
-def baseline_command(python: str) -> list[str]:
+def tuned_baseline_command(python: str) -> list[str]:
+    """A fresh jail per test, tuned: minimal binds and `python3 -I -S` (no site import)."""
     interpreter = describe_interpreter(python)
     cmd = ["bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session"]
     cmd += ["--clearenv"]
@@ -99,17 +102,37 @@ def baseline_command(python: str) -> list[str]:
     return cmd + [interpreter.path, "-I", "-S", "-c"]
 
 
+# The research code's runner: bwrap with the host root read-only, a /dev/shm work dir, the
+# default interpreter (site enabled) and a "reliability guard" prelude run before the code.
+RELIABILITY_GUARD = (
+    "import os, shutil, subprocess\n"
+    "for _n in ('kill', 'system', 'putenv', 'remove', 'removedirs', 'rmdir', 'fchdir',\n"
+    "           'setuid', 'fork', 'forkpty', 'killpg', 'rename', 'renames', 'truncate'):\n"
+    "    setattr(os, _n, None)\n"
+    "shutil.rmtree = shutil.move = shutil.chown = None\n"
+    "subprocess.Popen = None\n"
+)
+
+
+def paper_baseline_command(python: str) -> list[str]:
+    """A fresh jail per test as the paper's executor ran it."""
+    cmd = ["bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session"]
+    cmd += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    cmd += ["--tmpfs", "/dev/shm", "--chdir", "/dev/shm"]
+    return cmd + [os.path.realpath(python), "-c"]
+
+
 def _limits() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
     resource.setrlimit(resource.RLIMIT_CPU, (4, 5))
 
 
-def run_baseline(workload: Workload, prefix: list[str], workers: int) -> Result:
+def run_baseline(workload: Workload, prefix: list[str], workers: int, guard: str = "") -> Result:
     uid = 61999 if os.geteuid() == 0 else None
 
     def one_test(code: str, stdin: str, expected: str) -> bool:
         proc = subprocess.run(
-            prefix + [code],
+            prefix + [guard + code],
             input=stdin.encode(),
             capture_output=True,
             timeout=4,
@@ -243,28 +266,32 @@ def main() -> None:
         ),
         humaneval_workload(),
     ]
-    prefix = baseline_command(settings.python)
-    rows: list[tuple[str, Result, Result]] = []
+    paper = paper_baseline_command(settings.python)
+    tuned = tuned_baseline_command(settings.python)
+    rows: list[tuple[str, Result, Result, Result]] = []
     with ServerThread(settings, args.port) as server:
         for workload in workloads:
             ours = asyncio.run(_run_cobalt(server.url, workload, in_flight=args.slots * 2))
-            base = run_baseline(workload, prefix, workers=args.slots)
-            rows.append((workload.name, base, ours))
+            base = run_baseline(workload, paper, args.slots, guard=RELIABILITY_GUARD)
+            fast = run_baseline(workload, tuned, args.slots)
+            rows.append((workload.name, base, fast, ours))
     p50, p99 = sandbox_overhead(settings, 300 // scale)
 
     cpus, version = os.cpu_count(), sys.version.split()[0]
     print(f"\nmachine: {cpus} CPUs, slots/workers: {args.slots}, python {version}\n")
     print(
-        "| workload | baseline tests/s | cobalt tests/s | ratio "
-        "| baseline p50 / p99 ms | cobalt p50 / p99 ms | passed (base / cobalt) |"
+        "| workload | paper baseline tests/s | tuned baseline tests/s | cobalt tests/s "
+        "| ratio vs paper | ratio vs tuned | p50 / p99 ms: paper, tuned, cobalt | passed |"
     )
-    print("|---|---|---|---|---|---|---|")
-    for name, base, ours in rows:
-        ratio = ours.tests_per_s / base.tests_per_s
+    print("|---|---|---|---|---|---|---|---|")
+    for name, base, fast, ours in rows:
         print(
-            f"| {name} | {base.tests_per_s:.0f} | {ours.tests_per_s:.0f} | {ratio:.1f}x "
-            f"| {base.p50_ms:.1f} / {base.p99_ms:.1f} | {ours.p50_ms:.1f} / {ours.p99_ms:.1f} "
-            f"| {base.passed}/{base.total} / {ours.passed}/{ours.total} |"
+            f"| {name} | {base.tests_per_s:.0f} | {fast.tests_per_s:.0f} "
+            f"| {ours.tests_per_s:.0f} | {ours.tests_per_s / base.tests_per_s:.1f}x "
+            f"| {ours.tests_per_s / fast.tests_per_s:.1f}x "
+            f"| {base.p50_ms:.0f} / {base.p99_ms:.0f}, {fast.p50_ms:.0f} / {fast.p99_ms:.0f}, "
+            f"{ours.p50_ms:.0f} / {ours.p99_ms:.0f} "
+            f"| {base.passed}, {fast.passed}, {ours.passed} of {ours.total} |"
         )
     print(
         "\nsandbox overhead per test (do-nothing program, one slot, no HTTP): "

@@ -12,7 +12,6 @@ Protocol, over an AF_UNIX SOCK_SEQPACKET socket inherited as fd `argv[1]`:
                       {"op": "kill"}   kill the running test and everything it started
                       {"op": "exit"}   shut down
     zygote -> server  {"event": "ready", ...} once, then per test
-                      {"event": "started", "id": N, "pid": P} and
                       {"event": "exited", "id": N, "status": S, "cpu_ns": ..., ...}
 
 The forked child reads its command (program, mode, limits, nonce) from the command pipe,
@@ -52,7 +51,6 @@ import resource
 import select
 import signal
 import socket
-import stat
 import string  # noqa: F401
 import sys
 import threading
@@ -67,6 +65,8 @@ HIGH_FD = 100
 RECORD_FD = 3
 COMMAND_FD = 4
 MAX_MESSAGE = 65536
+MEMORY_POLL_MS = 50
+"""How often a running test's total memory (all its processes) is checked."""
 PR_SET_DUMPABLE = 4
 
 
@@ -81,9 +81,11 @@ def _make_non_dumpable() -> None:
 
 
 def _in_own_pid_namespace() -> bool:
-    # bwrap runs its init as pid 1 and us as pid 2. Only then is kill(-1) confined to
-    # the sandbox; in unsafe mode (no namespaces) it would hit every process of our uid.
-    return os.getpid() == 2
+    # bwrap starts us as the namespace's init (--as-pid-1). Only then is kill(-1) confined
+    # to the sandbox; in unsafe mode (no namespaces) it would hit every process of our uid.
+    # Being init also protects us: signals sent from inside the namespace cannot kill or
+    # stop its init, and nothing else can become init and outlive the jail.
+    return os.getpid() == 1
 
 
 # --- the child: runs one test ---------------------------------------------------------
@@ -240,13 +242,7 @@ def _run_child(fds: list[int], mapped: int) -> NoReturn:
         sys.stderr = _stdio(2, "w")
         sys.argv = ["solution.py"]
         memory_record = (nonce + ' {"status": "memory_error"}\n').encode()
-        code = compile(command["code"], "solution.py", "exec")
-    except SyntaxError as exc:
         _write_all(RECORD_FD, (nonce + " start\n").encode())
-        sys.stderr.write("".join(traceback.format_exception_only(type(exc), exc)))
-        sys.stderr.flush()
-        _write_all(RECORD_FD, (nonce + ' {"status": "syntax_error"}\n').encode())
-        os._exit(1)
     except BaseException:
         # The harness itself failed before any untrusted code ran: no "start" record, so
         # the server reports a sandbox error instead of blaming the program.
@@ -254,7 +250,21 @@ def _run_child(fds: list[int], mapped: int) -> NoReturn:
             traceback.print_exc()
         finally:
             os._exit(125)
-    _write_all(RECORD_FD, (nonce + " start\n").encode())
+    # From here on the program's own input (its source included) is in play: whatever
+    # fails is the program's failure, never a sandbox error.
+    try:
+        code = compile(command["code"], "solution.py", "exec")
+    except MemoryError:
+        os.write(RECORD_FD, memory_record)
+        os.write(2, b"MemoryError: the program is too large to compile\n")
+        os._exit(1)
+    except BaseException as exc:  # SyntaxError, ValueError (NUL bytes), RecursionError
+        try:
+            sys.stderr.write("".join(traceback.format_exception_only(type(exc), exc)))
+            sys.stderr.flush()
+        finally:
+            os.write(RECORD_FD, (nonce + ' {"status": "syntax_error"}\n').encode())
+            os._exit(1)
     status = 0
     record: dict[str, Any] = {}
     serialized = ""
@@ -327,60 +337,95 @@ def _run_child(fds: list[int], mapped: int) -> NoReturn:
 # --- the zygote loop ------------------------------------------------------------------
 
 
-def _kill_everything_else() -> None:
+def _kill_all() -> None:
+    """SIGKILL every process in the jail but us (kill(-1) never reaches the caller)."""
     if not _in_own_pid_namespace():
         return
     try:
         os.kill(-1, signal.SIGKILL)
     except ProcessLookupError:
-        pass
-    me = os.getpid()
-    deadline = time.monotonic() + 2.0
-    while time.monotonic() < deadline:
-        alive = False
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) in (1, me):
-                continue
-            try:
-                with open("/proc/" + entry + "/stat") as fh:
-                    state = fh.read().rsplit(")", 1)[1].split()[0]
-            except OSError:
-                continue
-            if state not in ("Z", "X"):
-                alive = True
-                break
-        if not alive:
-            return
-        time.sleep(0.001)
+        pass  # nothing else was running
 
 
-def _wipe(path: str) -> None:
-    """Remove everything below `path`, whatever permissions the program left behind."""
-    try:
-        entries = os.listdir(path)
-    except OSError:
+def _kill_everything_else() -> None:
+    """Kill every other process in the jail and reap them (we are its init, pid 1)."""
+    if not _in_own_pid_namespace():
         return
-    for name in entries:
-        full = os.path.join(path, name)
+    _kill_all()
+    _reap_orphans(block_s=2.0)
+
+
+def _reap_orphans(block_s: float = 0.0) -> None:
+    # Orphans of a test (daemons) are re-parented to us as the namespace's init.
+    deadline = time.monotonic() + block_s
+    while True:
         try:
-            info = os.lstat(full)
-        except OSError:
-            continue
-        if stat.S_ISDIR(info.st_mode):
-            try:
-                os.chmod(full, 0o700)
-            except OSError:
-                pass
-            _wipe(full)
-            try:
-                os.rmdir(full)
-            except OSError:
-                pass
-        else:
-            try:
-                os.unlink(full)
-            except OSError:
-                pass
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.0005)
+
+
+def _wipe(root: str) -> bool:
+    """Remove everything below `root`, whatever the program left there.
+
+    Works through directory file descriptors, one level at a time, so neither a deep
+    tree (paths longer than PATH_MAX, more levels than the stack) nor odd permissions
+    stop it. Returns False if something could not be removed in time.
+    """
+    directory = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+    deadline = time.monotonic() + 5.0
+    fd = os.open(root, directory)
+    depth = 0
+    try:
+        while time.monotonic() < deadline:
+            child = -1
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    if not entry.is_dir(follow_symlinks=False):
+                        try:
+                            os.unlink(entry.name, dir_fd=fd)
+                        except OSError:
+                            pass
+                        continue
+                    try:
+                        os.rmdir(entry.name, dir_fd=fd)
+                        continue
+                    except OSError:
+                        pass
+                    try:
+                        os.chmod(entry.name, 0o700, dir_fd=fd, follow_symlinks=False)
+                    except (OSError, NotImplementedError):
+                        try:
+                            os.chmod(entry.name, 0o700, dir_fd=fd)
+                        except OSError:
+                            pass
+                    try:
+                        child = os.open(entry.name, directory, dir_fd=fd)
+                    except OSError:
+                        continue
+                    break
+            if child >= 0:
+                os.close(fd)
+                fd, depth = child, depth + 1
+                continue
+            if depth == 0:
+                return not os.listdir(fd)
+            parent = os.open("..", directory, dir_fd=fd)
+            os.close(fd)
+            fd, depth = parent, depth - 1
+        return False
+    finally:
+        os.close(fd)
+
+
+def _wipe_writable_dirs() -> bool:
+    clean = all([_wipe(path) for path in WRITABLE_DIRS])
+    os.makedirs(WORKDIR, exist_ok=True)
+    return clean
 
 
 class _Spare:
@@ -397,6 +442,7 @@ class _Spare:
         self.pid = pid
         self.channel = parent_end
         self.pidfd = os.pidfd_open(pid)
+        self.baseline_kb = _anon_kb(str(os.getpid()))
 
     def close(self) -> None:
         self.channel.close()
@@ -410,7 +456,35 @@ def _kill_group(pid: int) -> None:
         pass
 
 
-def _run_one(ctl: socket.socket, spare: _Spare, test_id: int, fds: list[int]) -> bool:
+def _anon_kb(pid: str) -> int:
+    anon = 0
+    try:
+        with open("/proc/" + pid + "/status") as fh:
+            for line in fh:
+                if line.startswith(("RssAnon:", "RssShmem:")):
+                    anon += int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return anon
+
+
+def _jail_memory_kb(baseline_kb: int) -> int:
+    """Memory the test's processes hold together, beyond the copy of our own heap.
+
+    RLIMIT_AS bounds each process, but a test may fork: this sums the anonymous and
+    shared-memory pages of every process in the jail (the kernel does this in a cgroup;
+    we may have none), minus the interpreter pages each forked process starts with.
+    """
+    total = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and entry != "1":
+            total += max(0, _anon_kb(entry) - baseline_kb)
+    return total
+
+
+def _run_one(
+    ctl: socket.socket, spare: _Spare, test_id: int, fds: list[int], memory_kb: int
+) -> bool:
     """Hand the test to the spare child, wait for it, clean up. False means shut down."""
     started = time.monotonic_ns()
     try:
@@ -425,16 +499,23 @@ def _run_one(ctl: socket.socket, spare: _Spare, test_id: int, fds: list[int]) ->
     for fd in fds:
         os.close(fd)
     pid = spare.pid
-    _send(ctl, {"event": "started", "id": test_id, "pid": pid})
     poller = select.poll()
     poller.register(ctl.fileno(), select.POLLIN)
     poller.register(spare.pidfd, select.POLLIN)
     killed = False
+    memory_exceeded = False
     shutdown = False
     while True:
-        events = dict(poller.poll())
+        events = dict(poller.poll(MEMORY_POLL_MS))
         if spare.pidfd in events:
             break
+        if not events:
+            # Still running after a while: check the jail's total memory.
+            if memory_kb and _jail_memory_kb(spare.baseline_kb) > memory_kb:
+                memory_exceeded = killed = True
+                _kill_group(pid)
+                _kill_all()
+            continue
         if ctl.fileno() in events:
             message, _, _, _ = ctl.recvmsg(MAX_MESSAGE)
             op = json.loads(message).get("op") if message else "exit"
@@ -442,16 +523,14 @@ def _run_one(ctl: socket.socket, spare: _Spare, test_id: int, fds: list[int]) ->
                 killed = True
                 shutdown = op == "exit"
                 _kill_group(pid)
-                _kill_everything_else()
+                _kill_all()
                 if not message:
                     poller.unregister(ctl.fileno())
     _, status, usage = os.wait4(pid, 0)
     wall_ns = time.monotonic_ns() - started
     spare.close()
     _kill_everything_else()
-    for path in WRITABLE_DIRS:
-        _wipe(path)
-    os.makedirs(WORKDIR, exist_ok=True)
+    clean = _wipe_writable_dirs()
     if shutdown:
         return False
     _send(
@@ -464,9 +543,11 @@ def _run_one(ctl: socket.socket, spare: _Spare, test_id: int, fds: list[int]) ->
             "maxrss_kb": usage.ru_maxrss,
             "wall_ns": wall_ns,
             "killed": killed,
+            "memory_exceeded": memory_exceeded,
         },
     )
-    return True
+    # A jail we could not clean is retired; the server starts a fresh one.
+    return clean
 
 
 def main() -> None:
@@ -498,7 +579,7 @@ def main() -> None:
             break
         op = json.loads(message)
         if op.get("op") == "run" and len(fds) == 5:
-            if not _run_one(ctl, spare, op["id"], fds):
+            if not _run_one(ctl, spare, op["id"], fds, int(op.get("memory_kb", 0))):
                 return
             # Fork the next test's process now, while the server reads this result.
             spare = _Spare(ctl)

@@ -59,7 +59,7 @@ def _decode(data: bytes) -> str:
 
 
 def _is_memory_failure(raw: RawRun, record: HarnessRecord, job: SandboxJob, stderr: str) -> bool:
-    if record.status == "memory_error":
+    if raw.memory_exceeded or record.status == "memory_error":
         return True
     if raw.exit_code not in (None, 0) and stderr.rstrip().endswith("MemoryError"):
         return True
@@ -93,16 +93,20 @@ def _decide(
     stderr: str,
 ) -> _Outcome:  # fmt: skip
     record = parse_record(raw.record, raw.nonce)
-    if not raw.started or (raw.slot_died and raw.status is None and not record.started):
+    if not record.started:
+        # No untrusted code ran, so nothing here is the program's fault, except a program
+        # too big to even compile within its time limit.
         if raw.deadline_exceeded:
             return _Outcome(Verdict.TIME_LIMIT, f"time limit exceeded ({job.wall_s:g} s)")
-        return _Outcome(Verdict.SANDBOX_ERROR, "the sandbox failed before the program ran")
+        if raw.slot_died:
+            return _Outcome(Verdict.SANDBOX_ERROR, "the sandbox failed before the program ran")
+        return _Outcome(Verdict.SANDBOX_ERROR, "the test harness failed to start")
+    if raw.memory_exceeded:
+        return _Outcome(Verdict.MEMORY_LIMIT, f"memory limit exceeded ({job.memory_mb} MiB)")
     if raw.deadline_exceeded or _is_cpu_timeout(raw, job):
         return _Outcome(Verdict.TIME_LIMIT, f"time limit exceeded ({job.wall_s:g} s)")
     if raw.slot_died:
         return _Outcome(Verdict.RUNTIME_ERROR, "the program terminated its sandbox")
-    if not record.started:
-        return _Outcome(Verdict.SANDBOX_ERROR, "the test harness failed to start")
     if _is_memory_failure(raw, record, job, stderr):
         return _Outcome(Verdict.MEMORY_LIMIT, f"memory limit exceeded ({job.memory_mb} MiB)")
     if raw.output_exceeded:

