@@ -5,8 +5,9 @@ in the parent, run by as many worker threads as the executor has slots:
 - paper: as the research code's executor ran it (host root bound read-only, /dev/shm work
   dir, the default interpreter with site enabled, a "reliability guard" prelude);
 - tuned: our own jail layout (minimal binds) and `python3 -I -S`, the fastest fresh start.
-Cobalt: the executor service over HTTP (uvicorn in a thread of this process), with warm
-zygotes that fork per test, driven by an httpx client with a few requests in flight.
+Cobalt: the executor service over HTTP (`cobalt executor serve`, started by this script),
+with warm zygotes that fork per test, driven by threads with keep-alive HTTP connections
+(a few requests in flight), and once more through /v1/execute/batch.
 
 Workloads: 1 trivial stdin test per request; 10 trivial tests per request; the 164
 HumanEval canonical solutions (one test each). Also reported: the sandbox overhead of
@@ -20,8 +21,8 @@ Prints a markdown table; the figures go to docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gzip
+import http.client
 import json
 import os
 import resource
@@ -35,9 +36,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
-import uvicorn
 
-from cobalt.executor.app import create_app
 from cobalt.executor.sandbox import SANDBOX_ENV, SandboxJob, SandboxPool, describe_interpreter
 from cobalt.executor.settings import ExecutorSettings
 
@@ -166,19 +165,26 @@ def run_baseline(workload: Workload, prefix: list[str], workers: int, guard: str
 # --- Cobalt: the executor service over HTTP ---------------------------------------------
 
 
-class ServerThread:
-    """uvicorn serving the executor app from a thread of this process."""
+class ServerProcess:
+    """`cobalt executor serve` as users run it, in a child process of this script."""
 
     def __init__(self, settings: ExecutorSettings, port: int) -> None:
-        config = uvicorn.Config(
-            create_app(settings), host="127.0.0.1", port=port, log_level="warning"
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.settings = settings
+        self.port = port
         self.url = f"http://127.0.0.1:{port}"
+        self.process: subprocess.Popen[bytes] | None = None
 
-    def __enter__(self) -> ServerThread:
-        self.thread.start()
+    def __enter__(self) -> ServerProcess:
+        env = {
+            **os.environ,
+            "COBALT_EXECUTOR_SLOTS": str(self.settings.slots),
+            "COBALT_EXECUTOR_MAX_PENDING_TESTS": str(self.settings.max_pending_tests),
+            "COBALT_EXECUTOR_LOG_LEVEL": "WARNING",
+        }
+        cobalt = os.path.join(os.path.dirname(sys.executable), "cobalt")
+        self.process = subprocess.Popen(
+            [cobalt, "executor", "serve", "--port", str(self.port)], env=env
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
@@ -190,38 +196,58 @@ class ServerThread:
         raise RuntimeError("executor did not become ready")
 
     def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
 
 
-async def _run_cobalt(url: str, workload: Workload, in_flight: int) -> Result:
-    semaphore = asyncio.Semaphore(in_flight)
-    latencies: list[float] = []
-    passed = 0
+def _run_cobalt(url: str, workload: Workload, in_flight: int, batch: int = 1) -> Result:
+    """Drive the service from `in_flight` threads, each with a keep-alive connection.
 
-    async def one_request(client: httpx.AsyncClient, code: str, tests: list[Any]) -> None:
-        nonlocal passed
-        payload = {
-            "code": code,
-            "tests": [{"stdin": s, "expected_stdout": e} for s, e in tests],
-        }
-        async with semaphore:
-            started = time.perf_counter()
-            response = await client.post("/v1/execute", json=payload)
-            latencies.append((time.perf_counter() - started) * 1000)
-        response.raise_for_status()
-        passed += response.json()["passed"]
+    http.client keeps the load generator's own CPU use small (it shares the machine with
+    the service); with `batch` > 1 the requests go `batch` at a time to /v1/execute/batch.
+    """
+    host, port = url.removeprefix("http://").split(":")
+    local = threading.local()
 
-    limits = httpx.Limits(max_connections=in_flight * 2)
-    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
+    def connection() -> http.client.HTTPConnection:
+        if not hasattr(local, "conn"):
+            local.conn = http.client.HTTPConnection(host, int(port), timeout=300)
+        conn: http.client.HTTPConnection = local.conn
+        return conn
+
+    def payload(code: str, tests: list[tuple[str, str]]) -> dict[str, Any]:
+        return {"code": code, "tests": [{"stdin": i, "expected_stdout": o} for i, o in tests]}
+
+    def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
+        conn = connection()
+        conn.request("POST", path, json.dumps(body), {"content-type": "application/json"})
+        response = conn.getresponse()
+        data: dict[str, Any] = json.loads(response.read())
+        if response.status != 200:
+            raise RuntimeError(f"{path} answered {response.status}: {data}")
+        return data
+
+    def one_call(chunk: list[tuple[str, list[tuple[str, str]]]]) -> tuple[float, int]:
         started = time.perf_counter()
-        await asyncio.gather(*(one_request(client, c, t) for c, t in workload.programs))
-        elapsed = time.perf_counter() - started
+        if batch == 1:
+            passed = post("/v1/execute", payload(*chunk[0]))["passed"]
+        else:
+            body = {"requests": [payload(code, tests) for code, tests in chunk]}
+            passed = sum(r["passed"] for r in post("/v1/execute/batch", body)["results"])
+        return (time.perf_counter() - started) * 1000, passed
+
+    chunks = [workload.programs[i : i + batch] for i in range(0, len(workload.programs), batch)]
+    started = time.perf_counter()
+    with ThreadPoolExecutor(in_flight) as pool:
+        outcomes = list(pool.map(one_call, chunks))
+    elapsed = time.perf_counter() - started
+    latencies = [latency for latency, _ in outcomes]
     return Result(
         workload.tests / elapsed,
         statistics.median(latencies),
         percentile(latencies, 0.99),
-        passed,
+        sum(p for _, p in outcomes),
         workload.tests,
     )
 
@@ -269,12 +295,15 @@ def main() -> None:
     paper = paper_baseline_command(settings.python)
     tuned = tuned_baseline_command(settings.python)
     rows: list[tuple[str, Result, Result, Result]] = []
-    with ServerThread(settings, args.port) as server:
+    with ServerProcess(settings, args.port) as server:
         for workload in workloads:
-            ours = asyncio.run(_run_cobalt(server.url, workload, in_flight=args.slots * 2))
+            ours = _run_cobalt(server.url, workload, in_flight=args.slots * 2)
             base = run_baseline(workload, paper, args.slots, guard=RELIABILITY_GUARD)
             fast = run_baseline(workload, tuned, args.slots)
             rows.append((workload.name, base, fast, ours))
+            if workload is workloads[0]:
+                batched = _run_cobalt(server.url, workload, in_flight=2, batch=50)
+                rows.append((workload.name + ", 50 per batch call", base, fast, batched))
     p50, p99 = sandbox_overhead(settings, 300 // scale)
 
     cpus, version = os.cpu_count(), sys.version.split()[0]

@@ -59,7 +59,9 @@ import traceback
 import typing
 from typing import Any, NoReturn
 
-WRITABLE_DIRS = ("/tmp", "/dev/shm")
+WRITABLE_DIRS: tuple[str, ...] = ("/tmp", "/dev/shm")
+"""What tests may write, wiped after each test. Without a jail (unsafe mode) this is the
+private directory the server made for the slot, never the host's /tmp."""
 WORKDIR = "/tmp/run"
 HIGH_FD = 100
 RECORD_FD = 3
@@ -78,6 +80,10 @@ def _make_non_dumpable() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
+
+
+KILL_ALL = True
+"""Whether kill(-1) reaches only processes of this sandbox (see main)."""
 
 
 def _in_own_pid_namespace() -> bool:
@@ -173,15 +179,20 @@ def _stdio(fd: int, mode: str) -> io.TextIOWrapper:
 WARM_UP_PROGRAM = "values = [int(x) + 1 for x in '1 2 3'.split()]\nprint(*values)\n"
 
 
-def _warm_up() -> None:
+def _warm_up(channel: socket.socket) -> None:
     """Walk the per-test code path once on dummy data before the real test arrives.
 
     A forked child pays a copy-on-write fault for every page it first writes to, and in
     Python merely calling a function writes (reference counts). Doing the work once while
-    idle moves most of those faults off the test's critical path.
+    idle moves most of those faults off the test's critical path. When the test is
+    already waiting (a saturated executor), warming up would only delay it: skip.
     """
+    if _test_waiting(channel):
+        return
     sample = {"nonce": "0" * 32, "mode": "stdin", "code": WARM_UP_PROGRAM, "args": [1, "a"]}
     command = json.loads(json.dumps(sample))
+    if _test_waiting(channel):
+        return
     read_end, write_end = os.pipe()
     try:
         saved, sys.stdout = sys.stdout, _stdio(write_end, "w")
@@ -198,6 +209,10 @@ def _warm_up() -> None:
         os.close(write_end)
 
 
+def _test_waiting(channel: socket.socket) -> bool:
+    return bool(select.select([channel], [], [], 0)[0])
+
+
 def _mapped_bytes() -> int:
     with open("/proc/self/statm") as fh:
         return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
@@ -211,7 +226,7 @@ def _spare_main(channel: socket.socket) -> NoReturn:
         if hasattr(sys, "set_int_max_str_digits"):
             sys.set_int_max_str_digits(0)
         os.chdir(WORKDIR)
-        _warm_up()
+        _warm_up(channel)
         mapped = _mapped_bytes()
         message, fds, _, _ = socket.recv_fds(channel, 64, 8)
         if not message or len(fds) != 5:
@@ -339,7 +354,7 @@ def _run_child(fds: list[int], mapped: int) -> NoReturn:
 
 def _kill_all() -> None:
     """SIGKILL every process in the jail but us (kill(-1) never reaches the caller)."""
-    if not _in_own_pid_namespace():
+    if not KILL_ALL:
         return
     try:
         os.kill(-1, signal.SIGKILL)
@@ -349,9 +364,9 @@ def _kill_all() -> None:
 
 def _kill_everything_else() -> None:
     """Kill every other process in the jail and reap them (we are its init, pid 1)."""
+    _kill_all()
     if not _in_own_pid_namespace():
         return
-    _kill_all()
     _reap_orphans(block_s=2.0)
 
 
@@ -551,6 +566,13 @@ def _run_one(
 
 
 def main() -> None:
+    global WRITABLE_DIRS, WORKDIR, KILL_ALL
+    if not _in_own_pid_namespace():
+        # Unsafe mode: our own directory, and kill(-1) only if our uid is the slot's alone
+        # (otherwise it would reach the server and everything else running as its user).
+        WRITABLE_DIRS = (sys.argv[2],)
+        WORKDIR = os.path.join(sys.argv[2], "run")
+        KILL_ALL = sys.argv[3] == "dedicated-uid"
     ctl = socket.socket(fileno=int(sys.argv[1]))
     ctl_fd = fcntl.fcntl(ctl.fileno(), fcntl.F_DUPFD_CLOEXEC, 50)
     ctl.close()

@@ -26,6 +26,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -298,6 +299,7 @@ class SandboxSlot:
         self.tests_run = 0
         self.restarts = 0
         self.zygote_info: dict[str, Any] = {}
+        self._workroot: str | None = None
 
     @cached_property
     def uid(self) -> int | None:
@@ -327,13 +329,14 @@ class SandboxSlot:
                 bwrap_command(self.interpreter, self.config)
                 if self.config.use_bwrap
                 else _zygote_argv(self.interpreter)
+                + [self._private_workroot(), "dedicated-uid" if self.uid else "shared-uid"]
             )
             uid = self.uid
             self._process = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
-                env={} if self.config.use_bwrap else dict(SANDBOX_ENV),
+                env={} if self.config.use_bwrap else self._unsafe_env(),
                 preexec_fn=_child_setup(theirs.fileno(), seccomp_fd, self.config.use_bwrap),
                 pass_fds=(CONTROL_FD, SECCOMP_FD),
                 user=uid,
@@ -343,7 +346,11 @@ class SandboxSlot:
                 start_new_session=True,
             )
         except OSError as exc:
+            ours.close()
             raise SandboxUnavailable(f"cannot start sandbox: {exc}") from exc
+        except BaseException:
+            ours.close()
+            raise
         finally:
             theirs.close()
             os.close(seccomp_fd)
@@ -359,6 +366,18 @@ class SandboxSlot:
             )
         self.zygote_info = json.loads(message)
         self.tests_run = 0
+
+    def _private_workroot(self) -> str:
+        """Unsafe mode only: a directory of this slot's own to write in and wipe."""
+        if self._workroot is None:
+            self._workroot = tempfile.mkdtemp(prefix=f"cobalt-slot{self.index}-")
+            if self.uid is not None:
+                os.chown(self._workroot, self.uid, self.uid)
+        return self._workroot
+
+    def _unsafe_env(self) -> dict[str, str]:
+        root = self._private_workroot()
+        return {**SANDBOX_ENV, "HOME": root, "TMPDIR": root}
 
     def close(self) -> None:
         """Stop the jail: SIGKILL its process group, which bwrap's PID namespace follows."""
@@ -376,6 +395,9 @@ class SandboxSlot:
             except subprocess.TimeoutExpired:
                 logger.error("sandbox slot %d did not exit after SIGKILL", self.index)
             self._process = None
+        if self._workroot is not None:
+            shutil.rmtree(self._workroot, ignore_errors=True)
+            self._workroot = None
 
     def run(self, job: SandboxJob) -> RawRun:
         """Run one job and collect the evidence. Never raises for program behaviour."""

@@ -145,7 +145,7 @@ def test_time_limit_within_ten_percent(executor_client: TestClient) -> None:
     )
     (result,) = body["results"]
     assert result["verdict"] == "time_limit", result
-    assert 1000 <= result["wall_ms"] <= 1100, result
+    assert 900 <= result["wall_ms"] <= 1100, result  # within 10% of the 1 s limit
 
 
 def test_cpu_limit_gives_time_limit(executor_client: TestClient) -> None:

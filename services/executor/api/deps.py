@@ -16,7 +16,9 @@ __all__ = ["ServiceDep", "require_token"]
 _bearer = HTTPBearer(auto_error=False)
 
 
-def get_service(request: Request) -> ExecutorService:
+# Dependencies are `async def` on purpose: FastAPI runs plain `def` dependencies in a
+# thread pool, a thread hop per request that costs more than the work they do.
+async def get_service(request: Request) -> ExecutorService:
     service: ExecutorService = request.app.state.service
     return service
 
@@ -24,7 +26,7 @@ def get_service(request: Request) -> ExecutorService:
 ServiceDep = Annotated[ExecutorService, Depends(get_service)]
 
 
-def require_token(
+async def require_token(
     service: ServiceDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> None:
