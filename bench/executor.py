@@ -37,7 +37,9 @@ from typing import Any
 
 import httpx
 
-from cobalt.executor.sandbox import SANDBOX_ENV, SandboxJob, SandboxPool, describe_interpreter
+from cobalt.executor.interpreter import describe_interpreter
+from cobalt.executor.pool import SandboxPool
+from cobalt.executor.sandbox import SANDBOX_ENV, SandboxJob
 from cobalt.executor.settings import ExecutorSettings
 
 TRIVIAL = "print(int(input()) + 1)"

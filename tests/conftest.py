@@ -12,7 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from cobalt.executor.app import create_app
-from cobalt.executor.sandbox import SandboxPool
+from cobalt.executor.pool import SandboxPool
 from cobalt.executor.settings import ExecutorSettings
 
 SANDBOX_SLOTS = 2

@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from cobalt import __version__
 from cobalt.executor.api.routes import execute, ops, sandboxfusion
 from cobalt.executor.metrics import ExecutorMetrics
-from cobalt.executor.sandbox import SandboxPool
+from cobalt.executor.pool import SandboxPool
 from cobalt.executor.service import ExecutorService
 from cobalt.executor.settings import ExecutorSettings
 from cobalt.shared.http import BodySizeLimit, install_error_handlers

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from cobalt.executor.errors import SandboxUnavailable
 from cobalt.executor.metrics import ExecutorMetrics
-from cobalt.executor.sandbox import SandboxPool
+from cobalt.executor.pool import SandboxPool
 from cobalt.executor.service import ExecutorService
 from cobalt.executor.settings import ExecutorSettings
 from cobalt.shared.clients import ExecutorClient, ExecutorClientSettings

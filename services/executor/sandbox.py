@@ -19,7 +19,6 @@ import fcntl
 import json
 import logging
 import os
-import queue
 import secrets
 import select
 import shutil
@@ -27,7 +26,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -35,16 +33,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cobalt.executor.errors import SandboxUnavailable
-from cobalt.executor.seccomp import seccomp_bpf, seccomp_memfd
+from cobalt.executor.interpreter import Interpreter
+from cobalt.executor.seccomp import seccomp_memfd
 
 __all__ = [
-    "Interpreter",
+    "SANDBOX_ENV",
     "RawRun",
     "SandboxConfig",
     "SandboxJob",
-    "SandboxPool",
     "SandboxSlot",
-    "describe_interpreter",
+    "bwrap_command",
 ]
 
 logger = logging.getLogger(__name__)
@@ -89,16 +87,6 @@ class SandboxConfig:
     kill_grace_s: float = 1.0
     start_timeout_s: float = 15.0
     max_tests_per_slot: int = 5000
-
-
-@dataclass(frozen=True)
-class Interpreter:
-    """The Python that runs untrusted code, and what must be visible for it to start."""
-
-    path: str
-    version: str
-    read_only_dirs: tuple[str, ...]
-    symlinks: tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)
@@ -150,77 +138,6 @@ class RawRun:
         if self.status is None or not os.WIFSIGNALED(self.status):
             return None
         return os.WTERMSIG(self.status)
-
-
-_PROBE = (
-    "import json, sys, sysconfig;"
-    "print(json.dumps({'version': sys.version.split()[0],"
-    " 'executable': sys.executable,"
-    " 'stdlib': sysconfig.get_paths()['stdlib'],"
-    " 'platstdlib': sysconfig.get_paths()['platstdlib'],"
-    " 'dynload': sysconfig.get_config_var('DESTSHARED') or ''}))"
-)
-
-
-def _shared_library_dirs(binaries: list[str]) -> set[str]:
-    """Directories holding every shared library the binaries load, found with ldd."""
-    ldd = shutil.which("ldd")
-    if ldd is None or not binaries:
-        return {"/usr/lib", "/usr/lib64", "/lib", "/lib64"}
-    dirs: set[str] = set()
-    out = subprocess.run([ldd, *binaries], capture_output=True, text=True, check=False).stdout
-    for line in out.splitlines():
-        for token in line.split():
-            if token.startswith("/") and os.path.exists(token):
-                dirs.add(os.path.dirname(token))
-                dirs.add(os.path.dirname(os.path.realpath(token)))
-    return dirs
-
-
-def describe_interpreter(python: str) -> Interpreter:
-    """Find what `python` needs to start in an empty root: its stdlib and library dirs.
-
-    Raises:
-        SandboxUnavailable: the interpreter does not exist or does not run.
-    """
-    real = os.path.realpath(shutil.which(python) or python)
-    if "/.pyenv/shims/" in real or not os.access(real, os.X_OK):
-        raise SandboxUnavailable(
-            f"sandbox interpreter {python!r} is not an executable Python binary "
-            "(pyenv shims are refused: they start 100x slower); "
-            "set COBALT_EXECUTOR_PYTHON to a real interpreter such as /usr/bin/python3"
-        )
-    try:
-        probe = subprocess.run(
-            [real, "-s", "-S", "-c", _PROBE], capture_output=True, text=True, timeout=30
-        )
-        facts = json.loads(probe.stdout)
-    except (OSError, ValueError, subprocess.TimeoutExpired) as exc:
-        raise SandboxUnavailable(f"cannot run sandbox interpreter {real}: {exc}") from exc
-    dirs = {facts["stdlib"], facts["platstdlib"]}
-    binaries = [real]
-    dynload = facts["dynload"]
-    if dynload and os.path.isdir(dynload):
-        dirs.add(dynload)
-        binaries += [str(p) for p in sorted(Path(dynload).glob("*.so"))]
-    dirs |= _shared_library_dirs(binaries)
-    dirs.add(os.path.dirname(real))
-    # Keep only the outermost directories, and never bind the whole of /usr or /.
-    kept: list[str] = []
-    # Real paths only: /lib and friends become symlinks into /usr inside the jail too.
-    real_dirs = {os.path.realpath(d) for d in dirs}
-    for path in sorted(d for d in real_dirs if d not in ("/", "/usr")):
-        if not any(path.startswith(parent + "/") for parent in kept):
-            kept.append(path)
-    symlinks = tuple(
-        (os.readlink(f"/{name}"), f"/{name}")
-        for name in ("bin", "lib", "lib32", "lib64", "libx32", "sbin")
-        if os.path.islink(f"/{name}")
-    )
-    # Binding the interpreter's directory would expose every other program in it (shells,
-    # curl, ...): bind just the binary instead when that directory is a bin/ folder.
-    final = tuple(p for p in kept if not p.endswith("/bin")) + (real,)
-    return Interpreter(path=real, version=facts["version"], read_only_dirs=final, symlinks=symlinks)
 
 
 def bwrap_command(interpreter: Interpreter, config: SandboxConfig) -> list[str]:
@@ -451,124 +368,150 @@ class SandboxSlot:
         return raw
 
     def _collect(self, job: SandboxJob, command: bytes, pipes: _TestPipes, raw: RawRun) -> None:
+        """Feed the test, drain its output, and enforce its deadline until it has ended."""
         control = self._control
         assert control is not None
+        io = _TestIO(pipes, command, job)
+        io.poller.register(control.fileno(), select.POLLIN)
         begin = time.monotonic()
         deadline = begin + job.wall_s
         kill_sent_at: float | None = None
         exited_at: float | None = None
-        to_write = {pipes.cmd_w: memoryview(command), pipes.stdin_w: memoryview(job.stdin)}
-        buffers = {
-            pipes.stdout_r: bytearray(),
-            pipes.stderr_r: bytearray(),
-            pipes.result_r: bytearray(),
-        }
-        caps = {
+        while True:
+            now = time.monotonic()
+            if exited_at is None and kill_sent_at is None and (now >= deadline or io.overflowed):
+                raw.deadline_exceeded = now >= deadline
+                raw.output_exceeded = io.overflowed
+                kill_sent_at = now
+                self._send_quietly(b'{"op": "kill"}')
+            if exited_at is None and kill_sent_at is not None:
+                if now >= kill_sent_at + self.config.kill_grace_s:
+                    raw.slot_died = True  # the zygote did not answer: kill the whole jail
+                    self.close()
+                    break
+                wait = kill_sent_at + self.config.kill_grace_s - now
+            elif exited_at is not None:
+                # The test is over; its pipes close as soon as everything in it is dead.
+                if io.drained or now >= exited_at + 1.0:
+                    break
+                wait = exited_at + 1.0 - now
+            else:
+                wait = deadline - now
+            for fd, event in io.poller.poll(max(0.0, wait) * 1000 + 1):
+                if fd != control.fileno():
+                    io.handle(fd, event)
+                    continue
+                reply = self._receive_quietly()
+                if reply is None:
+                    raw.slot_died = True
+                    io.poller.unregister(fd)
+                    exited_at = exited_at or time.monotonic()
+                    self.close()
+                elif reply.get("event") == "exited":
+                    exited_at = time.monotonic()
+                    raw.status = int(reply["status"])
+                    raw.cpu_ms = reply["cpu_ns"] / 1e6
+                    raw.wall_ms = reply["wall_ns"] / 1e6
+                    raw.max_rss_kb = int(reply["maxrss_kb"])
+                    raw.memory_exceeded = bool(reply.get("memory_exceeded"))
+        raw.output_exceeded = raw.output_exceeded or io.overflowed
+        raw.stdout, raw.stderr, raw.record = io.outputs()
+        raw.started = raw.record.startswith(f"{raw.nonce} start\n".encode())
+        if raw.status is None and raw.wall_ms == 0.0:
+            raw.wall_ms = (time.monotonic() - begin) * 1000
+
+    def _send_quietly(self, message: bytes) -> None:
+        try:
+            if self._control is not None:
+                self._control.send(message)
+        except OSError:
+            pass  # the jail is gone; the caller notices on its next receive
+
+    def _receive_quietly(self) -> dict[str, Any] | None:
+        """The zygote's next message, or None if the jail has gone away."""
+        try:
+            message = self._control.recv(MAX_MESSAGE) if self._control is not None else b""
+        except OSError:
+            message = b""
+        if not message:
+            return None
+        reply: dict[str, Any] = json.loads(message)
+        return reply
+
+
+class _TestIO:
+    """The server's ends of one test's pipes: feeds the command and stdin, and drains
+    stdout, stderr and the harness record into bounded buffers (a flood sets `overflowed`
+    instead of growing memory or blocking the program)."""
+
+    def __init__(self, pipes: _TestPipes, command: bytes, job: SandboxJob) -> None:
+        self.pipes = pipes
+        self.pending = {pipes.cmd_w: memoryview(command), pipes.stdin_w: memoryview(job.stdin)}
+        self.buffers = {fd: bytearray() for fd in (pipes.stdout_r, pipes.stderr_r, pipes.result_r)}
+        # Bytes allowed before the test is stopped, and bytes kept for the response.
+        self.caps = {
             pipes.stdout_r: job.output_bytes,
             pipes.stderr_r: job.output_bytes,
             pipes.result_r: job.output_bytes + 4096,
         }
-        kept = {pipes.stdout_r: job.output_bytes, pipes.stderr_r: DEFAULT_STDERR_CAP}
-        seen = dict.fromkeys(buffers, 0)
-        open_reads = set(buffers)
-        poller = select.poll()
-        for fd in to_write:
-            poller.register(fd, select.POLLOUT)
-        for fd in open_reads:
-            poller.register(fd, select.POLLIN)
-        poller.register(control.fileno(), select.POLLIN)
+        self.kept = {**self.caps, pipes.stderr_r: DEFAULT_STDERR_CAP}
+        self.seen = dict.fromkeys(self.buffers, 0)
+        self.open_reads = set(self.buffers)
+        self.overflowed = False
+        self.poller = select.poll()
+        for fd in self.pending:
+            self.poller.register(fd, select.POLLOUT)
+        for fd in self.open_reads:
+            self.poller.register(fd, select.POLLIN)
 
-        def request_kill() -> None:
-            nonlocal kill_sent_at
-            if kill_sent_at is None:
-                kill_sent_at = time.monotonic()
-                try:
-                    control.send(b'{"op": "kill"}')
-                except OSError:
-                    pass
+    @property
+    def drained(self) -> bool:
+        return not self.open_reads
 
-        while True:
-            now = time.monotonic()
-            if exited_at is None and now >= deadline and kill_sent_at is None:
-                raw.deadline_exceeded = True
-                request_kill()
-            if kill_sent_at is not None and exited_at is None:
-                if now >= kill_sent_at + self.config.kill_grace_s:
-                    raw.slot_died = True
-                    self.close()
-                    break
-            if exited_at is not None and (not open_reads or now >= exited_at + 1.0):
-                break
-            if exited_at is not None:
-                wait = exited_at + 1.0 - now
-            elif kill_sent_at is not None:
-                wait = kill_sent_at + self.config.kill_grace_s - now
-            else:
-                wait = deadline - now
-            events = poller.poll(max(0.0, wait) * 1000 + 1)
-            for fd, event in events:
-                if fd == control.fileno():
-                    message = b""
-                    try:
-                        message = control.recv(MAX_MESSAGE)
-                    except OSError:
-                        pass
-                    if not message:
-                        raw.slot_died = True
-                        poller.unregister(fd)
-                        exited_at = exited_at or time.monotonic()
-                        self.close()
-                        continue
-                    reply = json.loads(message)
-                    if reply.get("event") == "exited":
-                        exited_at = time.monotonic()
-                        raw.status = int(reply["status"])
-                        raw.cpu_ms = reply["cpu_ns"] / 1e6
-                        raw.wall_ms = reply["wall_ns"] / 1e6
-                        raw.max_rss_kb = int(reply["maxrss_kb"])
-                        raw.memory_exceeded = bool(reply.get("memory_exceeded"))
-                elif fd in to_write:
-                    if event & (select.POLLERR | select.POLLHUP):
-                        poller.unregister(fd)
-                        del to_write[fd]
-                        os.close(fd)
-                        pipes.forget(fd)
-                        continue
-                    view = to_write[fd]
-                    try:
-                        written = os.write(fd, view[: 1 << 16])
-                    except BlockingIOError:
-                        continue
-                    except OSError:
-                        written = len(view)
-                    to_write[fd] = view = view[written:]
-                    if not view:
-                        poller.unregister(fd)
-                        del to_write[fd]
-                        os.close(fd)
-                        pipes.forget(fd)
-                elif fd in open_reads:
-                    try:
-                        chunk = os.read(fd, 1 << 16)
-                    except BlockingIOError:
-                        continue
-                    if not chunk:
-                        poller.unregister(fd)
-                        open_reads.discard(fd)
-                        continue
-                    seen[fd] += len(chunk)
-                    room = kept.get(fd, caps[fd]) - len(buffers[fd])
-                    if room > 0:
-                        buffers[fd] += chunk[:room]
-                    if seen[fd] > caps[fd]:
-                        raw.output_exceeded = True
-                        request_kill()
-        raw.stdout = bytes(buffers[pipes.stdout_r])
-        raw.stderr = bytes(buffers[pipes.stderr_r])
-        raw.record = bytes(buffers[pipes.result_r])
-        raw.started = raw.record.startswith(f"{raw.nonce} start\n".encode())
-        if raw.status is None and raw.wall_ms == 0.0:
-            raw.wall_ms = (time.monotonic() - begin) * 1000
+    def handle(self, fd: int, event: int) -> None:
+        if fd in self.pending:
+            self._write(fd, event)
+        elif fd in self.open_reads:
+            self._read(fd)
+
+    def outputs(self) -> tuple[bytes, bytes, bytes]:
+        p = self.pipes
+        return (
+            bytes(self.buffers[p.stdout_r]),
+            bytes(self.buffers[p.stderr_r]),
+            bytes(self.buffers[p.result_r]),
+        )
+
+    def _write(self, fd: int, event: int) -> None:
+        view = self.pending[fd]
+        if not event & (select.POLLERR | select.POLLHUP):
+            try:
+                view = view[os.write(fd, view[: 1 << 16]) :]
+            except BlockingIOError:
+                return
+            except OSError:
+                view = view[:0]  # the program closed its end: drop the rest of its input
+        self.pending[fd] = view
+        if not view or event & (select.POLLERR | select.POLLHUP):
+            self.poller.unregister(fd)
+            del self.pending[fd]
+            self.pipes.close(fd)
+
+    def _read(self, fd: int) -> None:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return
+        if not chunk:
+            self.poller.unregister(fd)
+            self.open_reads.discard(fd)
+            return
+        self.seen[fd] += len(chunk)
+        room = self.kept[fd] - len(self.buffers[fd])
+        if room > 0:
+            self.buffers[fd] += chunk[:room]
+        if self.seen[fd] > self.caps[fd]:
+            self.overflowed = True
 
 
 def _child_setup(control_fd: int, seccomp_fd: int, use_bwrap: bool) -> Any:
@@ -623,8 +566,8 @@ class _TestPipes:
         for fd in self.child_ends():
             self._close(fd)
 
-    def forget(self, fd: int) -> None:
-        self.closed.add(fd)
+    def close(self, fd: int) -> None:
+        self._close(fd)
 
     def close_all(self) -> None:
         for fd in (
@@ -640,86 +583,3 @@ class _TestPipes:
                 os.close(fd)
             except OSError:
                 pass
-
-
-class SandboxPool:
-    """A fixed set of slots shared by all requests; `run` blocks until a slot is free.
-
-    Thread-safe. Dead or worn-out slots are restarted on their next use.
-    """
-
-    def __init__(self, config: SandboxConfig) -> None:
-        if config.uid_base <= 0 and os.geteuid() == 0:
-            raise SandboxUnavailable("refusing to run sandboxes as root: set a positive uid base")
-        self.config = config
-        self.interpreter = describe_interpreter(config.python)
-        self._seccomp = seccomp_bpf()
-        self.slots = [
-            SandboxSlot(index=i, config=config, interpreter=self.interpreter, seccomp=self._seccomp)
-            for i in range(config.slots)
-        ]
-        self._idle: queue.Queue[SandboxSlot] = queue.Queue()
-        self._lock = threading.Lock()
-        self.busy = 0
-        self.restarts = 0
-
-    def start(self) -> None:
-        """Start every slot now, so the first request pays no start-up.
-
-        Raises:
-            SandboxUnavailable: a slot could not start (bubblewrap missing or broken).
-        """
-        for slot in self.slots:
-            slot.start()
-            self._idle.put(slot)
-        if not self.config.use_bwrap:
-            logger.critical(
-                "UNSAFE: running untrusted code WITHOUT bubblewrap (no namespaces, host "
-                "filesystem and network visible); only rlimits and seccomp apply"
-            )
-        logger.info(
-            "sandbox pool ready: %d slots, python %s (%s), bwrap=%s",
-            len(self.slots),
-            self.interpreter.version,
-            self.interpreter.path,
-            self.config.use_bwrap,
-        )
-
-    def run(self, job: SandboxJob) -> RawRun:
-        """Run a job on the next free slot; retry once on a fresh jail if it never started."""
-        slot = self._idle.get()
-        with self._lock:
-            self.busy += 1
-        try:
-            raw = self._run_on(slot, job)
-            if raw.slot_died and not raw.started:
-                logger.warning("slot %d failed before the test started; retrying", slot.index)
-                raw = self._run_on(slot, job)
-            return raw
-        finally:
-            with self._lock:
-                self.busy -= 1
-            self._idle.put(slot)
-
-    def _run_on(self, slot: SandboxSlot, job: SandboxJob) -> RawRun:
-        if not slot.is_alive():
-            with self._lock:
-                self.restarts += 1
-            try:
-                slot.start()
-            except SandboxUnavailable:
-                logger.exception("slot %d could not restart", slot.index)
-                return RawRun(nonce="", slot_died=True)
-        return slot.run(job)
-
-    def live_pids(self) -> set[int]:
-        """Host pids of the jails (bwrap processes) currently running."""
-        return {slot.pid for slot in self.slots if slot.pid is not None and slot.is_alive()}
-
-    def sandbox_uids(self) -> set[int]:
-        """The uids jails run as (empty when the server is not root and keeps its own)."""
-        return {slot.uid for slot in self.slots if slot.uid is not None}
-
-    def close(self) -> None:
-        for slot in self.slots:
-            slot.close()

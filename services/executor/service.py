@@ -19,7 +19,8 @@ from cobalt import __version__
 from cobalt.executor.errors import LimitTooHigh, UnsupportedFeature
 from cobalt.executor.judge import judge, skipped
 from cobalt.executor.metrics import ExecutorMetrics
-from cobalt.executor.sandbox import RawRun, SandboxJob, SandboxPool
+from cobalt.executor.pool import SandboxPool
+from cobalt.executor.sandbox import RawRun, SandboxJob
 from cobalt.executor.settings import ExecutorSettings
 from cobalt.shared.contracts import (
     BatchExecuteRequest,

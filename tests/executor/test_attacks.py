@@ -35,7 +35,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from cobalt.executor.sandbox import SandboxPool
+from cobalt.executor.pool import SandboxPool
 from tests.executor.helpers import execute, verdicts
 
 PWNED = "PWNED"

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from cobalt.cli import app
 from cobalt.executor.app import create_app
-from cobalt.executor.sandbox import SandboxPool
+from cobalt.executor.pool import SandboxPool
 from cobalt.executor.settings import ExecutorSettings
 from cobalt.shared.contracts import ExecuteResponse
 

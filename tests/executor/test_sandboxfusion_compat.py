@@ -29,7 +29,7 @@ from fastapi.testclient import TestClient
 from pydantic import BaseModel, ConfigDict
 
 from cobalt.executor.app import create_app
-from cobalt.executor.sandbox import SandboxPool
+from cobalt.executor.pool import SandboxPool
 from cobalt.executor.settings import ExecutorSettings
 
 # --- SandboxFusion's response models, as declared upstream (extra fields forbidden here,

@@ -11,7 +11,9 @@ from fastapi.testclient import TestClient
 
 from cobalt.executor.app import create_app
 from cobalt.executor.errors import SandboxUnavailable
-from cobalt.executor.sandbox import SandboxConfig, SandboxPool, describe_interpreter
+from cobalt.executor.interpreter import describe_interpreter
+from cobalt.executor.pool import SandboxPool
+from cobalt.executor.sandbox import SandboxConfig
 from cobalt.executor.settings import ExecutorSettings
 
 

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 
 import cobalt.shared.clients as clients_package
 from cobalt.executor.app import create_app
-from cobalt.executor.sandbox import SandboxPool
+from cobalt.executor.pool import SandboxPool
 from cobalt.executor.settings import ExecutorSettings
 from cobalt.shared.clients import AsyncExecutorClient, ExecutorClient, ExecutorClientSettings
 from cobalt.shared.clients.executor import (

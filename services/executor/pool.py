@@ -1,0 +1,104 @@
+"""The pool of sandbox slots that all requests share.
+
+A fixed number of jails (one per CPU by default) run one test each at a time; a test
+waits for a free slot in FIFO order. Slots that died or wore out are restarted on use.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+
+from cobalt.executor.errors import SandboxUnavailable
+from cobalt.executor.interpreter import describe_interpreter
+from cobalt.executor.sandbox import RawRun, SandboxConfig, SandboxJob, SandboxSlot
+from cobalt.executor.seccomp import seccomp_bpf
+
+__all__ = ["SandboxPool"]
+
+logger = logging.getLogger(__name__)
+
+
+class SandboxPool:
+    """A fixed set of slots shared by all requests; `run` blocks until a slot is free.
+
+    Thread-safe. Dead or worn-out slots are restarted on their next use.
+    """
+
+    def __init__(self, config: SandboxConfig) -> None:
+        if config.uid_base <= 0 and os.geteuid() == 0:
+            raise SandboxUnavailable("refusing to run sandboxes as root: set a positive uid base")
+        self.config = config
+        self.interpreter = describe_interpreter(config.python)
+        self._seccomp = seccomp_bpf()
+        self.slots = [
+            SandboxSlot(index=i, config=config, interpreter=self.interpreter, seccomp=self._seccomp)
+            for i in range(config.slots)
+        ]
+        self._idle: queue.Queue[SandboxSlot] = queue.Queue()
+        self._lock = threading.Lock()
+        self.busy = 0
+        self.restarts = 0
+
+    def start(self) -> None:
+        """Start every slot now, so the first request pays no start-up.
+
+        Raises:
+            SandboxUnavailable: a slot could not start (bubblewrap missing or broken).
+        """
+        for slot in self.slots:
+            slot.start()
+            self._idle.put(slot)
+        if not self.config.use_bwrap:
+            logger.critical(
+                "UNSAFE: running untrusted code WITHOUT bubblewrap (no namespaces, host "
+                "filesystem and network visible); only rlimits and seccomp apply"
+            )
+        logger.info(
+            "sandbox pool ready: %d slots, python %s (%s), bwrap=%s",
+            len(self.slots),
+            self.interpreter.version,
+            self.interpreter.path,
+            self.config.use_bwrap,
+        )
+
+    def run(self, job: SandboxJob) -> RawRun:
+        """Run a job on the next free slot; retry once on a fresh jail if it never started."""
+        slot = self._idle.get()
+        with self._lock:
+            self.busy += 1
+        try:
+            raw = self._run_on(slot, job)
+            if raw.slot_died and not raw.started:
+                logger.warning("slot %d failed before the test started; retrying", slot.index)
+                raw = self._run_on(slot, job)
+            return raw
+        finally:
+            with self._lock:
+                self.busy -= 1
+            self._idle.put(slot)
+
+    def _run_on(self, slot: SandboxSlot, job: SandboxJob) -> RawRun:
+        if not slot.is_alive():
+            with self._lock:
+                self.restarts += 1
+            try:
+                slot.start()
+            except SandboxUnavailable:
+                logger.exception("slot %d could not restart", slot.index)
+                return RawRun(nonce="", slot_died=True)
+        return slot.run(job)
+
+    def live_pids(self) -> set[int]:
+        """Host pids of the jails (bwrap processes) currently running."""
+        return {slot.pid for slot in self.slots if slot.pid is not None and slot.is_alive()}
+
+    def sandbox_uids(self) -> set[int]:
+        """The uids jails run as (empty when the server is not root and keeps its own)."""
+        return {slot.uid for slot in self.slots if slot.uid is not None}
+
+    def close(self) -> None:
+        for slot in self.slots:
+            slot.close()
