@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -262,15 +263,34 @@ def _print_response(response: ExecuteResponse) -> None:
     table.add_column("cpu ms", justify="right")
     table.add_column("feedback", overflow="fold")
     for number, result in enumerate(response.results, start=1):
-        feedback = result.feedback.strip().splitlines()
         table.add_row(
             str(number),
             Text(result.verdict.value, style=_VERDICT_STYLES.get(result.verdict, "")),
             f"{result.wall_ms:.0f}",
             f"{result.cpu_ms:.0f}",
-            Text(feedback[0] if feedback else ""),
+            Text(_feedback_summary(result.feedback)),
         )
     console = Console(highlight=False)
     console.print(table)
     style = "green" if response.passed == response.total else "red"
     console.print(Text(f"passed {response.passed}/{response.total}", style=style))
+
+
+_OUTCOME_HEADER = re.compile(r"^(Your output|Your return value|Error \(.*\)):$")
+
+
+def _feedback_summary(feedback: str) -> str:
+    """The line of a test's feedback that says what went wrong, for a one-row table.
+
+    Feedback is sections ("Input:", "Expected output:", then "Your output:" or
+    "Error (...):") or ends in a sentence (time limit, ...); the outcome section's header
+    and its last line say the most (the wrong output, or the exception of a traceback).
+    """
+    lines = [line for line in feedback.strip().splitlines() if line.strip()]
+    if not lines or lines == ["Passed."]:
+        return ""
+    headers = [i for i, line in enumerate(lines) if _OUTCOME_HEADER.match(line)]
+    last = headers[-1] if headers else -1
+    if last < 0 or last == len(lines) - 1:
+        return lines[-1]
+    return f"{lines[last]} {lines[-1]}"

@@ -242,3 +242,22 @@ def test_unreachable_executor_exits_3(tmp_path: Path) -> None:
     result = invoke(program, "--tests", tests, "--url", f"http://127.0.0.1:{port}", env=env)
 
     assert_one_error_line(result, 3, f"127.0.0.1:{port}", "COBALT_EXECUTOR_URL")
+
+
+@pytest.mark.parametrize(
+    ("feedback", "summary"),
+    [
+        ("Passed.", ""),
+        ("Input:\n3\nExpected output:\n7\nYour output:\n6", "Your output: 6"),
+        (
+            "Input:\nx\nExpected output:\n1\nError (exit code 1):\nTraceback (most recent call"
+            ' last):\n  File "solution.py", line 1\nValueError: bad',
+            "Error (exit code 1): ValueError: bad",
+        ),
+        ("Input:\n\nExpected output:\n1\nTime limit exceeded (1 s).", "Time limit exceeded (1 s)."),
+    ],
+)
+def test_table_shows_what_went_wrong(feedback: str, summary: str) -> None:
+    from cobalt.executor.cli import _feedback_summary
+
+    assert _feedback_summary(feedback) == summary
