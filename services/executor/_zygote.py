@@ -471,6 +471,15 @@ def _kill_group(pid: int) -> None:
         pass
 
 
+def _cpu_ns(pid: int) -> int:
+    """CPU time a process has used so far, in ns (0 where schedstat is unavailable)."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def _anon_kb(pid: str) -> int:
     anon = 0
     try:
@@ -501,6 +510,8 @@ def _run_one(
     ctl: socket.socket, spare: _Spare, test_id: int, fds: list[int], memory_kb: int
 ) -> bool:
     """Hand the test to the spare child, wait for it, clean up. False means shut down."""
+    # The spare already used some CPU (fork, warm-up); the test is charged from here on.
+    cpu_before_ns = _cpu_ns(spare.pid)
     started = time.monotonic_ns()
     try:
         socket.send_fds(spare.channel, [b"run"], fds)
@@ -554,7 +565,7 @@ def _run_one(
             "event": "exited",
             "id": test_id,
             "status": status,
-            "cpu_ns": int((usage.ru_utime + usage.ru_stime) * 1e9),
+            "cpu_ns": max(0, int((usage.ru_utime + usage.ru_stime) * 1e9) - cpu_before_ns),
             "maxrss_kb": usage.ru_maxrss,
             "wall_ns": wall_ns,
             "killed": killed,
