@@ -17,5 +17,5 @@ packages = (
 setup(
     packages=packages,
     package_dir={"cobalt": "services", "cobalt.shared": "shared"},
-    package_data={"cobalt.executor": ["py.typed"]},
+    package_data={"cobalt.orchestrator.store.migrations": ["script.py.mako"]},
 )

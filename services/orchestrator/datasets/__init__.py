@@ -1,0 +1,1 @@
+"""Benchmark datasets: importers, the import flow, export and test perturbation."""

@@ -1,0 +1,47 @@
+"""One module per source format. Each exposes
+
+    read_problems(path: Path, options: ImportOptions) -> Iterator[ProblemRow | BadRow]
+
+yielding a validated problem or the reason a row was skipped, never raising for a bad
+row. They are looked up by format name, lazily, so a format's heavy imports load only
+when it is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cobalt.shared.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from cobalt.orchestrator.datasets.importing import ImportOptions
+    from cobalt.orchestrator.datasets.records import BadRow
+    from cobalt.shared.contracts import ProblemRow
+
+__all__ = ["FORMATS", "importer_for"]
+
+FORMATS: dict[str, str] = {
+    "taco-cobalt": "cobalt.orchestrator.datasets.importers.taco_cobalt",
+    "taco": "cobalt.orchestrator.datasets.importers.taco",
+    "lcb": "cobalt.orchestrator.datasets.importers.lcb",
+    "humaneval": "cobalt.orchestrator.datasets.importers.humaneval",
+    "jsonl": "cobalt.orchestrator.datasets.importers.jsonl",
+}
+"""Format name -> module holding its `read_problems`."""
+
+Reader = Callable[[Path, "ImportOptions"], Iterator["ProblemRow | BadRow"]]
+
+
+def importer_for(fmt: str) -> Reader:
+    """The `read_problems` of format `fmt`.
+
+    Raises:
+        InvalidInput: no such format.
+    """
+    if fmt not in FORMATS:
+        raise InvalidInput(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+    reader: Reader = importlib.import_module(FORMATS[fmt]).read_problems
+    return reader

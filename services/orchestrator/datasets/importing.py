@@ -1,0 +1,170 @@
+"""Importing a file into a dataset: read rows, report bad ones, insert the rest.
+
+One import is one transaction: it lands whole or not at all. Rows already in the dataset
+(same external id) are left as they are, so importing the same file again changes
+nothing. A bad row is reported with its row number and reason, and never stops the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+from sqlalchemy.orm import Session, sessionmaker
+
+from cobalt.orchestrator.datasets.importers import importer_for
+from cobalt.orchestrator.datasets.records import BadRow
+from cobalt.orchestrator.store import repo_datasets
+from cobalt.shared.contracts import ExecuteRequest, ExecuteResponse, ProblemRow
+from cobalt.shared.errors import Conflict
+
+__all__ = [
+    "DEFAULT_PUBLIC_TESTS",
+    "Executor",
+    "ImportOptions",
+    "ImportReport",
+    "import_file",
+    "validation_reason",
+]
+
+DEFAULT_PUBLIC_TESTS = 4
+"""Public tests per problem when an importer splits tests itself (the paper's setting)."""
+
+
+class Executor(Protocol):
+    """What importers need to run code: the executor client's `execute`."""
+
+    def execute(self, request: ExecuteRequest) -> ExecuteResponse: ...
+
+
+@dataclass
+class ImportOptions:
+    """Choices that change what an importer produces (recorded as provenance)."""
+
+    public_tests: int = DEFAULT_PUBLIC_TESTS
+    seed: int = 0
+    strip_examples: bool = False
+    """LiveCodeBench: cut statements before their worked examples, as the paper did."""
+    functional_as_stdin: bool = False
+    """LiveCodeBench: run functional tests as stdin (the research code's behaviour)."""
+    verify: bool = False
+    """TACO: run reference solutions and drop problems none of them solve."""
+    executor: Executor | None = None
+
+    def provenance(self) -> dict[str, Any]:
+        return {
+            "public_tests": self.public_tests,
+            "seed": self.seed,
+            "strip_examples": self.strip_examples,
+            "functional_as_stdin": self.functional_as_stdin,
+            "verify": self.verify,
+        }
+
+
+@dataclass
+class ImportReport:
+    """What an import did."""
+
+    dataset: str
+    read: int = 0
+    inserted: int = 0
+    unchanged: int = 0
+    bad: list[BadRow] = field(default_factory=list)
+
+
+def validation_reason(exc: ValidationError) -> str:
+    """A one-line reason from a pydantic error, naming the field."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first.get("loc", ())) or "row"
+    return f"{where}: {first.get('msg', 'invalid')}"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as data:
+        for chunk in iter(lambda: data.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _row_values(row: ProblemRow) -> dict[str, Any]:
+    return row.model_dump(mode="json")
+
+
+def import_file(
+    *,
+    sessions: sessionmaker[Session],
+    name: str,
+    fmt: str,
+    path: Path,
+    options: ImportOptions,
+    batch_size: int = 1000,
+    on_row: Callable[[], None] | None = None,
+) -> ImportReport:
+    """Import `path` (format `fmt`) into dataset `name`, creating the dataset if needed.
+
+    Args:
+        sessions: Where to write.
+        name: The dataset's name.
+        fmt: A format in `importers.FORMATS`.
+        path: The local file (JSONL, JSON or Parquet as the format expects).
+        options: Importer choices.
+        batch_size: Problems per INSERT statement.
+        on_row: Called after each row is read (drives a progress bar).
+
+    Returns:
+        Counts of rows read, inserted and already present, and every bad row.
+
+    Raises:
+        InvalidInput: unknown format, missing or unreadable file.
+        Conflict: the dataset exists and was imported from another format.
+    """
+    reader = importer_for(fmt)
+    report = ImportReport(dataset=name)
+    provenance = {
+        "format": fmt,
+        "file": str(path.resolve()),
+        "sha256": _sha256(path),
+        "options": options.provenance(),
+    }
+    with sessions.begin() as session:
+        dataset = repo_datasets.get_dataset(session, name=name)
+        if dataset is None:
+            dataset = repo_datasets.create_dataset(
+                session, name=name, source=fmt, provenance={"imports": [provenance]}
+            )
+        elif dataset.source != fmt:
+            raise Conflict(
+                f"dataset {name!r} was imported from format {dataset.source!r}, not {fmt!r}; "
+                "choose another --name"
+            )
+        pending: list[dict[str, Any]] = []
+        for item in reader(path, options):
+            report.read += 1
+            if on_row is not None:
+                on_row()
+            if isinstance(item, BadRow):
+                report.bad.append(item)
+                continue
+            pending.append(_row_values(item))
+            if len(pending) >= batch_size:
+                report.inserted += repo_datasets.insert_problems(
+                    session, dataset_id=dataset.id, rows=pending
+                )
+                pending = []
+        report.inserted += repo_datasets.insert_problems(
+            session, dataset_id=dataset.id, rows=pending
+        )
+        report.unchanged = report.read - len(report.bad) - report.inserted
+        if report.inserted and provenance not in dataset.provenance.get("imports", []):
+            imports = [*dataset.provenance.get("imports", []), provenance]
+            dataset.provenance = {**dataset.provenance, "imports": imports}
+        dataset.provenance = {
+            **dataset.provenance,
+            "last_import": {**provenance, "inserted": report.inserted, "bad": len(report.bad)},
+        }
+    return report

@@ -1,0 +1,72 @@
+"""Real databases for store tests: a throwaway PostgreSQL database and a SQLite file.
+
+Each is created once per session and migrated with Alembic (never `create_all`), and
+emptied before every test, the way rq's tests flush their Redis database.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from sqlalchemy import Engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
+
+ADMIN_URL = os.environ.get(
+    "COBALT_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+TABLES = ("problems", "datasets")
+
+
+@pytest.fixture(scope="session")
+def postgresql_url() -> Iterator[str]:
+    admin = make_url(ADMIN_URL)
+    name = f"cobalt_test_{os.getpid()}_{secrets.token_hex(3)}"
+    conninfo = admin.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = admin.set(database=name).render_as_string(hide_password=False)
+    upgrade_database(url)
+    yield url
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path: Path = tmp_path_factory.mktemp("store") / "cobalt.db"
+    url = f"sqlite:///{path}"
+    upgrade_database(url)
+    return url
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def store_url(request: pytest.FixtureRequest) -> str:
+    """Each store test runs on PostgreSQL and on SQLite."""
+    url: str = request.getfixturevalue(f"{request.param}_url")
+    return url
+
+
+@pytest.fixture
+def engine(store_url: str) -> Iterator[Engine]:
+    engine = make_engine(store_url)
+    with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":
+            conn.execute(text(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE"))
+        else:
+            for table in TABLES:
+                conn.execute(text(f"DELETE FROM {table}"))
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def sessions(engine: Engine) -> sessionmaker[Session]:
+    return make_sessionmaker(engine)
