@@ -6,9 +6,14 @@ build, because starting jails costs time and the pool is the expensive, stateful
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
+import uvicorn
 from fastapi.testclient import TestClient
 
 from cobalt.executor.app import create_app
@@ -38,3 +43,38 @@ def executor_client(
     """An HTTP client for an executor app on the shared pool (no auth)."""
     with TestClient(create_app(executor_settings, pool=sandbox_pool)) as client:
         yield client
+
+
+@contextmanager
+def serve_executor(settings: ExecutorSettings, pool: SandboxPool) -> Iterator[str]:
+    """The executor app served by uvicorn on a free localhost port; yields its base URL.
+
+    Clients under test talk to it over real HTTP connections (Starlette's TestClient is
+    an httpx2 client when huggingface_hub is installed, not the httpx our clients use).
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(
+        create_app(settings, pool=pool), log_level="warning", lifespan="on", loop="asyncio"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the test executor server did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+
+
+@pytest.fixture(scope="session")
+def executor_url(executor_settings: ExecutorSettings, sandbox_pool: SandboxPool) -> Iterator[str]:
+    """Base URL of a real executor server on the shared pool (no auth)."""
+    with serve_executor(executor_settings, sandbox_pool) as url:
+        yield url

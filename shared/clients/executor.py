@@ -360,6 +360,8 @@ class ExecutorClient:
             transport=transport,
             max_retries=max_retries,
         )
+        if client is not None and not isinstance(client, httpx.Client):
+            raise TypeError(f"client must be an httpx.Client, not {type(client).__name__}")
         self._owns_client = client is None
         if client is None:
             client = httpx.Client(
@@ -524,6 +526,8 @@ class AsyncExecutorClient:
             transport=transport,
             max_retries=max_retries,
         )
+        if client is not None and not isinstance(client, httpx.AsyncClient):
+            raise TypeError(f"client must be an httpx.AsyncClient, not {type(client).__name__}")
         self._owns_client = client is None
         if client is None:
             client = httpx.AsyncClient(

@@ -7,7 +7,6 @@ from typing import Any
 
 import httpx
 import pytest
-from fastapi.testclient import TestClient
 
 import cobalt.shared.clients as clients_package
 from cobalt.executor.app import create_app
@@ -41,6 +40,7 @@ from cobalt.shared.errors import (
     Unavailable,
     UpstreamError,
 )
+from tests.conftest import serve_executor
 
 BASE_URL = "http://executor.test"
 TOKEN = "s3cret-token"
@@ -511,8 +511,7 @@ def test_async_probes() -> None:
 DOUBLE = "print(int(input()) * 2)"
 
 
-def test_sync_client_against_the_real_app(executor_client: TestClient) -> None:
-    client = ExecutorClient(client=executor_client)
+def test_sync_client_against_the_real_app(executor_url: str) -> None:
     request = ExecuteRequest(
         code=DOUBLE,
         tests=[
@@ -520,49 +519,51 @@ def test_sync_client_against_the_real_app(executor_client: TestClient) -> None:
             StdinTest(stdin="2", expected_stdout="5"),
         ],
     )
+    with ExecutorClient(base_url=executor_url) as client:
+        response = client.execute(request)
+        assert [r.verdict for r in response.results] == [Verdict.ACCEPTED, Verdict.WRONG_ANSWER]
+        assert (response.passed, response.total) == (1, 2)
+        batch = client.execute_batch(BatchExecuteRequest(requests=[request, request]))
+        assert [r.passed for r in batch.results] == [1, 1]
+        run = client.run_code(RunCodeRequest(code=DOUBLE, stdin="4"))
+        assert run.run_result is not None and run.run_result.stdout == "8\n"
+        assert client.info().languages == ["python"]
+        assert client.health() is True
+        assert client.ready() is True
 
-    response = client.execute(request)
 
-    assert [r.verdict for r in response.results] == [Verdict.ACCEPTED, Verdict.WRONG_ANSWER]
-    assert (response.passed, response.total) == (1, 2)
-    batch = client.execute_batch(BatchExecuteRequest(requests=[request, request]))
-    assert [r.passed for r in batch.results] == [1, 1]
-    run = client.run_code(RunCodeRequest(code=DOUBLE, stdin="4"))
-    assert run.run_result is not None and run.run_result.stdout == "8\n"
-    assert client.info().languages == ["python"]
-    assert client.health() is True
-    assert client.ready() is True
-
-
-def test_real_app_refusals_map_to_invalid_input(executor_client: TestClient) -> None:
-    client = ExecutorClient(client=executor_client)
+def test_real_app_refusals_map_to_invalid_input(executor_url: str) -> None:
     too_long = ExecuteRequest(
         code=DOUBLE, tests=[StdinTest(expected_stdout="")], limits=Limits(wall_s=600)
     )
-    with pytest.raises(InvalidInput, match="COBALT_EXECUTOR_MAX_WALL_S") as caught:
-        client.execute(too_long)
+    with ExecutorClient(base_url=executor_url) as client:
+        with pytest.raises(InvalidInput, match="COBALT_EXECUTOR_MAX_WALL_S") as caught:
+            client.execute(too_long)
     assert caught.value.detail["field"] == "limits.wall_s"
 
 
 def test_real_app_with_auth(sandbox_pool: SandboxPool) -> None:
     settings = ExecutorSettings(slots=2, auth_token=TOKEN)
     request = ExecuteRequest(code=DOUBLE, tests=[StdinTest(stdin="1", expected_stdout="2")])
-    with TestClient(create_app(settings, pool=sandbox_pool)) as http:
-        with pytest.raises(Unauthorized, match="bearer token"):
-            ExecutorClient(client=http).execute(request)
-        with pytest.raises(Unauthorized):
-            ExecutorClient(client=http, token="wrong").info()
-        assert ExecutorClient(client=http, token=TOKEN).execute(request).passed == 1
+    with serve_executor(settings, sandbox_pool) as url:
+        with ExecutorClient(base_url=url) as anonymous:
+            with pytest.raises(Unauthorized, match="bearer token"):
+                anonymous.execute(request)
+        with ExecutorClient(base_url=url, token="wrong") as wrong:
+            with pytest.raises(Unauthorized):
+                wrong.info()
+        with ExecutorClient(base_url=url, token=TOKEN) as right:
+            assert right.execute(request).passed == 1
 
 
 def test_real_app_overload_is_retried_after_retry_after(sandbox_pool: SandboxPool) -> None:
     settings = ExecutorSettings(slots=2, max_pending_tests=1)
     request = ExecuteRequest(code=DOUBLE, tests=[StdinTest(expected_stdout="")] * 2)
     sleeps: list[float] = []
-    with TestClient(create_app(settings, pool=sandbox_pool)) as http:
-        client = ExecutorClient(client=http, max_retries=2, sleep=sleeps.append)
-        with pytest.raises(Overloaded, match="queue is full") as caught:
-            client.execute(request)
+    with serve_executor(settings, sandbox_pool) as url:
+        with ExecutorClient(base_url=url, max_retries=2, sleep=sleeps.append) as client:
+            with pytest.raises(Overloaded, match="queue is full") as caught:
+                client.execute(request)
     assert sleeps == [1.0, 1.0]
     assert caught.value.retry_after_s == 1.0
 
