@@ -6,6 +6,7 @@ import typer
 
 from cobalt import __version__
 from cobalt.executor.cli import exec_app, executor_app
+from cobalt.orchestrator.cli import data_app
 
 __all__ = ["app", "main"]
 
@@ -21,6 +22,7 @@ app = typer.Typer(
 )
 app.add_typer(executor_app, name="executor")
 app.add_typer(exec_app, name="exec")
+app.add_typer(data_app, name="data")
 
 
 def _version(value: bool) -> None:

@@ -20,7 +20,7 @@ from cobalt.orchestrator.datasets.importers import importer_for
 from cobalt.orchestrator.datasets.records import BadRow
 from cobalt.orchestrator.store import repo_datasets
 from cobalt.shared.contracts import ExecuteRequest, ExecuteResponse, ProblemRow
-from cobalt.shared.errors import Conflict
+from cobalt.shared.errors import Conflict, InvalidInput
 
 __all__ = [
     "DEFAULT_PUBLIC_TESTS",
@@ -124,6 +124,8 @@ def import_file(
         Conflict: the dataset exists and was imported from another format.
     """
     reader = importer_for(fmt)
+    if not path.is_file():
+        raise InvalidInput(f"no such file: {path}")
     report = ImportReport(dataset=name)
     provenance = {
         "format": fmt,
@@ -133,6 +135,7 @@ def import_file(
     }
     with sessions.begin() as session:
         dataset = repo_datasets.get_dataset(session, name=name)
+        created = dataset is None
         if dataset is None:
             dataset = repo_datasets.create_dataset(
                 session, name=name, source=fmt, provenance={"imports": [provenance]}
@@ -160,6 +163,11 @@ def import_file(
             session, dataset_id=dataset.id, rows=pending
         )
         report.unchanged = report.read - len(report.bad) - report.inserted
+        if created and report.inserted == 0:
+            # Nothing usable (likely the wrong --format): leave no empty dataset behind,
+            # so a retry with the right format is not refused as a conflict.
+            session.delete(dataset)
+            return report
         if report.inserted and provenance not in dataset.provenance.get("imports", []):
             imports = [*dataset.provenance.get("imports", []), provenance]
             dataset.provenance = {**dataset.provenance, "imports": imports}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Table, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -71,8 +71,10 @@ def count_problems(session: Session, *, dataset_id: int) -> int:
 def insert_problems(session: Session, *, dataset_id: int, rows: Sequence[dict[str, Any]]) -> int:
     """Insert problems, skipping external ids the dataset already has.
 
-    One statement per call (`INSERT ... ON CONFLICT DO NOTHING RETURNING id`), on
-    PostgreSQL and SQLite alike, so re-importing a file changes nothing.
+    `INSERT ... ON CONFLICT DO NOTHING` on PostgreSQL and SQLite alike, so re-importing a
+    file changes nothing. The rows go as an executemany of one Core statement: no ORM
+    bookkeeping and no RETURNING, which measured 1.6x faster than a RETURNING multi-row
+    insert (bench/import.py); the new rows are counted instead.
 
     Returns:
         How many rows were new.
@@ -81,13 +83,14 @@ def insert_problems(session: Session, *, dataset_id: int, rows: Sequence[dict[st
         return 0
     dialect = session.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    statement = (
-        insert(Problem)
-        .values([{**row, "dataset_id": dataset_id} for row in rows])
-        .on_conflict_do_nothing(index_elements=["dataset_id", "external_id"])
-        .returning(Problem.id)
+    table = Problem.__table__
+    assert isinstance(table, Table)
+    statement = insert(table).on_conflict_do_nothing(
+        index_elements=["dataset_id", "external_id"]
     )
-    return len(session.execute(statement).all())
+    before = count_problems(session, dataset_id=dataset_id)
+    session.connection().execute(statement, [{**row, "dataset_id": dataset_id} for row in rows])
+    return count_problems(session, dataset_id=dataset_id) - before
 
 
 def get_problem(session: Session, *, dataset_id: int, external_id: str) -> Problem | None:

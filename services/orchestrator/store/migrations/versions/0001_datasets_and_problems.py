@@ -82,7 +82,9 @@ def upgrade() -> None:
             ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_problems")),
-        sa.UniqueConstraint("dataset_id", "external_id", name=op.f("uq_problems_dataset_id")),
+        sa.UniqueConstraint(
+            "dataset_id", "external_id", name=op.f("uq_problems_dataset_id_external_id")
+        ),
     )
     with op.batch_alter_table("problems", schema=None) as batch_op:
         batch_op.create_index(batch_op.f("ix_problems_dataset_id"), ["dataset_id"], unique=False)

@@ -1,0 +1,598 @@
+"""`cobalt data`: import, list, show, export and perturb benchmark datasets.
+
+The database is `COBALT_DATABASE_URL` (default: a SQLite file in the user's data
+directory); its schema is brought up to date by the first command that touches it.
+
+Exit status, for every command:
+
+    0  done (an import that skipped some bad rows is done: they are listed, not fatal)
+    1  an import read rows but none of them was a valid problem (wrong --format?)
+    2  bad input: missing file, unknown format or dataset, name taken, bad option
+    3  a dependency is unreachable: the database, or the executor for --verify
+
+Errors print one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.panel import Panel
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from cobalt.orchestrator.datasets.export import export_dataset
+from cobalt.orchestrator.datasets.importers import FORMATS, importer_for
+from cobalt.orchestrator.datasets.importing import (
+    DEFAULT_PUBLIC_TESTS,
+    Executor,
+    ImportOptions,
+    ImportReport,
+    import_file,
+)
+from cobalt.orchestrator.datasets.perturb import perturb_dataset
+from cobalt.orchestrator.datasets.records import BadRow, count_records
+from cobalt.orchestrator.settings import OrchestratorSettings
+from cobalt.orchestrator.store import repo_datasets
+from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
+from cobalt.orchestrator.store.models import Dataset, Problem
+from cobalt.shared.clients import ExecutorClient, ExecutorClientSettings
+from cobalt.shared.clients.local_executor import local_executor
+from cobalt.shared.contracts import DatasetPublic, DatasetsPublic, ProblemPublic
+from cobalt.shared.errors import CobaltError, Overloaded, Unavailable, UpstreamError
+from cobalt.shared.text import truncate_middle
+
+__all__ = ["data_app"]
+
+EXIT_OK = 0
+EXIT_NOTHING_IMPORTED = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+
+FIRST_BAD_ROWS = 5
+"""Row numbers shown per bad-row reason."""
+
+REASONS_SHOWN = 20
+"""Bad-row reasons listed in the import table (`--json` lists them all)."""
+
+CELL_CHARS = 200
+"""Characters of a test's input or output shown in a table cell."""
+
+data_app = typer.Typer(
+    help="Benchmark datasets: import, list, show, export, perturb.", no_args_is_help=True
+)
+
+
+# --- context and error handling ---------------------------------------------------------
+
+
+@dataclass
+class DataContext:
+    """What every `cobalt data` command needs; the database is opened on first use."""
+
+    settings: OrchestratorSettings
+    _engine: Engine | None = field(default=None, init=False)
+    _sessions: sessionmaker[Session] | None = field(default=None, init=False)
+
+    def sessions(self) -> sessionmaker[Session]:
+        """Sessions on the upgraded database (exits 3 if it cannot be reached)."""
+        if self._sessions is None:
+            with _handled():
+                upgrade_database(self.settings.database_url)
+                self._engine = make_engine(self.settings.database_url)
+            self._sessions = make_sessionmaker(self._engine)
+        return self._sessions
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+
+    @property
+    def database(self) -> str:
+        """The database URL without its password, for messages."""
+        try:
+            return make_url(self.settings.database_url).render_as_string(hide_password=True)
+        except sa_exc.ArgumentError:
+            return "COBALT_DATABASE_URL"
+
+
+def _fail(code: int, message: str) -> typer.Exit:
+    """Print one line to stderr and return the exit to raise."""
+    typer.echo(f"error: {' '.join(message.split())}", err=True)
+    return typer.Exit(code)
+
+
+def _database_error(exc: sa_exc.DBAPIError) -> str:
+    detail = str(exc.orig).strip().splitlines() if exc.orig is not None else []
+    return detail[0] if detail else type(exc).__name__
+
+
+@contextlib.contextmanager
+def _handled() -> Iterator[None]:
+    """Turn the errors a command can meet into one stderr line and an exit status."""
+    try:
+        yield
+    except (Unavailable, UpstreamError, Overloaded) as exc:
+        raise _fail(EXIT_UNREACHABLE, str(exc)) from exc
+    except CobaltError as exc:
+        raise _fail(EXIT_USAGE, str(exc)) from exc
+    except sa_exc.ArgumentError as exc:
+        raise _fail(EXIT_USAGE, f"COBALT_DATABASE_URL is not a usable database URL: {exc}") from exc
+    except (sa_exc.OperationalError, sa_exc.InterfaceError) as exc:
+        raise _fail(EXIT_UNREACHABLE, f"cannot use the database: {_database_error(exc)}") from exc
+    except sa_exc.SQLAlchemyError as exc:
+        raise _fail(EXIT_UNREACHABLE, f"database error: {exc}") from exc
+    except OSError as exc:
+        where = f" {exc.filename}" if exc.filename else ""
+        raise _fail(EXIT_USAGE, f"cannot use{where}: {exc.strerror or exc}") from exc
+
+
+@data_app.callback()
+def data(ctx: typer.Context) -> None:
+    """Benchmark datasets in the orchestrator's database (COBALT_DATABASE_URL)."""
+    try:
+        settings = OrchestratorSettings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "value"
+        raise _fail(EXIT_USAGE, f"bad COBALT_* setting {where}: {first['msg']}") from exc
+    context = DataContext(settings=settings)
+    ctx.obj = context
+    ctx.call_on_close(context.close)
+
+
+def _context(ctx: typer.Context) -> DataContext:
+    context = ctx.find_object(DataContext)
+    if context is None:  # only when a command is invoked without the `data` group
+        raise _fail(EXIT_USAGE, "run this command as `cobalt data ...`")
+    return context
+
+
+def _echo_json(value: Any) -> None:
+    typer.echo(json.dumps(value, ensure_ascii=False, default=str))
+
+
+# --- cobalt data import -------------------------------------------------------------------
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in FORMATS:
+        raise _fail(EXIT_USAGE, f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+    try:
+        importer_for(fmt)
+    except ModuleNotFoundError as exc:
+        raise _fail(EXIT_USAGE, f"format {fmt!r} is not available in this installation") from exc
+
+
+@contextlib.contextmanager
+def _executor(verify: bool) -> Iterator[Executor | None]:
+    """The executor for --verify: COBALT_EXECUTOR_URL's, or a local process."""
+    if not verify:
+        yield None
+        return
+    try:
+        settings = ExecutorClientSettings()
+        client = ExecutorClient.from_settings(settings) if settings.url else None
+    except (ValidationError, ValueError) as exc:
+        raise _fail(EXIT_USAGE, f"bad COBALT_EXECUTOR_* setting: {exc}") from exc
+    if client is None:
+        with _handled(), local_executor() as local:
+            yield local
+        return
+    with client:
+        if not client.ready():
+            raise _fail(
+                EXIT_UNREACHABLE,
+                f"the executor at {client.base_url} is not ready (GET /readyz); start it or "
+                "unset COBALT_EXECUTOR_URL to run a local one",
+            )
+        yield client
+
+
+def _bad_groups(bad: list[BadRow]) -> list[dict[str, Any]]:
+    """Bad rows grouped by reason, most frequent first, with their first row numbers."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    for row in bad:
+        groups[row.reason].append(row.row)
+    ordered = sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+    return [
+        {"reason": reason, "count": len(rows), "rows": rows[:FIRST_BAD_ROWS]}
+        for reason, rows in ordered
+    ]
+
+
+def _report_json(report: ImportReport, fmt: str) -> dict[str, Any]:
+    return {
+        "dataset": report.dataset,
+        "format": fmt,
+        "read": report.read,
+        "inserted": report.inserted,
+        "unchanged": report.unchanged,
+        "bad": len(report.bad),
+        "bad_reasons": _bad_groups(report.bad),
+    }
+
+
+def _print_import(report: ImportReport, fmt: str) -> None:
+    console = Console(highlight=False)
+    summary = Table(title=f"import into {report.dataset} ({fmt})", title_justify="left")
+    for column in ("read", "inserted", "unchanged", "bad"):
+        summary.add_column(column, justify="right")
+    summary.add_row(
+        str(report.read), str(report.inserted), str(report.unchanged), str(len(report.bad))
+    )
+    console.print(summary)
+    if not report.bad:
+        return
+    reasons = Table(title="bad rows by reason", title_justify="left")
+    reasons.add_column("rows", justify="right")
+    reasons.add_column("reason", overflow="fold")
+    reasons.add_column("first rows")
+    groups = _bad_groups(report.bad)
+    for group in groups[:REASONS_SHOWN]:
+        first = ", ".join(str(row) for row in group["rows"])
+        more = ", ..." if group["count"] > len(group["rows"]) else ""
+        reasons.add_row(str(group["count"]), group["reason"], first + more)
+    if len(groups) > REASONS_SHOWN:
+        hidden = sum(group["count"] for group in groups[REASONS_SHOWN:])
+        reasons.add_row(str(hidden), f"... {len(groups) - REASONS_SHOWN} more reasons (--json)", "")
+    console.print(reasons)
+
+
+def _progress() -> Progress:
+    console = Console(stderr=True)
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+
+
+@data_app.command("import")
+def import_command(
+    ctx: typer.Context,
+    path: Annotated[Path, typer.Argument(help="The file to import.", show_default=False)],
+    fmt: Annotated[
+        str,
+        typer.Option("--format", help=f"One of: {', '.join(FORMATS)}.", show_default=False),
+    ],
+    name: Annotated[
+        str, typer.Option("--name", help="Dataset to import into.", show_default=False)
+    ],
+    public_tests: Annotated[
+        int,
+        typer.Option(
+            "--public-tests", min=0, help="Public tests per problem where the importer splits."
+        ),
+    ] = DEFAULT_PUBLIC_TESTS,
+    seed: Annotated[int, typer.Option(help="Seed of the public/hidden split.")] = 0,
+    strip_examples: Annotated[
+        bool,
+        typer.Option("--strip-examples", help="LiveCodeBench: cut statements before examples."),
+    ] = False,
+    functional_as_stdin: Annotated[
+        bool,
+        typer.Option(
+            "--functional-as-stdin",
+            help="LiveCodeBench: run functional tests as stdin (research-code parity only).",
+        ),
+    ] = False,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="TACO: drop problems no reference solution solves (runs an executor: "
+            "COBALT_EXECUTOR_URL, or a local one).",
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the report as one JSON object.")
+    ] = False,
+) -> None:
+    """Import PATH (format --format) into dataset --name; re-importing changes nothing.
+
+    Bad rows are skipped and listed by reason. Exit status: 0 done, 1 no row was valid,
+    2 bad input, 3 database or executor unreachable.
+    """
+    _check_format(fmt)
+    if not path.is_file():
+        raise _fail(EXIT_USAGE, f"no such file: {path}")
+    context = _context(ctx)
+    sessions = context.sessions()
+    with _handled():
+        total = count_records(path)
+    with _executor(verify) as executor, _handled(), _progress() as progress:
+        options = ImportOptions(
+            public_tests=public_tests,
+            seed=seed,
+            strip_examples=strip_examples,
+            functional_as_stdin=functional_as_stdin,
+            verify=verify,
+            executor=executor,
+        )
+        task = progress.add_task(f"importing {path.name}", total=total)
+        report = import_file(
+            sessions=sessions,
+            name=name,
+            fmt=fmt,
+            path=path,
+            options=options,
+            batch_size=context.settings.import_batch_size,
+            on_row=lambda: progress.advance(task),
+        )
+    if as_json:
+        _echo_json(_report_json(report, fmt))
+    else:
+        _print_import(report, fmt)
+    if report.read and len(report.bad) == report.read:
+        raise _fail(
+            EXIT_NOTHING_IMPORTED,
+            f"none of the {report.read} rows of {path.name} is a valid {fmt} problem; "
+            "is --format right?",
+        )
+
+
+# --- cobalt data list / show --------------------------------------------------------------
+
+
+def _dataset_public(dataset: Dataset, count: int) -> DatasetPublic:
+    return DatasetPublic.model_validate(
+        {
+            "id": dataset.id,
+            "name": dataset.name,
+            "source": dataset.source,
+            "variant": dataset.variant,
+            "parent": dataset.parent.name if dataset.parent is not None else None,
+            "provenance": dataset.provenance,
+            "problem_count": count,
+            "created_at": dataset.created_at,
+        }
+    )
+
+
+@data_app.command("list")
+def list_command(
+    ctx: typer.Context,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """List the datasets and their problem counts."""
+    sessions = _context(ctx).sessions()
+    with _handled(), sessions.begin() as session:
+        items = [_dataset_public(d, n) for d, n in repo_datasets.list_datasets(session)]
+    datasets = DatasetsPublic(items=items, total=len(items))
+    if as_json:
+        typer.echo(datasets.model_dump_json())
+        return
+    table = Table(title=f"{datasets.total} datasets", title_justify="left")
+    for column in ("name", "source", "variant", "parent", "problems", "created"):
+        table.add_column(column, justify="right" if column == "problems" else "left")
+    for item in items:
+        table.add_row(
+            item.name,
+            item.source,
+            item.variant,
+            item.parent or "",
+            str(item.problem_count),
+            item.created_at.strftime("%Y-%m-%d %H:%M"),
+        )
+    Console(highlight=False).print(table)
+
+
+def _problem_public(problem: Problem, dataset: str) -> ProblemPublic:
+    return ProblemPublic.model_validate(
+        {
+            "id": problem.id,
+            "dataset": dataset,
+            "external_id": problem.external_id,
+            "statement": problem.statement,
+            "starter_code": problem.starter_code,
+            "test_style": problem.test_style,
+            "fn_name": problem.fn_name,
+            "public_tests": problem.public_tests,
+            "hidden_tests": problem.hidden_tests,
+            "difficulty": problem.difficulty,
+            "source_metadata": problem.source_metadata,
+            "perturbation": problem.perturbation,
+        }
+    )
+
+
+def _cell(value: str) -> str:
+    return truncate_middle(value, CELL_CHARS)
+
+
+def _test_cells(test: dict[str, Any]) -> tuple[str, str]:
+    """(input, expected) of a stored test, as short text."""
+    if "expected_stdout" in test:
+        return _cell(test.get("stdin", "")), _cell(test["expected_stdout"])
+    if "fn_name" in test:
+        arguments = [json.dumps(arg) for arg in test.get("args", [])]
+        arguments += [f"{key}={json.dumps(v)}" for key, v in test.get("kwargs", {}).items()]
+        call = f"{test['fn_name']}({', '.join(arguments)})"
+        return _cell(call), _cell(json.dumps(test.get("expected")))
+    return _cell(str(test.get("check", ""))), "(runs without error)"
+
+
+def _tests_table(title: str, tests: list[dict[str, Any]], swapped: set[int]) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("input", overflow="fold")
+    table.add_column("expected", overflow="fold")
+    for number, test in enumerate(tests):
+        marker = " (swapped)" if number in swapped else ""
+        table.add_row(f"{number + 1}{marker}", *_test_cells(test))
+    return table
+
+
+def _print_problem(problem: ProblemPublic) -> None:
+    console = Console(highlight=False)
+    details = f"{problem.dataset} / {problem.external_id}  ({problem.test_style.value}"
+    details += f", fn {problem.fn_name})" if problem.fn_name else ")"
+    if problem.difficulty:
+        details += f"  difficulty {problem.difficulty}"
+    console.print(details)
+    console.print(Panel(problem.statement, title="statement", title_align="left"))
+    if problem.starter_code:
+        console.print(Panel(problem.starter_code, title="starter code", title_align="left"))
+    record = problem.perturbation or {}
+    swapped = {int(item["new_index"]) for item in record.get("swapped", [])}
+    public = [test.model_dump(mode="json") for test in problem.public_tests]
+    hidden = [test.model_dump(mode="json") for test in problem.hidden_tests]
+    console.print(_tests_table(f"public tests ({len(public)})", public, swapped))
+    console.print(_tests_table(f"hidden tests ({len(hidden)})", hidden, set()))
+    if problem.perturbation:
+        console.print(f"perturbation: {json.dumps(problem.perturbation, ensure_ascii=False)}")
+
+
+def _print_dataset(dataset: DatasetPublic, external_ids: list[str], limit: int) -> None:
+    console = Console(highlight=False)
+    table = Table(show_header=False, title=dataset.name, title_justify="left")
+    table.add_column("field")
+    table.add_column("value", overflow="fold")
+    table.add_row("source", dataset.source)
+    table.add_row("variant", dataset.variant)
+    table.add_row("parent", dataset.parent or "")
+    table.add_row("problems", str(dataset.problem_count))
+    table.add_row("created", dataset.created_at.isoformat(timespec="seconds"))
+    table.add_row("provenance", json.dumps(dataset.provenance, indent=1, ensure_ascii=False))
+    console.print(table)
+    more = f" (first {limit})" if dataset.problem_count > len(external_ids) else ""
+    console.print(f"problems{more}: {', '.join(external_ids)}")
+
+
+@data_app.command("show")
+def show_command(
+    ctx: typer.Context,
+    dataset: Annotated[str, typer.Argument(help="The dataset's name.", show_default=False)],
+    problem: Annotated[
+        str | None, typer.Argument(help="A problem's external id.", show_default=False)
+    ] = None,
+    limit: Annotated[
+        int, typer.Option(min=0, help="Problem ids listed when showing a dataset.")
+    ] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Show a dataset (provenance, first problem ids) or one of its problems (tests)."""
+    sessions = _context(ctx).sessions()
+    with _handled(), sessions.begin() as session:
+        stored = repo_datasets.get_dataset(session, name=dataset)
+        if stored is None:
+            raise _fail(EXIT_USAGE, f"no dataset named {dataset!r}; `cobalt data list` shows them")
+        if problem is not None:
+            row = repo_datasets.get_problem(session, dataset_id=stored.id, external_id=problem)
+            if row is None:
+                raise _fail(EXIT_USAGE, f"dataset {dataset!r} has no problem {problem!r}")
+            shown = _problem_public(row, dataset)
+        else:
+            count = repo_datasets.count_problems(session, dataset_id=stored.id)
+            summary = _dataset_public(stored, count)
+            problems = repo_datasets.iter_problems(session, dataset_id=stored.id, batch=limit or 1)
+            external_ids = [p.external_id for p in islice(problems, limit)]
+    if problem is not None:
+        if as_json:
+            typer.echo(shown.model_dump_json())
+        else:
+            _print_problem(shown)
+    elif as_json:
+        _echo_json({**summary.model_dump(mode="json"), "problems": external_ids})
+    else:
+        _print_dataset(summary, external_ids, limit)
+
+
+# --- cobalt data export / perturb ---------------------------------------------------------
+
+
+@data_app.command("export")
+def export_command(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Option("--name", help="Dataset to export.", show_default=False)],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out", help="File to write: .jsonl, .jsonl.gz or .parquet.", show_default=False
+        ),
+    ],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Write a dataset to JSONL (re-importable with --format jsonl) or Parquet."""
+    context = _context(ctx)
+    sessions = context.sessions()
+    with _handled():
+        report = export_dataset(
+            sessions=sessions, name=name, out=out, batch_size=context.settings.import_batch_size
+        )
+    if as_json:
+        _echo_json(
+            {"dataset": name, "path": str(out), "format": report.format, "rows": report.rows}
+        )
+    else:
+        typer.echo(f"exported {report.rows} problems of {name} to {out} ({report.format})")
+
+
+@data_app.command("perturb")
+def perturb_command(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Option("--name", help="Dataset to perturb.", show_default=False)],
+    out_name: Annotated[
+        str, typer.Option("--out-name", help="Name of the new dataset.", show_default=False)
+    ],
+    seed: Annotated[int, typer.Option(help="Seed of the per-problem shuffles.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Copy a dataset with two public test outputs swapped per problem (METHOD.md)."""
+    context = _context(ctx)
+    sessions = context.sessions()
+    with _handled():
+        report = perturb_dataset(
+            sessions=sessions,
+            source=name,
+            target=out_name,
+            seed=seed,
+            batch_size=context.settings.import_batch_size,
+        )
+    result = {
+        "source": report.source,
+        "dataset": report.target,
+        "seed": report.seed,
+        "read": report.read,
+        "kept": report.kept,
+        "dropped": len(report.dropped),
+        "dropped_ids": report.dropped,
+    }
+    if as_json:
+        _echo_json(result)
+        return
+    table = Table(title=f"perturb {name} -> {out_name} (seed {seed})", title_justify="left")
+    for column in ("read", "kept", "dropped"):
+        table.add_column(column, justify="right")
+    table.add_row(str(report.read), str(report.kept), str(len(report.dropped)))
+    Console(highlight=False).print(table)
+    if report.dropped:
+        first = ", ".join(report.dropped[:FIRST_BAD_ROWS])
+        more = ", ..." if len(report.dropped) > FIRST_BAD_ROWS else ""
+        typer.echo(f"dropped (fewer than two distinct public outputs): {first}{more}")
