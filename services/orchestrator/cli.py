@@ -42,7 +42,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.datasets.export import export_dataset
-from cobalt.orchestrator.datasets.importers import FORMATS, importer_for
+from cobalt.orchestrator.datasets.importers import FORMATS, importer_for, resolve_source
 from cobalt.orchestrator.datasets.importing import (
     DEFAULT_PUBLIC_TESTS,
     Executor,
@@ -320,6 +320,8 @@ def import_command(
     2 bad input, 3 database or executor unreachable.
     """
     _check_format(fmt)
+    with _handled():
+        path = resolve_source(fmt, path)
     if not path.is_file():
         raise _fail(EXIT_USAGE, f"no such file: {path}")
     context = _context(ctx)

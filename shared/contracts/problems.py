@@ -43,8 +43,8 @@ class TestStyle(StrEnum):
 class ProgramTest(BaseModel):
     """A test that is a checking program: the solution, then `check`, must run cleanly.
 
-    Run as a stdin test whose program is the solution followed by `check` and a line
-    printing `PROGRAM_TEST_MARKER` (see `executor_test`).
+    Run as a stdin test (empty input) whose program is the solution, a newline, `check`,
+    and `print(PROGRAM_TEST_MARKER)`, expecting exactly the marker on stdout.
     """
 
     model_config = ConfigDict(extra="forbid")

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
-from cobalt.orchestrator.datasets.importers import importer_for
+from cobalt.orchestrator.datasets.importers import importer_for, resolve_source
 from cobalt.orchestrator.datasets.records import BadRow
 from cobalt.orchestrator.store import repo_datasets
 from cobalt.shared.contracts import ExecuteRequest, ExecuteResponse, ProblemRow
@@ -124,6 +124,7 @@ def import_file(
         Conflict: the dataset exists and was imported from another format.
     """
     reader = importer_for(fmt)
+    path = resolve_source(fmt, path)
     if not path.is_file():
         raise InvalidInput(f"no such file: {path}")
     report = ImportReport(dataset=name)

