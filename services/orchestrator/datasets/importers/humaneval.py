@@ -15,9 +15,9 @@ A task becomes one problem:
   value are literals (`ast.literal_eval`) that are JSON data (no sets, bytes, non-finite
   floats or non-string dict keys; tuples become lists), becomes a `CallTest` calling
   `entry_point`. The call tests keep their order in `check`. An argument holding a dict
-  of two or more keys is not converted: PostgreSQL's JSONB reorders object keys, and a
-  function may depend on key order (HumanEval/95's `check_dict_case` does), so such
-  asserts stay in the program test, where the dict literal keeps its order.
+  of two or more keys is not converted: a function may depend on key order (HumanEval/95's
+  `check_dict_case` does), and a Python literal in the program test keeps that order
+  whatever any JSON layer between here and the program does.
 - Everything else in `check` stays, in order, in ONE `ProgramTest`: the test module's
   other top-level code (`METADATA`, imports, helpers), then `check` with only the
   remaining statements, then `check(<entry_point>)`. It is run as the solution, a newline,
