@@ -175,12 +175,15 @@ def test_verify_with_unreachable_executor_exits_3(cli: Any, fixture_file: Path) 
 
 
 @pytest.mark.slow
-def test_verify_starts_and_stops_a_local_executor(
-    store_url: str, cli: Any, fixture_file: Path
-) -> None:
-    if not store_url.startswith("sqlite"):
-        pytest.skip("the local executor's lifecycle does not depend on the database")
-    result = cli("import", "--format", "jsonl", str(fixture_file), "--name", "v", "--verify")
+def test_verify_starts_and_stops_a_local_executor(fixture_file: Path, tmp_path: Path) -> None:
+    # The local executor's lifecycle does not depend on the database: one SQLite run.
+    env = {
+        "COBALT_DATABASE_URL": f"sqlite:///{tmp_path / 'verify.db'}",
+        "COBALT_EXECUTOR_URL": "",
+        "XDG_DATA_HOME": str(tmp_path / "xdg"),
+    }
+    args = ["data", "import", "--format", "jsonl", str(fixture_file), "--name", "v", "--verify"]
+    result = CliRunner().invoke(app, args, env=env)
     assert result.exit_code == 0, result.output
 
 
