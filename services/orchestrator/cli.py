@@ -20,7 +20,6 @@ import json
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import islice
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -41,6 +40,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from cobalt.orchestrator.datasets import catalog
 from cobalt.orchestrator.datasets.export import export_dataset
 from cobalt.orchestrator.datasets.importers import FORMATS, importer_for, resolve_source
 from cobalt.orchestrator.datasets.importing import (
@@ -53,12 +53,10 @@ from cobalt.orchestrator.datasets.importing import (
 from cobalt.orchestrator.datasets.perturb import perturb_dataset
 from cobalt.orchestrator.datasets.records import BadRow, count_records
 from cobalt.orchestrator.settings import OrchestratorSettings
-from cobalt.orchestrator.store import repo_datasets
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
-from cobalt.orchestrator.store.models import Dataset, Problem
 from cobalt.shared.clients import ExecutorClient, ExecutorClientSettings
 from cobalt.shared.clients.local_executor import local_executor
-from cobalt.shared.contracts import DatasetPublic, DatasetsPublic, ProblemPublic
+from cobalt.shared.contracts import DatasetPublic, ProblemPublic
 from cobalt.shared.errors import CobaltError, Overloaded, Unavailable, UpstreamError
 from cobalt.shared.text import truncate_middle
 
@@ -362,21 +360,6 @@ def import_command(
 # --- cobalt data list / show --------------------------------------------------------------
 
 
-def _dataset_public(dataset: Dataset, count: int) -> DatasetPublic:
-    return DatasetPublic.model_validate(
-        {
-            "id": dataset.id,
-            "name": dataset.name,
-            "source": dataset.source,
-            "variant": dataset.variant,
-            "parent": dataset.parent.name if dataset.parent is not None else None,
-            "provenance": dataset.provenance,
-            "problem_count": count,
-            "created_at": dataset.created_at,
-        }
-    )
-
-
 @data_app.command("list")
 def list_command(
     ctx: typer.Context,
@@ -384,9 +367,9 @@ def list_command(
 ) -> None:
     """List the datasets and their problem counts."""
     sessions = _context(ctx).sessions()
-    with _handled(), sessions.begin() as session:
-        items = [_dataset_public(d, n) for d, n in repo_datasets.list_datasets(session)]
-    datasets = DatasetsPublic(items=items, total=len(items))
+    with _handled():
+        datasets = catalog.list_datasets(sessions)
+    items = datasets.items
     if as_json:
         typer.echo(datasets.model_dump_json())
         return
@@ -403,25 +386,6 @@ def list_command(
             item.created_at.strftime("%Y-%m-%d %H:%M"),
         )
     Console(highlight=False).print(table)
-
-
-def _problem_public(problem: Problem, dataset: str) -> ProblemPublic:
-    return ProblemPublic.model_validate(
-        {
-            "id": problem.id,
-            "dataset": dataset,
-            "external_id": problem.external_id,
-            "statement": problem.statement,
-            "starter_code": problem.starter_code,
-            "test_style": problem.test_style,
-            "fn_name": problem.fn_name,
-            "public_tests": problem.public_tests,
-            "hidden_tests": problem.hidden_tests,
-            "difficulty": problem.difficulty,
-            "source_metadata": problem.source_metadata,
-            "perturbation": problem.perturbation,
-        }
-    )
 
 
 def _cell(value: str) -> str:
@@ -501,20 +465,11 @@ def show_command(
 ) -> None:
     """Show a dataset (provenance, first problem ids) or one of its problems (tests)."""
     sessions = _context(ctx).sessions()
-    with _handled(), sessions.begin() as session:
-        stored = repo_datasets.get_dataset(session, name=dataset)
-        if stored is None:
-            raise _fail(EXIT_USAGE, f"no dataset named {dataset!r}; `cobalt data list` shows them")
+    with _handled():
         if problem is not None:
-            row = repo_datasets.get_problem(session, dataset_id=stored.id, external_id=problem)
-            if row is None:
-                raise _fail(EXIT_USAGE, f"dataset {dataset!r} has no problem {problem!r}")
-            shown = _problem_public(row, dataset)
+            shown = catalog.problem_public(sessions, dataset=dataset, external_id=problem)
         else:
-            count = repo_datasets.count_problems(session, dataset_id=stored.id)
-            summary = _dataset_public(stored, count)
-            problems = repo_datasets.iter_problems(session, dataset_id=stored.id, batch=limit or 1)
-            external_ids = [p.external_id for p in islice(problems, limit)]
+            summary, external_ids = catalog.dataset_summary(sessions, name=dataset, first=limit)
     if problem is not None:
         if as_json:
             typer.echo(shown.model_dump_json())

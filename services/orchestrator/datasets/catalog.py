@@ -1,0 +1,95 @@
+"""Reading datasets and problems as contracts: what `cobalt data list|show` (and later the
+REST API) show. Each function opens its own read transaction."""
+
+from __future__ import annotations
+
+from itertools import islice
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from cobalt.orchestrator.store import repo_datasets
+from cobalt.orchestrator.store.models import Dataset, Problem
+from cobalt.shared.contracts import DatasetPublic, DatasetsPublic, ProblemPublic
+from cobalt.shared.errors import NotFound
+
+__all__ = ["dataset_summary", "list_datasets", "problem_public"]
+
+
+def _dataset_public(dataset: Dataset, count: int) -> DatasetPublic:
+    return DatasetPublic.model_validate(
+        {
+            "id": dataset.id,
+            "name": dataset.name,
+            "source": dataset.source,
+            "variant": dataset.variant,
+            "parent": dataset.parent.name if dataset.parent is not None else None,
+            "provenance": dataset.provenance,
+            "problem_count": count,
+            "created_at": dataset.created_at,
+        }
+    )
+
+
+def _problem_public(problem: Problem, dataset: str) -> ProblemPublic:
+    return ProblemPublic.model_validate(
+        {
+            "id": problem.id,
+            "dataset": dataset,
+            "external_id": problem.external_id,
+            "statement": problem.statement,
+            "starter_code": problem.starter_code,
+            "test_style": problem.test_style,
+            "fn_name": problem.fn_name,
+            "public_tests": problem.public_tests,
+            "hidden_tests": problem.hidden_tests,
+            "difficulty": problem.difficulty,
+            "source_metadata": problem.source_metadata,
+            "perturbation": problem.perturbation,
+        }
+    )
+
+
+def _require_dataset(session: Session, name: str) -> Dataset:
+    dataset = repo_datasets.get_dataset(session, name=name)
+    if dataset is None:
+        raise NotFound(f"no dataset named {name!r}; `cobalt data list` shows them")
+    return dataset
+
+
+def list_datasets(sessions: sessionmaker[Session]) -> DatasetsPublic:
+    """Every dataset with its problem count, by name."""
+    with sessions.begin() as session:
+        items = [_dataset_public(d, n) for d, n in repo_datasets.list_datasets(session)]
+    return DatasetsPublic(items=items, total=len(items))
+
+
+def dataset_summary(
+    sessions: sessionmaker[Session], *, name: str, first: int = 20
+) -> tuple[DatasetPublic, list[str]]:
+    """A dataset and the external ids of its first `first` problems.
+
+    Raises:
+        NotFound: no such dataset.
+    """
+    with sessions.begin() as session:
+        dataset = _require_dataset(session, name)
+        count = repo_datasets.count_problems(session, dataset_id=dataset.id)
+        problems = repo_datasets.iter_problems(session, dataset_id=dataset.id, batch=first or 1)
+        external_ids = [p.external_id for p in islice(problems, first)]
+        return _dataset_public(dataset, count), external_ids
+
+
+def problem_public(
+    sessions: sessionmaker[Session], *, dataset: str, external_id: str
+) -> ProblemPublic:
+    """One stored problem.
+
+    Raises:
+        NotFound: no such dataset, or no such problem in it.
+    """
+    with sessions.begin() as session:
+        stored = _require_dataset(session, dataset)
+        row = repo_datasets.get_problem(session, dataset_id=stored.id, external_id=external_id)
+        if row is None:
+            raise NotFound(f"dataset {dataset!r} has no problem {external_id!r}")
+        return _problem_public(row, dataset)
