@@ -17,9 +17,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.datasets.importers import lcb
 from cobalt.orchestrator.datasets.importing import ImportOptions, ImportReport, import_file
-from cobalt.orchestrator.store import repo_datasets
 from cobalt.shared.clients import ExecutorClient
 from cobalt.shared.contracts import CallTest, ExecuteRequest, StdinTest
+from tests.orchestrator.helpers import Problems, stored_problems
 from tests.orchestrator.lcb_fixtures import (
     ATCODER_PRIVATE,
     ATCODER_PUBLIC,
@@ -47,8 +47,6 @@ from tests.orchestrator.lcb_fixtures import (
     write_lcb,
 )
 
-Problems = dict[str, dict[str, Any]]
-
 
 @pytest.fixture
 def marker(tmp_path: Path) -> Iterator[Path]:
@@ -70,22 +68,7 @@ def _import(sessions: sessionmaker[Session], path: Path, **options: Any) -> Impo
 
 
 def _problems(sessions: sessionmaker[Session]) -> Problems:
-    with sessions.begin() as session:
-        dataset = repo_datasets.get_dataset(session, name="lcb")
-        assert dataset is not None
-        return {
-            p.external_id: {
-                "statement": p.statement,
-                "starter_code": p.starter_code,
-                "test_style": p.test_style,
-                "fn_name": p.fn_name,
-                "public": p.public_tests,
-                "hidden": p.hidden_tests,
-                "difficulty": p.difficulty,
-                "meta": p.source_metadata,
-            }
-            for p in repo_datasets.iter_problems(session, dataset_id=dataset.id)
-        }
+    return stored_problems(sessions, "lcb")
 
 
 def _as_stdin(tests: list[dict[str, str]]) -> list[dict[str, str]]:

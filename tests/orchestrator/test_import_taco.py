@@ -16,6 +16,7 @@ from cobalt.orchestrator.store import repo_datasets
 from cobalt.shared.clients import ExecutorClient
 from cobalt.shared.contracts import CallTest, ExecuteRequest
 from cobalt.shared.errors import InvalidInput
+from tests.orchestrator.helpers import Problems, stored_problems
 from tests.orchestrator.taco_fixtures import (
     LENGTHS,
     SCALE_SOLUTION,
@@ -32,8 +33,6 @@ from tests.orchestrator.taco_fixtures import (
     write_taco_cobalt,
 )
 
-Problems = dict[str, dict[str, Any]]
-
 
 def _import(
     sessions: sessionmaker[Session],
@@ -49,22 +48,7 @@ def _import(
 
 
 def _problems(sessions: sessionmaker[Session], name: str = "taco") -> Problems:
-    with sessions.begin() as session:
-        dataset = repo_datasets.get_dataset(session, name=name)
-        assert dataset is not None
-        return {
-            p.external_id: {
-                "statement": p.statement,
-                "starter_code": p.starter_code,
-                "test_style": p.test_style,
-                "fn_name": p.fn_name,
-                "public": p.public_tests,
-                "hidden": p.hidden_tests,
-                "difficulty": p.difficulty,
-                "meta": p.source_metadata,
-            }
-            for p in repo_datasets.iter_problems(session, dataset_id=dataset.id)
-        }
+    return stored_problems(sessions, name)
 
 
 @pytest.fixture
