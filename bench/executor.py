@@ -31,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
@@ -63,6 +64,24 @@ class Result:
     p99_ms: float
     passed: int
     total: int
+
+
+def _measure(
+    call: Callable[[Any], tuple[float, int]], items: list[Any], workers: int, tests: int
+) -> Result:
+    """Run `call` (returning latency ms, tests passed) over `items` from `workers` threads."""
+    started = time.perf_counter()
+    with ThreadPoolExecutor(workers) as pool:
+        outcomes = list(pool.map(call, items))
+    elapsed = time.perf_counter() - started
+    latencies = [latency for latency, _ in outcomes]
+    return Result(
+        tests / elapsed,
+        statistics.median(latencies),
+        percentile(latencies, 0.99),
+        sum(passed for _, passed in outcomes),
+        tests,
+    )
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -150,18 +169,7 @@ def run_baseline(workload: Workload, prefix: list[str], workers: int, guard: str
         passed = sum(one_test(code, stdin, expected) for stdin, expected in tests)
         return (time.perf_counter() - started) * 1000, passed
 
-    started = time.perf_counter()
-    with ThreadPoolExecutor(workers) as pool:
-        outcomes = list(pool.map(one_request, workload.programs))
-    elapsed = time.perf_counter() - started
-    latencies = [latency for latency, _ in outcomes]
-    return Result(
-        workload.tests / elapsed,
-        statistics.median(latencies),
-        percentile(latencies, 0.99),
-        sum(p for _, p in outcomes),
-        workload.tests,
-    )
+    return _measure(one_request, workload.programs, workers, workload.tests)
 
 
 # --- Cobalt: the executor service over HTTP ---------------------------------------------
@@ -240,18 +248,7 @@ def _run_cobalt(url: str, workload: Workload, in_flight: int, batch: int = 1) ->
         return (time.perf_counter() - started) * 1000, passed
 
     chunks = [workload.programs[i : i + batch] for i in range(0, len(workload.programs), batch)]
-    started = time.perf_counter()
-    with ThreadPoolExecutor(in_flight) as pool:
-        outcomes = list(pool.map(one_call, chunks))
-    elapsed = time.perf_counter() - started
-    latencies = [latency for latency, _ in outcomes]
-    return Result(
-        workload.tests / elapsed,
-        statistics.median(latencies),
-        percentile(latencies, 0.99),
-        sum(p for _, p in outcomes),
-        workload.tests,
-    )
+    return _measure(one_call, chunks, in_flight, workload.tests)
 
 
 def sandbox_overhead(settings: ExecutorSettings, n: int) -> tuple[float, float]:
