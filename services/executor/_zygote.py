@@ -67,6 +67,8 @@ HIGH_FD = 100
 RECORD_FD = 3
 COMMAND_FD = 4
 MAX_MESSAGE = 65536
+WARM_UP_AFTER_IDLE_S = 0.005
+"""A spare warms up only after this long without a test (see `_warm_up`)."""
 MEMORY_POLL_MS = 50
 """How often a running test's total memory (all its processes) is checked."""
 PR_SET_DUMPABLE = 4
@@ -184,10 +186,11 @@ def _warm_up(channel: socket.socket) -> None:
 
     A forked child pays a copy-on-write fault for every page it first writes to, and in
     Python merely calling a function writes (reference counts). Doing the work once while
-    idle moves most of those faults off the test's critical path. When the test is
-    already waiting (a saturated executor), warming up would only delay it: skip.
+    idle moves most of those faults off the test's critical path. When tests come back to
+    back (a busy executor), warming up would only delay the next one: wait a moment for
+    a test first, and warm up only if none came.
     """
-    if _test_waiting(channel):
+    if _test_waiting(channel, WARM_UP_AFTER_IDLE_S):
         return
     sample = {"nonce": "0" * 32, "mode": "stdin", "code": WARM_UP_PROGRAM, "args": [1, "a"]}
     command = json.loads(json.dumps(sample))
@@ -209,8 +212,8 @@ def _warm_up(channel: socket.socket) -> None:
         os.close(write_end)
 
 
-def _test_waiting(channel: socket.socket) -> bool:
-    return bool(select.select([channel], [], [], 0)[0])
+def _test_waiting(channel: socket.socket, wait_s: float = 0.0) -> bool:
+    return bool(select.select([channel], [], [], wait_s)[0])
 
 
 def _mapped_bytes() -> int:
