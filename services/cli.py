@@ -6,6 +6,7 @@ import typer
 
 from cobalt import __version__
 from cobalt.executor.cli import exec_app, executor_app
+from cobalt.inference.cli import inference_app
 from cobalt.orchestrator.cli import data_app
 
 __all__ = ["app", "main"]
@@ -23,6 +24,7 @@ app = typer.Typer(
 app.add_typer(executor_app, name="executor")
 app.add_typer(exec_app, name="exec")
 app.add_typer(data_app, name="data")
+app.add_typer(inference_app, name="inference")
 
 
 def _version(value: bool) -> None:

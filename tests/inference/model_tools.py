@@ -1,0 +1,94 @@
+"""Model-side helpers the inference tests run in the inference environment's interpreter.
+
+The test process (core environment) has no torch; these commands do the torch work and
+print JSON:
+
+    python model_tools.py perturb SRC DST SEED     weights + noise (embeddings included)
+    python model_tools.py logprobs DIR IDS K       transformers' top-K next-token logprobs
+    python model_tools.py tie DIR                  drop lm_head.weight, mark embeddings tied
+    python model_tools.py widen DIR                give one late tensor a wrong (narrower) shape
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+
+def perturb(source: Path, target: Path, seed: int) -> dict[str, object]:
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(source, target, dirs_exist_ok=True)
+    (target / "cobalt-policy.json").unlink(missing_ok=True)
+    generator = torch.Generator().manual_seed(seed)
+    weights_file = target / "model.safetensors"
+    tensors = load_file(weights_file)
+    changed = []
+    for name, tensor in tensors.items():
+        noise = torch.randn(tensor.shape, generator=generator, dtype=torch.float32) * 0.3
+        tensors[name] = (tensor.float() + noise).to(tensor.dtype).contiguous()
+        changed.append(name)
+    save_file(tensors, weights_file, metadata={"format": "pt"})
+    return {"changed": changed}
+
+
+def logprobs(model_dir: Path, token_ids: list[int], k: int) -> dict[str, object]:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model.eval()
+    with torch.no_grad():
+        logits = model(torch.tensor([token_ids])).logits[0, -1].float()
+    values, ids = torch.log_softmax(logits, dim=-1).topk(k)
+    return {"ids": ids.tolist(), "logprobs": values.tolist()}
+
+
+def tie(model_dir: Path) -> dict[str, object]:
+    from safetensors.torch import load_file, save_file
+
+    weights_file = model_dir / "model.safetensors"
+    tensors = {k: v for k, v in load_file(weights_file).items() if k != "lm_head.weight"}
+    save_file(tensors, weights_file, metadata={"format": "pt"})
+    config_path = model_dir / "config.json"
+    config = json.loads(config_path.read_text())
+    config["tie_word_embeddings"] = True
+    config_path.write_text(json.dumps(config))
+    return {"tensors": sorted(tensors)}
+
+
+def widen(model_dir: Path) -> dict[str, object]:
+    """A checkpoint vLLM accepts at first and fails on part-way (layer 1 of 2)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    weights_file = model_dir / "model.safetensors"
+    tensors = load_file(weights_file)
+    name = "model.layers.1.mlp.down_proj.weight"
+    rows, cols = tensors[name].shape
+    # Narrower, not wider: vLLM slices an over-wide row-parallel weight without complaint.
+    tensors[name] = torch.zeros(rows, cols // 2, dtype=tensors[name].dtype)
+    save_file(tensors, weights_file, metadata={"format": "pt"})
+    return {"widened": name}
+
+
+def main(argv: list[str]) -> None:
+    command, *args = argv
+    if command == "perturb":
+        result = perturb(Path(args[0]), Path(args[1]), int(args[2]))
+    elif command == "logprobs":
+        result = logprobs(Path(args[0]), json.loads(args[1]), int(args[2]))
+    elif command == "tie":
+        result = tie(Path(args[0]))
+    elif command == "widen":
+        result = widen(Path(args[0]))
+    else:
+        raise SystemExit(f"unknown command {command!r}")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,303 @@
+"""The weight-load state machine of the control middleware, against a stand-in engine.
+
+The real vLLM path is covered in test_weights.py; here a stand-in engine makes the rare
+outcomes happen on demand (a restore that fails, an engine that never answers, a
+request that never finishes) to show none of them hangs or serves mixed weights.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client import REGISTRY
+
+from cobalt.inference.control import PolicyControlMiddleware
+from cobalt.inference.settings import InferenceSettings
+from cobalt.shared.contracts.inference import POLICY_VERSION_HEADER
+
+TOKEN = "secret"
+LOADED = {"loaded": True, "error": None, "restored": None}
+
+Behaviour = dict[str, Any] | BaseException | Callable[[], Awaitable[dict[str, Any]]]
+
+
+class StandInEngine:
+    """Records reload calls; answers each with the next scripted behaviour."""
+
+    def __init__(self, *behaviours: Behaviour) -> None:
+        self.behaviours = list(behaviours)
+        self.calls: list[dict[str, str]] = []
+        self.cache_resets = 0
+
+    async def collective_rpc(self, method: str, kwargs: dict[str, str]) -> list[dict[str, Any]]:
+        assert method == "cobalt_reload_weights"
+        self.calls.append(kwargs)
+        behaviour = self.behaviours.pop(0) if self.behaviours else LOADED
+        if isinstance(behaviour, BaseException):
+            raise behaviour
+        if callable(behaviour):
+            return [await behaviour()]
+        return [behaviour]
+
+    async def reset_prefix_cache(self) -> bool:
+        self.cache_resets += 1
+        return True
+
+
+class Generation:
+    """The wrapped app: a 'generation' that finishes when the test says so."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.release.set()
+        self.entered = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        self.entered += 1
+        await self.release.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+
+def make(tmp_path: Path, engine: StandInEngine, **overrides: Any) -> tuple[Any, Generation, Any]:
+    settings = InferenceSettings(
+        model=tmp_path / "model",
+        served_name="m",
+        control_token=TOKEN,
+        load_timeout_s=overrides.pop("load_timeout_s", 5.0),
+        drain_timeout_s=overrides.pop("drain_timeout_s", 5.0),
+    )
+    inner = Generation()
+    middleware = PolicyControlMiddleware(inner, settings)
+    middleware.controller.engine = engine
+    return middleware, inner, middleware.controller
+
+
+def client(app: Any) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),
+        base_url="http://inference",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        timeout=10,
+    )
+
+
+async def load(http: httpx.AsyncClient, path: str, **extra: Any) -> httpx.Response:
+    return await http.post("/v1/policy/weights", json={"path": path, "check": False, **extra})
+
+
+def run(coroutine: Awaitable[None]) -> None:
+    asyncio.run(coroutine)  # type: ignore[arg-type]
+
+
+def test_a_load_bumps_the_version_stamped_on_responses(tmp_path: Path) -> None:
+    engine = StandInEngine()
+    app, _, controller = make(tmp_path, engine)
+
+    async def scenario() -> None:
+        async with client(app) as http:
+            first = await http.post("/v1/completions", json={})
+            assert first.headers[POLICY_VERSION_HEADER] == "0"
+            loaded = await load(http, str(tmp_path / "ckpt"))
+            assert loaded.status_code == 200, loaded.text
+            assert loaded.json()["version"] == 1
+            second = await http.post("/v1/completions", json={})
+            assert second.headers[POLICY_VERSION_HEADER] == "1"
+            status = (await http.get("/v1/policy")).json()
+        assert status["version"] == 1 and status["loads"] == 1
+        assert status["weights_path"] == str((tmp_path / "ckpt").resolve())
+
+    run(scenario())
+    assert engine.calls == [
+        {
+            "weights_path": str((tmp_path / "ckpt").resolve()),
+            "fallback_path": str((tmp_path / "model").resolve()),
+        }
+    ]
+    assert engine.cache_resets == 1
+    assert REGISTRY.get_sample_value("cobalt_policy_version") == controller.version == 1
+
+
+def test_a_load_waits_for_requests_in_flight_and_holds_new_ones(tmp_path: Path) -> None:
+    engine = StandInEngine()
+    app, inner, _ = make(tmp_path, engine)
+
+    async def scenario() -> None:
+        async with client(app) as http:
+            inner.release.clear()
+            running = asyncio.create_task(http.post("/v1/chat/completions", json={}))
+            while inner.entered < 1:
+                await asyncio.sleep(0.01)
+            loading = asyncio.create_task(load(http, "/ckpt"))
+            await asyncio.sleep(0.1)
+            assert engine.calls == []  # still draining
+            arriving = asyncio.create_task(http.post("/v1/chat/completions", json={}))
+            await asyncio.sleep(0.1)
+            assert inner.entered == 1  # held at the gate
+            inner.release.set()
+            old, loaded, new = await asyncio.gather(running, loading, arriving)
+        assert old.headers[POLICY_VERSION_HEADER] == "0"
+        assert loaded.status_code == 200 and loaded.json()["drain_s"] >= 0.1
+        assert new.headers[POLICY_VERSION_HEADER] == "1"
+
+    run(scenario())
+
+
+def test_drain_timeout_loads_nothing_and_reopens(tmp_path: Path) -> None:
+    engine = StandInEngine()
+    app, inner, controller = make(tmp_path, engine, drain_timeout_s=0.2)
+
+    async def scenario() -> None:
+        async with client(app) as http:
+            inner.release.clear()
+            stuck = asyncio.create_task(http.post("/v1/completions", json={}))
+            while inner.entered < 1:
+                await asyncio.sleep(0.01)
+            refused = await load(http, "/ckpt")
+            assert refused.status_code == 503
+            assert "still running" in refused.json()["error"]["message"]
+            assert controller.gate.is_open
+            inner.release.set()
+            await stuck
+            after = await http.post("/v1/completions", json={})
+            assert after.headers[POLICY_VERSION_HEADER] == "0"
+
+    run(scenario())
+    assert engine.calls == []
+
+
+def test_a_failure_inside_vllm_reports_its_error_and_keeps_serving(tmp_path: Path) -> None:
+    engine = StandInEngine({"loaded": False, "error": "AssertionError at x.py:1", "restored": True})
+    app, _, controller = make(tmp_path, engine)
+
+    async def scenario() -> None:
+        async with client(app) as http:
+            failed = await load(http, "/ckpt")
+            assert failed.status_code == 422
+            message = failed.json()["error"]["message"]
+            assert "AssertionError at x.py:1" in message and "previous weights restored" in message
+            assert (await http.get("/ready")).status_code == 200
+            assert (await http.post("/v1/completions", json={})).status_code == 200
+
+    run(scenario())
+    assert controller.state == "serving" and controller.version == 0
+    assert controller.failed_loads == 1
+
+
+def test_a_failed_restore_marks_the_server_broken(tmp_path: Path) -> None:
+    engine = StandInEngine({"loaded": False, "error": "disk gone", "restored": False})
+    app, _, controller = make(tmp_path, engine)
+
+    async def scenario() -> None:
+        async with client(app) as http:
+            assert (await load(http, "/ckpt")).status_code == 500
+            generation = await http.post("/v1/completions", json={})
+            assert generation.status_code == 503
+            assert "inconsistent" in generation.json()["error"]["message"]
+            assert (await http.get("/ready")).status_code == 503
+            again = await load(http, "/ckpt2")
+            assert again.status_code == 503
+
+    run(scenario())
+    assert controller.state == "broken"
+
+
+def test_an_engine_error_marks_the_server_broken(tmp_path: Path) -> None:
+    app, _, controller = make(tmp_path, StandInEngine(RuntimeError("engine core died")))
+
+    async def scenario() -> None:
+        async with client(app) as http:
+            failed = await load(http, "/ckpt")
+            assert failed.status_code == 500
+            assert "engine core died" in failed.json()["error"]["message"]
+
+    run(scenario())
+    assert controller.state == "broken"
+
+
+def test_an_engine_that_does_not_answer_times_out_and_old_weights_return(tmp_path: Path) -> None:
+    answer = asyncio.Event()
+
+    async def slow() -> dict[str, Any]:
+        await answer.wait()
+        return LOADED  # the late load succeeded: it must be undone
+
+    engine = StandInEngine(slow, LOADED)
+    app, _, controller = make(tmp_path, engine, load_timeout_s=0.2)
+
+    async def scenario() -> None:
+        async with client(app) as http:
+            timed_out = await load(http, "/ckpt")
+            assert timed_out.status_code == 504
+            assert "within 0.2 s" in timed_out.json()["error"]["message"]
+            assert (await http.get("/ready")).status_code == 503
+            held = asyncio.create_task(http.post("/v1/completions", json={}))
+            await asyncio.sleep(0.1)
+            assert not held.done()
+            answer.set()
+            response = await asyncio.wait_for(held, 5)
+            assert response.headers[POLICY_VERSION_HEADER] == "0"
+            assert (await http.get("/ready")).status_code == 200
+
+    run(scenario())
+    serving = str((tmp_path / "model").resolve())
+    assert engine.calls[1] == {"weights_path": serving, "fallback_path": serving}
+    assert controller.state == "serving" and controller.version == 0
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "headers", "status"),
+    [
+        ("GET", "/v1/policy", None, {"Authorization": "Bearer nope"}, 401),
+        ("POST", "/v1/policy/weights", b"{", {}, 422),
+        ("POST", "/v1/policy/weights", b'{"path": ""}', {}, 422),
+        ("POST", "/v1/policy/weights", b'{"path": "/x", "version": -1}', {}, 422),
+        ("POST", "/v1/policy/weights", b'{"path": "/x", "bogus": 1}', {}, 422),
+        ("GET", "/v1/policy/weights", None, {}, 405),
+        ("POST", "/v1/policy/weights", b"x" * 70_000, {}, 413),
+    ],
+)
+def test_bad_control_requests(
+    tmp_path: Path, method: str, path: str, body: bytes | None, headers: dict[str, str], status: int
+) -> None:
+    app, _, controller = make(tmp_path, StandInEngine())
+
+    async def scenario() -> None:
+        async with client(app) as http:
+            response = await http.request(method, path, content=body, headers=headers)
+            assert response.status_code == status, response.text
+            error = json.loads(response.text)["error"]
+            assert error["code"] == status and error["message"]
+
+    run(scenario())
+    assert controller.version == 0
+
+
+def test_stale_versions_and_concurrent_loads_conflict(tmp_path: Path) -> None:
+    answer = asyncio.Event()
+
+    async def slow() -> dict[str, Any]:
+        await answer.wait()
+        return LOADED
+
+    app, _, _ = make(tmp_path, StandInEngine(LOADED, slow))
+
+    async def scenario() -> None:
+        async with client(app) as http:
+            assert (await load(http, "/a", version=3)).json()["version"] == 3
+            stale = await load(http, "/b", version=3)
+            assert stale.status_code == 409 and "not newer" in stale.text
+            first = asyncio.create_task(load(http, "/c"))
+            await asyncio.sleep(0.05)
+            second = await load(http, "/d")
+            assert second.status_code == 409
+            answer.set()
+            assert (await first).json()["version"] == 4
+
+    run(scenario())

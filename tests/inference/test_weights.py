@@ -1,0 +1,135 @@
+"""Weight updates without restart: exact against transformers, and safe when they fail."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from cobalt.shared.checkpoints import write_policy_version
+from cobalt.shared.contracts.inference import POLICY_VERSION_HEADER
+
+from .conftest import SERVED_NAME, Server, make_model, run_model_tool
+
+pytestmark = pytest.mark.slow
+
+PROBE = [5, 17, 300, 42, 9, 1000, 3]
+"""Prompt token ids whose first generated token's logprobs are compared."""
+
+
+def hf_top_logprobs(model_dir: Path, k: int = 5) -> dict[int, float]:
+    result = run_model_tool("logprobs", str(model_dir), str(PROBE), str(k))
+    return dict(zip(result["ids"], result["logprobs"], strict=True))
+
+
+def assert_close(served: dict[int, float], expected: dict[int, float], tol: float = 1e-3) -> None:
+    assert served.keys() == expected.keys(), (served, expected)
+    for token, value in expected.items():
+        assert math.isclose(served[token], value, abs_tol=tol), (token, served[token], value)
+
+
+def load(server: Server, path: Path, **extra: object) -> tuple[int, dict[str, object]]:
+    with server.control() as client:
+        response = client.post("/v1/policy/weights", json={"path": str(path), **extra})
+    return response.status_code, response.json()
+
+
+@pytest.fixture(scope="module")
+def perturbed(tiny_server: Server, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("ckpt") / "perturbed"
+    changed = run_model_tool("perturb", str(tiny_server.model_dir), str(out), "1")["changed"]
+    # Embeddings change too: a reload that skipped them would be caught below.
+    assert {"model.embed_tokens.weight", "lm_head.weight"} <= set(changed)
+    return out
+
+
+def test_loaded_weights_match_transformers(tiny_server: Server, perturbed: Path) -> None:
+    before = tiny_server.version()
+    old_served = tiny_server.top_logprobs(PROBE)
+    status, body = load(tiny_server, perturbed)
+    assert status == 200, body
+    assert body["version"] == before + 1
+    assert tiny_server.version() == before + 1
+    served = tiny_server.top_logprobs(PROBE)
+    assert_close(served, hf_top_logprobs(perturbed))
+    # The comparison can fail: the new weights really give other logprobs.
+    assert served != old_served
+    raw = tiny_server.openai().chat.completions.with_raw_response.create(
+        model=SERVED_NAME, messages=[{"role": "user", "content": "hi"}], max_tokens=2
+    )
+    assert int(raw.headers[POLICY_VERSION_HEADER]) == before + 1
+
+
+def test_version_comes_from_the_checkpoint_and_must_increase(
+    tiny_server: Server, perturbed: Path, tmp_path: Path
+) -> None:
+    current = tiny_server.version()
+    status, body = load(tiny_server, perturbed, version=current)
+    assert status == 409 and "not newer" in body["error"]["message"]
+    run_model_tool("perturb", str(tiny_server.model_dir), str(tmp_path / "v"), "2")
+    write_policy_version(tmp_path / "v", current + 7, step=3)
+    status, body = load(tiny_server, tmp_path / "v")
+    assert status == 200 and body["version"] == current + 7
+    assert_close(tiny_server.top_logprobs(PROBE), hf_top_logprobs(tmp_path / "v"))
+
+
+def refused_checkpoints(source: Path, root: Path) -> dict[str, tuple[Path, str]]:
+    """Checkpoints the pre-checks must refuse, with a phrase the reason must contain."""
+    tied = root / "tied"
+    run_model_tool("perturb", str(source), str(tied), "3")
+    run_model_tool("tie", str(tied))
+    truncated = root / "truncated"
+    run_model_tool("perturb", str(source), str(truncated), "4")
+    weights = truncated / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-1000])
+    other = root / "other-seed-wider"
+    make_model(other, seed=5)
+    (other / "cobalt-policy.json").unlink()
+    config = other / "config.json"
+    config.write_text(
+        config.read_text().replace('"num_hidden_layers": 2', '"num_hidden_layers": 3')
+    )
+    return {
+        "missing": (root / "does-not-exist", "not a directory"),
+        "tied": (tied, "tie_word_embeddings"),
+        "truncated": (truncated, "truncated"),
+        "config": (other, "num_hidden_layers"),
+    }
+
+
+def test_bad_checkpoints_are_refused_and_old_weights_keep_serving(
+    tiny_server: Server, tmp_path: Path
+) -> None:
+    version = tiny_server.version()
+    serving = tiny_server.top_logprobs(PROBE)
+    for name, (path, phrase) in refused_checkpoints(tiny_server.model_dir, tmp_path).items():
+        status, body = load(tiny_server, path)
+        assert status == 422, (name, body)
+        assert phrase in body["error"]["message"], (name, body)
+    assert tiny_server.version() == version
+    assert tiny_server.top_logprobs(PROBE) == serving
+
+
+def test_failure_inside_vllm_restores_the_previous_weights(
+    tiny_server: Server, tmp_path: Path
+) -> None:
+    """Skip the pre-checks so vLLM itself fails part-way; the old weights must come back."""
+    wider = tmp_path / "wider"
+    run_model_tool("perturb", str(tiny_server.model_dir), str(wider), "6")
+    run_model_tool("widen", str(wider))
+    version = tiny_server.version()
+    serving = tiny_server.top_logprobs(PROBE)
+    status, body = load(tiny_server, wider, check=False)
+    assert status == 422, body
+    assert "previous weights restored" in body["error"]["message"]
+    with tiny_server.control() as client:
+        policy = client.get("/v1/policy").json()
+    assert policy["state"] == "serving" and policy["version"] == version
+    assert tiny_server.top_logprobs(PROBE) == serving
+    # And the server still takes a good checkpoint afterwards.
+    good = tmp_path / "good"
+    run_model_tool("perturb", str(tiny_server.model_dir), str(good), "7")
+    status, body = load(tiny_server, good)
+    assert status == 200, body
+    assert_close(tiny_server.top_logprobs(PROBE), hf_top_logprobs(good))
