@@ -8,6 +8,13 @@ from cobalt.shared.clients.executor import (
     ExecutorClient,
     ExecutorClientSettings,
 )
+from cobalt.shared.clients.inference import (
+    InferenceControlClient,
+    ModelEndpoint,
+    PolicyEndpointSettings,
+    ReferenceEndpointSettings,
+    policy_version_of,
+)
 
 __all__ = [
     "AsyncExecutorClient",
@@ -16,4 +23,9 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "ExecutorClient",
     "ExecutorClientSettings",
+    "InferenceControlClient",
+    "ModelEndpoint",
+    "PolicyEndpointSettings",
+    "ReferenceEndpointSettings",
+    "policy_version_of",
 ]

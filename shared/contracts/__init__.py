@@ -17,6 +17,12 @@ from cobalt.shared.contracts.executor import (
     TestResult,
     Verdict,
 )
+from cobalt.shared.contracts.inference import (
+    POLICY_VERSION_HEADER,
+    LoadWeightsRequest,
+    LoadWeightsResponse,
+    PolicyStatus,
+)
 from cobalt.shared.contracts.problems import (
     PROGRAM_TEST_MARKER,
     DatasetPublic,
@@ -39,7 +45,11 @@ __all__ = [
     "ExecuteResponse",
     "ExecutorInfo",
     "Limits",
+    "LoadWeightsRequest",
+    "LoadWeightsResponse",
+    "POLICY_VERSION_HEADER",
     "PROGRAM_TEST_MARKER",
+    "PolicyStatus",
     "ProblemPublic",
     "ProblemRow",
     "ProgramTest",

@@ -68,18 +68,24 @@ def make_model(out: Path, seed: int = 0) -> Path:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass
 class Server:
     url: str
     model_dir: Path
     log: Path
+    _openai: openai.OpenAI | None = None
 
     @property
     def v1(self) -> str:
         return f"{self.url}/v1"
 
     def openai(self) -> openai.OpenAI:
-        return openai.OpenAI(base_url=self.v1, api_key="unused", max_retries=0, timeout=60)
+        """One client for the session (closed at the end, so no socket is left open)."""
+        if self._openai is None:
+            self._openai = openai.OpenAI(
+                base_url=self.v1, api_key="unused", max_retries=0, timeout=60
+            )
+        return self._openai
 
     def control(self, token: str | None = CONTROL_TOKEN) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -129,4 +135,6 @@ def tiny_server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> I
     )
     log = tmp_path_factory.mktemp("logs") / "vllm-tiny.log"
     with running_server(settings, log) as url:
-        yield Server(url=url, model_dir=tiny_model, log=log)
+        server = Server(url=url, model_dir=tiny_model, log=log)
+        yield server
+        server.openai().close()

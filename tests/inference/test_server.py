@@ -187,3 +187,28 @@ def test_generation_in_flight_finishes_on_the_old_weights(
     assert seen == {"version": before, "done": True}
     assert loaded.json()["version"] == before + 1
     assert loaded.json()["drain_s"] > 0
+
+
+def test_an_endpoint_configured_by_environment_works_with_the_openai_client(
+    tiny_server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reference model is any OpenAI-compatible endpoint: here another vLLM."""
+    from cobalt.shared.clients.inference import ReferenceEndpointSettings, policy_version_of
+
+    monkeypatch.setenv("COBALT_REFERENCE_BASE_URL", tiny_server.v1)
+    monkeypatch.setenv("COBALT_REFERENCE_MODEL", SERVED_NAME)
+    monkeypatch.setenv("COBALT_REFERENCE_API_KEY", "reference-key")
+    for extensions, has_token_ids in (("true", True), ("false", False)):
+        monkeypatch.setenv("COBALT_REFERENCE_VLLM_EXTENSIONS", extensions)
+        endpoint = ReferenceEndpointSettings().endpoint()
+        assert endpoint is not None
+        with openai.OpenAI(**endpoint.openai_kwargs(), max_retries=0) as client:
+            raw = client.chat.completions.with_raw_response.create(
+                model=endpoint.model,
+                messages=PROMPT,
+                max_tokens=3,
+                extra_body=endpoint.extra_body(),
+            )
+        assert policy_version_of(raw.headers) == tiny_server.version()
+        choice = json.loads(raw.text)["choices"][0]
+        assert (choice.get("token_ids") is not None) is has_token_ids

@@ -55,20 +55,20 @@ def test_prepared_model_is_untied_safetensors(smollm2_dir: Path) -> None:
 
 
 def test_smollm2_writes_python(smollm2_url: str) -> None:
-    client = openai.OpenAI(base_url=f"{smollm2_url}/v1", api_key="unused", max_retries=0)
-    raw = client.chat.completions.with_raw_response.create(
-        model=NAME,
-        messages=[
-            {
-                "role": "user",
-                "content": "Write a Python function add(a, b) that returns the sum of a and b.",
-            }
-        ],
-        temperature=0,
-        max_tokens=120,
-        logprobs=True,
-        extra_body={"return_token_ids": True},
-    )
+    with openai.OpenAI(base_url=f"{smollm2_url}/v1", api_key="unused", max_retries=0) as client:
+        raw = client.chat.completions.with_raw_response.create(
+            model=NAME,
+            messages=[
+                {
+                    "role": "user",
+                    "content": "Write a Python function add(a, b) that returns the sum of a and b.",
+                }
+            ],
+            temperature=0,
+            max_tokens=120,
+            logprobs=True,
+            extra_body={"return_token_ids": True},
+        )
     completion = raw.parse()
     text = completion.choices[0].message.content or ""
     assert "def add" in text, text
