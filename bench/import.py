@@ -22,16 +22,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import secrets
 import string
 import tempfile
 import time
 from pathlib import Path
 
-import psycopg
 from sqlalchemy.engine import make_url
+from throwaway_db import ADMIN_URL, drop_database, throwaway_database
 
 from cobalt.orchestrator.datasets.importers.jsonl import read_problems
 from cobalt.orchestrator.datasets.importing import ImportOptions, import_file
@@ -40,9 +38,6 @@ from cobalt.orchestrator.store import repo_datasets
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
 from cobalt.orchestrator.store.models import Problem
 
-ADMIN_URL = os.environ.get(
-    "COBALT_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-)
 TARGET_PER_S = 2000.0
 """Problems per second the batched import must reach on the build machine."""
 
@@ -83,20 +78,6 @@ def write_problems(path: Path, count: int, seed: int = 0) -> int:
             }
             out.write(json.dumps(row) + "\n")
     return path.stat().st_size
-
-
-def throwaway_database() -> tuple[str, str, str]:
-    admin = make_url(ADMIN_URL)
-    name = f"cobalt_bench_{os.getpid()}_{secrets.token_hex(3)}"
-    conninfo = admin.set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return admin.set(database=name).render_as_string(hide_password=False), conninfo, name
-
-
-def drop_database(conninfo: str, name: str) -> None:
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def run_validate_only(path: Path) -> tuple[int, float]:

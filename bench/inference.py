@@ -1,18 +1,20 @@
 """What Cobalt's control path costs on vLLM's generation path, measured side by side.
 
-Two servers on the same model run at once on this machine:
+The same model is served by two servers, one at a time, alternately (vllm, cobalt,
+vllm, cobalt, ...; two vLLM servers at once on 2 cores disturb each other):
 - vllm: vLLM's own OpenAI server, started with the same command line and environment as
   ours but without Cobalt's middleware and worker extension;
 - cobalt: `cobalt inference serve` (the middleware stamps every response with the policy
   version and passes generation requests through its gate).
-Both are driven alternately (vllm then cobalt, then cobalt then vllm, ...) by the same
-load: `--concurrency` requests in flight, each a completion of `--max-tokens` tokens from
-a fixed 32-token prompt with `ignore_eos`, so both generate exactly the same number of
-tokens. Alternating rounds cancel the machine's drift; the median round time of each side
-is compared. Also reported: start-up time to ready, resident memory of each server's
-processes, and (cobalt only) the time a weight load takes.
+Each start is driven by the same load: `--concurrency` requests in flight, each a
+completion of `--max-tokens` tokens from a fixed 32-token prompt with `ignore_eos`, so
+both generate exactly the same number of tokens; the median round time is compared.
+The end-to-end difference is within the machine's noise, so the middleware is also timed
+alone (an in-process ASGI call with and without it, no network), which gives its cost per
+request exactly. Also reported: start-up time to ready, resident memory of the server's
+processes, and the time a weight load takes.
 
-    .venv/bin/python bench/inference.py [--model DIR] [--rounds 6] [--requests 48]
+    .venv/bin/python bench/inference.py [--model DIR] [--sessions 2] [--rounds 6] [--requests 48]
 
 Without --model a tiny random model is built (the test model). Prints markdown tables;
 the figures go to docs/benchmarks.md.
@@ -136,7 +138,8 @@ async def one_round(url: str, name: str, requests: int, concurrency: int, tokens
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, help="model directory (default: tiny random)")
-    parser.add_argument("--rounds", type=int, default=6, help="rounds per server")
+    parser.add_argument("--rounds", type=int, default=6, help="rounds per server start")
+    parser.add_argument("--sessions", type=int, default=2, help="starts of each server")
     parser.add_argument("--requests", type=int, default=48, help="requests per round")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=32)
@@ -155,75 +158,97 @@ def main() -> None:
         )
     name = "bench"
     device = detect_device(python)
-    settings = {
-        kind: InferenceSettings(model=model, served_name=name, port=free_port(), max_model_len=1024)
-        for kind in ("vllm", "cobalt")
-    }
-    commands = {
-        "vllm": without_cobalt(server_command(settings["vllm"], device)),
-        "cobalt": server_command(settings["cobalt"], device),
-    }
-    urls = {kind: f"http://127.0.0.1:{s.port}" for kind, s in settings.items()}
     probes = {"vllm": "/health", "cobalt": "/ready"}
-    startup: dict[str, float] = {}
-    rss: dict[str, float] = {}
+    startup: dict[str, list[float]] = {"vllm": [], "cobalt": []}
+    rss: dict[str, list[float]] = {"vllm": [], "cobalt": []}
     times: dict[str, list[float]] = {"vllm": [], "cobalt": []}
-    load_s: float | None = None
-    print(f"model {model}, device {device}; starting both servers one after the other")
-    with (
-        server(
-            commands["vllm"],
-            server_environment(settings["vllm"], device),
-            urls["vllm"],
-            probes["vllm"],
-            work / "vllm.log",
-        ) as (startup["vllm"], vllm_pid),
-        server(
-            commands["cobalt"],
-            server_environment(settings["cobalt"], device),
-            urls["cobalt"],
-            probes["cobalt"],
-            work / "cobalt.log",
-        ) as (startup["cobalt"], cobalt_pid),
-    ):
-        for kind in ("vllm", "cobalt"):  # warm-up
-            asyncio.run(one_round(urls[kind], name, 8, args.concurrency, args.max_tokens))
-        for index in range(args.rounds):
-            # Swap who goes first each round, so neither side always follows the other.
-            for kind in ("vllm", "cobalt") if index % 2 == 0 else ("cobalt", "vllm"):
+    load_s: list[float] = []
+    print(f"model {model}, device {device}")
+    # One server at a time: two vLLM servers on 2 cores disturb each other (their OpenMP
+    # threads spin while idle), which swamps the difference being measured.
+    for session, kind in enumerate(["vllm", "cobalt"] * args.sessions):
+        settings = InferenceSettings(
+            model=model, served_name=name, port=free_port(), max_model_len=1024
+        )
+        command = server_command(settings, device)
+        if kind == "vllm":
+            command = without_cobalt(command)
+        url = f"http://127.0.0.1:{settings.port}"
+        log = work / f"{kind}-{session}.log"
+        env = server_environment(settings, device)
+        with server(command, env, url, probes[kind], log) as (seconds, pid):
+            startup[kind].append(seconds)
+            asyncio.run(one_round(url, name, 8, args.concurrency, args.max_tokens))  # warm-up
+            for _ in range(args.rounds):
                 times[kind].append(
                     asyncio.run(
-                        one_round(
-                            urls[kind], name, args.requests, args.concurrency, args.max_tokens
-                        )
+                        one_round(url, name, args.requests, args.concurrency, args.max_tokens)
                     )
                 )
-        rss = {"vllm": group_rss_mb(vllm_pid), "cobalt": group_rss_mb(cobalt_pid)}
-        loaded = httpx.post(
-            urls["cobalt"] + "/v1/policy/weights",
-            json={"path": str(model), "version": 10**6},
-            timeout=600,
-        )
-        loaded.raise_for_status()
-        load_s = float(loaded.json()["load_s"])
+            rss[kind].append(group_rss_mb(pid))
+            if kind == "cobalt":
+                loaded = httpx.post(
+                    url + "/v1/policy/weights",
+                    json={"path": str(model), "version": session + 1},
+                    timeout=600,
+                )
+                loaded.raise_for_status()
+                load_s.append(float(loaded.json()["load_s"]))
+        print(f"  {kind}: ready in {seconds:.0f} s, rounds {times[kind][-args.rounds :]}")
 
     tokens = args.requests * args.max_tokens
+    median = {kind: statistics.median(values) for kind, values in times.items()}
     print()
     print(
-        "| server | start-up to ready s | RSS MiB | requests/s (median of rounds) | "
-        "output tokens/s | ratio to vllm |"
+        "| server | start-up to ready s | RSS MiB | requests/s (median round) | "
+        "output tokens/s | throughput vs vllm |"
     )
     print("|---|---|---|---|---|---|")
-    median = {kind: statistics.median(values) for kind, values in times.items()}
     for kind in ("vllm", "cobalt"):
-        ratio = median["vllm"] / median[kind]
         print(
-            f"| {kind} | {startup[kind]:.0f} | {rss[kind]:.0f} | "
-            f"{args.requests / median[kind]:.1f} | {tokens / median[kind]:.0f} | {ratio:.3f} |"
+            f"| {kind} | {statistics.median(startup[kind]):.0f} | "
+            f"{statistics.median(rss[kind]):.0f} | {args.requests / median[kind]:.1f} | "
+            f"{tokens / median[kind]:.0f} | {median['vllm'] / median[kind]:.3f} |"
         )
-    spread = {k: f"{min(v):.2f}-{max(v):.2f} s" for k, v in times.items()}
-    print(f"\nround times: {spread}; weight load (same weights, new version): {load_s:.2f} s")
+    overhead_us = middleware_overhead_us()
+    per_request_ms = median["cobalt"] / args.requests * args.concurrency * 1000
+    print(
+        f"\nmiddleware alone: {overhead_us:.1f} us per request (in-process ASGI, no network); "
+        f"a request here takes {per_request_ms:.0f} ms, so {overhead_us / 10 / per_request_ms:.4f}%"
+    )
+    print(f"weight load (same weights, new version): median {statistics.median(load_s):.3f} s")
     print(f"logs in {work}")
+
+
+def middleware_overhead_us(requests: int = 20000) -> float:
+    """Microseconds the control middleware adds to one request, measured without vLLM."""
+    from cobalt.inference.control import PolicyControlMiddleware
+
+    async def endpoint(scope: object, receive: object, send: object) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})  # type: ignore[operator]
+        await send({"type": "http.response.body", "body": b"{}"})  # type: ignore[operator]
+
+    wrapped = PolicyControlMiddleware(endpoint, InferenceSettings(model=Path("/nonexistent")))
+    scope = {"type": "http", "path": "/v1/completions", "method": "POST", "headers": []}
+
+    async def receive() -> dict[str, object]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: object) -> None:
+        return None
+
+    async def timed(app: object) -> float:
+        started = time.perf_counter()
+        for _ in range(requests):
+            await app(scope, receive, send)  # type: ignore[operator]
+        return time.perf_counter() - started
+
+    async def both() -> float:
+        bare = min([await timed(endpoint) for _ in range(3)])
+        with_middleware = min([await timed(wrapped) for _ in range(3)])
+        return (with_middleware - bare) / requests * 1e6
+
+    return asyncio.run(both())
 
 
 if __name__ == "__main__":

@@ -19,27 +19,32 @@ import contextlib
 import json
 from collections import defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 from rich.panel import Panel
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table
-from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.orm import Session, sessionmaker
 
+from cobalt.orchestrator.console import (
+    EXIT_USAGE,
+    open_executor,
+    settings_or_exit,
+)
+from cobalt.orchestrator.console import StoreContext as DataContext
+from cobalt.orchestrator.console import (
+    echo_json as _echo_json,
+)
+from cobalt.orchestrator.console import (
+    fail as _fail,
+)
+from cobalt.orchestrator.console import (
+    handled as _handled,
+)
+from cobalt.orchestrator.console import (
+    progress_bar as _progress,
+)
 from cobalt.orchestrator.datasets import catalog
 from cobalt.orchestrator.datasets.export import export_dataset
 from cobalt.orchestrator.datasets.importers import FORMATS, importer_for, resolve_source
@@ -52,20 +57,13 @@ from cobalt.orchestrator.datasets.importing import (
 )
 from cobalt.orchestrator.datasets.perturb import perturb_dataset
 from cobalt.orchestrator.datasets.records import BadRow, count_records
-from cobalt.orchestrator.settings import OrchestratorSettings
-from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
-from cobalt.shared.clients import ExecutorClient, ExecutorClientSettings
-from cobalt.shared.clients.local_executor import local_executor
 from cobalt.shared.contracts import DatasetPublic, ProblemPublic
-from cobalt.shared.errors import CobaltError, Overloaded, Unavailable, UpstreamError
 from cobalt.shared.text import truncate_middle
 
 __all__ = ["data_app"]
 
 EXIT_OK = 0
 EXIT_NOTHING_IMPORTED = 1
-EXIT_USAGE = 2
-EXIT_UNREACHABLE = 3
 
 FIRST_BAD_ROWS = 5
 """Row numbers shown per bad-row reason."""
@@ -84,77 +82,10 @@ data_app = typer.Typer(
 # --- context and error handling ---------------------------------------------------------
 
 
-@dataclass
-class DataContext:
-    """What every `cobalt data` command needs; the database is opened on first use."""
-
-    settings: OrchestratorSettings
-    _engine: Engine | None = field(default=None, init=False)
-    _sessions: sessionmaker[Session] | None = field(default=None, init=False)
-
-    def sessions(self) -> sessionmaker[Session]:
-        """Sessions on the upgraded database (exits 3 if it cannot be reached)."""
-        if self._sessions is None:
-            with _handled():
-                upgrade_database(self.settings.database_url)
-                self._engine = make_engine(self.settings.database_url)
-            self._sessions = make_sessionmaker(self._engine)
-        return self._sessions
-
-    def close(self) -> None:
-        if self._engine is not None:
-            self._engine.dispose()
-
-    @property
-    def database(self) -> str:
-        """The database URL without its password, for messages."""
-        try:
-            return make_url(self.settings.database_url).render_as_string(hide_password=True)
-        except sa_exc.ArgumentError:
-            return "COBALT_DATABASE_URL"
-
-
-def _fail(code: int, message: str) -> typer.Exit:
-    """Print one line to stderr and return the exit to raise."""
-    typer.echo(f"error: {' '.join(message.split())}", err=True)
-    return typer.Exit(code)
-
-
-def _database_error(exc: sa_exc.DBAPIError) -> str:
-    detail = str(exc.orig).strip().splitlines() if exc.orig is not None else []
-    return detail[0] if detail else type(exc).__name__
-
-
-@contextlib.contextmanager
-def _handled() -> Iterator[None]:
-    """Turn the errors a command can meet into one stderr line and an exit status."""
-    try:
-        yield
-    except (Unavailable, UpstreamError, Overloaded) as exc:
-        raise _fail(EXIT_UNREACHABLE, str(exc)) from exc
-    except CobaltError as exc:
-        raise _fail(EXIT_USAGE, str(exc)) from exc
-    except sa_exc.ArgumentError as exc:
-        raise _fail(EXIT_USAGE, f"COBALT_DATABASE_URL is not a usable database URL: {exc}") from exc
-    except (sa_exc.OperationalError, sa_exc.InterfaceError) as exc:
-        raise _fail(EXIT_UNREACHABLE, f"cannot use the database: {_database_error(exc)}") from exc
-    except sa_exc.SQLAlchemyError as exc:
-        raise _fail(EXIT_UNREACHABLE, f"database error: {exc}") from exc
-    except OSError as exc:
-        where = f" {exc.filename}" if exc.filename else ""
-        raise _fail(EXIT_USAGE, f"cannot use{where}: {exc.strerror or exc}") from exc
-
-
 @data_app.callback()
 def data(ctx: typer.Context) -> None:
     """Benchmark datasets in the orchestrator's database (COBALT_DATABASE_URL)."""
-    try:
-        settings = OrchestratorSettings()
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "value"
-        raise _fail(EXIT_USAGE, f"bad COBALT_* setting {where}: {first['msg']}") from exc
-    context = DataContext(settings=settings)
+    context = DataContext(settings=settings_or_exit())
     ctx.obj = context
     ctx.call_on_close(context.close)
 
@@ -164,10 +95,6 @@ def _context(ctx: typer.Context) -> DataContext:
     if context is None:  # only when a command is invoked without the `data` group
         raise _fail(EXIT_USAGE, "run this command as `cobalt data ...`")
     return context
-
-
-def _echo_json(value: Any) -> None:
-    typer.echo(json.dumps(value, ensure_ascii=False, default=str))
 
 
 # --- cobalt data import -------------------------------------------------------------------
@@ -188,23 +115,8 @@ def _executor(verify: bool) -> Iterator[Executor | None]:
     if not verify:
         yield None
         return
-    try:
-        settings = ExecutorClientSettings()
-        client = ExecutorClient.from_settings(settings) if settings.url else None
-    except (ValidationError, ValueError) as exc:
-        raise _fail(EXIT_USAGE, f"bad COBALT_EXECUTOR_* setting: {exc}") from exc
-    if client is None:
-        with _handled(), local_executor() as local:
-            yield local
-        return
-    with client:
-        if not client.ready():
-            raise _fail(
-                EXIT_UNREACHABLE,
-                f"the executor at {client.base_url} is not ready (GET /readyz); start it or "
-                "unset COBALT_EXECUTOR_URL to run a local one",
-            )
-        yield client
+    with open_executor() as executor:
+        yield executor
 
 
 def _bad_groups(bad: list[BadRow]) -> list[dict[str, Any]]:
@@ -255,20 +167,6 @@ def _print_import(report: ImportReport, fmt: str) -> None:
         hidden = sum(group["count"] for group in groups[REASONS_SHOWN:])
         reasons.add_row(str(hidden), f"... {len(groups) - REASONS_SHOWN} more reasons (--json)", "")
     console.print(reasons)
-
-
-def _progress() -> Progress:
-    console = Console(stderr=True)
-    return Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    )
 
 
 @data_app.command("import")

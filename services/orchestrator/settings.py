@@ -28,3 +28,11 @@ class OrchestratorSettings(CobaltSettings):
     """SQLAlchemy URL; PostgreSQL in deployment (postgresql+psycopg://...). Unset: SQLite."""
     import_batch_size: int = Field(default=1000, ge=1)
     """Problems written per INSERT during imports."""
+    redis_url: str | None = None
+    """Redis for the rollout queue (redis://host:6379/0). Unset: jobs run in-process."""
+    job_retries: int = Field(default=3, ge=0, le=20)
+    """Times RQ retries a failed or abandoned rollout job (it resumes from stored turns)."""
+    job_timeout_s: int = Field(default=6 * 3600, ge=10)
+    """Longest one job (all turns of one problem) may run on a worker."""
+    local_concurrency: int = Field(default=4, ge=1, le=256)
+    """Problems rolled out at once when jobs run in-process."""

@@ -389,6 +389,12 @@ class ExecutorClient:
         """The executor's base URL."""
         return str(self._client.base_url)
 
+    @property
+    def token(self) -> str | None:
+        """The bearer token this client sends (to hand the same executor to a worker)."""
+        header = self._auth.get("Authorization")
+        return header.removeprefix("Bearer ") if header else None
+
     def close(self) -> None:
         """Close the HTTP client if this object built it; an injected one stays open."""
         if self._owns_client:

@@ -8,6 +8,7 @@ Control (load weights, read the policy version) exists only on Cobalt's inferenc
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Self, TypeVar
 
@@ -113,7 +114,7 @@ class ReferenceEndpointSettings(_EndpointSettings):
     model_config = SettingsConfigDict(env_prefix="COBALT_REFERENCE_", frozen=True, extra="ignore")
 
 
-def policy_version_of(headers: httpx.Headers | dict[str, str]) -> int | None:
+def policy_version_of(headers: Mapping[str, str]) -> int | None:
     """The policy version a Cobalt inference response was generated with (None elsewhere)."""
     value = headers.get(POLICY_VERSION_HEADER)
     try:

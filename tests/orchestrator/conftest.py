@@ -22,7 +22,7 @@ from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade
 ADMIN_URL = os.environ.get(
     "COBALT_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
-TABLES = ("problems", "datasets")
+TABLES = ("turns", "trajectories", "runs", "problems", "datasets")
 
 
 @pytest.fixture(scope="session")

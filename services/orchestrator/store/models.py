@@ -1,16 +1,23 @@
 """The database schema (SQLAlchemy 2 typed models). Alembic migrations are made from it.
 
 problem -> trajectory -> turn -> execution: later tables hang off `problems.id`.
+A run samples `n` trajectories per problem of one dataset; each trajectory is a chain of
+turns (model answer, public-test feedback), written once and never rewritten except for
+the hidden-test results that evaluation fills in later.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
+    Boolean,
     DateTime,
+    Float,
     ForeignKey,
     Integer,
     MetaData,
@@ -21,7 +28,17 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-__all__ = ["Base", "Dataset", "Problem"]
+__all__ = [
+    "Base",
+    "Dataset",
+    "Problem",
+    "Run",
+    "RunKind",
+    "RunStatus",
+    "Trajectory",
+    "TrajectoryStatus",
+    "Turn",
+]
 
 # Plain JSON (text kept as written), not JSONB: JSONB re-orders object keys, and a test's
 # dict argument must reach the program in the order the dataset gave it.
@@ -88,3 +105,171 @@ class Problem(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
     dataset: Mapped[Dataset] = relationship(back_populates="problems")
+
+
+class RunKind(StrEnum):
+    """What a run does. Stored as a plain string."""
+
+    SAMPLE = "sample"
+    """Fresh multi-turn rollouts from the problem statement."""
+    REFINE = "refine"
+    """Rollouts that continue from turn 0 of a sample run (`Run.parent_run_id`)."""
+
+
+class RunStatus(StrEnum):
+    """Lifecycle of a run. Stored as a plain string."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class TrajectoryStatus(StrEnum):
+    """Lifecycle of one trajectory. Stored as a plain string."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    FINISHED = "finished"
+    FAILED = "failed"
+
+
+# For the nullable JSON columns of turns, Python None means SQL NULL (not the JSON value
+# `null`), so `hidden_verdicts IS NULL` finds the turns evaluation has not scored yet.
+NullableJson = JSON(none_as_null=True)
+
+# Turn ids can pass 2**31 over many runs of many turns, so PostgreSQL gets BIGINT; SQLite
+# keeps INTEGER, the only type it turns into an auto-incrementing rowid alias (and its
+# INTEGER is 64-bit anyway).
+TurnId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Run(Base):
+    """One rollout job over a dataset: endpoint, model, decoding params and prompt template.
+
+    Everything needed to reproduce the run is on the row (params as given, template name
+    and the sha256 of its text), so a run never depends on today's configuration.
+    """
+
+    __tablename__ = "runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(20))
+    """A `RunKind`."""
+    status: Mapped[str] = mapped_column(String(20), default=RunStatus.PENDING.value, index=True)
+    """A `RunStatus`; indexed because workers and the CLI look for running/pending runs."""
+    # RESTRICT: a run's turns cost GPU hours and are only meaningful with the problems
+    # they answer, so deleting a dataset that has runs must fail instead of silently
+    # taking the rollouts with it. Delete the runs first, on purpose.
+    dataset_id: Mapped[int] = mapped_column(
+        ForeignKey("datasets.id", ondelete="RESTRICT"), index=True
+    )
+    # RESTRICT too: a refine run starts from its parent's turn 0 and reads it from there,
+    # so the parent must outlive its children.
+    parent_run_id: Mapped[int | None] = mapped_column(
+        ForeignKey("runs.id", ondelete="RESTRICT"), default=None, index=True
+    )
+    base_url: Mapped[str] = mapped_column(String(500))
+    model: Mapped[str] = mapped_column(String(200))
+    params: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
+    """Decoding and loop settings: n, temperature, top_p, max_tokens, turns, stop_on_pass,
+    think_cap_chars, ..."""
+    template_name: Mapped[str] = mapped_column(String(200))
+    template_sha256: Mapped[str] = mapped_column(String(64))
+    total_trajectories: Mapped[int] = mapped_column(Integer, default=0)
+    """Problems x n, fixed when the run is created, so progress has a denominator."""
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+
+    dataset: Mapped[Dataset] = relationship()
+    parent: Mapped[Run | None] = relationship(remote_side=[id])
+    trajectories: Mapped[list[Trajectory]] = relationship(
+        back_populates="run", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+
+class Trajectory(Base):
+    """Sample `sample_index` of one problem in one run: the unit a worker rolls out."""
+
+    __tablename__ = "trajectories"
+    __table_args__ = (UniqueConstraint("run_id", "problem_id", "sample_index"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # No separate run_id index: the unique constraint's index leads with run_id.
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    # Indexed so the RESTRICT check when a problem is deleted is not a full scan.
+    problem_id: Mapped[int] = mapped_column(
+        ForeignKey("problems.id", ondelete="RESTRICT"), index=True
+    )
+    sample_index: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(20), default=TrajectoryStatus.PENDING.value)
+    """A `TrajectoryStatus`."""
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    turns_done: Mapped[int] = mapped_column(Integer, default=0)
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
+    )
+
+    run: Mapped[Run] = relationship(back_populates="trajectories")
+    turns: Mapped[list[Turn]] = relationship(
+        back_populates="trajectory",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
+        order_by="Turn.turn_index",
+    )
+
+
+class Turn(Base):
+    """One model answer in a trajectory, with the public-test feedback it received.
+
+    `run_id, problem_id, sample_index, turn_index` repeat the trajectory's key so that the
+    idempotency key is a single unique constraint: a retried job's `INSERT ... ON CONFLICT
+    DO NOTHING` writes no duplicate. The repository fills `trajectory_id` from that same
+    key, so the two cannot disagree.
+    """
+
+    __tablename__ = "turns"
+    __table_args__ = (UniqueConstraint("run_id", "problem_id", "sample_index", "turn_index"),)
+
+    id: Mapped[int] = mapped_column(TurnId, primary_key=True)
+    # Indexed: the cascade from a deleted trajectory looks turns up by it.
+    trajectory_id: Mapped[int] = mapped_column(
+        ForeignKey("trajectories.id", ondelete="CASCADE"), index=True
+    )
+    run_id: Mapped[int] = mapped_column(Integer)
+    problem_id: Mapped[int] = mapped_column(Integer)
+    sample_index: Mapped[int] = mapped_column(Integer)
+    turn_index: Mapped[int] = mapped_column(Integer)
+    messages: Mapped[list[dict[str, Any]]] = mapped_column(JsonValue)
+    """The chat messages sent to the model for this turn."""
+    raw_response: Mapped[str] = mapped_column(Text)
+    stored_response: Mapped[str] = mapped_column(Text)
+    """What the conversation history keeps (e.g. the reasoning cut to `think_cap_chars`)."""
+    code: Mapped[str | None] = mapped_column(Text, default=None)
+    """The extracted program; None when the answer had no code block."""
+    public_verdicts: Mapped[list[str]] = mapped_column(JsonValue, default=list)
+    """One `Verdict` string per public test."""
+    public_passed: Mapped[bool] = mapped_column(Boolean)
+    feedback: Mapped[str] = mapped_column(Text, default="")
+    """The next user message built from the public verdicts ("" after the last turn)."""
+    finish_reason: Mapped[str | None] = mapped_column(String(50), default=None)
+    prompt_token_ids: Mapped[list[int] | None] = mapped_column(NullableJson, default=None)
+    completion_token_ids: Mapped[list[int] | None] = mapped_column(NullableJson, default=None)
+    completion_logprobs: Mapped[list[float] | None] = mapped_column(NullableJson, default=None)
+    prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    model_latency_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    exec_latency_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    model: Mapped[str] = mapped_column(String(200))
+    """The model name the endpoint reported (may differ from `Run.model`)."""
+    policy_version: Mapped[int | None] = mapped_column(Integer, default=None)
+    """The trainer's weights version that produced the answer (Cobalt inference only)."""
+    hidden_verdicts: Mapped[list[str] | None] = mapped_column(NullableJson, default=None)
+    """Filled by evaluation after the run; None until then."""
+    hidden_passed: Mapped[bool | None] = mapped_column(Boolean, default=None)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+    trajectory: Mapped[Trajectory] = relationship(back_populates="turns")

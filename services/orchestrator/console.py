@@ -1,0 +1,165 @@
+"""What the orchestrator's commands share: the database context, one error-to-exit-status
+mapping, the executor to use, progress bars and JSON output.
+
+Exit statuses of `cobalt data ...`, `cobalt run ...` and `cobalt worker`:
+    0  done
+    1  the command ran but its work did not succeed (see each command)
+    2  usage: bad arguments, unknown names, bad settings
+    3  a service (database, executor, model endpoint, Redis) cannot be reached
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from cobalt.orchestrator.settings import OrchestratorSettings
+from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
+from cobalt.shared.clients import ExecutorClient, ExecutorClientSettings
+from cobalt.shared.clients.local_executor import local_executor
+from cobalt.shared.errors import CobaltError, Overloaded, Unavailable, UpstreamError
+
+__all__ = [
+    "EXIT_UNREACHABLE",
+    "EXIT_USAGE",
+    "StoreContext",
+    "echo_json",
+    "fail",
+    "handled",
+    "open_executor",
+    "progress_bar",
+    "settings_or_exit",
+]
+
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+
+
+def fail(code: int, message: str) -> typer.Exit:
+    """Print one line to stderr and return the exit to raise."""
+    typer.echo(f"error: {' '.join(message.split())}", err=True)
+    return typer.Exit(code)
+
+
+def _database_error(exc: sa_exc.DBAPIError) -> str:
+    detail = str(exc.orig).strip().splitlines() if exc.orig is not None else []
+    return detail[0] if detail else type(exc).__name__
+
+
+@contextlib.contextmanager
+def handled() -> Iterator[None]:
+    """Turn the errors a command can meet into one stderr line and an exit status."""
+    try:
+        yield
+    except (Unavailable, UpstreamError, Overloaded) as exc:
+        raise fail(EXIT_UNREACHABLE, str(exc)) from exc
+    except CobaltError as exc:
+        raise fail(EXIT_USAGE, str(exc)) from exc
+    except sa_exc.ArgumentError as exc:
+        raise fail(EXIT_USAGE, f"COBALT_DATABASE_URL is not a usable database URL: {exc}") from exc
+    except (sa_exc.OperationalError, sa_exc.InterfaceError) as exc:
+        raise fail(EXIT_UNREACHABLE, f"cannot use the database: {_database_error(exc)}") from exc
+    except sa_exc.SQLAlchemyError as exc:
+        raise fail(EXIT_UNREACHABLE, f"database error: {exc}") from exc
+    except OSError as exc:
+        where = f" {exc.filename}" if exc.filename else ""
+        raise fail(EXIT_USAGE, f"cannot use{where}: {exc.strerror or exc}") from exc
+
+
+def settings_or_exit() -> OrchestratorSettings:
+    try:
+        return OrchestratorSettings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "value"
+        raise fail(EXIT_USAGE, f"bad COBALT_* setting {where}: {first['msg']}") from exc
+
+
+@dataclass
+class StoreContext:
+    """What every orchestrator command needs; the database is opened on first use."""
+
+    settings: OrchestratorSettings
+    _engine: Engine | None = field(default=None, init=False)
+    _sessions: sessionmaker[Session] | None = field(default=None, init=False)
+
+    def sessions(self) -> sessionmaker[Session]:
+        """Sessions on the upgraded database (exits 3 if it cannot be reached)."""
+        if self._sessions is None:
+            with handled():
+                upgrade_database(self.settings.database_url)
+                self._engine = make_engine(self.settings.database_url)
+            self._sessions = make_sessionmaker(self._engine)
+        return self._sessions
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+
+    @property
+    def database(self) -> str:
+        """The database URL without its password, for messages."""
+        try:
+            return make_url(self.settings.database_url).render_as_string(hide_password=True)
+        except sa_exc.ArgumentError:
+            return "COBALT_DATABASE_URL"
+
+
+@contextlib.contextmanager
+def open_executor() -> Iterator[ExecutorClient]:
+    """COBALT_EXECUTOR_URL's executor (checked ready), or a local one started for the command."""
+    try:
+        settings = ExecutorClientSettings()
+        client = ExecutorClient.from_settings(settings) if settings.url else None
+    except (ValidationError, ValueError) as exc:
+        raise fail(EXIT_USAGE, f"bad COBALT_EXECUTOR_* setting: {exc}") from exc
+    if client is None:
+        with handled(), local_executor() as local:
+            yield local
+        return
+    with client:
+        if not client.ready():
+            raise fail(
+                EXIT_UNREACHABLE,
+                f"the executor at {client.base_url} is not ready (GET /readyz); start it or "
+                "unset COBALT_EXECUTOR_URL to run a local one",
+            )
+        yield client
+
+
+def progress_bar(*extra: TextColumn) -> Progress:
+    """Bars on stderr (off when it is not a terminal), with `extra` columns at the end."""
+    console = Console(stderr=True)
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        *extra,
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+
+
+def echo_json(value: Any) -> None:
+    typer.echo(json.dumps(value, ensure_ascii=False, default=str))

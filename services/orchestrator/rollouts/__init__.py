@@ -1,0 +1,1 @@
+"""The multi-turn feedback loop: sampling, extraction, feedback, execution, jobs."""

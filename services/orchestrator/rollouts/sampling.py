@@ -1,0 +1,148 @@
+"""Sampling chat completions from any OpenAI-compatible endpoint, for rollouts.
+
+One `ChatSampler` per endpoint wraps the official async `openai` client (its retries with
+exponential backoff cover connection errors, 408, 409, 429 and 5xx). What comes back is a
+`Sample` per choice with everything a turn row stores: the text, the token ids of prompt
+and completion and the sampled tokens' logprobs when the endpoint is vLLM (so training
+never re-tokenizes), token counts, latency, the model and the policy version header of
+Cobalt's inference service.
+
+Failures arrive as the shared error tree: `Unavailable` when the endpoint cannot be
+reached after the retries, `InvalidInput` for a request the endpoint rejects (unknown
+model, prompt too long), `UpstreamError` for anything else. Never an empty sample.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+
+from cobalt.shared.clients.inference import ModelEndpoint, policy_version_of
+from cobalt.shared.errors import InvalidInput, Unavailable, UpstreamError
+
+__all__ = ["ChatSampler", "Sample", "SamplingParams"]
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingParams:
+    """Decoding settings of one request (paper defaults: 0.6, 0.95, long max_tokens)."""
+
+    n: int = 1
+    temperature: float = 0.6
+    top_p: float = 0.95
+    max_tokens: int = 4096
+    seed: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One choice of a chat completion, with what training and analysis need."""
+
+    text: str
+    finish_reason: str | None
+    prompt_token_ids: list[int] | None
+    completion_token_ids: list[int] | None
+    completion_logprobs: list[float] | None
+    prompt_tokens: int
+    completion_tokens: int
+    latency_ms: float
+    model: str
+    policy_version: int | None
+
+
+def _choice_logprobs(choice: dict[str, Any]) -> list[float] | None:
+    content = (choice.get("logprobs") or {}).get("content")
+    if not content:
+        return None
+    return [float(entry["logprob"]) for entry in content]
+
+
+class ChatSampler:
+    """Samples chat completions from one endpoint. Safe to share between coroutines."""
+
+    def __init__(
+        self,
+        endpoint: ModelEndpoint,
+        *,
+        max_retries: int = 4,
+        timeout_s: float = 900.0,
+        client: openai.AsyncOpenAI | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        settings = endpoint.openai_kwargs()
+        self._client = client or openai.AsyncOpenAI(
+            base_url=settings["base_url"],
+            api_key=settings["api_key"],
+            max_retries=max_retries,
+            timeout=timeout_s,
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+    async def sample(self, messages: list[dict[str, str]], params: SamplingParams) -> list[Sample]:
+        """`params.n` samples for one conversation, in choice order."""
+        extra: dict[str, Any] = dict(self.endpoint.extra_body())
+        started = time.perf_counter()
+        try:
+            raw = await self._client.chat.completions.with_raw_response.create(
+                model=self.endpoint.model,
+                messages=messages,  # type: ignore[arg-type]
+                n=params.n,
+                temperature=params.temperature,
+                top_p=params.top_p,
+                max_tokens=params.max_tokens,
+                # omit, not null: strict providers reject fields they do not know.
+                seed=params.seed if params.seed is not None else openai.omit,
+                logprobs=True if self.endpoint.vllm_extensions else openai.omit,
+                extra_body=extra or None,
+            )
+        except openai.APIConnectionError as exc:  # includes timeouts, after the retries
+            raise Unavailable(
+                f"cannot reach the model endpoint {self.endpoint.base_url} "
+                f"({type(exc).__name__}: {exc}); check that it is running and the URL is right"
+            ) from exc
+        except openai.APIStatusError as exc:
+            message = (
+                f"model endpoint {self.endpoint.base_url} answered {exc.status_code}: {exc.message}"
+            )
+            if exc.status_code in (400, 404, 422):
+                raise InvalidInput(message) from exc
+            raise UpstreamError(message, status_code=exc.status_code) from exc
+        latency_ms = (time.perf_counter() - started) * 1000
+        body = json.loads(raw.text)
+        version = policy_version_of(raw.headers)
+        choices = sorted(body.get("choices") or [], key=lambda c: c.get("index", 0))
+        if len(choices) != params.n:
+            raise UpstreamError(
+                f"model endpoint {self.endpoint.base_url} returned {len(choices)} choices "
+                f"for n={params.n}"
+            )
+        usage = body.get("usage") or {}
+        prompt_ids = body.get("prompt_token_ids")
+        samples = []
+        for choice in choices:
+            token_ids = choice.get("token_ids")
+            samples.append(
+                Sample(
+                    text=(choice.get("message") or {}).get("content") or "",
+                    finish_reason=choice.get("finish_reason"),
+                    prompt_token_ids=list(prompt_ids) if prompt_ids is not None else None,
+                    completion_token_ids=list(token_ids) if token_ids is not None else None,
+                    completion_logprobs=_choice_logprobs(choice),
+                    prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                    completion_tokens=(
+                        len(token_ids)
+                        if token_ids is not None
+                        else int(usage.get("completion_tokens") or 0) // max(1, params.n)
+                    ),
+                    latency_ms=latency_ms,
+                    model=str(body.get("model") or self.endpoint.model),
+                    policy_version=version,
+                )
+            )
+        return samples

@@ -1,0 +1,442 @@
+"""Data access for rollout runs, their trajectories and turns. Callers own the transaction.
+
+Workers write turns as `TurnRow`s through `insert_turns`, whose `INSERT ... ON CONFLICT
+DO NOTHING` on the turn key (run, problem, sample, turn) makes a retried job harmless: the
+turns it already wrote are skipped, and it resumes from `turns_of_trajectory`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, Table, func, select, tuple_, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from cobalt.orchestrator.store.models import (
+    Run,
+    RunKind,
+    RunStatus,
+    Trajectory,
+    TrajectoryStatus,
+    Turn,
+)
+from cobalt.shared.errors import InvalidInput, NotFound
+
+__all__ = [
+    "RunProgress",
+    "TurnRow",
+    "create_run",
+    "ensure_trajectories",
+    "get_run",
+    "insert_turns",
+    "list_runs",
+    "mark_trajectory",
+    "record_hidden_results",
+    "run_progress",
+    "set_run_status",
+    "turns_of_trajectory",
+]
+
+TERMINAL_RUN_STATUSES = frozenset({RunStatus.FINISHED, RunStatus.FAILED, RunStatus.CANCELLED})
+"""Statuses after which a run gets its `finished_at`."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnRow:
+    """One turn as a worker hands it to `insert_turns`: the `turns` columns it knows.
+
+    A plain dataclass rather than a pydantic model: workers build thousands per second
+    from values that are already typed (`Sample`, executor verdicts), so validation would
+    cost time and catch nothing. `trajectory_id` is absent on purpose; `insert_turns`
+    looks it up from the key so it always agrees with it.
+    """
+
+    run_id: int
+    problem_id: int
+    sample_index: int
+    turn_index: int
+    messages: list[dict[str, Any]]
+    raw_response: str
+    stored_response: str
+    code: str | None
+    public_verdicts: list[str]
+    public_passed: bool
+    feedback: str
+    model: str
+    finish_reason: str | None = None
+    prompt_token_ids: list[int] | None = None
+    completion_token_ids: list[int] | None = None
+    completion_logprobs: list[float] | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    model_latency_ms: float = 0.0
+    exec_latency_ms: float = 0.0
+    policy_version: int | None = None
+
+    @property
+    def trajectory_key(self) -> tuple[int, int, int]:
+        return (self.run_id, self.problem_id, self.sample_index)
+
+
+_TURN_FIELDS = tuple(f.name for f in fields(TurnRow))
+_JSON_FIELDS = tuple(name for name in _TURN_FIELDS if isinstance(Turn.__table__.c[name].type, JSON))
+TURN_KEY = ["run_id", "problem_id", "sample_index", "turn_index"]
+"""The idempotency key of a turn: its unique constraint."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunProgress:
+    """How far a run has got: trajectories by status and turns written."""
+
+    run_id: int
+    status: str
+    total_trajectories: int
+    trajectories: dict[str, int] = field(default_factory=dict)
+    """Count per `TrajectoryStatus`, every status present (0 when none)."""
+    turns: int = 0
+
+
+def _insert(session: Session) -> Any:
+    """The dialect's `insert` (the one with `on_conflict_do_nothing`)."""
+    dialect = session.get_bind().dialect.name
+    return postgresql.insert if dialect == "postgresql" else sqlite.insert
+
+
+def _table(model: type[Trajectory] | type[Turn]) -> Table:
+    table = model.__table__
+    assert isinstance(table, Table)
+    return table
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def get_run(session: Session, *, run_id: int) -> Run:
+    """The run `run_id`.
+
+    Raises:
+        NotFound: there is no such run.
+    """
+    run = session.get(Run, run_id)
+    if run is None:
+        raise NotFound(
+            f"run {run_id} does not exist; list the runs to find the id you meant",
+            detail={"run_id": run_id},
+        )
+    return run
+
+
+def list_runs(session: Session, *, limit: int = 50) -> list[Run]:
+    """The `limit` most recent runs, newest first."""
+    return list(session.scalars(select(Run).order_by(Run.id.desc()).limit(limit)))
+
+
+def create_run(
+    session: Session,
+    *,
+    kind: str,
+    dataset_id: int,
+    base_url: str,
+    model: str,
+    params: dict[str, Any],
+    template_name: str,
+    template_sha256: str,
+    total_trajectories: int = 0,
+    parent_run_id: int | None = None,
+) -> Run:
+    """Add a pending run.
+
+    Args:
+        kind: a `RunKind`; a refine run needs `parent_run_id`, a sample run must not
+            have one.
+        params: the decoding and loop settings as given (n, temperature, turns, ...).
+        total_trajectories: problems x n, the denominator of progress.
+
+    Raises:
+        InvalidInput: unknown kind, or a parent that does not fit the kind.
+        NotFound: `parent_run_id` names no run.
+    """
+    try:
+        run_kind = RunKind(kind)
+    except ValueError as exc:
+        choices = ", ".join(k.value for k in RunKind)
+        raise InvalidInput(f"unknown run kind {kind!r}; use one of: {choices}") from exc
+    if run_kind is RunKind.REFINE:
+        if parent_run_id is None:
+            raise InvalidInput("a refine run needs parent_run_id, the sample run it refines")
+        parent = get_run(session, run_id=parent_run_id)
+        if parent.kind != RunKind.SAMPLE:
+            raise InvalidInput(
+                f"run {parent_run_id} is a {parent.kind} run; a refine run starts from a "
+                "sample run's turn 0"
+            )
+    elif parent_run_id is not None:
+        raise InvalidInput("a sample run starts from the statement; drop parent_run_id")
+    run = Run(
+        kind=run_kind.value,
+        status=RunStatus.PENDING.value,
+        dataset_id=dataset_id,
+        parent_run_id=parent_run_id,
+        base_url=base_url,
+        model=model,
+        params=params,
+        template_name=template_name,
+        template_sha256=template_sha256,
+        total_trajectories=total_trajectories,
+    )
+    session.add(run)
+    session.flush()
+    return run
+
+
+def set_run_status(session: Session, *, run_id: int, status: str, error: str | None = None) -> Run:
+    """Move a run to `status`, stamping the times.
+
+    `started_at` is set the first time the run runs (a resumed run keeps it);
+    `finished_at` is set on every terminal status and cleared when the run runs again.
+    `error` replaces the stored one, so a run that runs again loses its old error.
+
+    Raises:
+        InvalidInput: unknown status.
+        NotFound: there is no such run.
+    """
+    try:
+        new = RunStatus(status)
+    except ValueError as exc:
+        choices = ", ".join(s.value for s in RunStatus)
+        raise InvalidInput(f"unknown run status {status!r}; use one of: {choices}") from exc
+    run = get_run(session, run_id=run_id)
+    run.status = new.value
+    run.error = error
+    if new is RunStatus.RUNNING:
+        run.started_at = run.started_at or _now()
+        run.finished_at = None
+    elif new in TERMINAL_RUN_STATUSES:
+        run.finished_at = _now()
+    session.flush()
+    return run
+
+
+def ensure_trajectories(session: Session, *, run_id: int, keys: Iterable[tuple[int, int]]) -> int:
+    """Create the pending trajectories `(problem_id, sample_index)` of a run that are missing.
+
+    Safe to repeat (`ON CONFLICT DO NOTHING`), so a re-enqueued run or job just calls it.
+
+    Returns:
+        How many trajectories were new.
+    """
+    values = [
+        {
+            "run_id": run_id,
+            "problem_id": problem_id,
+            "sample_index": sample_index,
+            "status": TrajectoryStatus.PENDING.value,
+            "turns_done": 0,
+        }
+        for problem_id, sample_index in keys
+    ]
+    if not values:
+        return 0
+    table = _table(Trajectory)
+    statement = (
+        _insert(session)(table)
+        .on_conflict_do_nothing(index_elements=["run_id", "problem_id", "sample_index"])
+        .returning(table.c.id)
+    )
+    return len(session.connection().execute(statement, values).all())
+
+
+def _trajectory_ids(
+    session: Session, keys: set[tuple[int, int, int]]
+) -> dict[tuple[int, int, int], int]:
+    """Trajectory id by (run_id, problem_id, sample_index), for the keys that exist."""
+    found: dict[tuple[int, int, int], int] = {}
+    ordered = sorted(keys)
+    # Chunks keep the IN list (3 parameters a key) under SQLite's 32,766 variable limit.
+    for start in range(0, len(ordered), 5000):
+        chunk = ordered[start : start + 5000]
+        key = tuple_(Trajectory.run_id, Trajectory.problem_id, Trajectory.sample_index)
+        rows = session.execute(
+            select(
+                Trajectory.run_id, Trajectory.problem_id, Trajectory.sample_index, Trajectory.id
+            ).where(key.in_(chunk))
+        )
+        found.update({(r, p, s): id_ for r, p, s, id_ in rows})
+    return found
+
+
+def insert_turns(session: Session, *, rows: Sequence[TurnRow]) -> int:
+    """Write turns, skipping those whose (run, problem, sample, turn) is already stored.
+
+    One executemany of `INSERT ... ON CONFLICT (run_id, problem_id, sample_index,
+    turn_index) DO NOTHING`. Rows already stored are left as they were (first write
+    wins), so a retried job changes nothing. The count comes from the executemany's
+    rowcount, which counts only the rows really written; counting the table before and
+    after would be wrong while another worker writes the same run.
+
+    Returns:
+        How many turns were new.
+
+    Raises:
+        NotFound: a row's trajectory does not exist (`ensure_trajectories` first).
+    """
+    if not rows:
+        return 0
+    keys = {row.trajectory_key for row in rows}
+    ids = _trajectory_ids(session, keys)
+    missing = sorted(keys - ids.keys())
+    if missing:
+        raise NotFound(
+            f"{len(missing)} turn rows name trajectories that do not exist, e.g. "
+            f"(run, problem, sample) = {missing[0]}; call ensure_trajectories first",
+            detail={"missing": missing[:20]},
+        )
+    values = [
+        {name: getattr(row, name) for name in _TURN_FIELDS}
+        | {"trajectory_id": ids[row.trajectory_key]}
+        for row in rows
+    ]
+    table = _table(Turn)
+    statement = _insert(session)(table).on_conflict_do_nothing(index_elements=TURN_KEY)
+    connection = session.connection()
+    if connection.dialect.name != "postgresql":
+        return connection.execute(statement, values).rowcount
+    # On PostgreSQL SQLAlchemy would rewrite the executemany into multi-row VALUES
+    # statements of ~12,000 placeholders, whose conversion in Python cost more than the
+    # insert itself and which report no rowcount. psycopg's own executemany pipelines one
+    # prepared statement instead (bench/turn_writes.py: 2x the rows per second); it gets
+    # the JSON columns already serialized, as SQLAlchemy's JSON type would send them.
+    sql = str(
+        statement.compile(
+            dialect=connection.dialect, column_keys=list(values[0]), for_executemany=True
+        )
+    )
+    for value in values:
+        for name in _JSON_FIELDS:
+            if value[name] is not None:
+                value[name] = json.dumps(value[name])
+    return connection.exec_driver_sql(sql, values).rowcount
+
+
+def turns_of_trajectory(
+    session: Session, *, run_id: int, problem_id: int, sample_index: int
+) -> list[Turn]:
+    """A trajectory's stored turns by turn index: what a resumed job continues from."""
+    return list(
+        session.scalars(
+            select(Turn)
+            .where(
+                Turn.run_id == run_id,
+                Turn.problem_id == problem_id,
+                Turn.sample_index == sample_index,
+            )
+            .order_by(Turn.turn_index)
+        )
+    )
+
+
+def mark_trajectory(
+    session: Session,
+    *,
+    run_id: int,
+    problem_id: int,
+    sample_index: int,
+    status: str,
+    turns_done: int,
+    error: str | None = None,
+) -> None:
+    """Record a trajectory's status, how many turns it has and its error (None clears it).
+
+    Raises:
+        InvalidInput: unknown status.
+        NotFound: there is no such trajectory.
+    """
+    try:
+        new = TrajectoryStatus(status)
+    except ValueError as exc:
+        choices = ", ".join(s.value for s in TrajectoryStatus)
+        raise InvalidInput(f"unknown trajectory status {status!r}; use one of: {choices}") from exc
+    result = session.execute(
+        update(Trajectory)
+        .where(
+            Trajectory.run_id == run_id,
+            Trajectory.problem_id == problem_id,
+            Trajectory.sample_index == sample_index,
+        )
+        .values(status=new.value, turns_done=turns_done, error=error, updated_at=func.now())
+        .execution_options(synchronize_session="fetch")
+    )
+    if getattr(result, "rowcount", 0) == 0:
+        raise NotFound(
+            f"run {run_id} has no trajectory for problem {problem_id}, sample "
+            f"{sample_index}; call ensure_trajectories first",
+            detail={"run_id": run_id, "problem_id": problem_id, "sample_index": sample_index},
+        )
+
+
+def record_hidden_results(
+    session: Session, *, results: Sequence[tuple[int, list[str], bool]]
+) -> int:
+    """Store evaluation's hidden-test outcome on turns: `(turn_id, verdicts, passed)` each.
+
+    One executemany of `UPDATE turns ... WHERE id = ?`. Recording again overwrites, so a
+    re-run evaluation just repeats.
+
+    Returns:
+        How many turns were updated.
+
+    Raises:
+        NotFound: some turn ids do not exist (nothing is written then).
+    """
+    if not results:
+        return 0
+    ids = sorted({turn_id for turn_id, _, _ in results})
+    existing: set[int] = set()
+    for start in range(0, len(ids), 10_000):
+        existing.update(
+            session.scalars(select(Turn.id).where(Turn.id.in_(ids[start : start + 10_000])))
+        )
+    missing = [turn_id for turn_id in ids if turn_id not in existing]
+    if missing:
+        raise NotFound(
+            f"{len(missing)} turns do not exist, e.g. turn {missing[0]}",
+            detail={"missing": missing[:20]},
+        )
+    session.execute(
+        update(Turn),
+        [
+            {"id": turn_id, "hidden_verdicts": list(verdicts), "hidden_passed": passed}
+            for turn_id, verdicts, passed in results
+        ],
+    )
+    return len(results)
+
+
+def run_progress(session: Session, *, run_id: int) -> RunProgress:
+    """Trajectories per status and turns written for a run.
+
+    Raises:
+        NotFound: there is no such run.
+    """
+    run = get_run(session, run_id=run_id)
+    counts = {status.value: 0 for status in TrajectoryStatus}
+    for status, count in session.execute(
+        select(Trajectory.status, func.count(Trajectory.id))
+        .where(Trajectory.run_id == run_id)
+        .group_by(Trajectory.status)
+    ):
+        counts[status] = int(count)
+    turns = session.scalar(select(func.count(Turn.id)).where(Turn.run_id == run_id)) or 0
+    return RunProgress(
+        run_id=run.id,
+        status=run.status,
+        total_trajectories=run.total_trajectories,
+        trajectories=counts,
+        turns=int(turns),
+    )

@@ -1,0 +1,120 @@
+"""Rollout runs as users start them and see them (REST API, `cobalt run ... --json`).
+
+Field names are fixed (other tools script against them); extend, never rename.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cobalt.shared.contracts.executor import Compare, Limits
+
+__all__ = [
+    "EvaluationReport",
+    "RefineRunRequest",
+    "RunPublic",
+    "SampleRunRequest",
+    "TrajectoryPublic",
+    "TurnPublic",
+]
+
+
+class _Decoding(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float = Field(default=0.6, ge=0, le=2)
+    top_p: float = Field(default=0.95, gt=0, le=1)
+    max_tokens: int = Field(default=6144, ge=1)
+    seed: int | None = None
+
+
+class SampleRunRequest(_Decoding):
+    """n programs per problem at turn 0 (and, with `turns` > 0, feedback turns after it)."""
+
+    dataset: str = Field(min_length=1)
+    base_url: str = Field(min_length=1, description="OpenAI-compatible base URL, up to /v1")
+    model: str = Field(min_length=1)
+    n: int = Field(default=16, ge=1, le=1024)
+    turns: int = Field(default=0, ge=0, le=64, description="feedback turns after turn 0")
+    template: str = Field(default="default", description="bundled template name or file path")
+    limit: int | None = Field(default=None, ge=1, description="only the first N problems")
+    stop_on_pass: bool = False
+    think_cap_chars: int = Field(default=6000, ge=0)
+    compare: Compare = Compare.COBALT
+    limits: Limits = Field(default_factory=Limits)
+
+
+class RefineRunRequest(_Decoding):
+    """`turns` feedback turns continuing a finished sample run's turn-0 programs."""
+
+    from_run: int = Field(ge=1)
+    turns: int = Field(default=8, ge=1, le=64)
+    base_url: str | None = Field(default=None, description="default: the sample run's")
+    model: str | None = Field(default=None, description="default: the sample run's")
+    stop_on_pass: bool = False
+    think_cap_chars: int = Field(default=6000, ge=0)
+
+
+class TurnPublic(BaseModel):
+    turn_index: int
+    messages: list[dict[str, Any]]
+    raw_response: str
+    stored_response: str
+    code: str | None
+    public_verdicts: list[str]
+    public_passed: bool
+    feedback: str
+    hidden_verdicts: list[str] | None = None
+    hidden_passed: bool | None = None
+    prompt_tokens: int
+    completion_tokens: int
+    model_latency_ms: float
+    exec_latency_ms: float
+    model: str
+    policy_version: int | None
+    finish_reason: str | None
+
+
+class TrajectoryPublic(BaseModel):
+    problem: str = Field(description="the problem's external id")
+    sample_index: int
+    status: str
+    error: str | None
+    turns: list[TurnPublic] = Field(default_factory=list)
+
+
+class RunPublic(BaseModel):
+    id: int
+    kind: str
+    status: str
+    dataset: str
+    parent_run_id: int | None
+    base_url: str
+    model: str
+    params: dict[str, Any]
+    template_name: str
+    template_sha256: str
+    total_trajectories: int
+    trajectories_by_status: dict[str, int]
+    turns_written: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    error: str | None
+    trajectories: list[TrajectoryPublic] | None = None
+
+
+class EvaluationReport(BaseModel):
+    """Hidden-test results of every turn: Pass@1 per turn (not best-so-far) and pass@k."""
+
+    run_id: int
+    problems: int
+    samples: int = Field(description="trajectories per problem (n)")
+    turns: int = Field(description="turns evaluated, turn 0 included")
+    pass_at_1: list[float] = Field(description="per turn, averaged over problems")
+    pass_at_k: dict[str, list[float]] = Field(description='per k ("5", ...), per turn')
+    public_pass_at_1: list[float] = Field(description="the same on the public tests")
+    failed_trajectories: int

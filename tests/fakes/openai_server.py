@@ -1,0 +1,140 @@
+"""A deterministic OpenAI-compatible chat server for testing Cobalt's own loop logic.
+
+It answers `/v1/chat/completions` with text chosen by a Python function of the request's
+messages (the test decides what the "model" writes at each turn), in vLLM's response
+shape: `prompt_token_ids`, per-choice `token_ids` and logprobs, usage, and the
+`x-cobalt-policy-version` header. It can fail on purpose (`fail_next`) and be slow
+(`delay_s`). It measures our code in isolation; the real vLLM path has its own tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+Responder = Callable[[list[dict[str, Any]], int], str]
+"""(messages, choice index) -> the assistant's text."""
+
+
+def _token_ids(text: str) -> list[int]:
+    # One fake token per character keeps lengths easy to reason about in tests.
+    return [ord(ch) % 50000 for ch in text]
+
+
+@dataclass
+class FakeOpenAI:
+    responder: Responder
+    model: str = "fake-model"
+    policy_version: int = 7
+    delay_s: float = 0.0
+    fail_next: list[int] = field(default_factory=list)
+    """HTTP statuses to answer the next requests with, one per request, before succeeding."""
+    requests: list[dict[str, Any]] = field(default_factory=list)
+
+    def app(self) -> FastAPI:
+        app = FastAPI()
+
+        @app.get("/v1/models")
+        async def models() -> dict[str, Any]:
+            return {"object": "list", "data": [{"id": self.model, "object": "model"}]}
+
+        @app.post("/v1/chat/completions")
+        async def chat(request: Request) -> JSONResponse:
+            body = await request.json()
+            self.requests.append(body)
+            headers = {"x-cobalt-policy-version": str(self.policy_version)}
+            if self.fail_next:
+                status = self.fail_next.pop(0)
+                return JSONResponse(
+                    {"error": {"message": f"injected {status}", "type": "x", "code": status}},
+                    status_code=status,
+                    headers=headers,
+                )
+            if body.get("model") != self.model:
+                return JSONResponse(
+                    {
+                        "error": {
+                            "message": f"The model `{body.get('model')}` does not exist.",
+                            "type": "NotFoundError",
+                            "code": 404,
+                        }
+                    },
+                    status_code=404,
+                )
+            if self.delay_s:
+                await asyncio.sleep(self.delay_s)
+            messages = body["messages"]
+            prompt_ids = _token_ids("".join(m["content"] for m in messages))
+            choices = []
+            for index in range(int(body.get("n") or 1)):
+                text = self.responder(messages, index)
+                ids = _token_ids(text)[: int(body.get("max_tokens") or 10**9)]
+                text = text[: len(ids)]
+                choices.append(
+                    {
+                        "index": index,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": "stop",
+                        "logprobs": {
+                            "content": [
+                                {"token": ch, "logprob": -0.5, "bytes": None, "top_logprobs": []}
+                                for ch in text
+                            ]
+                        }
+                        if body.get("logprobs")
+                        else None,
+                        "token_ids": ids if body.get("return_token_ids") else None,
+                    }
+                )
+            completion_tokens = sum(len(c["message"]["content"]) for c in choices)
+            return JSONResponse(
+                {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": self.model,
+                    "choices": choices,
+                    "prompt_token_ids": prompt_ids if body.get("return_token_ids") else None,
+                    "usage": {
+                        "prompt_tokens": len(prompt_ids),
+                        "completion_tokens": completion_tokens,
+                        "total_tokens": len(prompt_ids) + completion_tokens,
+                    },
+                },
+                headers=headers,
+            )
+
+        return app
+
+
+@contextmanager
+def serve_fake_openai(fake: FakeOpenAI) -> Iterator[str]:
+    """Serve `fake` on a free localhost port in a thread; yields the base URL up to /v1."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(
+        uvicorn.Config(fake.app(), log_level="warning", lifespan="off", loop="asyncio")
+    )
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the fake OpenAI server did not start")
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()

@@ -1,0 +1,523 @@
+"""Runs, trajectories and turns on real PostgreSQL and SQLite (`repo_runs`, migration 0002)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from alembic import command
+from sqlalchemy import Engine, func, inspect, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from cobalt.orchestrator.store import repo_datasets, repo_runs
+from cobalt.orchestrator.store.db import alembic_config, make_engine, upgrade_database
+from cobalt.orchestrator.store.models import Run, Trajectory, Turn
+from cobalt.orchestrator.store.repo_runs import TurnRow
+from cobalt.shared.errors import InvalidInput, NotFound
+
+ADMIN_URL = os.environ.get(
+    "COBALT_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+ROLLOUT_TABLES = ("turns", "trajectories", "runs")
+
+
+def _clear(engine: Engine) -> None:
+    with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":
+            tables = ", ".join((*ROLLOUT_TABLES, "problems", "datasets"))
+            conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+        else:
+            # Children first: the shared conftest only clears problems and datasets, which
+            # the RESTRICT foreign keys of leftover runs would block.
+            conn.execute(text("DELETE FROM turns"))
+            conn.execute(text("DELETE FROM trajectories"))
+            conn.execute(text("DELETE FROM runs WHERE parent_run_id IS NOT NULL"))
+            for table in ("runs", "problems", "datasets"):
+                conn.execute(text(f"DELETE FROM {table}"))
+
+
+@pytest.fixture
+def engine(store_url: str) -> Iterator[Engine]:
+    """The shared store, emptied of rollouts and datasets before and after each test."""
+    engine = make_engine(store_url)
+    _clear(engine)
+    yield engine
+    _clear(engine)
+    engine.dispose()
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database of its own, for tests that move the schema up and down."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'fresh.db'}"
+        return
+    admin = make_url(ADMIN_URL)
+    name = f"cobalt_test_mig_{os.getpid()}_{secrets.token_hex(3)}"
+    conninfo = admin.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield admin.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(conninfo, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _problem(external_id: str) -> dict[str, object]:
+    return {
+        "external_id": external_id,
+        "statement": "Print the sum.",
+        "starter_code": "",
+        "test_style": "stdin",
+        "fn_name": None,
+        "public_tests": [{"stdin": "1 2", "expected_stdout": "3"}],
+        "hidden_tests": [{"stdin": "2 2", "expected_stdout": "4"}],
+        "difficulty": "easy",
+        "source_metadata": {},
+    }
+
+
+def _dataset(session: Session, name: str = "toy", problems: int = 2) -> tuple[int, list[int]]:
+    dataset = repo_datasets.create_dataset(session, name=name, source="jsonl")
+    rows = [_problem(f"p{number}") for number in range(problems)]
+    repo_datasets.insert_problems(session, dataset_id=dataset.id, rows=rows)
+    ids = [p.id for p in repo_datasets.iter_problems(session, dataset_id=dataset.id)]
+    return dataset.id, ids
+
+
+def _run(session: Session, dataset_id: int, **overrides: Any) -> Run:
+    arguments: dict[str, Any] = {
+        "kind": "sample",
+        "dataset_id": dataset_id,
+        "base_url": "http://127.0.0.1:8000/v1",
+        "model": "tiny",
+        "params": {"n": 2, "temperature": 0.6, "top_p": 0.95, "turns": 3},
+        "template_name": "cobalt",
+        "template_sha256": "ab" * 32,
+        "total_trajectories": 4,
+    } | overrides
+    return repo_runs.create_run(session, **arguments)
+
+
+def _turn(run_id: int, problem_id: int, sample_index: int, turn_index: int, **kw: Any) -> TurnRow:
+    values: dict[str, Any] = {
+        "run_id": run_id,
+        "problem_id": problem_id,
+        "sample_index": sample_index,
+        "turn_index": turn_index,
+        "messages": [{"role": "user", "content": f"solve, turn {turn_index}"}],
+        "raw_response": f"<think>hm</think>```python\nprint({turn_index})\n```",
+        "stored_response": f"```python\nprint({turn_index})\n```",
+        "code": f"print({turn_index})",
+        "public_verdicts": ["accepted", "wrong_answer"],
+        "public_passed": False,
+        "feedback": "Test 2 failed.",
+        "model": "tiny",
+        "finish_reason": "stop",
+        "prompt_token_ids": [1, 2, 3],
+        "completion_token_ids": [4, 5],
+        "completion_logprobs": [-0.125, -1.5e-07],
+        "prompt_tokens": 3,
+        "completion_tokens": 2,
+        "model_latency_ms": 12.5,
+        "exec_latency_ms": 3.25,
+        "policy_version": 7,
+    } | kw
+    return TurnRow(**values)
+
+
+@pytest.fixture
+def run_with_trajectories(sessions: sessionmaker[Session]) -> tuple[int, list[int]]:
+    """A sample run with trajectories (problem, sample) for 2 problems x 2 samples."""
+    with sessions.begin() as session:
+        dataset_id, problems = _dataset(session)
+        run = _run(session, dataset_id)
+        keys = [(p, s) for p in problems for s in range(2)]
+        assert repo_runs.ensure_trajectories(session, run_id=run.id, keys=keys) == 4
+        return run.id, problems
+
+
+def test_migration_0002_upgrades_and_downgrades(fresh_url: str) -> None:
+    upgrade_database(fresh_url)
+    engine = make_engine(fresh_url)
+    try:
+        inspector = inspect(engine)
+        assert {"runs", "trajectories", "turns"} <= set(inspector.get_table_names())
+        uniques = {tuple(u["column_names"]) for u in inspector.get_unique_constraints("turns")}
+        assert ("run_id", "problem_id", "sample_index", "turn_index") in uniques
+        assert "ix_runs_status" in {i["name"] for i in inspector.get_indexes("runs")}
+        if engine.dialect.name == "postgresql":
+            with engine.connect() as conn:
+                compression = dict(
+                    conn.execute(
+                        text(
+                            "SELECT attname, attcompression FROM pg_attribute"
+                            " WHERE attrelid = 'turns'::regclass AND attnum > 0"
+                        )
+                    ).all()
+                )
+            assert compression["raw_response"] == compression["completion_logprobs"] == "l"
+            assert compression["feedback"] == ""  # small columns keep the default
+
+        command.downgrade(alembic_config(fresh_url), "0001")
+        tables = set(inspect(engine).get_table_names())
+        assert not {"runs", "trajectories", "turns"} & tables
+        assert {"datasets", "problems"} <= tables
+
+        upgrade_database(fresh_url)
+        assert {"runs", "trajectories", "turns"} <= set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def test_create_list_and_get_runs(sessions: sessionmaker[Session]) -> None:
+    with sessions.begin() as session:
+        dataset_id, _ = _dataset(session)
+        first = _run(session, dataset_id)
+        second = _run(session, dataset_id, kind="refine", parent_run_id=first.id)
+    with sessions.begin() as session:
+        assert [r.id for r in repo_runs.list_runs(session)] == [second.id, first.id]
+        assert [r.id for r in repo_runs.list_runs(session, limit=1)] == [second.id]
+        stored = repo_runs.get_run(session, run_id=first.id)
+        assert (stored.kind, stored.status, stored.parent_run_id) == ("sample", "pending", None)
+        assert stored.params == {"n": 2, "temperature": 0.6, "top_p": 0.95, "turns": 3}
+        assert stored.created_at is not None and stored.started_at is None
+        assert repo_runs.get_run(session, run_id=second.id).parent_run_id == first.id
+
+
+def test_create_run_refuses_inconsistent_kinds(sessions: sessionmaker[Session]) -> None:
+    with sessions.begin() as session:
+        dataset_id, _ = _dataset(session)
+        sample = _run(session, dataset_id)
+        refine = _run(session, dataset_id, kind="refine", parent_run_id=sample.id)
+        with pytest.raises(InvalidInput, match="unknown run kind"):
+            _run(session, dataset_id, kind="sampling")
+        with pytest.raises(InvalidInput, match="needs parent_run_id"):
+            _run(session, dataset_id, kind="refine")
+        with pytest.raises(InvalidInput, match="drop parent_run_id"):
+            _run(session, dataset_id, parent_run_id=sample.id)
+        with pytest.raises(InvalidInput, match="starts from a sample run"):
+            _run(session, dataset_id, kind="refine", parent_run_id=refine.id)
+        with pytest.raises(NotFound, match="run 999999 does not exist"):
+            _run(session, dataset_id, kind="refine", parent_run_id=999_999)
+
+
+def test_run_status_stamps_times(sessions: sessionmaker[Session]) -> None:
+    with sessions.begin() as session:
+        dataset_id, _ = _dataset(session)
+        run_id = _run(session, dataset_id).id
+    with sessions.begin() as session:
+        repo_runs.set_run_status(session, run_id=run_id, status="running")
+    with sessions.begin() as session:
+        run = repo_runs.get_run(session, run_id=run_id)
+        assert run.status == "running" and run.started_at is not None
+        assert run.finished_at is None
+        started = run.started_at
+    with sessions.begin() as session:
+        repo_runs.set_run_status(session, run_id=run_id, status="failed", error="endpoint down")
+    with sessions.begin() as session:
+        run = repo_runs.get_run(session, run_id=run_id)
+        assert (run.status, run.error) == ("failed", "endpoint down")
+        assert run.finished_at is not None and run.started_at == started
+    with sessions.begin() as session:  # resumed: keeps its first start, loses the error
+        repo_runs.set_run_status(session, run_id=run_id, status="running")
+    with sessions.begin() as session:
+        run = repo_runs.get_run(session, run_id=run_id)
+        assert (run.status, run.error, run.finished_at) == ("running", None, None)
+        assert run.started_at == started
+        with pytest.raises(InvalidInput, match="unknown run status 'done'"):
+            repo_runs.set_run_status(session, run_id=run_id, status="done")
+
+
+def test_missing_run_is_not_found(sessions: sessionmaker[Session]) -> None:
+    with sessions.begin() as session:
+        with pytest.raises(NotFound, match="run 4242 does not exist") as caught:
+            repo_runs.get_run(session, run_id=4242)
+        assert caught.value.detail == {"run_id": 4242}
+        with pytest.raises(NotFound, match="run 4242"):
+            repo_runs.set_run_status(session, run_id=4242, status="running")
+        with pytest.raises(NotFound, match="run 4242"):
+            repo_runs.run_progress(session, run_id=4242)
+
+
+def test_ensure_trajectories_is_idempotent(
+    sessions: sessionmaker[Session], run_with_trajectories: tuple[int, list[int]]
+) -> None:
+    run_id, problems = run_with_trajectories
+    with sessions.begin() as session:
+        keys = [(problems[0], 0), (problems[0], 2)]
+        assert repo_runs.ensure_trajectories(session, run_id=run_id, keys=keys) == 1
+        assert repo_runs.ensure_trajectories(session, run_id=run_id, keys=[]) == 0
+    with sessions.begin() as session:
+        progress = repo_runs.run_progress(session, run_id=run_id)
+        assert progress.trajectories == {"pending": 5, "running": 0, "finished": 0, "failed": 0}
+
+
+def test_inserting_the_same_turns_twice_writes_them_once(
+    sessions: sessionmaker[Session], run_with_trajectories: tuple[int, list[int]]
+) -> None:
+    run_id, (p0, p1) = run_with_trajectories
+    first = [_turn(run_id, p0, 0, 0), _turn(run_id, p0, 0, 1), _turn(run_id, p1, 1, 0)]
+    with sessions.begin() as session:
+        assert repo_runs.insert_turns(session, rows=first) == 3
+    retried = [
+        _turn(run_id, p0, 0, 0, raw_response="a different answer"),
+        _turn(run_id, p0, 0, 1),
+        _turn(run_id, p0, 0, 2),
+    ]
+    with sessions.begin() as session:
+        assert repo_runs.insert_turns(session, rows=retried) == 1
+        assert repo_runs.insert_turns(session, rows=retried) == 0
+        assert repo_runs.insert_turns(session, rows=[]) == 0
+    with sessions.begin() as session:
+        assert session.scalar(select(func.count(Turn.id))) == 4
+        assert repo_runs.run_progress(session, run_id=run_id).turns == 4
+        turn0 = repo_runs.turns_of_trajectory(session, run_id=run_id, problem_id=p0, sample_index=0)
+        assert turn0[0].raw_response.startswith("<think>")  # the first write wins
+        trajectory = session.scalar(
+            select(Trajectory).where(
+                Trajectory.run_id == run_id,
+                Trajectory.problem_id == p0,
+                Trajectory.sample_index == 0,
+            )
+        )
+        assert trajectory is not None
+        assert {t.trajectory_id for t in turn0} == {trajectory.id}
+
+
+def test_turn_columns_round_trip(
+    sessions: sessionmaker[Session], run_with_trajectories: tuple[int, list[int]]
+) -> None:
+    run_id, (p0, _) = run_with_trajectories
+    row = _turn(run_id, p0, 1, 0, code=None, prompt_token_ids=None, policy_version=None)
+    with sessions.begin() as session:
+        repo_runs.insert_turns(session, rows=[row])
+    with sessions.begin() as session:
+        (turn,) = repo_runs.turns_of_trajectory(
+            session, run_id=run_id, problem_id=p0, sample_index=1
+        )
+        for name in (
+            "messages",
+            "raw_response",
+            "stored_response",
+            "code",
+            "public_verdicts",
+            "public_passed",
+            "feedback",
+            "finish_reason",
+            "prompt_token_ids",
+            "completion_token_ids",
+            "completion_logprobs",
+            "prompt_tokens",
+            "completion_tokens",
+            "model_latency_ms",
+            "exec_latency_ms",
+            "model",
+            "policy_version",
+        ):
+            assert getattr(turn, name) == getattr(row, name), name
+        assert turn.hidden_verdicts is None and turn.hidden_passed is None
+        assert turn.created_at is not None
+        # None is SQL NULL, not the JSON value null, so IS NULL finds unscored turns.
+        unset = select(func.count(Turn.id)).where(
+            Turn.prompt_token_ids.is_(None), Turn.hidden_verdicts.is_(None)
+        )
+        assert session.scalar(unset) == 1
+
+
+def test_turns_for_a_missing_trajectory_are_refused(
+    sessions: sessionmaker[Session], run_with_trajectories: tuple[int, list[int]]
+) -> None:
+    run_id, (p0, _) = run_with_trajectories
+    with sessions.begin() as session:
+        rows = [_turn(run_id, p0, 0, 0), _turn(run_id, p0, 9, 0)]
+        with pytest.raises(NotFound, match=r"ensure_trajectories first") as caught:
+            repo_runs.insert_turns(session, rows=rows)
+        assert caught.value.detail == {"missing": [(run_id, p0, 9)]}
+        assert session.scalar(select(func.count(Turn.id))) == 0
+
+
+def test_concurrent_duplicate_inserts_write_one_row(
+    sessions: sessionmaker[Session],
+    engine: Engine,
+    run_with_trajectories: tuple[int, list[int]],
+) -> None:
+    if engine.dialect.name != "postgresql":
+        pytest.skip("SQLite has one writer at a time; the race needs PostgreSQL")
+    run_id, (p0, _) = run_with_trajectories
+    rows = [_turn(run_id, p0, 0, 0), _turn(run_id, p0, 0, 1)]
+    inserted: list[int] = []
+    errors: list[BaseException] = []
+
+    def second_worker() -> None:
+        try:
+            with sessions.begin() as session:
+                inserted.append(repo_runs.insert_turns(session, rows=rows))
+        except BaseException as exc:  # surfaced by the assertions below
+            errors.append(exc)
+
+    with sessions.begin() as first:
+        inserted.append(repo_runs.insert_turns(session=first, rows=rows))
+        worker = threading.Thread(target=second_worker)
+        worker.start()
+        # Commit only once the second insert waits on our uncommitted keys.
+        deadline = time.monotonic() + 10
+        with engine.connect() as watcher:
+            while time.monotonic() < deadline:
+                waiting = watcher.scalar(
+                    text(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                        " AND wait_event_type = 'Lock'"
+                    )
+                )
+                if waiting:
+                    break
+                time.sleep(0.02)
+            else:
+                pytest.fail("the second insert never waited for the first")
+    worker.join(timeout=10)
+    assert not worker.is_alive() and not errors, errors
+    assert inserted == [2, 0]
+    with sessions.begin() as session:
+        assert session.scalar(select(func.count(Turn.id))) == 2
+
+
+def test_resume_reads_turns_in_order(
+    sessions: sessionmaker[Session], run_with_trajectories: tuple[int, list[int]]
+) -> None:
+    run_id, (p0, p1) = run_with_trajectories
+    with sessions.begin() as session:
+        repo_runs.insert_turns(session, rows=[_turn(run_id, p0, 1, 2), _turn(run_id, p1, 1, 0)])
+        repo_runs.insert_turns(session, rows=[_turn(run_id, p0, 1, 0), _turn(run_id, p0, 0, 0)])
+        repo_runs.insert_turns(session, rows=[_turn(run_id, p0, 1, 1)])
+    with sessions.begin() as session:
+        turns = repo_runs.turns_of_trajectory(session, run_id=run_id, problem_id=p0, sample_index=1)
+        assert [(t.problem_id, t.sample_index, t.turn_index) for t in turns] == [
+            (p0, 1, 0),
+            (p0, 1, 1),
+            (p0, 1, 2),
+        ]
+        assert turns[1].stored_response == "```python\nprint(1)\n```"
+        empty = repo_runs.turns_of_trajectory(session, run_id=run_id, problem_id=p1, sample_index=0)
+        assert empty == []
+
+
+def test_mark_trajectory_and_progress(
+    sessions: sessionmaker[Session], run_with_trajectories: tuple[int, list[int]]
+) -> None:
+    run_id, (p0, p1) = run_with_trajectories
+    with sessions.begin() as session:
+        repo_runs.insert_turns(session, rows=[_turn(run_id, p0, 0, 0), _turn(run_id, p0, 0, 1)])
+        repo_runs.mark_trajectory(
+            session, run_id=run_id, problem_id=p0, sample_index=0, status="finished", turns_done=2
+        )
+        repo_runs.mark_trajectory(
+            session, run_id=run_id, problem_id=p1, sample_index=0, status="running", turns_done=0
+        )
+        repo_runs.mark_trajectory(
+            session,
+            run_id=run_id,
+            problem_id=p1,
+            sample_index=1,
+            status="failed",
+            turns_done=0,
+            error="sandbox unavailable",
+        )
+    with sessions.begin() as session:
+        progress = repo_runs.run_progress(session, run_id=run_id)
+        assert progress.trajectories == {"pending": 1, "running": 1, "finished": 1, "failed": 1}
+        assert (progress.turns, progress.total_trajectories, progress.status) == (2, 4, "pending")
+        failed = session.scalar(
+            select(Trajectory).where(Trajectory.run_id == run_id, Trajectory.status == "failed")
+        )
+        assert failed is not None and failed.error == "sandbox unavailable"
+        assert failed.updated_at is not None
+        with pytest.raises(NotFound, match="no trajectory for problem"):
+            repo_runs.mark_trajectory(
+                session,
+                run_id=run_id,
+                problem_id=p0,
+                sample_index=5,
+                status="running",
+                turns_done=0,
+            )
+        with pytest.raises(InvalidInput, match="unknown trajectory status"):
+            repo_runs.mark_trajectory(
+                session, run_id=run_id, problem_id=p0, sample_index=0, status="done", turns_done=0
+            )
+
+
+def test_record_hidden_results(
+    sessions: sessionmaker[Session], run_with_trajectories: tuple[int, list[int]]
+) -> None:
+    run_id, (p0, _) = run_with_trajectories
+    with sessions.begin() as session:
+        rows = [_turn(run_id, p0, 0, index) for index in range(3)]
+        repo_runs.insert_turns(session, rows=rows)
+        ids = [
+            t.id
+            for t in repo_runs.turns_of_trajectory(
+                session, run_id=run_id, problem_id=p0, sample_index=0
+            )
+        ]
+    with sessions.begin() as session:
+        results = [(ids[0], ["accepted", "wrong_answer"], False), (ids[2], ["accepted"], True)]
+        assert repo_runs.record_hidden_results(session, results=results) == 2
+        assert repo_runs.record_hidden_results(session, results=[]) == 0
+    with sessions.begin() as session:
+        with pytest.raises(NotFound, match="1 turns do not exist"):
+            repo_runs.record_hidden_results(
+                session, results=[(ids[1], ["accepted"], True)] + [(10**9, [], False)]
+            )
+    with sessions.begin() as session:
+        turns = repo_runs.turns_of_trajectory(session, run_id=run_id, problem_id=p0, sample_index=0)
+        assert [(t.hidden_verdicts, t.hidden_passed) for t in turns] == [
+            (["accepted", "wrong_answer"], False),
+            (None, None),
+            (["accepted"], True),
+        ]
+
+
+def test_deleting_a_run_deletes_its_trajectories_and_turns(
+    sessions: sessionmaker[Session], run_with_trajectories: tuple[int, list[int]]
+) -> None:
+    run_id, (p0, p1) = run_with_trajectories
+    with sessions.begin() as session:
+        dataset_id = repo_runs.get_run(session, run_id=run_id).dataset_id
+        other = _run(session, dataset_id).id
+        repo_runs.ensure_trajectories(session, run_id=other, keys=[(p0, 0)])
+        repo_runs.insert_turns(
+            session,
+            rows=[_turn(run_id, p0, 0, 0), _turn(run_id, p1, 1, 0), _turn(other, p0, 0, 0)],
+        )
+    with sessions.begin() as session:
+        session.delete(repo_runs.get_run(session, run_id=run_id))
+    with sessions.begin() as session:
+        assert session.scalar(select(func.count(Run.id))) == 1
+        assert session.scalars(select(Trajectory.run_id)).all() == [other]
+        assert session.scalars(select(Turn.run_id)).all() == [other]
+
+
+def test_runs_protect_their_dataset_and_parent(
+    sessions: sessionmaker[Session], run_with_trajectories: tuple[int, list[int]]
+) -> None:
+    run_id, _ = run_with_trajectories
+    with sessions.begin() as session:
+        dataset_id = repo_runs.get_run(session, run_id=run_id).dataset_id
+        _run(session, dataset_id, kind="refine", parent_run_id=run_id)
+    with pytest.raises(IntegrityError), sessions.begin() as session:
+        session.execute(text("DELETE FROM datasets WHERE id = :id"), {"id": dataset_id})
+    with pytest.raises(IntegrityError), sessions.begin() as session:
+        session.execute(text("DELETE FROM runs WHERE id = :id"), {"id": run_id})
+    with sessions.begin() as session:
+        assert session.scalar(select(func.count(Run.id))) == 2
