@@ -17,5 +17,8 @@ packages = (
 setup(
     packages=packages,
     package_dir={"cobalt": "services", "cobalt.shared": "shared"},
-    package_data={"cobalt.orchestrator.store.migrations": ["script.py.mako"]},
+    package_data={
+        "cobalt.orchestrator.store.migrations": ["script.py.mako"],
+        "cobalt.orchestrator.rollouts": ["templates/*.toml"],
+    },
 )

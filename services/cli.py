@@ -8,6 +8,7 @@ from cobalt import __version__
 from cobalt.executor.cli import exec_app, executor_app
 from cobalt.inference.cli import inference_app
 from cobalt.orchestrator.cli import data_app
+from cobalt.orchestrator.runs.cli import run_app, worker_command
 
 __all__ = ["app", "main"]
 
@@ -25,6 +26,8 @@ app.add_typer(executor_app, name="executor")
 app.add_typer(exec_app, name="exec")
 app.add_typer(data_app, name="data")
 app.add_typer(inference_app, name="inference")
+app.add_typer(run_app, name="run")
+app.command("worker")(worker_command)
 
 
 def _version(value: bool) -> None:

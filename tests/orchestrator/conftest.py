@@ -61,6 +61,8 @@ def engine(store_url: str) -> Iterator[Engine]:
         if engine.dialect.name == "postgresql":
             conn.execute(text(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE"))
         else:
+            # Refine runs point at their sample run (RESTRICT): unlink before deleting.
+            conn.execute(text("UPDATE runs SET parent_run_id = NULL"))
             for table in TABLES:
                 conn.execute(text(f"DELETE FROM {table}"))
     yield engine

@@ -1,0 +1,233 @@
+"""The unit of rollout work: one problem of one run. RQ workers and the in-process
+runner call the same function, `run_problem_job`.
+
+A job reads everything it needs from the database (the run's parameters, the problem,
+the turns already written), so any worker that reaches PostgreSQL, the model endpoint and
+the executor can take it, and a retried job resumes instead of starting over. The API key
+of the model endpoint travels with the job, never into the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import fields
+from typing import Any
+
+from pydantic import SecretStr
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from cobalt.orchestrator.rollouts.loop import RolloutSpec, RunCancelled, roll_out_problem
+from cobalt.orchestrator.rollouts.prompts import PromptTemplate
+from cobalt.orchestrator.rollouts.sampling import ChatSampler, SamplingParams
+from cobalt.orchestrator.settings import OrchestratorSettings
+from cobalt.orchestrator.store import repo_runs
+from cobalt.orchestrator.store.db import make_engine, make_sessionmaker
+from cobalt.orchestrator.store.models import Problem, Turn
+from cobalt.orchestrator.store.repo_runs import TurnRow
+from cobalt.shared.clients import AsyncExecutorClient, ExecutorClientSettings, ModelEndpoint
+from cobalt.shared.contracts import Compare, Limits, ProblemRow
+from cobalt.shared.errors import CobaltError, Conflict, NotFound
+
+__all__ = ["DatabaseTurnStore", "run_problem_job", "spec_of_run"]
+
+logger = logging.getLogger(__name__)
+
+_TURN_FIELDS = [f.name for f in fields(TurnRow)]
+
+
+class DatabaseTurnStore:
+    """`TurnStore` over the orchestrator's database, one short transaction per call."""
+
+    def __init__(self, sessions: sessionmaker[Session], run_id: int) -> None:
+        self.sessions = sessions
+        self.run_id = run_id
+
+    def stored_turns(self, problem_id: int) -> dict[int, list[TurnRow]]:
+        with self.sessions() as session:
+            turns = session.scalars(
+                select(Turn)
+                .where(Turn.run_id == self.run_id, Turn.problem_id == problem_id)
+                .order_by(Turn.sample_index, Turn.turn_index)
+            ).all()
+            by_sample: dict[int, list[TurnRow]] = {}
+            for turn in turns:
+                row = TurnRow(**{name: getattr(turn, name) for name in _TURN_FIELDS})
+                by_sample.setdefault(turn.sample_index, []).append(row)
+            return by_sample
+
+    def save(self, rows: Sequence[TurnRow]) -> int:
+        with self.sessions.begin() as session:
+            return repo_runs.insert_turns(session, rows=rows)
+
+    def cancelled(self) -> bool:
+        with self.sessions() as session:
+            return repo_runs.get_run(session, run_id=self.run_id).status == "cancelled"
+
+
+def spec_of_run(run_id: int, params: dict[str, Any]) -> RolloutSpec:
+    """The rollout settings a run recorded when it was created."""
+    return RolloutSpec(
+        run_id=run_id,
+        n=int(params["n"]),
+        feedback_turns=int(params.get("turns", 0)),
+        sampling=SamplingParams(
+            temperature=float(params["temperature"]),
+            top_p=float(params["top_p"]),
+            max_tokens=int(params["max_tokens"]),
+            seed=params.get("seed"),
+        ),
+        stop_on_pass=bool(params.get("stop_on_pass", False)),
+        think_cap_chars=int(params.get("think_cap_chars", 6000)),
+        limits=Limits.model_validate(params.get("limits") or {}),
+        compare=Compare(params.get("compare", Compare.COBALT)),
+    )
+
+
+def run_problem_job(
+    run_id: int,
+    problem_id: int,
+    *,
+    api_key: str | None = None,
+    executor_url: str | None = None,
+    executor_token: str | None = None,
+    database_url: str | None = None,
+) -> dict[str, int]:
+    """Advance every trajectory of one problem of one run to its last turn.
+
+    Trajectories end `finished`, or `failed` with the reason (the error is re-raised, so
+    RQ records it and retries while retries are left). A cancelled run is left alone.
+    Returns {"turns": turns now stored for the problem}.
+    """
+    settings = OrchestratorSettings()
+    engine = make_engine(database_url or settings.database_url)
+    sessions = make_sessionmaker(engine)
+    try:
+        with sessions() as session:
+            run = repo_runs.get_run(session, run_id=run_id)
+            if run.status in ("cancelled", "finished"):
+                logger.info(
+                    "run %d is %s; job for problem %d skipped", run_id, run.status, problem_id
+                )
+                return {"turns": 0}
+            problem_row = session.get(Problem, problem_id)
+            if problem_row is None:
+                raise NotFound(f"problem {problem_id} of run {run_id} no longer exists")
+            problem = ProblemRow.model_validate(problem_row, from_attributes=True)
+            spec = spec_of_run(run_id, run.params)
+            endpoint = ModelEndpoint(
+                base_url=run.base_url,
+                model=run.model,
+                api_key=SecretStr(api_key) if api_key else None,
+            )
+            template_name, template_sha = run.template_name, run.template_sha256
+            if run.status == "pending":
+                repo_runs.set_run_status(session, run_id=run_id, status="running")
+                session.commit()
+        template = PromptTemplate.load(template_name)
+        if template.sha256 != template_sha:
+            raise Conflict(
+                f"prompt template {template_name!r} changed since run {run_id} started "
+                f"(sha256 {template.sha256[:12]} != {template_sha[:12]}); restore it or start "
+                "a new run"
+            )
+        store = DatabaseTurnStore(sessions, run_id)
+        try:
+            histories = asyncio.run(
+                _roll_out(
+                    spec,
+                    problem_id,
+                    problem,
+                    template,
+                    endpoint,
+                    store,
+                    executor_url,
+                    executor_token,
+                )
+            )
+        except RunCancelled:
+            logger.info("run %d cancelled; problem %d stopped", run_id, problem_id)
+            return {"turns": 0}
+        except CobaltError as exc:
+            _mark_all(sessions, spec, problem_id, "failed", store, error=exc.message)
+            raise
+        except Exception as exc:
+            _mark_all(
+                sessions, spec, problem_id, "failed", store, error=f"{type(exc).__name__}: {exc}"
+            )
+            raise
+        _mark_all(sessions, spec, problem_id, "finished", store)
+        finish_run_if_done(sessions, run_id)
+        return {"turns": sum(len(h) for h in histories.values())}
+    finally:
+        engine.dispose()
+
+
+async def _roll_out(
+    spec: RolloutSpec,
+    problem_id: int,
+    problem: ProblemRow,
+    template: PromptTemplate,
+    endpoint: ModelEndpoint,
+    store: DatabaseTurnStore,
+    executor_url: str | None,
+    executor_token: str | None,
+) -> dict[int, list[TurnRow]]:
+    sampler = ChatSampler(endpoint)
+    executor = (
+        AsyncExecutorClient(base_url=executor_url, token=executor_token)
+        if executor_url
+        else AsyncExecutorClient.from_settings(ExecutorClientSettings())
+    )
+    try:
+        return await roll_out_problem(spec, problem_id, problem, template, sampler, executor, store)
+    finally:
+        await sampler.aclose()
+        await executor.close()
+
+
+def _mark_all(
+    sessions: sessionmaker[Session],
+    spec: RolloutSpec,
+    problem_id: int,
+    status: str,
+    store: DatabaseTurnStore,
+    *,
+    error: str | None = None,
+) -> None:
+    stored = store.stored_turns(problem_id)
+    with sessions.begin() as session:
+        for sample_index in range(spec.n):
+            repo_runs.mark_trajectory(
+                session,
+                run_id=spec.run_id,
+                problem_id=problem_id,
+                sample_index=sample_index,
+                status=status,
+                turns_done=len(stored.get(sample_index, [])),
+                error=error,
+            )
+
+
+def finish_run_if_done(sessions: sessionmaker[Session], run_id: int) -> str | None:
+    """Mark the run finished (or failed) once no trajectory is pending or running."""
+    with sessions.begin() as session:
+        progress = repo_runs.run_progress(session, run_id=run_id)
+        open_count = progress.trajectories.get("pending", 0) + progress.trajectories.get(
+            "running", 0
+        )
+        if open_count or progress.status in ("cancelled", "finished", "failed"):
+            return None
+        failed = progress.trajectories.get("failed", 0)
+        status = "failed" if failed else "finished"
+        repo_runs.set_run_status(
+            session,
+            run_id=run_id,
+            status=status,
+            error=f"{failed} trajectories failed; `cobalt run resume {run_id}` retries them"
+            if failed
+            else None,
+        )
+        return status

@@ -1,0 +1,204 @@
+"""The multi-turn feedback loop for one problem: sample, run on public tests, feed back.
+
+`roll_out_problem` advances every trajectory (sample) of one problem of one run to its
+last turn. It starts from whatever the store already holds, so a retried or resumed job
+continues where the previous attempt stopped, and every turn is written as soon as it is
+judged (`TurnStore.save`, idempotent on (run, problem, sample, turn)): a worker killed at
+any moment loses at most the turns it had not written, and writes none twice.
+
+Turn 0 is one request with `n` choices (the samples share the prompt). Each later turn
+sends, per trajectory, the conversation so far (assistant messages keep the text after
+`</think>`, capped) plus the feedback of the previous turn, all trajectories of a turn
+concurrently. Programs of a turn are judged in one executor batch call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from cobalt.orchestrator.rollouts.conversation import TurnRecord, next_turn_messages
+from cobalt.orchestrator.rollouts.execution import merge_responses, plan_requests
+from cobalt.orchestrator.rollouts.extraction import extract_program, history_text
+from cobalt.orchestrator.rollouts.feedback import feedback_for_first_failure
+from cobalt.orchestrator.rollouts.prompts import PromptTemplate
+from cobalt.orchestrator.rollouts.sampling import ChatSampler, Sample, SamplingParams
+from cobalt.orchestrator.store.repo_runs import TurnRow
+from cobalt.shared.clients import AsyncExecutorClient
+from cobalt.shared.contracts import (
+    BatchExecuteRequest,
+    Compare,
+    ExecuteResponse,
+    Limits,
+    ProblemRow,
+)
+
+__all__ = ["RolloutSpec", "RunCancelled", "TurnStore", "roll_out_problem"]
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutSpec:
+    """What a run asks of every problem."""
+
+    run_id: int
+    n: int
+    feedback_turns: int
+    """Turns after turn 0 (0 for a sampling run)."""
+    sampling: SamplingParams
+    stop_on_pass: bool = False
+    think_cap_chars: int = 6000
+    limits: Limits = field(default_factory=Limits)
+    compare: Compare = Compare.COBALT
+
+
+class TurnStore(Protocol):
+    """Where a problem's turns are read from and written to (the database, in a job)."""
+
+    def stored_turns(self, problem_id: int) -> dict[int, list[TurnRow]]:
+        """Stored turns of every sample of the problem, each list by turn index."""
+        ...
+
+    def save(self, rows: Sequence[TurnRow]) -> int:
+        """Write turns; those already stored are skipped. Returns how many were new."""
+        ...
+
+    def cancelled(self) -> bool:
+        """Whether the run was cancelled (checked before each turn)."""
+        ...
+
+
+class RunCancelled(Exception):
+    """The run was cancelled while this problem was being rolled out."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Pending:
+    sample_index: int
+    turn_index: int
+    messages: list[dict[str, str]]
+    sample: Sample
+
+
+async def _judge(
+    spec: RolloutSpec,
+    problem_id: int,
+    problem: ProblemRow,
+    template: PromptTemplate,
+    executor: AsyncExecutorClient,
+    pending: Sequence[_Pending],
+) -> list[TurnRow]:
+    """Run each pending turn's program on the public tests and build its row."""
+    codes = [extract_program(p.sample.text) for p in pending]
+    plans = {
+        i: plan_requests(code, problem.public_tests, limits=spec.limits, compare=spec.compare)
+        for i, code in enumerate(codes)
+        if code is not None and problem.public_tests
+    }
+    requests = [plan.request for plans_of in plans.values() for plan in plans_of]
+    started = time.perf_counter()
+    responses = (
+        (await executor.execute_batch(BatchExecuteRequest(requests=requests))).results
+        if requests
+        else []
+    )
+    exec_ms = (time.perf_counter() - started) * 1000
+    merged: dict[int, ExecuteResponse] = {}
+    cursor = 0
+    for i, plans_of in plans.items():
+        merged[i] = merge_responses(plans_of, responses[cursor : cursor + len(plans_of)])
+        cursor += len(plans_of)
+    rows = []
+    for i, item in enumerate(pending):
+        response = merged.get(i)
+        verdicts = [str(r.verdict) for r in response.results] if response else []
+        passed = codes[i] is not None and (response is None or response.passed == response.total)
+        rows.append(
+            TurnRow(
+                run_id=spec.run_id,
+                problem_id=problem_id,
+                sample_index=item.sample_index,
+                turn_index=item.turn_index,
+                messages=item.messages,
+                raw_response=item.sample.text,
+                stored_response=history_text(item.sample.text, spec.think_cap_chars),
+                code=codes[i],
+                public_verdicts=verdicts,
+                public_passed=passed,
+                feedback=feedback_for_first_failure(
+                    template, problem.public_tests, codes[i], response
+                ),
+                model=item.sample.model,
+                finish_reason=item.sample.finish_reason,
+                prompt_token_ids=item.sample.prompt_token_ids,
+                completion_token_ids=item.sample.completion_token_ids,
+                completion_logprobs=item.sample.completion_logprobs,
+                prompt_tokens=item.sample.prompt_tokens,
+                completion_tokens=item.sample.completion_tokens,
+                model_latency_ms=item.sample.latency_ms,
+                exec_latency_ms=exec_ms if codes[i] is not None else 0.0,
+                policy_version=item.sample.policy_version,
+            )
+        )
+    return rows
+
+
+async def roll_out_problem(
+    spec: RolloutSpec,
+    problem_id: int,
+    problem: ProblemRow,
+    template: PromptTemplate,
+    sampler: ChatSampler,
+    executor: AsyncExecutorClient,
+    store: TurnStore,
+) -> dict[int, list[TurnRow]]:
+    """Advance every trajectory of `problem` to its last turn; returns them all."""
+    initial = template.initial_messages(problem)
+    stored = await asyncio.to_thread(store.stored_turns, problem_id)
+    histories = {i: list(stored.get(i, [])) for i in range(spec.n)}
+
+    async def write(pending: list[_Pending]) -> None:
+        rows = await _judge(spec, problem_id, problem, template, executor, pending)
+        await asyncio.to_thread(store.save, rows)
+        for row in rows:
+            histories[row.sample_index].append(row)
+
+    missing = [i for i in range(spec.n) if not histories[i]]
+    if missing:
+        samples = await sampler.sample(initial, replace(spec.sampling, n=len(missing)))
+        await write(
+            [_Pending(i, 0, initial, sample) for i, sample in zip(missing, samples, strict=True)]
+        )
+    for turn in range(1, spec.feedback_turns + 1):
+        if await asyncio.to_thread(store.cancelled):
+            raise RunCancelled(f"run {spec.run_id} was cancelled")
+        active = [
+            i
+            for i, history in histories.items()
+            if len(history) == turn and not (spec.stop_on_pass and history[-1].public_passed)
+        ]
+        if not active:
+            continue
+        conversations = {
+            i: next_turn_messages(
+                initial,
+                [
+                    TurnRecord(raw_response=t.raw_response, feedback=t.feedback)
+                    for t in histories[i]
+                ],
+                think_cap_chars=spec.think_cap_chars,
+            )
+            for i in active
+        }
+        answers = await asyncio.gather(
+            *(sampler.sample(conversations[i], replace(spec.sampling, n=1)) for i in active)
+        )
+        await write(
+            [
+                _Pending(i, turn, conversations[i], answer[0])
+                for i, answer in zip(active, answers, strict=True)
+            ]
+        )
+    return histories

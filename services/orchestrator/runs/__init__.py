@@ -1,0 +1,1 @@
+"""Runs: creating, queueing, showing, cancelling, resuming and evaluating rollouts."""

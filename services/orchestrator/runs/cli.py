@@ -1,0 +1,416 @@
+"""`cobalt run ...` (sample, refine, evaluate, list, show, cancel, resume) and `cobalt worker`.
+
+A run started here waits for its jobs and shows live progress unless `--detach`. Where
+the jobs run: on RQ workers when COBALT_REDIS_URL is set (start `cobalt worker` anywhere
+that reaches Redis, the database, the model endpoint and the executor), otherwise in
+this process. With `--json`, each command prints one JSON object on stdout (the contract
+scripts use); tables and bars go to the terminal.
+
+Exit statuses: 0 done; 1 the run ended with failed trajectories (or was cancelled);
+2 usage; 3 a service cannot be reached.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import typer
+from pydantic import BaseModel, ValidationError
+from rich.console import Console
+from rich.progress import TextColumn
+from rich.table import Table
+from sqlalchemy.orm import Session, sessionmaker
+
+from cobalt.orchestrator.console import (
+    EXIT_USAGE,
+    StoreContext,
+    echo_json,
+    fail,
+    handled,
+    open_executor,
+    progress_bar,
+    settings_or_exit,
+)
+from cobalt.orchestrator.runs import queueing, service
+from cobalt.orchestrator.runs.evaluation import evaluate_run
+from cobalt.orchestrator.runs.plots import plot_pass_at_1
+from cobalt.orchestrator.store import repo_runs
+from cobalt.shared.contracts.runs import (
+    EvaluationReport,
+    RefineRunRequest,
+    RunPublic,
+    SampleRunRequest,
+)
+
+__all__ = ["run_app", "worker_command"]
+
+EXIT_RUN_FAILED = 1
+
+_Request = TypeVar("_Request", bound=BaseModel)
+
+run_app = typer.Typer(
+    help="Rollout runs: sample, refine, evaluate; list, show, cancel, resume.",
+    no_args_is_help=True,
+)
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+DetachOption = Annotated[
+    bool, typer.Option("--detach", help="Return once queued (needs COBALT_REDIS_URL).")
+]
+ApiKeyOption = Annotated[
+    str | None,
+    typer.Option(
+        "--api-key",
+        envvar="COBALT_MODEL_API_KEY",
+        help="Key for the model endpoint (env COBALT_MODEL_API_KEY); never stored.",
+    ),
+]
+
+
+def _store(*, detach: bool = False) -> StoreContext:
+    settings = settings_or_exit()
+    if detach and not settings.redis_url:
+        raise fail(EXIT_USAGE, "--detach needs COBALT_REDIS_URL (a queue that outlives us)")
+    return StoreContext(settings=settings)
+
+
+def _request(contract: type[_Request], **values: object) -> _Request:
+    try:
+        return contract.model_validate({k: v for k, v in values.items() if v is not None})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "value"
+        raise fail(EXIT_USAGE, f"--{where.replace('_', '-')}: {first['msg']}") from exc
+
+
+def _carry_out(
+    store: StoreContext, run_id: int, *, api_key: str | None, detach: bool, quiet: bool
+) -> RunPublic:
+    """Queue or run the open jobs of a run, then wait for it (unless detached)."""
+    sessions = store.sessions()
+    settings = store.settings
+    with handled():
+        problem_ids = service.open_problem_ids(sessions, run_id)
+    if settings.redis_url:
+        with handled():
+            queueing.enqueue_run(settings, run_id, problem_ids, api_key=api_key)
+        if detach:
+            return service.run_public(sessions, run_id)
+        return _wait(sessions, run_id, quiet=quiet)
+    with open_executor() as executor, _live(sessions, run_id, quiet=quiet) as tick:
+        queueing.run_in_process(
+            run_id,
+            problem_ids,
+            api_key=api_key,
+            executor_url=executor.base_url,
+            executor_token=executor.token,
+            database_url=settings.database_url,
+            concurrency=settings.local_concurrency,
+            on_job_done=lambda _problem, _error: tick.refresh(),
+        )
+        tick()
+    with handled():
+        from cobalt.orchestrator.rollouts.jobs import finish_run_if_done
+
+        finish_run_if_done(sessions, run_id)
+        return service.run_public(sessions, run_id)
+
+
+class _live:
+    """Progress bars fed from the database: trajectories done and failed, tokens/s."""
+
+    def __init__(self, sessions: sessionmaker[Session], run_id: int, *, quiet: bool) -> None:
+        self.sessions, self.run_id = sessions, run_id
+        self.bars = progress_bar(TextColumn("{task.fields[extra]}"))
+        self.started = time.monotonic()
+        if quiet:
+            self.bars.disable = True
+
+    def __enter__(self) -> _live:
+        self.bars.__enter__()
+        with self.sessions() as session:
+            total = repo_runs.get_run(session, run_id=self.run_id).total_trajectories
+        self.task = self.bars.add_task(f"run {self.run_id}", total=total, extra="")
+        return self
+
+    def refresh(self) -> None:
+        self()
+
+    def __call__(self) -> str:
+        """Update the bars from the database; returns the run's status."""
+        with self.sessions() as session:
+            progress = repo_runs.run_progress(session, run_id=self.run_id)
+            tokens = service.completion_tokens(session, self.run_id)
+        done = progress.trajectories.get("finished", 0)
+        failed = progress.trajectories.get("failed", 0)
+        rate = tokens / max(1e-9, time.monotonic() - self.started)
+        self.bars.update(
+            self.task,
+            completed=done + failed,
+            extra=f"{failed} failed · {progress.turns} turns · {rate:,.0f} tok/s",
+        )
+        return progress.status
+
+    def __exit__(self, *exc: object) -> None:
+        self.bars.__exit__(None, None, None)
+
+
+def _wait(sessions: sessionmaker[Session], run_id: int, *, quiet: bool) -> RunPublic:
+    with _live(sessions, run_id, quiet=quiet) as tick:
+        while tick() not in ("finished", "failed", "cancelled"):
+            time.sleep(1.0)
+    return service.run_public(sessions, run_id)
+
+
+def _finish(public: RunPublic, as_json: bool) -> None:
+    if as_json:
+        echo_json({"run_id": public.id, "status": public.status})
+    else:
+        _print_run(public)
+    if public.status in ("failed", "cancelled"):
+        raise typer.Exit(EXIT_RUN_FAILED)
+
+
+def _print_run(public: RunPublic) -> None:
+    console = Console()
+    table = Table(title=f"run {public.id} ({public.kind}, {public.status})", show_header=False)
+    for key, value in (
+        ("dataset", public.dataset),
+        ("model", f"{public.model} at {public.base_url}"),
+        ("parent run", public.parent_run_id),
+        ("params", ", ".join(f"{k}={v}" for k, v in sorted(public.params.items()))),
+        ("template", f"{public.template_name} ({public.template_sha256[:12]})"),
+        (
+            "trajectories",
+            f"{public.total_trajectories}: "
+            + ", ".join(f"{n} {s}" for s, n in sorted(public.trajectories_by_status.items())),
+        ),
+        ("turns written", public.turns_written),
+        ("error", public.error),
+    ):
+        if value not in (None, ""):
+            table.add_row(key, str(value))
+    console.print(table)
+
+
+@run_app.command("sample")
+def sample(
+    dataset: Annotated[str, typer.Option(help="Dataset name (`cobalt data list`).")],
+    base_url: Annotated[str, typer.Option(help="OpenAI-compatible base URL, up to /v1.")],
+    model: Annotated[str, typer.Option(help="Model name at that endpoint.")],
+    api_key: ApiKeyOption = None,
+    n: Annotated[int, typer.Option(help="Programs per problem at turn 0.")] = 16,
+    temperature: Annotated[float, typer.Option()] = 0.6,
+    top_p: Annotated[float, typer.Option()] = 0.95,
+    max_tokens: Annotated[int, typer.Option()] = 6144,
+    turns: Annotated[int, typer.Option(help="Feedback turns after turn 0 (0: sampling only).")] = 0,
+    template: Annotated[str, typer.Option(help="Prompt template name or file.")] = "default",
+    limit: Annotated[int | None, typer.Option(help="Only the first N problems.")] = None,
+    seed: Annotated[
+        int | None, typer.Option(help="Sampling seed, if the endpoint takes one.")
+    ] = None,
+    as_json: JsonOption = False,
+    detach: DetachOption = False,
+) -> None:
+    """Sample n programs per problem (turn 0), the start every refine run shares."""
+    request = _request(
+        SampleRunRequest,
+        dataset=dataset,
+        base_url=base_url,
+        model=model,
+        n=n,
+        temperature=temperature,
+        top_p=top_p,
+        max_tokens=max_tokens,
+        turns=turns,
+        template=template,
+        limit=limit,
+        seed=seed,
+    )
+    store = _store(detach=detach)
+    with handled():
+        run_id = service.create_sample_run(store.sessions(), request)
+    _finish(_carry_out(store, run_id, api_key=api_key, detach=detach, quiet=as_json), as_json)
+
+
+@run_app.command("refine")
+def refine(
+    from_run: Annotated[int, typer.Option("--from", help="The finished sample run to continue.")],
+    turns: Annotated[int, typer.Option(help="Feedback turns after turn 0.")] = 8,
+    base_url: Annotated[str | None, typer.Option(help="Default: the sample run's.")] = None,
+    model: Annotated[str | None, typer.Option(help="Default: the sample run's.")] = None,
+    api_key: ApiKeyOption = None,
+    temperature: Annotated[float | None, typer.Option()] = None,
+    top_p: Annotated[float | None, typer.Option()] = None,
+    max_tokens: Annotated[int | None, typer.Option()] = None,
+    stop_on_pass: Annotated[
+        bool, typer.Option("--stop-on-pass", help="End a trajectory once public tests pass.")
+    ] = False,
+    think_cap: Annotated[
+        int, typer.Option(help="Characters of an answer (after </think>) kept in the history.")
+    ] = 6000,
+    as_json: JsonOption = False,
+    detach: DetachOption = False,
+) -> None:
+    """Feedback turns on top of a sample run's turn 0 (the same turn 0 for every experiment)."""
+    request = _request(
+        RefineRunRequest,
+        from_run=from_run,
+        turns=turns,
+        base_url=base_url,
+        model=model,
+        temperature=temperature,
+        top_p=top_p,
+        max_tokens=max_tokens,
+        stop_on_pass=stop_on_pass,
+        think_cap_chars=think_cap,
+    )
+    store = _store(detach=detach)
+    with handled():
+        run_id = service.create_refine_run(store.sessions(), request)
+    _finish(_carry_out(store, run_id, api_key=api_key, detach=detach, quiet=as_json), as_json)
+
+
+@run_app.command("resume")
+def resume(
+    run_id: Annotated[int, typer.Argument(help="The run to continue.")],
+    api_key: ApiKeyOption = None,
+    as_json: JsonOption = False,
+    detach: DetachOption = False,
+) -> None:
+    """Continue a stopped or failed run from the turns already stored."""
+    store = _store(detach=detach)
+    with handled():
+        service.reopen_failed(store.sessions(), run_id)
+    _finish(_carry_out(store, run_id, api_key=api_key, detach=detach, quiet=as_json), as_json)
+
+
+@run_app.command("cancel")
+def cancel(run_id: Annotated[int, typer.Argument()], as_json: JsonOption = False) -> None:
+    """Stop a run; running jobs stop at their next turn (resume continues it)."""
+    store = _store()
+    with handled():
+        service.cancel_run(store.sessions(), run_id)
+        public = service.run_public(store.sessions(), run_id)
+    if as_json:
+        echo_json({"run_id": run_id, "status": public.status})
+    else:
+        typer.echo(f"run {run_id} cancelled")
+
+
+@run_app.command("list")
+def list_runs(
+    limit: Annotated[int, typer.Option(help="Most recent runs shown.")] = 50,
+    as_json: JsonOption = False,
+) -> None:
+    """The most recent runs."""
+    store = _store()
+    with handled():
+        with store.sessions()() as session:
+            ids = [run.id for run in repo_runs.list_runs(session, limit=limit)]
+        runs = [service.run_public(store.sessions(), run_id) for run_id in ids]
+    if as_json:
+        echo_json({"runs": [r.model_dump(mode="json") for r in runs]})
+        return
+    table = Table("id", "kind", "status", "dataset", "model", "trajectories", "turns", "created")
+    for r in runs:
+        table.add_row(
+            str(r.id),
+            r.kind,
+            r.status,
+            r.dataset,
+            r.model,
+            f"{r.trajectories_by_status.get('finished', 0)}/{r.total_trajectories}",
+            str(r.turns_written),
+            r.created_at.strftime("%Y-%m-%d %H:%M"),
+        )
+    Console().print(table)
+
+
+@run_app.command("show")
+def show(run_id: Annotated[int, typer.Argument()], as_json: JsonOption = False) -> None:
+    """A run; with --json also every trajectory's turns (messages, response, code, verdicts)."""
+    store = _store()
+    with handled():
+        public = service.run_public(store.sessions(), run_id, with_turns=as_json)
+    if as_json:
+        echo_json(public.model_dump(mode="json"))
+    else:
+        _print_run(public)
+
+
+@run_app.command("evaluate")
+def evaluate(
+    run_id: Annotated[int, typer.Argument(help="The run to evaluate.")],
+    k: Annotated[list[int] | None, typer.Option("--k", help="pass@k values (repeatable).")] = None,
+    plot: Annotated[Path | None, typer.Option(help="Write Pass@1 per turn as a PNG.")] = None,
+    compare: Annotated[
+        list[int] | None, typer.Option("--compare", help="Other evaluated runs on the plot.")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run every turn's program on the hidden tests; Pass@1 per turn and pass@k."""
+    store = _store()
+    sessions = store.sessions()
+    with open_executor() as executor, handled():
+        with progress_bar() as bars:
+            task = bars.add_task(f"evaluating run {run_id}", total=None)
+            report = evaluate_run(
+                sessions,
+                run_id,
+                executor,
+                ks=tuple(k or (1, 5, 10)),
+                on_progress=lambda done, total: bars.update(task, completed=done, total=total),
+            )
+        others: list[EvaluationReport] = [
+            evaluate_run(sessions, other, executor) for other in (compare or [])
+        ]
+    if plot is not None:
+        plot_pass_at_1([report, *others], plot)
+    if as_json:
+        echo_json(report.model_dump(mode="json"))
+        return
+    table = Table(
+        "turn",
+        "Pass@1 (hidden)",
+        *(f"pass@{key}" for key in report.pass_at_k),
+        "Pass@1 (public)",
+        title=f"run {run_id}: {report.problems} problems x {report.samples} samples",
+    )
+    for turn in range(report.turns):
+        table.add_row(
+            str(turn),
+            f"{report.pass_at_1[turn]:.3f}",
+            *(f"{values[turn]:.3f}" for values in report.pass_at_k.values()),
+            f"{report.public_pass_at_1[turn]:.3f}",
+        )
+    Console().print(table)
+    if report.failed_trajectories:
+        typer.echo(f"{report.failed_trajectories} trajectories failed (see `cobalt run show`)")
+    if plot is not None:
+        typer.echo(f"plot written to {plot}")
+
+
+def worker_command(
+    burst: Annotated[bool, typer.Option("--burst", help="Exit when the queue is empty.")] = False,
+    name: Annotated[str | None, typer.Option(help="Worker name (default: random).")] = None,
+) -> None:
+    """An RQ worker for rollout jobs (COBALT_REDIS_URL); run as many as you like, anywhere."""
+    from redis import Redis
+    from rq import Worker
+
+    settings = settings_or_exit()
+    if not settings.redis_url:
+        raise fail(EXIT_USAGE, "COBALT_REDIS_URL is not set: a worker needs the queue's Redis")
+    connection = Redis.from_url(settings.redis_url)
+    worker = Worker([queueing.QUEUE_NAME], connection=connection, name=name)
+    # Jobs find the executor through COBALT_EXECUTOR_URL; without one, this worker starts
+    # its own and points its jobs (forked work-horses) at it.
+    with open_executor() as executor:
+        os.environ["COBALT_EXECUTOR_URL"] = executor.base_url
+        if executor.token:
+            os.environ["COBALT_EXECUTOR_AUTH_TOKEN"] = executor.token
+        worker.work(burst=burst, with_scheduler=True)

@@ -1,0 +1,176 @@
+"""Evaluation: every turn's program on the hidden tests, then Pass@1 per turn and pass@k.
+
+Pass@1 at turn k (METHOD.md) is the fraction of a problem's n trajectories whose turn-k
+program passes all hidden tests, averaged over problems; per turn, not best-so-far. A
+trajectory that stopped early because its program passed the public tests
+(`stop_on_pass`) keeps that program for the later turns; a trajectory that failed counts
+as not passing at the turns it does not have. Problems without hidden tests are left out.
+
+Hidden results are stored on the turns, so evaluating again only runs what is new.
+pass@k uses the unbiased estimator 1 - C(n-c, k) / C(n, k) (Chen et al., 2021).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from math import comb
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from cobalt.orchestrator.rollouts.execution import PlannedRequest, merge_responses, plan_requests
+from cobalt.orchestrator.store import repo_runs
+from cobalt.orchestrator.store.models import Problem, Trajectory, Turn
+from cobalt.shared.clients import ExecutorClient
+from cobalt.shared.contracts import BatchExecuteRequest, Compare, Limits, ProblemRow
+from cobalt.shared.contracts.runs import EvaluationReport
+
+__all__ = ["evaluate_run", "pass_at_k", "per_turn_rates"]
+
+_PROGRAMS_PER_CALL = 32
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Probability that at least one of k samples drawn from n (c correct) is correct."""
+    if k > n:
+        raise ValueError(f"pass@{k} needs at least {k} samples, have {n}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - comb(n - c, k) / comb(n, k)
+
+
+def per_turn_rates(
+    outcomes: dict[int, list[list[bool | None]]], turns: int, n: int, k: int = 1
+) -> list[float]:
+    """Mean over problems of pass@k at each turn.
+
+    `outcomes[problem][sample]` lists each stored turn's pass (None = not evaluable);
+    shorter lists are extended by the rules in the module docstring.
+    """
+    rates = []
+    for turn in range(turns):
+        per_problem = []
+        for samples in outcomes.values():
+            correct = 0
+            for results in samples:
+                value = results[turn] if turn < len(results) else _carried(results)
+                correct += bool(value)
+            per_problem.append(pass_at_k(n, correct, k))
+        rates.append(sum(per_problem) / len(per_problem) if per_problem else 0.0)
+    return rates
+
+
+def _carried(results: list[bool | None]) -> bool:
+    # Fewer turns: its last program stands. No turn at all: no program, no pass.
+    return bool(results) and bool(results[-1])
+
+
+def _pending_plans(
+    session: Session, run_id: int, limits: Limits, compare: Compare
+) -> tuple[list[tuple[int, list[PlannedRequest]]], list[tuple[int, list[str], bool]]]:
+    """Turns still lacking hidden results: executor plans, and results known without running."""
+    problems = {
+        p.id: ProblemRow.model_validate(p, from_attributes=True)
+        for p in session.scalars(
+            select(Problem).where(
+                Problem.id.in_(select(Turn.problem_id).where(Turn.run_id == run_id).distinct())
+            )
+        )
+    }
+    plans: list[tuple[int, list[PlannedRequest]]] = []
+    known: list[tuple[int, list[str], bool]] = []
+    for turn_id, problem_id, code in session.execute(
+        select(Turn.id, Turn.problem_id, Turn.code)
+        .where(Turn.run_id == run_id, Turn.hidden_passed.is_(None))
+        .order_by(Turn.id)
+    ):
+        hidden = problems[problem_id].hidden_tests
+        if not hidden:
+            continue
+        if code is None:
+            known.append((turn_id, [], False))
+        else:
+            plans.append((turn_id, plan_requests(code, hidden, limits=limits, compare=compare)))
+    return plans, known
+
+
+def evaluate_run(
+    sessions: sessionmaker[Session],
+    run_id: int,
+    executor: ExecutorClient,
+    *,
+    ks: Sequence[int] = (1, 5, 10),
+    on_progress: Callable[[int, int], None] | None = None,
+) -> EvaluationReport:
+    """Judge every not-yet-judged turn on the hidden tests and report the rates."""
+    with sessions() as session:
+        run = repo_runs.get_run(session, run_id=run_id)
+        params = dict(run.params)
+        plans, known = _pending_plans(
+            session,
+            run_id,
+            Limits.model_validate(params.get("limits") or {}),
+            Compare(params.get("compare", Compare.COBALT)),
+        )
+    with sessions.begin() as session:
+        repo_runs.record_hidden_results(session, results=known)
+    done = 0
+    for start in range(0, len(plans), _PROGRAMS_PER_CALL):
+        chunk = plans[start : start + _PROGRAMS_PER_CALL]
+        requests = [p.request for _, planned in chunk for p in planned]
+        responses = executor.execute_batch(BatchExecuteRequest(requests=requests)).results
+        results, cursor = [], 0
+        for turn_id, planned in chunk:
+            merged = merge_responses(planned, responses[cursor : cursor + len(planned)])
+            cursor += len(planned)
+            verdicts = [str(r.verdict) for r in merged.results]
+            results.append((turn_id, verdicts, merged.passed == merged.total))
+        with sessions.begin() as session:
+            repo_runs.record_hidden_results(session, results=results)
+        done += len(chunk)
+        if on_progress is not None:
+            on_progress(done, len(plans))
+    return _report(sessions, run_id, params, ks)
+
+
+def _report(
+    sessions: sessionmaker[Session], run_id: int, params: dict[str, object], ks: Sequence[int]
+) -> EvaluationReport:
+    n = int(str(params["n"]))
+    turns = int(str(params.get("turns", 0))) + 1
+    hidden: dict[int, list[list[bool | None]]] = {}
+    public: dict[int, list[list[bool | None]]] = {}
+    with sessions() as session:
+        evaluable = set(
+            session.scalars(
+                select(Turn.problem_id)
+                .where(Turn.run_id == run_id, Turn.hidden_passed.is_not(None))
+                .distinct()
+            )
+        )
+        for problem_id in evaluable:
+            hidden[problem_id] = [[] for _ in range(n)]
+            public[problem_id] = [[] for _ in range(n)]
+        for problem_id, sample, hidden_passed, public_passed in session.execute(
+            select(Turn.problem_id, Turn.sample_index, Turn.hidden_passed, Turn.public_passed)
+            .where(Turn.run_id == run_id)
+            .order_by(Turn.problem_id, Turn.sample_index, Turn.turn_index)
+        ):
+            if problem_id in evaluable and sample < n:
+                hidden[problem_id][sample].append(hidden_passed)
+                public[problem_id][sample].append(public_passed)
+        failed = session.scalar(
+            select(func.count(Trajectory.id)).where(
+                Trajectory.run_id == run_id, Trajectory.status == "failed"
+            )
+        )
+    return EvaluationReport(
+        run_id=run_id,
+        problems=len(hidden),
+        samples=n,
+        turns=turns,
+        pass_at_1=per_turn_rates(hidden, turns, n),
+        pass_at_k={str(k): per_turn_rates(hidden, turns, n, k) for k in ks if 1 < k <= n},
+        public_pass_at_1=per_turn_rates(public, turns, n),
+        failed_trajectories=int(failed or 0),
+    )

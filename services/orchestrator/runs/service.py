@@ -1,0 +1,228 @@
+"""The run service layer: what the CLI and the REST API both call.
+
+Creating a run writes the run row and one pending trajectory per (problem, sample) in one
+transaction, so a run is either fully described or absent. Which problems still need
+work is always read back from the trajectories, so queueing, resuming after a crash and
+cancelling are all the same few queries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from cobalt.orchestrator.rollouts.prompts import PromptTemplate
+from cobalt.orchestrator.store import repo_datasets, repo_runs
+from cobalt.orchestrator.store.models import Dataset, Problem, Run, Trajectory, Turn
+from cobalt.orchestrator.store.repo_runs import TurnRow
+from cobalt.shared.contracts.runs import (
+    RefineRunRequest,
+    RunPublic,
+    SampleRunRequest,
+    TrajectoryPublic,
+    TurnPublic,
+)
+from cobalt.shared.errors import Conflict, InvalidInput, NotFound
+
+__all__ = [
+    "cancel_run",
+    "completion_tokens",
+    "create_refine_run",
+    "create_sample_run",
+    "open_problem_ids",
+    "reopen_failed",
+    "run_public",
+]
+
+
+def _problem_ids(session: Session, dataset_id: int, limit: int | None) -> list[int]:
+    query = select(Problem.id).where(Problem.dataset_id == dataset_id).order_by(Problem.id)
+    if limit is not None:
+        query = query.limit(limit)
+    return list(session.scalars(query))
+
+
+def create_sample_run(sessions: sessionmaker[Session], request: SampleRunRequest) -> int:
+    """A pending sample run with its trajectories; returns its id."""
+    template = PromptTemplate.load(request.template)
+    with sessions.begin() as session:
+        dataset = repo_datasets.get_dataset(session, name=request.dataset)
+        if dataset is None:
+            raise NotFound(f"no dataset named {request.dataset!r}; see `cobalt data list`")
+        problem_ids = _problem_ids(session, dataset.id, request.limit)
+        if not problem_ids:
+            raise InvalidInput(f"dataset {request.dataset!r} has no problems")
+        params = request.model_dump(
+            mode="json", exclude={"dataset", "base_url", "model", "template", "limit"}
+        )
+        params["problems"] = len(problem_ids)
+        run = repo_runs.create_run(
+            session,
+            kind="sample",
+            dataset_id=dataset.id,
+            base_url=request.base_url,
+            model=request.model,
+            params=params,
+            template_name=request.template,
+            template_sha256=template.sha256,
+            total_trajectories=len(problem_ids) * request.n,
+        )
+        repo_runs.ensure_trajectories(
+            session,
+            run_id=run.id,
+            keys=[(pid, i) for pid in problem_ids for i in range(request.n)],
+        )
+        return run.id
+
+
+def create_refine_run(sessions: sessionmaker[Session], request: RefineRunRequest) -> int:
+    """A refine run that shares turn 0 with a finished sample run (its rows are copied)."""
+    with sessions.begin() as session:
+        parent = repo_runs.get_run(session, run_id=request.from_run)
+        if parent.kind != "sample" or parent.status != "finished":
+            raise Conflict(
+                f"run {parent.id} is a {parent.status} {parent.kind} run; refine starts from "
+                "a finished sample run"
+            )
+        params = {
+            **{k: v for k, v in parent.params.items() if k not in ("turns", "stop_on_pass")},
+            **request.model_dump(
+                mode="json", exclude={"from_run", "base_url", "model"}, exclude_none=True
+            ),
+        }
+        run = repo_runs.create_run(
+            session,
+            kind="refine",
+            dataset_id=parent.dataset_id,
+            parent_run_id=parent.id,
+            base_url=request.base_url or parent.base_url,
+            model=request.model or parent.model,
+            params=params,
+            template_name=parent.template_name,
+            template_sha256=parent.template_sha256,
+            total_trajectories=parent.total_trajectories,
+        )
+        first_turns = session.scalars(
+            select(Turn).where(Turn.run_id == parent.id, Turn.turn_index == 0)
+        ).all()
+        keys = sorted({(t.problem_id, t.sample_index) for t in first_turns})
+        repo_runs.ensure_trajectories(session, run_id=run.id, keys=keys)
+        copied = [_copy(turn, run.id) for turn in first_turns]
+        repo_runs.insert_turns(session, rows=copied)
+        return run.id
+
+
+def _copy(turn: Turn, run_id: int) -> TurnRow:
+    names = [name for name in TurnRow.__dataclass_fields__ if name != "run_id"]
+    return TurnRow(run_id=run_id, **{name: getattr(turn, name) for name in names})
+
+
+def open_problem_ids(sessions: sessionmaker[Session], run_id: int) -> list[int]:
+    """Problems of the run with a trajectory still pending or running (the work left)."""
+    with sessions() as session:
+        repo_runs.get_run(session, run_id=run_id)
+        return list(
+            session.scalars(
+                select(Trajectory.problem_id)
+                .where(
+                    Trajectory.run_id == run_id,
+                    Trajectory.status.in_(("pending", "running")),
+                )
+                .distinct()
+                .order_by(Trajectory.problem_id)
+            )
+        )
+
+
+def reopen_failed(sessions: sessionmaker[Session], run_id: int) -> int:
+    """Resume: failed trajectories become pending again and the run pending. Returns how many."""
+    with sessions.begin() as session:
+        run = repo_runs.get_run(session, run_id=run_id)
+        if run.status == "finished":
+            return 0
+        result = session.execute(
+            update(Trajectory)
+            .where(Trajectory.run_id == run_id, Trajectory.status.in_(("failed", "running")))
+            .values(status="pending", error=None)
+            .execution_options(synchronize_session=False)
+        )
+        repo_runs.set_run_status(session, run_id=run_id, status="pending")
+        return int(getattr(result, "rowcount", 0) or 0)
+
+
+def cancel_run(sessions: sessionmaker[Session], run_id: int) -> None:
+    """Stop a run: jobs not started skip it; running jobs stop at their next turn."""
+    with sessions.begin() as session:
+        run = repo_runs.get_run(session, run_id=run_id)
+        if run.status in ("finished", "cancelled"):
+            raise Conflict(f"run {run_id} is already {run.status}")
+        repo_runs.set_run_status(session, run_id=run_id, status="cancelled")
+
+
+def completion_tokens(session: Session, run_id: int) -> int:
+    """Tokens generated so far in a run (for the tokens/s of the progress display)."""
+    total = session.scalar(select(func.sum(Turn.completion_tokens)).where(Turn.run_id == run_id))
+    return int(total or 0)
+
+
+def run_public(
+    sessions: sessionmaker[Session], run_id: int, *, with_turns: bool = False
+) -> RunPublic:
+    with sessions() as session:
+        run = repo_runs.get_run(session, run_id=run_id)
+        progress = repo_runs.run_progress(session, run_id=run_id)
+        dataset = session.get(Dataset, run.dataset_id)
+        public = RunPublic(
+            id=run.id,
+            kind=run.kind,
+            status=run.status,
+            dataset=dataset.name if dataset is not None else "",
+            parent_run_id=run.parent_run_id,
+            base_url=run.base_url,
+            model=run.model,
+            params=run.params,
+            template_name=run.template_name,
+            template_sha256=run.template_sha256,
+            total_trajectories=run.total_trajectories,
+            trajectories_by_status=dict(progress.trajectories),
+            turns_written=progress.turns,
+            created_at=run.created_at,
+            started_at=run.started_at,
+            finished_at=run.finished_at,
+            error=run.error,
+        )
+        if with_turns:
+            public.trajectories = _trajectories(session, run)
+        return public
+
+
+def _trajectories(session: Session, run: Run) -> list[TrajectoryPublic]:
+    names = dict(
+        session.execute(
+            select(Problem.id, Problem.external_id).where(Problem.dataset_id == run.dataset_id)
+        ).all()
+    )
+    turns: dict[tuple[int, int], list[TurnPublic]] = {}
+    for turn in session.scalars(
+        select(Turn).where(Turn.run_id == run.id).order_by(Turn.turn_index)
+    ):
+        turns.setdefault((turn.problem_id, turn.sample_index), []).append(
+            TurnPublic.model_validate(turn, from_attributes=True)
+        )
+    trajectories: Sequence[Trajectory] = session.scalars(
+        select(Trajectory)
+        .where(Trajectory.run_id == run.id)
+        .order_by(Trajectory.problem_id, Trajectory.sample_index)
+    ).all()
+    return [
+        TrajectoryPublic(
+            problem=names.get(t.problem_id, str(t.problem_id)),
+            sample_index=t.sample_index,
+            status=t.status,
+            error=t.error,
+            turns=turns.get((t.problem_id, t.sample_index), []),
+        )
+        for t in trajectories
+    ]

@@ -1,0 +1,368 @@
+"""Rollout runs end to end: the CLI, the real executor, PostgreSQL, Redis (RQ) and a
+deterministic OpenAI-compatible server standing in for the model (its loop logic only;
+tests/orchestrator/test_runs_vllm.py runs the same path against real vLLM)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from cobalt.orchestrator.rollouts.jobs import run_problem_job
+from cobalt.orchestrator.store import repo_datasets
+from cobalt.orchestrator.store.models import Turn
+from cobalt.shared.contracts import ProblemRow, StdinTest
+from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
+from tests.orchestrator.conftest import TABLES
+
+WRONG = "Here you go:\n```python\nprint(int(input()) + 1)\n```"
+RIGHT = "<think>double it</think>\nFixed:\n```python\nprint(2 * int(input()))\n```"
+NO_CODE = "I would multiply the number by two."
+
+PROBLEMS = [
+    ProblemRow(
+        external_id=f"double-{i}",
+        statement=f"Problem {i}: read an integer n and print 2*n. " * 3,
+        public_tests=[
+            StdinTest(stdin="2", expected_stdout="4"),
+            StdinTest(stdin="5", expected_stdout="10"),
+        ],
+        hidden_tests=[
+            StdinTest(stdin="7", expected_stdout="14"),
+            StdinTest(stdin="100", expected_stdout="200"),
+        ],
+    )
+    for i in range(2)
+]
+
+
+def scripted(messages: list[dict[str, Any]], index: int) -> str:
+    """Turn 0: sample 0 wrong, sample 1 right, sample 2 no code. Later turns: right."""
+    if sum(m["role"] == "assistant" for m in messages) == 0:
+        return [WRONG, RIGHT, NO_CODE][index % 3]
+    return RIGHT
+
+
+def add_doubles(sessions: sessionmaker[Session]) -> str:
+    """The two-problem dataset "doubles" in the store behind `sessions`."""
+    with sessions.begin() as session:
+        created = repo_datasets.create_dataset(session, name="doubles", source="jsonl")
+        repo_datasets.insert_problems(
+            session, dataset_id=created.id, rows=[p.model_dump(mode="json") for p in PROBLEMS]
+        )
+    return "doubles"
+
+
+@pytest.fixture
+def dataset(sessions: sessionmaker[Session]) -> str:
+    return add_doubles(sessions)
+
+
+@pytest.fixture
+def fake_model() -> Iterator[tuple[FakeOpenAI, str]]:
+    fake = FakeOpenAI(responder=scripted)
+    with serve_fake_openai(fake) as url:
+        yield fake, url
+
+
+@pytest.fixture
+def cli_env(store_url: str, executor_url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
+    return {**env, "COBALT_DATABASE_URL": store_url, "COBALT_EXECUTOR_URL": executor_url}
+
+
+def cobalt(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "from cobalt.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+
+
+def run_sample(
+    env: dict[str, str], dataset: str, url: str, model: str, *options: str
+) -> subprocess.CompletedProcess[str]:
+    """`cobalt run sample --dataset D --base-url U --model M [options]`."""
+    return cobalt(
+        env, "run", "sample", "--dataset", dataset, "--base-url", url, "--model", model, *options
+    )
+
+
+def json_out(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def turns_of(sessions: sessionmaker[Session], run_id: int) -> list[Turn]:
+    with sessions() as session:
+        return list(
+            session.scalars(
+                select(Turn)
+                .where(Turn.run_id == run_id)
+                .order_by(Turn.problem_id, Turn.sample_index, Turn.turn_index)
+            )
+        )
+
+
+def test_sample_refine_evaluate(
+    dataset: str,
+    fake_model: tuple[FakeOpenAI, str],
+    cli_env: dict[str, str],
+    sessions: sessionmaker[Session],
+    tmp_path: Path,
+) -> None:
+    fake, url = fake_model
+    sampled = json_out(
+        run_sample(
+            cli_env, dataset, url, "fake-model", "--n", "3", "--temperature", "0.6", "--json"
+        )
+    )
+    sample_id = sampled["run_id"]
+    assert sampled["status"] == "finished"
+    first = turns_of(sessions, sample_id)
+    assert len(first) == 2 * 3 and {t.turn_index for t in first} == {0}
+    by_sample = {t.sample_index: t for t in first if t.problem_id == first[0].problem_id}
+    assert by_sample[0].public_verdicts == ["wrong_answer", "wrong_answer"]
+    assert "4" in by_sample[0].feedback and "3" in by_sample[0].feedback
+    assert by_sample[1].public_passed and by_sample[1].code == "print(2 * int(input()))\n"
+    assert by_sample[2].code is None and by_sample[2].public_verdicts == []
+    assert by_sample[1].stored_response.startswith("Fixed:")  # thinking stripped
+    assert by_sample[1].raw_response == RIGHT
+    assert by_sample[0].policy_version == 7 and by_sample[0].completion_token_ids
+    assert fake.requests[0]["n"] == 3  # turn 0 is one request with n choices
+
+    refined = json_out(
+        cobalt(cli_env, "run", "refine", "--from", str(sample_id), "--turns", "2", "--json")
+    )
+    refine_id = refined["run_id"]
+    turns = turns_of(sessions, refine_id)
+    assert len(turns) == 2 * 3 * 3
+    zero = [t for t in turns if t.turn_index == 0]
+    assert [t.raw_response for t in zero] == [t.raw_response for t in first]  # shared turn 0
+    one = next(t for t in turns if t.turn_index == 1 and t.sample_index == 0)
+    roles = [m["role"] for m in one.messages]
+    assert roles[-3:] == ["user", "assistant", "user"]
+    assert one.messages[-2]["content"] == by_sample[0].stored_response
+    assert one.messages[-1]["content"] == by_sample[0].feedback
+    assert all(t.public_passed for t in turns if t.turn_index >= 1)
+
+    plot = tmp_path / "pass.png"
+    report = json_out(
+        cobalt(
+            cli_env, "run", "evaluate", str(refine_id), "--k", "2", "--plot", str(plot), "--json"
+        )
+    )
+    assert report["pass_at_1"] == pytest.approx([1 / 3, 1.0, 1.0])
+    assert report["pass_at_k"]["2"] == pytest.approx([2 / 3, 1.0, 1.0])
+    assert report["problems"] == 2 and report["samples"] == 3
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    shown = json_out(cobalt(cli_env, "run", "show", str(refine_id), "--json"))
+    assert len(shown["trajectories"]) == 6
+    assert shown["trajectories"][0]["turns"][1]["hidden_passed"] is True
+    listed = json_out(cobalt(cli_env, "run", "list", "--json"))
+    assert {r["id"] for r in listed["runs"]} == {sample_id, refine_id}
+
+
+def test_a_retried_job_writes_no_turn_twice(
+    dataset: str,
+    fake_model: tuple[FakeOpenAI, str],
+    cli_env: dict[str, str],
+    sessions: sessionmaker[Session],
+    store_url: str,
+    executor_url: str,
+) -> None:
+    fake, url = fake_model
+    sample_id = json_out(
+        run_sample(cli_env, dataset, url, "fake-model", "--n", "2", "--turns", "2", "--json")
+    )["run_id"]
+    before = [
+        (t.problem_id, t.sample_index, t.turn_index, t.raw_response)
+        for t in turns_of(sessions, sample_id)
+    ]
+    assert len(before) == 2 * 2 * 3
+    requests = len(fake.requests)
+    problem_id = turns_of(sessions, sample_id)[0].problem_id
+    run_problem_job(sample_id, problem_id, executor_url=executor_url, database_url=store_url)
+    after = [
+        (t.problem_id, t.sample_index, t.turn_index, t.raw_response)
+        for t in turns_of(sessions, sample_id)
+    ]
+    assert after == before
+    assert len(fake.requests) == requests  # nothing left to do: no model call
+
+
+def test_unreachable_model_fails_with_the_reason_and_resume_recovers(
+    dataset: str,
+    fake_model: tuple[FakeOpenAI, str],
+    cli_env: dict[str, str],
+    sessions: sessionmaker[Session],
+) -> None:
+    fake, url = fake_model
+    fake.fail_next = [500] * 40  # more than the client's retries, for every problem
+    failed = run_sample(cli_env, dataset, url, "fake-model", "--n", "2", "--json")
+    assert failed.returncode == 1, failed.stderr
+    run_id = json.loads(failed.stdout)["run_id"]
+    shown = json_out(cobalt(cli_env, "run", "show", str(run_id), "--json"))
+    assert shown["status"] == "failed"
+    assert all(t["status"] == "failed" for t in shown["trajectories"])
+    assert all("injected 500" in t["error"] for t in shown["trajectories"])
+    assert turns_of(sessions, run_id) == []  # no silent zero-reward turns
+    fake.fail_next = []
+    resumed = json_out(cobalt(cli_env, "run", "resume", str(run_id), "--json"))
+    assert resumed["status"] == "finished"
+    assert len(turns_of(sessions, run_id)) == 2 * 2
+
+
+def test_bad_arguments_get_clear_errors(dataset: str, cli_env: dict[str, str]) -> None:
+    missing = run_sample(cli_env, "nope", "http://x/v1", "m", "--json")
+    assert missing.returncode == 2 and "no dataset named 'nope'" in missing.stderr
+    bad_n = run_sample(cli_env, dataset, "http://x/v1", "m", "--n", "0")
+    assert bad_n.returncode == 2 and "--n" in bad_n.stderr
+    detached = run_sample(cli_env, dataset, "http://x/v1", "m", "--detach")
+    assert detached.returncode == 2 and "COBALT_REDIS_URL" in detached.stderr
+    unknown = cobalt(cli_env, "run", "show", "999")
+    assert unknown.returncode == 2 and re.search("run 999", unknown.stderr)
+
+
+# --- on Redis through RQ workers -----------------------------------------------------------
+
+REDIS_URL = os.environ.get("COBALT_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
+
+
+@pytest.fixture
+def rq_env(postgresql_url: str, executor_url: str) -> Iterator[dict[str, str]]:
+    """CLI environment with a queue: an emptied PostgreSQL database and a flushed Redis db."""
+    from redis import Redis
+    from sqlalchemy import text
+
+    from cobalt.orchestrator.store.db import make_engine
+
+    engine = make_engine(postgresql_url)
+    with engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE"))
+    engine.dispose()
+
+    redis = Redis.from_url(REDIS_URL)
+    redis.flushdb()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
+    yield {
+        **env,
+        "COBALT_DATABASE_URL": postgresql_url,
+        "COBALT_EXECUTOR_URL": executor_url,
+        "COBALT_REDIS_URL": REDIS_URL,
+    }
+    redis.flushdb()
+    redis.close()
+
+
+@pytest.fixture
+def pg_sessions(postgresql_url: str) -> Iterator[sessionmaker[Session]]:
+    from cobalt.orchestrator.store.db import make_engine, make_sessionmaker
+
+    engine = make_engine(postgresql_url)
+    yield make_sessionmaker(engine)
+    engine.dispose()
+
+
+@pytest.fixture
+def pg_dataset(pg_sessions: sessionmaker[Session], rq_env: dict[str, str]) -> str:
+    return add_doubles(pg_sessions)
+
+
+def worker(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", "from cobalt.cli import main; main()", "worker", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def keys_and_answers(
+    sessions: sessionmaker[Session], run_id: int
+) -> dict[tuple[int, int, int], str]:
+    return {
+        (t.problem_id, t.sample_index, t.turn_index): t.raw_response
+        for t in turns_of(sessions, run_id)
+    }
+
+
+def test_detached_run_is_done_by_rq_workers(
+    pg_dataset: str,
+    fake_model: tuple[FakeOpenAI, str],
+    rq_env: dict[str, str],
+    pg_sessions: sessionmaker[Session],
+) -> None:
+    _, url = fake_model
+    queued = json_out(
+        run_sample(
+            rq_env, pg_dataset, url, "fake-model", "--n", "2", "--turns", "1", "--detach", "--json"
+        )
+    )
+    assert queued["status"] == "pending"
+    assert turns_of(pg_sessions, queued["run_id"]) == []
+    burst = worker(rq_env, "--burst")
+    output, _ = burst.communicate(timeout=180)
+    assert burst.returncode == 0, output
+    shown = json_out(cobalt(rq_env, "run", "show", str(queued["run_id"]), "--json"))
+    assert shown["status"] == "finished"
+    assert shown["turns_written"] == 2 * 2 * 2
+
+
+def test_killed_worker_loses_and_duplicates_nothing(
+    pg_dataset: str,
+    fake_model: tuple[FakeOpenAI, str],
+    rq_env: dict[str, str],
+    pg_sessions: sessionmaker[Session],
+) -> None:
+    import signal
+    import time
+
+    fake, url = fake_model
+    fake.delay_s = 0.4  # every model call takes a while, so the kill lands mid-job
+    run_id = json_out(
+        run_sample(
+            rq_env, pg_dataset, url, "fake-model", "--n", "2", "--turns", "3", "--detach", "--json"
+        )
+    )["run_id"]
+    victim = worker(rq_env)
+    deadline = time.monotonic() + 120
+    while len(keys_and_answers(pg_sessions, run_id)) < 3:
+        assert time.monotonic() < deadline, "the worker wrote nothing"
+        time.sleep(0.05)
+    os.killpg(victim.pid, signal.SIGKILL)  # the worker and its work-horse, no clean-up
+    victim.wait()
+    assert victim.stdout is not None
+    victim.stdout.close()
+    before = keys_and_answers(pg_sessions, run_id)
+    assert 3 <= len(before) < 2 * 2 * 4, "the kill should land mid-run"
+
+    resumed = json_out(cobalt(rq_env, "run", "resume", str(run_id), "--detach", "--json"))
+    assert resumed["run_id"] == run_id
+    finisher = worker(rq_env, "--burst")
+    output, _ = finisher.communicate(timeout=180)
+    assert finisher.returncode == 0, output
+
+    after = keys_and_answers(pg_sessions, run_id)
+    assert sorted(after) == [
+        (p, s, t) for p in sorted({k[0] for k in after}) for s in range(2) for t in range(4)
+    ]
+    assert {k: after[k] for k in before} == before  # what was written stays as written
+    shown = json_out(cobalt(rq_env, "run", "show", str(run_id), "--json"))
+    assert shown["status"] == "finished"
