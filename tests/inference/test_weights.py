@@ -9,8 +9,7 @@ import pytest
 
 from cobalt.shared.checkpoints import write_policy_version
 from cobalt.shared.contracts.inference import POLICY_VERSION_HEADER
-
-from .conftest import SERVED_NAME, Server, make_model, run_model_tool
+from tests.inference_support import SERVED_NAME, Server, make_model, run_model_tool
 
 pytestmark = pytest.mark.slow
 

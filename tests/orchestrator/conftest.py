@@ -72,3 +72,10 @@ def engine(store_url: str) -> Iterator[Engine]:
 @pytest.fixture
 def sessions(engine: Engine) -> sessionmaker[Session]:
     return make_sessionmaker(engine)
+
+
+@pytest.fixture
+def cli_env(store_url: str, executor_url: str) -> dict[str, str]:
+    """Environment for `cobalt` subprocesses: the test store and the test executor only."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
+    return {**env, "COBALT_DATABASE_URL": store_url, "COBALT_EXECUTOR_URL": executor_url}

