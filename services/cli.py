@@ -7,6 +7,7 @@ import typer
 from cobalt import __version__
 from cobalt.executor.cli import exec_app, executor_app
 from cobalt.inference.cli import inference_app
+from cobalt.orchestrator.api.cli import orchestrator_app
 from cobalt.orchestrator.cli import data_app
 from cobalt.orchestrator.runs.cli import run_app, worker_command
 
@@ -27,6 +28,7 @@ app.add_typer(exec_app, name="exec")
 app.add_typer(data_app, name="data")
 app.add_typer(inference_app, name="inference")
 app.add_typer(run_app, name="run")
+app.add_typer(orchestrator_app, name="orchestrator")
 app.command("worker")(worker_command)
 
 

@@ -34,5 +34,8 @@ class OrchestratorSettings(CobaltSettings):
     """Times RQ retries a failed or abandoned rollout job (it resumes from stored turns)."""
     job_timeout_s: int = Field(default=6 * 3600, ge=10)
     """Longest one job (all turns of one problem) may run on a worker."""
+    orchestrator_host: str = "127.0.0.1"
+    """Address `cobalt orchestrator serve` listens on."""
+    orchestrator_port: int = Field(default=8200, ge=1, le=65535)
     local_concurrency: int = Field(default=4, ge=1, le=256)
     """Problems rolled out at once when jobs run in-process."""

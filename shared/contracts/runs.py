@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from cobalt.shared.contracts.executor import Compare, Limits
 
@@ -24,6 +24,12 @@ __all__ = [
 
 class _Decoding(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    api_key: SecretStr | None = Field(
+        default=None,
+        exclude=True,
+        description="Key for the model endpoint; sent with the jobs, never stored.",
+    )
 
     temperature: float = Field(default=0.6, ge=0, le=2)
     top_p: float = Field(default=0.95, gt=0, le=1)

@@ -18,6 +18,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
+from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
 
 ADMIN_URL = os.environ.get(
     "COBALT_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -79,3 +80,13 @@ def cli_env(store_url: str, executor_url: str) -> dict[str, str]:
     """Environment for `cobalt` subprocesses: the test store and the test executor only."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
     return {**env, "COBALT_DATABASE_URL": store_url, "COBALT_EXECUTOR_URL": executor_url}
+
+
+@pytest.fixture
+def fake_model() -> Iterator[tuple[FakeOpenAI, str]]:
+    """The deterministic model of tests/orchestrator/test_runs.py, served over HTTP."""
+    from tests.orchestrator.test_runs import scripted
+
+    fake = FakeOpenAI(responder=scripted)
+    with serve_fake_openai(fake) as url:
+        yield fake, url

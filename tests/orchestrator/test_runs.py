@@ -21,7 +21,7 @@ from cobalt.orchestrator.rollouts.jobs import run_problem_job
 from cobalt.orchestrator.store import repo_datasets
 from cobalt.orchestrator.store.models import Turn
 from cobalt.shared.contracts import ProblemRow, StdinTest
-from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
+from tests.fakes.openai_server import FakeOpenAI
 from tests.orchestrator.conftest import TABLES
 
 WRONG = "Here you go:\n```python\nprint(int(input()) + 1)\n```"
@@ -65,13 +65,6 @@ def add_doubles(sessions: sessionmaker[Session]) -> str:
 @pytest.fixture
 def dataset(sessions: sessionmaker[Session]) -> str:
     return add_doubles(sessions)
-
-
-@pytest.fixture
-def fake_model() -> Iterator[tuple[FakeOpenAI, str]]:
-    fake = FakeOpenAI(responder=scripted)
-    with serve_fake_openai(fake) as url:
-        yield fake, url
 
 
 def cobalt(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:

@@ -102,13 +102,11 @@ def _carry_out(
         return _wait(sessions, run_id, quiet=quiet)
     with open_executor() as executor, _live(sessions, run_id, quiet=quiet) as tick:
         queueing.run_in_process(
+            settings,
             run_id,
             problem_ids,
             api_key=api_key,
-            executor_url=executor.base_url,
-            executor_token=executor.token,
-            database_url=settings.database_url,
-            concurrency=settings.local_concurrency,
+            executor=(executor.base_url, executor.token),
             on_job_done=lambda _problem, _error: tick.refresh(),
         )
         tick()

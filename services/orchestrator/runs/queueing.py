@@ -10,14 +10,24 @@ thread pool of this process: the embedded default for one machine.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from cobalt.orchestrator.rollouts.jobs import run_problem_job
 from cobalt.orchestrator.settings import OrchestratorSettings
+from cobalt.shared.clients import ExecutorClientSettings
+from cobalt.shared.clients.local_executor import local_executor
 
-__all__ = ["QUEUE_NAME", "enqueue_run", "job_id", "run_in_process", "worker_queue"]
+__all__ = [
+    "QUEUE_NAME",
+    "enqueue_run",
+    "job_executor",
+    "job_id",
+    "run_in_process",
+    "worker_queue",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -68,29 +78,43 @@ def enqueue_run(
     return len(problem_ids)
 
 
+@contextlib.contextmanager
+def job_executor() -> Iterator[tuple[str, str | None]]:
+    """(URL, token) of COBALT_EXECUTOR_URL's executor, or of a local one started for now."""
+    settings = ExecutorClientSettings()
+    if settings.url:
+        token = settings.auth_token
+        yield settings.url, token.get_secret_value() if token else None
+        return
+    with local_executor() as local:
+        yield local.base_url, local.token
+
+
 def run_in_process(
+    settings: OrchestratorSettings,
     run_id: int,
     problem_ids: Sequence[int],
     *,
     api_key: str | None,
-    executor_url: str | None,
-    executor_token: str | None = None,
-    database_url: str,
-    concurrency: int,
+    executor: tuple[str, str | None],
     on_job_done: Callable[[int, BaseException | None], None] | None = None,
 ) -> list[tuple[int, BaseException]]:
-    """Run the jobs here, `concurrency` at a time; returns the (problem, error) failures."""
+    """Run the jobs here, `settings.local_concurrency` at a time, on `executor` (URL, token).
+
+    Returns the (problem, error) failures.
+    """
     failures: list[tuple[int, BaseException]] = []
-    with ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="rollout") as pool:
+    workers = max(1, settings.local_concurrency)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout") as pool:
         futures = {
             pool.submit(
                 run_problem_job,
                 run_id,
                 problem_id,
                 api_key=api_key,
-                executor_url=executor_url,
-                executor_token=executor_token,
-                database_url=database_url,
+                executor_url=executor[0],
+                executor_token=executor[1],
+                database_url=settings.database_url,
             ): problem_id
             for problem_id in problem_ids
         }

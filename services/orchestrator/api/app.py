@@ -1,0 +1,34 @@
+"""The orchestrator API's composition root: `create_app(settings)`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from cobalt import __version__
+from cobalt.orchestrator.api.routes import router
+from cobalt.orchestrator.settings import OrchestratorSettings
+from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
+from cobalt.shared.http import install_error_handlers
+
+__all__ = ["create_app"]
+
+
+def create_app(settings: OrchestratorSettings) -> FastAPI:
+    """The REST API over the store, the runs and the queue (routes in routes.py)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        upgrade_database(settings.database_url)
+        engine = make_engine(settings.database_url)
+        app.state.settings = settings
+        app.state.sessions = make_sessionmaker(engine)
+        yield
+        engine.dispose()
+
+    app = FastAPI(title="Cobalt orchestrator", version=__version__, lifespan=lifespan)
+    install_error_handlers(app)
+    app.include_router(router)
+    return app

@@ -1,0 +1,38 @@
+"""`cobalt orchestrator serve`: the REST API (runs, datasets) under uvicorn."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from cobalt.orchestrator.console import settings_or_exit
+from cobalt.shared.logging import configure_logging
+
+__all__ = ["orchestrator_app"]
+
+orchestrator_app = typer.Typer(help="The orchestrator's REST API.", no_args_is_help=True)
+
+
+@orchestrator_app.command("serve")
+def serve(
+    host: Annotated[
+        str | None, typer.Option(help="Address (env COBALT_ORCHESTRATOR_HOST; default 127.0.0.1).")
+    ] = None,
+    port: Annotated[
+        int | None, typer.Option(help="Port (env COBALT_ORCHESTRATOR_PORT; default 8200).")
+    ] = None,
+) -> None:
+    """Serve /v1/runs, /v1/datasets and /healthz (OpenAPI at /docs)."""
+    import uvicorn
+
+    from cobalt.orchestrator.api.app import create_app
+
+    settings = settings_or_exit()
+    configure_logging(settings.log_level, json_lines=settings.log_json)
+    uvicorn.run(
+        create_app(settings),
+        host=host or settings.orchestrator_host,
+        port=port or settings.orchestrator_port,
+        log_config=None,
+    )

@@ -1,0 +1,93 @@
+"""The orchestrator's REST API over real HTTP: runs started, watched, shown and evaluated."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+
+from cobalt.orchestrator.api.app import create_app
+from cobalt.orchestrator.settings import OrchestratorSettings
+from tests.conftest import serve_asgi
+from tests.fakes.openai_server import FakeOpenAI
+from tests.orchestrator.test_runs import add_doubles
+
+
+@pytest.fixture
+def api(
+    store_url: str,
+    executor_url: str,
+    sessions: sessionmaker[Session],
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[httpx.Client]:
+    monkeypatch.setenv("COBALT_EXECUTOR_URL", executor_url)
+    monkeypatch.delenv("COBALT_REDIS_URL", raising=False)
+    settings = OrchestratorSettings(database_url=store_url, redis_url=None)
+    with serve_asgi(create_app(settings)) as url, httpx.Client(base_url=url, timeout=120) as client:
+        yield client
+
+
+def wait_finished(api: httpx.Client, run_id: int) -> dict[str, Any]:
+    deadline = time.monotonic() + 120
+    while True:
+        run: dict[str, Any] = api.get(f"/v1/runs/{run_id}").json()
+        if run["status"] in ("finished", "failed", "cancelled"):
+            return run
+        assert time.monotonic() < deadline, run
+        time.sleep(0.1)
+
+
+def test_runs_through_the_api(
+    api: httpx.Client, sessions: sessionmaker[Session], fake_model: tuple[FakeOpenAI, str]
+) -> None:
+    dataset = add_doubles(sessions)
+    _, url = fake_model
+    assert api.get("/healthz").json() == {"status": "ok"}
+    assert [d["name"] for d in api.get("/v1/datasets").json()["items"]] == [dataset]
+    created = api.post(
+        "/v1/runs",
+        json={
+            "dataset": dataset,
+            "base_url": url,
+            "model": "fake-model",
+            "n": 3,
+            "api_key": "secret-key",
+        },
+    )
+    assert created.status_code == 202, created.text
+    run = wait_finished(api, created.json()["id"])
+    assert run["status"] == "finished" and run["turns_written"] == 6
+    assert "api_key" not in run["params"] and "secret-key" not in str(run)
+    refined = api.post("/v1/runs/refine", json={"from_run": run["id"], "turns": 1})
+    assert refined.status_code == 202, refined.text
+    refine = wait_finished(api, refined.json()["id"])
+    assert refine["turns_written"] == 12
+    report = api.post(f"/v1/runs/{refine['id']}/evaluate", params={"k": [2]}).json()
+    assert report["pass_at_1"] == pytest.approx([1 / 3, 1.0])
+    shown = api.get(f"/v1/runs/{refine['id']}", params={"turns": "true"}).json()
+    assert len(shown["trajectories"]) == 6 and len(shown["trajectories"][0]["turns"]) == 2
+    assert [r["id"] for r in api.get("/v1/runs").json()] == [refine["id"], run["id"]]
+
+
+def test_api_errors_use_the_envelope(
+    api: httpx.Client, sessions: sessionmaker[Session], fake_model: tuple[FakeOpenAI, str]
+) -> None:
+    dataset = add_doubles(sessions)
+    _, url = fake_model
+    bad = api.post("/v1/runs", json={"dataset": dataset, "base_url": url, "model": "m", "n": 0})
+    assert bad.status_code == 422 and "n" in bad.json()["error"]["message"]
+    unknown = api.post("/v1/runs", json={"dataset": "nope", "base_url": url, "model": "m"})
+    assert unknown.status_code == 404 and "nope" in unknown.json()["error"]["message"]
+    assert api.get("/v1/runs/999").status_code == 404
+    run_id = api.post(
+        "/v1/runs", json={"dataset": dataset, "base_url": url, "model": "fake-model", "n": 1}
+    ).json()["id"]
+    wait_finished(api, run_id)
+    again = api.post(f"/v1/runs/{run_id}/cancel")
+    assert again.status_code == 409 and "already finished" in again.json()["error"]["message"]
+    refine_of_refine = api.post("/v1/runs/refine", json={"from_run": 999})
+    assert refine_of_refine.status_code == 404
