@@ -353,3 +353,33 @@ def test_killed_worker_loses_and_duplicates_nothing(
     assert {k: after[k] for k in before} == before  # what was written stays as written
     shown = json_out(cobalt(rq_env, "run", "show", str(run_id), "--json"))
     assert shown["status"] == "finished"
+
+
+def test_stop_on_pass_ends_trajectories_and_evaluation_carries_their_program(
+    dataset: str,
+    fake_model: tuple[FakeOpenAI, str],
+    cli_env: dict[str, str],
+    sessions: sessionmaker[Session],
+) -> None:
+    _, url = fake_model
+    run_id = json_out(
+        run_sample(
+            cli_env,
+            dataset,
+            url,
+            "fake-model",
+            "--n",
+            "3",
+            "--turns",
+            "2",
+            "--stop-on-pass",
+            "--json",
+        )
+    )["run_id"]
+    per_sample = [
+        sorted(t.turn_index for t in turns_of(sessions, run_id) if t.sample_index == s)
+        for s in range(3)
+    ]
+    assert per_sample == [[0, 0, 1, 1], [0, 0], [0, 0, 1, 1]]  # two problems each
+    report = json_out(cobalt(cli_env, "run", "evaluate", str(run_id), "--json"))
+    assert report["pass_at_1"] == pytest.approx([1 / 3, 1.0, 1.0])

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
@@ -67,6 +68,19 @@ class DatabaseTurnStore:
             return repo_runs.get_run(session, run_id=self.run_id).status == "cancelled"
 
 
+_SESSIONS: dict[str, sessionmaker[Session]] = {}
+_SESSIONS_LOCK = threading.Lock()
+
+
+def _sessions_for(url: str) -> sessionmaker[Session]:
+    """One engine per database per process: its connection pool and compiled-statement
+    cache then serve every job the process runs (in-process jobs, a non-forking worker)."""
+    with _SESSIONS_LOCK:
+        if url not in _SESSIONS:
+            _SESSIONS[url] = make_sessionmaker(make_engine(url))
+        return _SESSIONS[url]
+
+
 def spec_of_run(run_id: int, params: dict[str, Any]) -> RolloutSpec:
     """The rollout settings a run recorded when it was created."""
     return RolloutSpec(
@@ -102,67 +116,59 @@ def run_problem_job(
     Returns {"turns": turns now stored for the problem}.
     """
     settings = OrchestratorSettings()
-    engine = make_engine(database_url or settings.database_url)
-    sessions = make_sessionmaker(engine)
-    try:
-        with sessions() as session:
-            run = repo_runs.get_run(session, run_id=run_id)
-            if run.status in ("cancelled", "finished"):
-                logger.info(
-                    "run %d is %s; job for problem %d skipped", run_id, run.status, problem_id
-                )
-                return {"turns": 0}
-            problem_row = session.get(Problem, problem_id)
-            if problem_row is None:
-                raise NotFound(f"problem {problem_id} of run {run_id} no longer exists")
-            problem = ProblemRow.model_validate(problem_row, from_attributes=True)
-            spec = spec_of_run(run_id, run.params)
-            endpoint = ModelEndpoint(
-                base_url=run.base_url,
-                model=run.model,
-                api_key=SecretStr(api_key) if api_key else None,
-            )
-            template_name, template_sha = run.template_name, run.template_sha256
-            if run.status == "pending":
-                repo_runs.set_run_status(session, run_id=run_id, status="running")
-                session.commit()
-        template = PromptTemplate.load(template_name)
-        if template.sha256 != template_sha:
-            raise Conflict(
-                f"prompt template {template_name!r} changed since run {run_id} started "
-                f"(sha256 {template.sha256[:12]} != {template_sha[:12]}); restore it or start "
-                "a new run"
-            )
-        store = DatabaseTurnStore(sessions, run_id)
-        try:
-            histories = asyncio.run(
-                _roll_out(
-                    spec,
-                    problem_id,
-                    problem,
-                    template,
-                    endpoint,
-                    store,
-                    executor_url,
-                    executor_token,
-                )
-            )
-        except RunCancelled:
-            logger.info("run %d cancelled; problem %d stopped", run_id, problem_id)
+    sessions = _sessions_for(database_url or settings.database_url)
+    with sessions() as session:
+        run = repo_runs.get_run(session, run_id=run_id)
+        if run.status in ("cancelled", "finished"):
+            logger.info("run %d is %s; job for problem %d skipped", run_id, run.status, problem_id)
             return {"turns": 0}
-        except CobaltError as exc:
-            _mark_all(sessions, spec, problem_id, "failed", store, error=exc.message)
-            raise
-        except Exception as exc:
-            _mark_all(
-                sessions, spec, problem_id, "failed", store, error=f"{type(exc).__name__}: {exc}"
+        problem_row = session.get(Problem, problem_id)
+        if problem_row is None:
+            raise NotFound(f"problem {problem_id} of run {run_id} no longer exists")
+        problem = ProblemRow.model_validate(problem_row, from_attributes=True)
+        spec = spec_of_run(run_id, run.params)
+        endpoint = ModelEndpoint(
+            base_url=run.base_url,
+            model=run.model,
+            api_key=SecretStr(api_key) if api_key else None,
+        )
+        template_name, template_sha = run.template_name, run.template_sha256
+        if run.status == "pending":
+            repo_runs.set_run_status(session, run_id=run_id, status="running")
+            session.commit()
+    template = PromptTemplate.load(template_name)
+    if template.sha256 != template_sha:
+        raise Conflict(
+            f"prompt template {template_name!r} changed since run {run_id} started "
+            f"(sha256 {template.sha256[:12]} != {template_sha[:12]}); restore it or start "
+            "a new run"
+        )
+    store = DatabaseTurnStore(sessions, run_id)
+    try:
+        histories = asyncio.run(
+            _roll_out(
+                spec,
+                problem_id,
+                problem,
+                template,
+                endpoint,
+                store,
+                executor_url,
+                executor_token,
             )
-            raise
-        _mark_all(sessions, spec, problem_id, "finished", store)
-        finish_run_if_done(sessions, run_id)
-        return {"turns": sum(len(h) for h in histories.values())}
-    finally:
-        engine.dispose()
+        )
+    except RunCancelled:
+        logger.info("run %d cancelled; problem %d stopped", run_id, problem_id)
+        return {"turns": 0}
+    except CobaltError as exc:
+        _mark_all(sessions, spec, problem_id, "failed", store, error=exc.message)
+        raise
+    except Exception as exc:
+        _mark_all(sessions, spec, problem_id, "failed", store, error=f"{type(exc).__name__}: {exc}")
+        raise
+    _mark_all(sessions, spec, problem_id, "finished", store)
+    finish_run_if_done(sessions, run_id)
+    return {"turns": sum(len(h) for h in histories.values())}
 
 
 async def _roll_out(

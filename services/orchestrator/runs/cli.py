@@ -210,10 +210,19 @@ def sample(
     seed: Annotated[
         int | None, typer.Option(help="Sampling seed, if the endpoint takes one.")
     ] = None,
+    stop_on_pass: Annotated[
+        bool, typer.Option("--stop-on-pass", help="With --turns: end a trajectory on pass.")
+    ] = False,
+    think_cap: Annotated[
+        int, typer.Option(help="Characters of an answer (after </think>) kept in the history.")
+    ] = 6000,
     as_json: JsonOption = False,
     detach: DetachOption = False,
 ) -> None:
-    """Sample n programs per problem (turn 0), the start every refine run shares."""
+    """Sample n programs per problem (turn 0), the start every refine run shares.
+
+    With --turns T the same run goes on with T feedback turns (multi-turn from scratch).
+    """
     request = _request(
         SampleRunRequest,
         dataset=dataset,
@@ -227,6 +236,8 @@ def sample(
         template=template,
         limit=limit,
         seed=seed,
+        stop_on_pass=stop_on_pass,
+        think_cap_chars=think_cap,
     )
     store = _store(detach=detach)
     with handled():

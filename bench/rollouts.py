@@ -1,0 +1,169 @@
+"""Orchestration cost of a rollout turn, and throughput with 1, 2 and 4 RQ workers.
+
+The model is the deterministic fake OpenAI server from the tests (it answers at once), the
+executor is a real `cobalt executor serve`, the database a throwaway PostgreSQL database,
+the queue Redis (db 14, flushed). So what is measured is Cobalt's own work:
+
+- overhead per turn: one job (1 problem, n=1, `--turns` feedback turns) run in this
+  process; its wall time minus the model latency and executor latency that the turns
+  themselves recorded, divided by the turns. Target: <= 5 ms median.
+- throughput: a sample run of `--problems` problems x n=4 x 2 feedback turns on the
+  queue, done by 1, 2 and 4 `cobalt worker --burst` processes; turns per second and the
+  efficiency against perfect scaling from one worker.
+
+    .venv/bin/python bench/rollouts.py [--problems 24] [--turns 8] [--repeats 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from redis import Redis
+from sqlalchemy import select
+from throwaway_db import drop_database, throwaway_database
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cobalt.orchestrator.rollouts.jobs import run_problem_job  # noqa: E402
+from cobalt.orchestrator.runs import queueing, service  # noqa: E402
+from cobalt.orchestrator.settings import OrchestratorSettings  # noqa: E402
+from cobalt.orchestrator.store import repo_datasets  # noqa: E402
+from cobalt.orchestrator.store.db import (  # noqa: E402
+    make_engine,
+    make_sessionmaker,
+    upgrade_database,
+)
+from cobalt.orchestrator.store.models import Turn  # noqa: E402
+from cobalt.shared.clients.local_executor import local_executor  # noqa: E402
+from cobalt.shared.contracts import ProblemRow, StdinTest  # noqa: E402
+from cobalt.shared.contracts.runs import SampleRunRequest  # noqa: E402
+from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai  # noqa: E402
+
+REDIS_URL = "redis://127.0.0.1:6379/14"
+ANSWER = "Answer:\n```python\nprint(2 * int(input()))\n```"
+
+
+def problems(count: int) -> list[dict[str, object]]:
+    return [
+        ProblemRow(
+            external_id=f"p{i}",
+            statement=f"Read n and print 2n. Problem {i}. " * 20,
+            public_tests=[StdinTest(stdin=str(k), expected_stdout=str(2 * k)) for k in range(4)],
+            hidden_tests=[StdinTest(stdin=str(k), expected_stdout=str(2 * k)) for k in range(8)],
+        ).model_dump(mode="json")
+        for i in range(count)
+    ]
+
+
+def overhead_per_turn_ms(
+    sessions, settings, url, executor, turns: int, repeats: int
+) -> list[float]:
+    samples = []
+    for _ in range(repeats):
+        run_id = service.create_sample_run(
+            sessions,
+            SampleRunRequest(
+                dataset="bench", base_url=url, model="fake-model", n=1, turns=turns, limit=1
+            ),
+        )
+        (problem_id,) = service.open_problem_ids(sessions, run_id)
+        started = time.perf_counter()
+        run_problem_job(
+            run_id,
+            problem_id,
+            executor_url=executor.base_url,
+            executor_token=executor.token,
+            database_url=settings.database_url,
+        )
+        wall_ms = (time.perf_counter() - started) * 1000
+        with sessions() as session:
+            rows = session.scalars(select(Turn).where(Turn.run_id == run_id)).all()
+        spent = sum(t.model_latency_ms + t.exec_latency_ms for t in rows)
+        samples.append((wall_ms - spent) / len(rows))
+    return samples
+
+
+def throughput(env, sessions, url, problem_count: int, workers: int) -> float:
+    Redis.from_url(REDIS_URL).flushdb()
+    run_id = service.create_sample_run(
+        sessions,
+        SampleRunRequest(
+            dataset="bench", base_url=url, model="fake-model", n=4, turns=2, limit=problem_count
+        ),
+    )
+    settings = OrchestratorSettings(database_url=env["COBALT_DATABASE_URL"], redis_url=REDIS_URL)
+    queueing.enqueue_run(settings, run_id, service.open_problem_ids(sessions, run_id), api_key=None)
+    started = time.perf_counter()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", "from cobalt.cli import main; main()", "worker", "--burst"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(workers)
+    ]
+    for proc in procs:
+        proc.wait()
+    elapsed = time.perf_counter() - started
+    turns = service.run_public(sessions, run_id).turns_written
+    assert turns == problem_count * 4 * 3, turns
+    return turns / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--problems", type=int, default=24)
+    parser.add_argument("--turns", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args()
+
+    url_db, conninfo, name = throwaway_database()
+    try:
+        upgrade_database(url_db)
+        engine = make_engine(url_db)
+        sessions = make_sessionmaker(engine)
+        with sessions.begin() as session:
+            dataset = repo_datasets.create_dataset(session, name="bench", source="jsonl")
+            repo_datasets.insert_problems(
+                session, dataset_id=dataset.id, rows=problems(args.problems)
+            )
+        settings = OrchestratorSettings(database_url=url_db)
+        fake = FakeOpenAI(responder=lambda messages, index: ANSWER)
+        with serve_fake_openai(fake) as url, local_executor() as executor:
+            overhead = overhead_per_turn_ms(
+                sessions, settings, url, executor, args.turns, args.repeats
+            )
+            env = {
+                **{k: v for k, v in os.environ.items() if not k.startswith("COBALT_")},
+                "COBALT_DATABASE_URL": url_db,
+                "COBALT_REDIS_URL": REDIS_URL,
+                "COBALT_EXECUTOR_URL": executor.base_url,
+                "COBALT_EXECUTOR_AUTH_TOKEN": executor.token or "",
+                "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+            }
+            rates = {w: throughput(env, sessions, url, args.problems, w) for w in (1, 2, 4)}
+        engine.dispose()
+    finally:
+        Redis.from_url(REDIS_URL).flushdb()
+        drop_database(conninfo, name)
+
+    print("\n| measure | value |\n|---|---|")
+    print(
+        f"| orchestration overhead per turn (model and execution excluded), median / p90 | "
+        f"{statistics.median(overhead):.1f} ms / "
+        f"{statistics.quantiles(overhead, n=10)[-1]:.1f} ms |"
+    )
+    for workers, rate in rates.items():
+        efficiency = rate / (rates[1] * workers)
+        print(f"| {workers} worker(s): turns/s (efficiency) | {rate:.1f} ({efficiency:.0%}) |")
+
+
+if __name__ == "__main__":
+    main()
