@@ -17,6 +17,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from cobalt.orchestrator.rollouts.runtime import close_runtime
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
 from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
 
@@ -24,6 +25,13 @@ ADMIN_URL = os.environ.get(
     "COBALT_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
 TABLES = ("turns", "trajectories", "runs", "problems", "datasets")
+
+
+@pytest.fixture(autouse=True)
+def fresh_rollout_runtime() -> Iterator[None]:
+    """Each test's jobs get their own clients: the servers they talked to are gone after it."""
+    yield
+    close_runtime()
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,8 @@
-"""Runs, trajectories and turns on real PostgreSQL and SQLite (`repo_runs`, migration 0002)."""
+"""Runs, trajectories and turns on real PostgreSQL and SQLite (`repo_runs`, migrations 0002-3)."""
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import threading
@@ -176,6 +177,67 @@ def test_migration_0002_upgrades_and_downgrades(fresh_url: str) -> None:
 
         upgrade_database(fresh_url)
         assert {"runs", "trajectories", "turns"} <= set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def test_migration_0003_packs_stored_token_arrays_and_unpacks_them_on_downgrade(
+    fresh_url: str,
+) -> None:
+    ids, logprobs = [0, 151_643, 2**31 - 1], [-0.125, -1.5e-07, -1e-300, -9999.0]
+    upgrade_database(fresh_url, "0002")
+    engine = make_engine(fresh_url)
+    try:
+        # Rows as 0002 stored them: token arrays as JSON text.
+        with Session(engine) as session, session.begin():
+            dataset_id, problems = _dataset(session, problems=1)
+            run_id = _run(session, dataset_id).id
+            repo_runs.ensure_trajectories(session, run_id=run_id, keys=[(problems[0], 0)])
+            trajectory_id = session.scalar(select(Trajectory.id))
+        with engine.begin() as conn:
+            for turn_index, arrays in ((0, (ids, ids[:1], logprobs)), (1, (None, None, None))):
+                conn.execute(
+                    text(
+                        "INSERT INTO turns (trajectory_id, run_id, problem_id, sample_index,"
+                        " turn_index, messages, raw_response, stored_response, public_verdicts,"
+                        " public_passed, feedback, prompt_token_ids, completion_token_ids,"
+                        " completion_logprobs, prompt_tokens, completion_tokens,"
+                        " model_latency_ms, exec_latency_ms, model)"
+                        " VALUES (:trajectory, :run, :problem, 0, :turn, '[]', 'r', 's', '[]',"
+                        " false, '', :p, :c, :l, 0, 0, 0, 0, 'm')"
+                    ),
+                    {
+                        "trajectory": trajectory_id,
+                        "run": run_id,
+                        "problem": problems[0],
+                        "turn": turn_index,
+                        **{
+                            key: None if value is None else json.dumps(value)
+                            for key, value in zip("pcl", arrays, strict=True)
+                        },
+                    },
+                )
+
+        upgrade_database(fresh_url)
+        with Session(engine) as session:
+            first, second = session.scalars(select(Turn).order_by(Turn.turn_index)).all()
+            assert first.prompt_token_ids == ids and first.completion_token_ids == ids[:1]
+            assert first.completion_logprobs == logprobs  # exact
+            assert second.prompt_token_ids is second.completion_logprobs is None
+            raw = session.execute(text("SELECT prompt_token_ids FROM turns WHERE turn_index = 0"))
+            assert bytes(raw.scalar_one()) == b"".join(i.to_bytes(4, "little") for i in ids)
+
+        command.downgrade(alembic_config(fresh_url), "0002")
+        with engine.connect() as conn:
+            rows = conn.execute(
+                text("SELECT prompt_token_ids, completion_logprobs FROM turns ORDER BY turn_index")
+            ).all()
+        decoded = [
+            [None if v is None else json.loads(v) if isinstance(v, str) else v for v in row]
+            for row in rows
+        ]
+        assert decoded[0] == [ids, logprobs]
+        assert decoded[1] == [None, None]
     finally:
         engine.dispose()
 

@@ -9,7 +9,6 @@ of the model endpoint travels with the job, never into the database.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from collections.abc import Sequence
@@ -22,13 +21,14 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.rollouts.loop import RolloutSpec, RunCancelled, roll_out_problem
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
-from cobalt.orchestrator.rollouts.sampling import ChatSampler, SamplingParams
+from cobalt.orchestrator.rollouts.runtime import runtime
+from cobalt.orchestrator.rollouts.sampling import SamplingParams
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store import repo_runs
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker
-from cobalt.orchestrator.store.models import Problem, Turn
+from cobalt.orchestrator.store.models import Problem, RunStatus, Turn
 from cobalt.orchestrator.store.repo_runs import TurnRow
-from cobalt.shared.clients import AsyncExecutorClient, ExecutorClientSettings, ModelEndpoint
+from cobalt.shared.clients import ModelEndpoint
 from cobalt.shared.contracts import Compare, Limits, ProblemRow
 from cobalt.shared.errors import CobaltError, Conflict, NotFound
 
@@ -40,14 +40,26 @@ _TURN_FIELDS = [f.name for f in fields(TurnRow)]
 
 
 class DatabaseTurnStore:
-    """`TurnStore` over the orchestrator's database, one short transaction per call."""
+    """`TurnStore` over the orchestrator's database, one short transaction per call.
+
+    `save` reads the run's status in the transaction that writes the turns, so the loop's
+    cancellation check before each turn costs no extra round trip.
+    """
 
     def __init__(self, sessions: sessionmaker[Session], run_id: int) -> None:
         self.sessions = sessions
         self.run_id = run_id
+        self._status = RunStatus.RUNNING.value
+        self._trajectory_ids: dict[tuple[int, int, int], int] = {}
 
     def stored_turns(self, problem_id: int) -> dict[int, list[TurnRow]]:
         with self.sessions() as session:
+            # Read once here, so that saving a turn needs no lookup round trip.
+            self._trajectory_ids.update(
+                repo_runs.trajectory_ids_of_problem(
+                    session, run_id=self.run_id, problem_id=problem_id
+                )
+            )
             turns = session.scalars(
                 select(Turn)
                 .where(Turn.run_id == self.run_id, Turn.problem_id == problem_id)
@@ -59,13 +71,13 @@ class DatabaseTurnStore:
                 by_sample.setdefault(turn.sample_index, []).append(row)
             return by_sample
 
-    def save(self, rows: Sequence[TurnRow]) -> int:
+    def save(self, rows: Sequence[TurnRow]) -> None:
         with self.sessions.begin() as session:
-            return repo_runs.insert_turns(session, rows=rows)
+            repo_runs.insert_turns(session, rows=rows, trajectory_ids=self._trajectory_ids)
+            self._status = repo_runs.run_status(session, run_id=self.run_id)
 
     def cancelled(self) -> bool:
-        with self.sessions() as session:
-            return repo_runs.get_run(session, run_id=self.run_id).status == "cancelled"
+        return self._status == RunStatus.CANCELLED.value
 
 
 _SESSIONS: dict[str, sessionmaker[Session]] = {}
@@ -145,28 +157,21 @@ def run_problem_job(
         )
     store = DatabaseTurnStore(sessions, run_id)
     try:
-        histories = asyncio.run(
-            _roll_out(
-                spec,
-                problem_id,
-                problem,
-                template,
-                endpoint,
-                store,
-                executor_url,
-                executor_token,
+        histories = runtime().run(
+            lambda: _roll_out(
+                spec, problem_id, problem, template, endpoint, store, executor_url, executor_token
             )
         )
     except RunCancelled:
         logger.info("run %d cancelled; problem %d stopped", run_id, problem_id)
         return {"turns": 0}
     except CobaltError as exc:
-        _mark_all(sessions, spec, problem_id, "failed", store, error=exc.message)
+        _mark_problem(sessions, run_id, problem_id, "failed", error=exc.message)
         raise
     except Exception as exc:
-        _mark_all(sessions, spec, problem_id, "failed", store, error=f"{type(exc).__name__}: {exc}")
+        _mark_problem(sessions, run_id, problem_id, "failed", error=f"{type(exc).__name__}: {exc}")
         raise
-    _mark_all(sessions, spec, problem_id, "finished", store)
+    _mark_problem(sessions, run_id, problem_id, "finished")
     finish_run_if_done(sessions, run_id)
     return {"turns": sum(len(h) for h in histories.values())}
 
@@ -181,40 +186,24 @@ async def _roll_out(
     executor_url: str | None,
     executor_token: str | None,
 ) -> dict[int, list[TurnRow]]:
-    sampler = ChatSampler(endpoint)
-    executor = (
-        AsyncExecutorClient(base_url=executor_url, token=executor_token)
-        if executor_url
-        else AsyncExecutorClient.from_settings(ExecutorClientSettings())
-    )
-    try:
-        return await roll_out_problem(spec, problem_id, problem, template, sampler, executor, store)
-    finally:
-        await sampler.aclose()
-        await executor.close()
+    """The loop on this process's open clients (they stay open for the next job)."""
+    sampler = await runtime().sampler(endpoint)
+    executor = await runtime().executor_client(executor_url, executor_token)
+    return await roll_out_problem(spec, problem_id, problem, template, sampler, executor, store)
 
 
-def _mark_all(
+def _mark_problem(
     sessions: sessionmaker[Session],
-    spec: RolloutSpec,
+    run_id: int,
     problem_id: int,
     status: str,
-    store: DatabaseTurnStore,
     *,
     error: str | None = None,
 ) -> None:
-    stored = store.stored_turns(problem_id)
     with sessions.begin() as session:
-        for sample_index in range(spec.n):
-            repo_runs.mark_trajectory(
-                session,
-                run_id=spec.run_id,
-                problem_id=problem_id,
-                sample_index=sample_index,
-                status=status,
-                turns_done=len(stored.get(sample_index, [])),
-                error=error,
-            )
+        repo_runs.mark_problem_trajectories(
+            session, run_id=run_id, problem_id=problem_id, status=status, error=error
+        )
 
 
 def finish_run_if_done(sessions: sessionmaker[Session], run_id: int) -> str | None:

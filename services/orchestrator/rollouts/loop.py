@@ -22,7 +22,6 @@ from typing import Protocol
 
 from cobalt.orchestrator.rollouts.conversation import TurnRecord, next_turn_messages
 from cobalt.orchestrator.rollouts.execution import merge_responses, plan_requests
-from cobalt.orchestrator.rollouts.extraction import extract_program, history_text
 from cobalt.orchestrator.rollouts.feedback import feedback_for_first_failure
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.rollouts.sampling import ChatSampler, Sample, SamplingParams
@@ -35,6 +34,7 @@ from cobalt.shared.contracts import (
     Limits,
     ProblemRow,
 )
+from cobalt.shared.extraction import extract_program, history_text
 
 __all__ = ["RolloutSpec", "RunCancelled", "TurnStore", "roll_out_problem"]
 
@@ -61,12 +61,13 @@ class TurnStore(Protocol):
         """Stored turns of every sample of the problem, each list by turn index."""
         ...
 
-    def save(self, rows: Sequence[TurnRow]) -> int:
-        """Write turns; those already stored are skipped. Returns how many were new."""
+    def save(self, rows: Sequence[TurnRow]) -> None:
+        """Write turns; those already stored are skipped."""
         ...
 
     def cancelled(self) -> bool:
-        """Whether the run was cancelled (checked before each turn)."""
+        """Whether the run was cancelled, as the store last saw it (checked before each
+        turn; a store may read the run's status when it saves, to spare a round trip)."""
         ...
 
 
@@ -172,7 +173,7 @@ async def roll_out_problem(
             [_Pending(i, 0, initial, sample) for i, sample in zip(missing, samples, strict=True)]
         )
     for turn in range(1, spec.feedback_turns + 1):
-        if await asyncio.to_thread(store.cancelled):
+        if store.cancelled():
             raise RunCancelled(f"run {spec.run_id} was cancelled")
         active = [
             i

@@ -24,7 +24,12 @@ import openai
 from cobalt.shared.clients.inference import ModelEndpoint, policy_version_of
 from cobalt.shared.errors import InvalidInput, Unavailable, UpstreamError
 
-__all__ = ["ChatSampler", "Sample", "SamplingParams"]
+__all__ = ["ChatSampler", "Sample", "SamplingParams", "openai_client_for"]
+
+MAX_RETRIES = 4
+"""Attempts after the first, with the openai client's exponential backoff."""
+TIMEOUT_S = 900.0
+"""A long reasoning answer from a busy server can take minutes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,28 +66,43 @@ def _choice_logprobs(choice: dict[str, Any]) -> list[float] | None:
     return [float(entry["logprob"]) for entry in content]
 
 
+def openai_client_for(
+    endpoint: ModelEndpoint, *, max_retries: int = MAX_RETRIES, timeout_s: float = TIMEOUT_S
+) -> openai.AsyncOpenAI:
+    """The async openai client a `ChatSampler` of `endpoint` uses (the caller closes it)."""
+    settings = endpoint.openai_kwargs()
+    return openai.AsyncOpenAI(
+        base_url=settings["base_url"],
+        api_key=settings["api_key"],
+        max_retries=max_retries,
+        timeout=timeout_s,
+    )
+
+
 class ChatSampler:
-    """Samples chat completions from one endpoint. Safe to share between coroutines."""
+    """Samples chat completions from one endpoint. Safe to share between coroutines.
+
+    Builds its own openai client, or uses an injected one that the caller keeps owning
+    (`aclose` then leaves it open): rollout jobs share one per endpoint per process.
+    """
 
     def __init__(
         self,
         endpoint: ModelEndpoint,
         *,
-        max_retries: int = 4,
-        timeout_s: float = 900.0,
+        max_retries: int = MAX_RETRIES,
+        timeout_s: float = TIMEOUT_S,
         client: openai.AsyncOpenAI | None = None,
     ) -> None:
         self.endpoint = endpoint
-        settings = endpoint.openai_kwargs()
-        self._client = client or openai.AsyncOpenAI(
-            base_url=settings["base_url"],
-            api_key=settings["api_key"],
-            max_retries=max_retries,
-            timeout=timeout_s,
+        self._owns_client = client is None
+        self._client = client or openai_client_for(
+            endpoint, max_retries=max_retries, timeout_s=timeout_s
         )
 
     async def aclose(self) -> None:
-        await self._client.close()
+        if self._owns_client:
+            await self._client.close()
 
     async def sample(self, messages: list[dict[str, str]], params: SamplingParams) -> list[Sample]:
         """`params.n` samples for one conversation, in choice order."""

@@ -406,20 +406,35 @@ def evaluate(
 def worker_command(
     burst: Annotated[bool, typer.Option("--burst", help="Exit when the queue is empty.")] = False,
     name: Annotated[str | None, typer.Option(help="Worker name (default: random).")] = None,
+    fork: Annotated[
+        bool,
+        typer.Option(
+            "--fork/--no-fork",
+            help="Run each job in a forked child (RQ's default: isolation, at the cost of new "
+            "clients and connections per job). The default runs jobs in this process, which "
+            "keeps database, model and executor connections open between jobs.",
+        ),
+    ] = False,
 ) -> None:
     """An RQ worker for rollout jobs (COBALT_REDIS_URL); run as many as you like, anywhere."""
     from redis import Redis
-    from rq import Worker
+    from rq import SimpleWorker, Worker
+
+    from cobalt.orchestrator.rollouts.runtime import close_runtime
 
     settings = settings_or_exit()
     if not settings.redis_url:
         raise fail(EXIT_USAGE, "COBALT_REDIS_URL is not set: a worker needs the queue's Redis")
     connection = Redis.from_url(settings.redis_url)
-    worker = Worker([queueing.QUEUE_NAME], connection=connection, name=name)
+    worker_class = Worker if fork else SimpleWorker
+    worker = worker_class([queueing.QUEUE_NAME], connection=connection, name=name)
     # Jobs find the executor through COBALT_EXECUTOR_URL; without one, this worker starts
-    # its own and points its jobs (forked work-horses) at it.
+    # its own and points its jobs at it.
     with open_executor() as executor:
         os.environ["COBALT_EXECUTOR_URL"] = executor.base_url
         if executor.token:
             os.environ["COBALT_EXECUTOR_AUTH_TOKEN"] = executor.token
-        worker.work(burst=burst, with_scheduler=True)
+        try:
+            worker.work(burst=burst, with_scheduler=True)
+        finally:
+            close_runtime()

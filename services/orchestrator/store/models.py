@@ -28,6 +28,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from cobalt.orchestrator.store.packed import PackedFloat64List, PackedInt32List
+
 __all__ = [
     "Base",
     "Dataset",
@@ -256,9 +258,11 @@ class Turn(Base):
     feedback: Mapped[str] = mapped_column(Text, default="")
     """The next user message built from the public verdicts ("" after the last turn)."""
     finish_reason: Mapped[str | None] = mapped_column(String(50), default=None)
-    prompt_token_ids: Mapped[list[int] | None] = mapped_column(NullableJson, default=None)
-    completion_token_ids: Mapped[list[int] | None] = mapped_column(NullableJson, default=None)
-    completion_logprobs: Mapped[list[float] | None] = mapped_column(NullableJson, default=None)
+    # Packed binary, not JSON: most of a row's bytes, and JSON made them the slowest part
+    # of writing a turn (store/packed.py has the layout and the measurement).
+    prompt_token_ids: Mapped[list[int] | None] = mapped_column(PackedInt32List, default=None)
+    completion_token_ids: Mapped[list[int] | None] = mapped_column(PackedInt32List, default=None)
+    completion_logprobs: Mapped[list[float] | None] = mapped_column(PackedFloat64List, default=None)
     prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
     completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
     model_latency_ms: Mapped[float] = mapped_column(Float, default=0.0)

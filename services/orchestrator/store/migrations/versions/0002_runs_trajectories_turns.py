@@ -14,6 +14,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from cobalt.orchestrator.store.db import compress_columns_with_lz4
+
 revision = "0002"
 down_revision = "0001"
 branch_labels = None
@@ -151,29 +153,7 @@ def upgrade() -> None:
     with op.batch_alter_table("turns", schema=None) as batch_op:
         batch_op.create_index(batch_op.f("ix_turns_trajectory_id"), ["trajectory_id"], unique=False)
 
-    _compress_turns_with_lz4()
-
-
-def _compress_turns_with_lz4() -> None:
-    """Store the large turn columns lz4-compressed on PostgreSQL (14+, built with lz4).
-
-    A turn row is ~13 KB (responses, messages, token ids, logprobs), so PostgreSQL
-    compresses and TOASTs most of it on every insert; lz4 does that several times faster
-    than the default pglz, which measured 1.5x more turn rows per second in
-    bench/turn_writes.py. A server without lz4 keeps pglz: only speed differs.
-    """
-    bind = op.get_bind()
-    if bind.dialect.name != "postgresql":
-        return
-    has_lz4 = bind.scalar(
-        sa.text(
-            "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
-        )
-    )
-    if not has_lz4:
-        return
-    for column in LARGE_TURN_COLUMNS:
-        op.execute(f"ALTER TABLE turns ALTER COLUMN {column} SET COMPRESSION lz4")
+    compress_columns_with_lz4(op.get_bind(), "turns", LARGE_TURN_COLUMNS)
 
 
 def downgrade() -> None:

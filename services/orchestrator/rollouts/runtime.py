@@ -1,0 +1,193 @@
+"""One event loop per process, and the HTTP clients that stay open between rollout jobs.
+
+A job used to build its own event loop, openai client and executor client, and throw
+them away at the end. Building an HTTP client loads the system's CA certificates (about
+40 ms each, measured by bench/rollouts.py's profile) and every job opened fresh TCP
+connections, which for a few turns per job cost more than the turns themselves. So a
+process keeps one loop running in a daemon thread, and the clients for each endpoint and
+executor live on it, with their connection pools, across jobs.
+
+Jobs (RQ's non-forking worker, or the threads of the in-process runner) hand a
+coroutine to `RolloutRuntime.run` and block until it finishes. If the waiting thread is
+interrupted (RQ's job timeout raises in it), the coroutine is cancelled, so no turn of an
+abandoned job keeps running behind the next job's back.
+
+A forked child (RQ's forking worker) starts without the parent's loop thread; the
+module forgets the parent's runtime at fork, so the child builds its own on first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+import openai
+
+from cobalt.orchestrator.rollouts.sampling import ChatSampler, openai_client_for
+from cobalt.shared.clients import AsyncExecutorClient, ExecutorClientSettings, ModelEndpoint
+
+__all__ = ["RolloutRuntime", "close_runtime", "runtime"]
+
+T = TypeVar("T")
+
+MAX_OPEN_CLIENTS = 8
+"""Clients kept per kind; the least recently used one is closed beyond that. Workers talk
+to one endpoint and one executor, so this only bounds a process serving many runs."""
+
+_CloseFn = Callable[[], Awaitable[object]]
+
+
+class _ClientCache:
+    """Clients by key, least recently used first; evicted clients are closed."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._clients: OrderedDict[tuple[Any, ...], tuple[Any, _CloseFn]] = OrderedDict()
+
+    async def get(self, key: tuple[Any, ...], build: Callable[[], tuple[Any, _CloseFn]]) -> Any:
+        if key in self._clients:
+            self._clients.move_to_end(key)
+            return self._clients[key][0]
+        client, close = build()
+        self._clients[key] = (client, close)
+        while len(self._clients) > self.capacity:
+            _, (_, close_oldest) = self._clients.popitem(last=False)
+            await close_oldest()
+        return client
+
+    async def close_all(self) -> None:
+        while self._clients:
+            _, (_, close) = self._clients.popitem(last=False)
+            await close()
+
+
+class RolloutRuntime:
+    """An event loop in a daemon thread, and the clients that live on it."""
+
+    def __init__(self, *, max_open_clients: int = MAX_OPEN_CLIENTS) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="cobalt-rollout-loop", daemon=True
+        )
+        self._thread.start()
+        self._openai = _ClientCache(max_open_clients)
+        self._executors = _ClientCache(max_open_clients)
+        self._closed = False
+
+    def run(self, make_coroutine: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """Run a coroutine on the loop and wait for its result in the calling thread.
+
+        Raises:
+            Whatever the coroutine raises. If the wait itself is interrupted (an exception
+            raised in this thread, such as RQ's job timeout), the coroutine is cancelled
+            before the exception propagates.
+        """
+        if self._closed:
+            raise RuntimeError("the rollout runtime is closed")
+        # Not run_coroutine_threadsafe: its future cannot be cancelled once the coroutine
+        # runs, so an interrupted wait would leave the job going. Here the task is ours.
+        result: concurrent.futures.Future[T] = concurrent.futures.Future()
+        tasks: list[asyncio.Task[T]] = []
+
+        def hand_over(task: asyncio.Task[T]) -> None:
+            if task.cancelled():
+                result.cancel()
+            elif (error := task.exception()) is not None:
+                result.set_exception(error)
+            else:
+                result.set_result(task.result())
+
+        def start() -> None:
+            task = self._loop.create_task(make_coroutine())
+            task.add_done_callback(hand_over)
+            tasks.append(task)
+
+        self._loop.call_soon_threadsafe(start)
+        try:
+            return result.result()
+        except BaseException:
+            self._loop.call_soon_threadsafe(lambda: [task.cancel() for task in tasks])
+            raise
+
+    async def sampler(self, endpoint: ModelEndpoint) -> ChatSampler:
+        """A sampler for `endpoint` on the endpoint's open client (call on this loop).
+
+        Clients are cached by base URL and API key, so runs with different keys never
+        share one; the sampler itself is cheap and per job (it carries the model name).
+        """
+        key = endpoint.openai_kwargs()
+
+        def build() -> tuple[Any, _CloseFn]:
+            client = openai_client_for(endpoint)
+            return client, client.close
+
+        client: openai.AsyncOpenAI = await self._openai.get(
+            (key["base_url"], key["api_key"]), build
+        )
+        return ChatSampler(endpoint, client=client)
+
+    async def executor_client(self, url: str | None, token: str | None) -> AsyncExecutorClient:
+        """The open executor client for `url` (None: COBALT_EXECUTOR_URL's executor)."""
+
+        def build() -> tuple[Any, _CloseFn]:
+            if url:
+                client = AsyncExecutorClient(base_url=url, token=token)
+            else:
+                client = AsyncExecutorClient.from_settings(ExecutorClientSettings())
+            return client, client.close
+
+        client: AsyncExecutorClient = await self._executors.get((url, token), build)
+        return client
+
+    def close(self) -> None:
+        """Close every client and stop the loop (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+
+        async def close_clients() -> None:
+            await self._openai.close_all()
+            await self._executors.close_all()
+
+        asyncio.run_coroutine_threadsafe(close_clients(), self._loop).result(timeout=30)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=30)
+        self._loop.close()
+
+
+_RUNTIME: RolloutRuntime | None = None
+_RUNTIME_LOCK = threading.Lock()
+
+
+def runtime() -> RolloutRuntime:
+    """This process's runtime, started on first use."""
+    global _RUNTIME
+    with _RUNTIME_LOCK:
+        if _RUNTIME is None:
+            _RUNTIME = RolloutRuntime()
+        return _RUNTIME
+
+
+def close_runtime() -> None:
+    """Close this process's runtime, if one was started (a new one starts on next use)."""
+    global _RUNTIME
+    with _RUNTIME_LOCK:
+        current, _RUNTIME = _RUNTIME, None
+    if current is not None:
+        current.close()
+
+
+def _forget_after_fork() -> None:
+    # The loop thread does not exist in a forked child, and the parent's sockets must not
+    # be shared with it: start over. (The lock may have been held at fork, so replace it.)
+    global _RUNTIME, _RUNTIME_LOCK
+    _RUNTIME = None
+    _RUNTIME_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
