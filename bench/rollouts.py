@@ -1,15 +1,20 @@
 """Orchestration cost of a rollout turn, and throughput with 1, 2 and 4 RQ workers.
 
-The model is the deterministic fake OpenAI server from the tests (it answers at once), the
-executor is a real `cobalt executor serve`, the database a throwaway PostgreSQL database,
-the queue Redis (db 14, flushed). So what is measured is Cobalt's own work:
+The model is the deterministic fake OpenAI server from the tests (it answers at once) in a
+process of its own, the executor a real `cobalt executor serve`, the database a throwaway
+PostgreSQL database, the queue Redis (db 14, flushed). So what is measured is Cobalt's own
+work:
 
 - overhead per turn: one job (1 problem, n=1, `--turns` feedback turns) run in this
   process; its wall time minus the model latency and executor latency that the turns
-  themselves recorded, divided by the turns. Target: <= 5 ms median.
+  themselves recorded, divided by the turns. Target: <= 5 ms median. n=1 is the worst
+  case: with n samples a turn's database write and bookkeeping are shared by n rows, and
+  the per-row latencies would overlap (so they could not simply be subtracted).
 - throughput: a sample run of `--problems` problems x n=4 x 2 feedback turns on the
   queue, done by 1, 2 and 4 `cobalt worker --burst` processes; turns per second and the
-  efficiency against perfect scaling from one worker.
+  efficiency against perfect scaling from one worker. Once with an instant model (the
+  executor's sandboxes and the workers then share the CPU) and once with a model that
+  takes `--model-delay-ms` per answer (the wait that workers overlap).
 
     .venv/bin/python bench/rollouts.py [--problems 24] [--turns 8] [--repeats 20]
 """
@@ -22,13 +27,16 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from redis import Redis
 from sqlalchemy import select
 from throwaway_db import drop_database, throwaway_database
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 from cobalt.orchestrator.rollouts.jobs import run_problem_job  # noqa: E402
 from cobalt.orchestrator.runs import queueing, service  # noqa: E402
@@ -43,10 +51,30 @@ from cobalt.orchestrator.store.models import Turn  # noqa: E402
 from cobalt.shared.clients.local_executor import local_executor  # noqa: E402
 from cobalt.shared.contracts import ProblemRow, StdinTest  # noqa: E402
 from cobalt.shared.contracts.runs import SampleRunRequest  # noqa: E402
-from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai  # noqa: E402
 
 REDIS_URL = "redis://127.0.0.1:6379/14"
 ANSWER = "Answer:\n```python\nprint(2 * int(input()))\n```"
+
+
+@contextmanager
+def fake_model_process(delay_s: float = 0.0) -> Iterator[str]:
+    """The tests' fake OpenAI server in a process of its own; yields its base URL."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.openai_server", ANSWER, str(delay_s)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        if not url.startswith("http"):
+            raise RuntimeError("the fake model server did not start")
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def problems(count: int) -> list[dict[str, object]]:
@@ -122,6 +150,13 @@ def main() -> None:
     parser.add_argument("--problems", type=int, default=24)
     parser.add_argument("--turns", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument(
+        "--model-delay-ms",
+        type=float,
+        default=250.0,
+        help="the fake model's answer time for the second throughput measurement (a real "
+        "model takes seconds; workers exist to overlap that wait)",
+    )
     args = parser.parse_args()
 
     url_db, conninfo, name = throwaway_database()
@@ -135,11 +170,11 @@ def main() -> None:
                 session, dataset_id=dataset.id, rows=problems(args.problems)
             )
         settings = OrchestratorSettings(database_url=url_db)
-        fake = FakeOpenAI(responder=lambda messages, index: ANSWER)
-        with serve_fake_openai(fake) as url, local_executor() as executor:
-            overhead = overhead_per_turn_ms(
-                sessions, settings, url, executor, args.turns, args.repeats
-            )
+        with local_executor() as executor:
+            with fake_model_process() as url:
+                overhead = overhead_per_turn_ms(
+                    sessions, settings, url, executor, args.turns, args.repeats
+                )
             env = {
                 **{k: v for k, v in os.environ.items() if not k.startswith("COBALT_")},
                 "COBALT_DATABASE_URL": url_db,
@@ -148,7 +183,12 @@ def main() -> None:
                 "COBALT_EXECUTOR_AUTH_TOKEN": executor.token or "",
                 "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
             }
-            rates = {w: throughput(env, sessions, url, args.problems, w) for w in (1, 2, 4)}
+            rates: dict[float, dict[int, float]] = {}
+            for delay_ms in (0.0, args.model_delay_ms):
+                with fake_model_process(delay_ms / 1000) as url:
+                    rates[delay_ms] = {
+                        w: throughput(env, sessions, url, args.problems, w) for w in (1, 2, 4)
+                    }
         engine.dispose()
     finally:
         Redis.from_url(REDIS_URL).flushdb()
@@ -160,9 +200,14 @@ def main() -> None:
         f"{statistics.median(overhead):.1f} ms / "
         f"{statistics.quantiles(overhead, n=10)[-1]:.1f} ms |"
     )
-    for workers, rate in rates.items():
-        efficiency = rate / (rates[1] * workers)
-        print(f"| {workers} worker(s): turns/s (efficiency) | {rate:.1f} ({efficiency:.0%}) |")
+    for delay_ms, by_workers in rates.items():
+        model = f"model answering in {delay_ms:.0f} ms" if delay_ms else "instant model"
+        for workers, rate in by_workers.items():
+            efficiency = rate / (by_workers[1] * workers)
+            print(
+                f"| {model}, {workers} worker(s): turns/s (efficiency) "
+                f"| {rate:.1f} ({efficiency:.0%}) |"
+            )
 
 
 if __name__ == "__main__":

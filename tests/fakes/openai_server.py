@@ -138,3 +138,30 @@ def serve_fake_openai(fake: FakeOpenAI) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
+
+
+def main() -> None:
+    """Serve one fixed answer in a process of its own, for benchmarks.
+
+    `python -m tests.fakes.openai_server "ANSWER" [DELAY_S]` prints the base URL as its
+    first line of output and serves until killed. In its own process the fake competes with the code
+    under measurement for CPU only, not for the GIL, as a real model server would.
+    """
+    import sys
+
+    answer = sys.argv[1]
+    delay_s = float(sys.argv[2]) if len(sys.argv) > 2 else 0.0
+    fake = FakeOpenAI(responder=lambda messages, index: answer, delay_s=delay_s)
+    fake.requests = _Discard()  # a benchmark sends many requests; keep none
+    with serve_fake_openai(fake) as url:
+        print(url, flush=True)
+        threading.Event().wait()
+
+
+class _Discard(list[dict[str, Any]]):
+    def append(self, item: dict[str, Any]) -> None:
+        pass
+
+
+if __name__ == "__main__":
+    main()

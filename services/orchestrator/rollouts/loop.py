@@ -3,8 +3,9 @@
 `roll_out_problem` advances every trajectory (sample) of one problem of one run to its
 last turn. It starts from whatever the store already holds, so a retried or resumed job
 continues where the previous attempt stopped, and every turn is written as soon as it is
-judged (`TurnStore.save`, idempotent on (run, problem, sample, turn)): a worker killed at
-any moment loses at most the turns it had not written, and writes none twice.
+judged (`TurnStore.save`, idempotent on (run, problem, sample, turn)), in the background
+and in order while the next turn is sampled: a worker killed at any moment loses at most
+the turns it had not written, leaves no gap, and writes none twice.
 
 Turn 0 is one request with `n` choices (the samples share the prompt). Each later turn
 sends, per trajectory, the conversation so far (assistant messages keep the text after
@@ -146,6 +147,43 @@ async def _judge(
     return rows
 
 
+class _OrderedWriter:
+    """Writes each turn's rows in the background, one batch after another.
+
+    The next model request does not wait for the database commit (bench/rollouts.py: the
+    commit was half of the orchestration time of a turn). Batches are written strictly in
+    order, each after the previous one committed, so whatever a crash interrupts, the store
+    holds a prefix of every trajectory, never a gap, and a retried job resumes after it.
+    """
+
+    def __init__(self, store: TurnStore) -> None:
+        self._store = store
+        self._last: asyncio.Task[None] | None = None
+
+    def submit(self, rows: list[TurnRow]) -> None:
+        self._last = asyncio.create_task(self._write_after(self._last, rows))
+
+    async def _write_after(self, previous: asyncio.Task[None] | None, rows: list[TurnRow]) -> None:
+        if previous is not None:
+            await previous  # a failed write fails every later one: no gaps
+        await asyncio.to_thread(self._store.save, rows)
+
+    def raise_if_failed(self) -> None:
+        """Raise the error of a write that already failed (no turn is worth sampling then)."""
+        if self._last is not None and self._last.done():
+            self._last.result()
+
+    async def flush(self) -> None:
+        """Wait until every submitted batch is written; raises a write's error."""
+        if self._last is not None:
+            await self._last
+
+    async def settle(self) -> None:
+        """Wait for the writes while another error is on its way out (that error wins)."""
+        if self._last is not None:
+            await asyncio.gather(self._last, return_exceptions=True)
+
+
 async def roll_out_problem(
     spec: RolloutSpec,
     problem_id: int,
@@ -160,46 +198,57 @@ async def roll_out_problem(
     stored = await asyncio.to_thread(store.stored_turns, problem_id)
     histories = {i: list(stored.get(i, [])) for i in range(spec.n)}
 
-    async def write(pending: list[_Pending]) -> None:
+    writer = _OrderedWriter(store)
+
+    async def judge_and_write(pending: list[_Pending]) -> None:
         rows = await _judge(spec, problem_id, problem, template, executor, pending)
-        await asyncio.to_thread(store.save, rows)
+        writer.submit(rows)
         for row in rows:
             histories[row.sample_index].append(row)
 
-    missing = [i for i in range(spec.n) if not histories[i]]
-    if missing:
-        samples = await sampler.sample(initial, replace(spec.sampling, n=len(missing)))
-        await write(
-            [_Pending(i, 0, initial, sample) for i, sample in zip(missing, samples, strict=True)]
-        )
-    for turn in range(1, spec.feedback_turns + 1):
-        if store.cancelled():
-            raise RunCancelled(f"run {spec.run_id} was cancelled")
-        active = [
-            i
-            for i, history in histories.items()
-            if len(history) == turn and not (spec.stop_on_pass and history[-1].public_passed)
-        ]
-        if not active:
-            continue
-        conversations = {
-            i: next_turn_messages(
-                initial,
+    try:
+        missing = [i for i in range(spec.n) if not histories[i]]
+        if missing:
+            samples = await sampler.sample(initial, replace(spec.sampling, n=len(missing)))
+            await judge_and_write(
                 [
-                    TurnRecord(raw_response=t.raw_response, feedback=t.feedback)
-                    for t in histories[i]
-                ],
-                think_cap_chars=spec.think_cap_chars,
+                    _Pending(i, 0, initial, sample)
+                    for i, sample in zip(missing, samples, strict=True)
+                ]
             )
-            for i in active
-        }
-        answers = await asyncio.gather(
-            *(sampler.sample(conversations[i], replace(spec.sampling, n=1)) for i in active)
-        )
-        await write(
-            [
-                _Pending(i, turn, conversations[i], answer[0])
-                for i, answer in zip(active, answers, strict=True)
+        for turn in range(1, spec.feedback_turns + 1):
+            writer.raise_if_failed()
+            if store.cancelled():
+                raise RunCancelled(f"run {spec.run_id} was cancelled")
+            active = [
+                i
+                for i, history in histories.items()
+                if len(history) == turn and not (spec.stop_on_pass and history[-1].public_passed)
             ]
-        )
+            if not active:
+                continue
+            conversations = {
+                i: next_turn_messages(
+                    initial,
+                    [
+                        TurnRecord(raw_response=t.raw_response, feedback=t.feedback)
+                        for t in histories[i]
+                    ],
+                    think_cap_chars=spec.think_cap_chars,
+                )
+                for i in active
+            }
+            answers = await asyncio.gather(
+                *(sampler.sample(conversations[i], replace(spec.sampling, n=1)) for i in active)
+            )
+            await judge_and_write(
+                [
+                    _Pending(i, turn, conversations[i], answer[0])
+                    for i, answer in zip(active, answers, strict=True)
+                ]
+            )
+    except BaseException:
+        await writer.settle()
+        raise
+    await writer.flush()
     return histories
