@@ -1,11 +1,11 @@
 """Turn-write throughput into PostgreSQL: `insert_turns` against a naive ORM baseline.
 
 The workload is generated turn rows of realistic size: a ~2 KB raw response (reasoning
-plus a code block), a ~0.7 KB stored response, the chat messages sent (system prompt,
-a ~1.5 KB statement, earlier answer and feedback), 200 prompt and 200 completion token
-ids with 200 logprobs, 4 public verdicts: ~13 KB a row as JSON. Rows are built before the
-clock starts, since a worker has them in hand; the sides differ only in how rows reach
-the database:
+plus a code block), a ~0.7 KB stored response, at turn 0 the prompt (system message and a
+~1.5 KB statement; later turns store none, see `Turn.messages`), 200 prompt and 200
+completion token ids with 200 logprobs (packed: 3.2 KB), 4 public verdicts. Rows are
+built before the clock starts, since a worker has them in hand; the sides differ only in
+how rows reach the database:
 
 - naive: one ORM `session.add(Turn(...))` and one commit per turn;
 - cobalt: `insert_turns`, one executemany of `INSERT ... ON CONFLICT DO NOTHING` per
@@ -13,7 +13,7 @@ the database:
 - cobalt, retried: the same batches again, every row a conflict (what a retried job costs).
 
 `--token-ids 0` drops the ids and logprobs (an endpoint that is not vLLM), to show their
-share: serializing 200 logprobs to JSON alone takes ~0.1 ms a row in Python.
+share.
 
 The database is a throwaway one created on the test server (COBALT_TEST_POSTGRES_URL,
 default postgres@127.0.0.1:5432) and dropped at the end.
@@ -73,15 +73,16 @@ def turn_row(rng: random.Random, run_id: int, key: tuple[int, int, int], token_i
     )
     stored = f"I will read the input and sum it.\n\n```python\n{code}\n```"
     raw = f"<think>{text_of(rng, 2048 - len(stored) - 15)}</think>{stored}"
-    messages = [
-        {"role": "system", "content": "You are a careful competitive programmer."},
-        {"role": "user", "content": text_of(rng, 1500)},
-    ]
-    if turn_index:
-        messages += [
-            {"role": "assistant", "content": stored},
-            {"role": "user", "content": "Test 2 failed: expected 7, got 6."},
+    # As workers write them: turn 0 stores the prompt, later turns rebuild theirs from the
+    # trajectory's rows (store/models.py, Turn.messages).
+    messages = (
+        [
+            {"role": "system", "content": "You are a careful competitive programmer."},
+            {"role": "user", "content": text_of(rng, 1500)},
         ]
+        if turn_index == 0
+        else []
+    )
     return TurnRow(
         run_id=run_id,
         problem_id=problem_id,
@@ -104,6 +105,19 @@ def turn_row(rng: random.Random, run_id: int, key: tuple[int, int, int], token_i
         model_latency_ms=rng.uniform(200, 4000),
         exec_latency_ms=rng.uniform(5, 300),
         policy_version=3,
+    )
+
+
+def payload_bytes(row: TurnRow) -> int:
+    """Bytes a row hands the database before compression: texts, JSON, packed arrays."""
+    texts = (row.raw_response, row.stored_response, row.code or "", row.feedback, row.model)
+    arrays = 4 * len(row.prompt_token_ids or []) + 4 * len(row.completion_token_ids or [])
+    arrays += 8 * len(row.completion_logprobs or [])
+    return (
+        sum(len(text.encode()) for text in texts)
+        + len(json.dumps(row.messages))
+        + len(json.dumps(row.public_verdicts))
+        + arrays
     )
 
 
@@ -219,9 +233,7 @@ def main() -> None:
             seed=2,
             token_ids=args.token_ids,
         )
-        row_bytes = sum(len(json.dumps(asdict(row))) for row in cobalt_rows[:200]) / min(
-            200, len(cobalt_rows)
-        )
+        row_bytes = sum(payload_bytes(row) for row in cobalt_rows) / len(cobalt_rows)
 
         naive_s = run_naive(sessions, naive_rows, naive_ids)
         started = time.perf_counter()
@@ -244,7 +256,8 @@ def main() -> None:
     naive_rate, cobalt_rate = args.naive_rows / naive_s, cobalt_n / cobalt_s
     retried_rate = args.rows / retried_s
     print(
-        f"turn rows of {row_bytes / 1024:.1f} KiB as JSON on average (2 KB raw response, "
+        f"turn rows of {row_bytes / 1024:.1f} KiB on average before compression (2 KB raw "
+        "response, "
         f"{args.token_ids} prompt + {args.token_ids} completion token ids, "
         f"{args.token_ids} logprobs); "
         f"PostgreSQL at {make_url(ADMIN_URL).host}\n"

@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from cobalt.orchestrator.rollouts.conversation import messages_of_turns
 from cobalt.orchestrator.rollouts.jobs import run_problem_job
 from cobalt.orchestrator.store import repo_datasets
 from cobalt.orchestrator.store.models import Turn
@@ -139,11 +140,15 @@ def test_sample_refine_evaluate(
     assert len(turns) == 2 * 3 * 3
     zero = [t for t in turns if t.turn_index == 0]
     assert [t.raw_response for t in zero] == [t.raw_response for t in first]  # shared turn 0
-    one = next(t for t in turns if t.turn_index == 1 and t.sample_index == 0)
-    roles = [m["role"] for m in one.messages]
+    trajectory = [t for t in turns if (t.problem_id, t.sample_index) == (first[0].problem_id, 0)]
+    assert trajectory[0].messages and trajectory[1].messages == []  # the prompt, once
+    sent = messages_of_turns(trajectory)
+    roles = [m["role"] for m in sent[1]]
     assert roles[-3:] == ["user", "assistant", "user"]
-    assert one.messages[-2]["content"] == by_sample[0].stored_response
-    assert one.messages[-1]["content"] == by_sample[0].feedback
+    assert sent[1][-2]["content"] == by_sample[0].stored_response
+    assert sent[1][-1]["content"] == by_sample[0].feedback
+    # Rebuilt from the rows, the prompts are exactly what the model was sent.
+    assert all(any(r["messages"] == m for r in fake.requests) for m in sent)
     assert all(t.public_passed for t in turns if t.turn_index >= 1)
 
     plot = tmp_path / "pass.png"

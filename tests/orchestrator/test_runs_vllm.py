@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
+from cobalt.orchestrator.rollouts.conversation import messages_of_turns
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from tests.inference_support import SERVED_NAME, Server
 from tests.orchestrator.test_runs import add_doubles, json_out, run_sample, turns_of
@@ -53,6 +54,8 @@ def test_a_run_against_vllm_stores_what_vllm_returned(
         assert turn.model_latency_ms > 0
         if turn.code is None:
             assert turn.feedback == no_code
-    later = [t for t in turns if t.turn_index == 1]
-    assert all(t.messages[-1]["content"] for t in later)
-    assert all(t.messages[-2]["role"] == "assistant" for t in later)
+    for zero, one in zip(turns[::2], turns[1::2], strict=True):
+        assert (zero.turn_index, one.turn_index) == (0, 1)
+        prompt = messages_of_turns([zero, one])[1]
+        assert prompt[-2] == {"role": "assistant", "content": zero.stored_response}
+        assert prompt[-1] == {"role": "user", "content": zero.feedback} and zero.feedback

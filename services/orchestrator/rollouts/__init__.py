@@ -6,7 +6,11 @@ The modules that do I/O (`sampling`, `loop`, `jobs`) are imported by their own p
 importing the rules pulls in no HTTP client or database driver.
 """
 
-from cobalt.orchestrator.rollouts.conversation import TurnRecord, next_turn_messages
+from cobalt.orchestrator.rollouts.conversation import (
+    TurnRecord,
+    messages_of_turns,
+    next_turn_messages,
+)
 from cobalt.orchestrator.rollouts.feedback import (
     EMPTY_FIELD,
     FEEDBACK_FIELD_CHARS,
@@ -62,6 +66,7 @@ __all__ = [
     "fenced_blocks",
     "first_failure",
     "history_text",
+    "messages_of_turns",
     "next_turn_messages",
     "public_verdict_vector",
     "shown_input",

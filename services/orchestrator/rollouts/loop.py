@@ -123,7 +123,8 @@ async def _judge(
                 problem_id=problem_id,
                 sample_index=item.sample_index,
                 turn_index=item.turn_index,
-                messages=item.messages,
+                # Later prompts are rebuilt from the rows (conversation.messages_of_turns).
+                messages=item.messages if item.turn_index == 0 else [],
                 raw_response=item.sample.text,
                 stored_response=history_text(item.sample.text, spec.think_cap_chars),
                 code=codes[i],
@@ -227,14 +228,12 @@ async def roll_out_problem(
             ]
             if not active:
                 continue
+            # Each trajectory continues from the messages its turn 0 was sent (as stored),
+            # so the prompts can always be rebuilt from the rows.
             conversations = {
                 i: next_turn_messages(
-                    initial,
-                    [
-                        TurnRecord(raw_response=t.raw_response, feedback=t.feedback)
-                        for t in histories[i]
-                    ],
-                    think_cap_chars=spec.think_cap_chars,
+                    histories[i][0].messages,
+                    [TurnRecord(t.stored_response, t.feedback) for t in histories[i]],
                 )
                 for i in active
             }

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from cobalt.orchestrator.rollouts.conversation import messages_of_turns
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.store import repo_datasets, repo_runs
 from cobalt.orchestrator.store.models import Dataset, Problem, Run, Trajectory, Turn
@@ -25,6 +26,7 @@ from cobalt.shared.contracts.runs import (
     TurnPublic,
 )
 from cobalt.shared.errors import Conflict, InvalidInput, NotFound
+from cobalt.shared.extraction import history_text
 
 __all__ = [
     "cancel_run",
@@ -109,14 +111,20 @@ def create_refine_run(sessions: sessionmaker[Session], request: RefineRunRequest
         ).all()
         keys = sorted({(t.problem_id, t.sample_index) for t in first_turns})
         repo_runs.ensure_trajectories(session, run_id=run.id, keys=keys)
-        copied = [_copy(turn, run.id) for turn in first_turns]
+        copied = [_copy(turn, run.id, request.think_cap_chars) for turn in first_turns]
         repo_runs.insert_turns(session, rows=copied)
         return run.id
 
 
-def _copy(turn: Turn, run_id: int) -> TurnRow:
-    names = [name for name in TurnRow.__dataclass_fields__ if name != "run_id"]
-    return TurnRow(run_id=run_id, **{name: getattr(turn, name) for name in names})
+def _copy(turn: Turn, run_id: int, think_cap_chars: int) -> TurnRow:
+    """A sample run's turn 0 as the refine run's, its history text cut to the refine's cap
+    (the next prompts are built from the stored response, so it must be this run's)."""
+    kept = [n for n in TurnRow.__dataclass_fields__ if n not in ("run_id", "stored_response")]
+    return TurnRow(
+        run_id=run_id,
+        stored_response=history_text(turn.raw_response, think_cap_chars),
+        **{name: getattr(turn, name) for name in kept},
+    )
 
 
 def open_problem_ids(sessions: sessionmaker[Session], run_id: int) -> list[int]:
@@ -204,13 +212,20 @@ def _trajectories(session: Session, run: Run) -> list[TrajectoryPublic]:
             select(Problem.id, Problem.external_id).where(Problem.dataset_id == run.dataset_id)
         ).all()
     )
-    turns: dict[tuple[int, int], list[TurnPublic]] = {}
+    rows: dict[tuple[int, int], list[Turn]] = {}
     for turn in session.scalars(
         select(Turn).where(Turn.run_id == run.id).order_by(Turn.turn_index)
     ):
-        turns.setdefault((turn.problem_id, turn.sample_index), []).append(
-            TurnPublic.model_validate(turn, from_attributes=True)
-        )
+        rows.setdefault((turn.problem_id, turn.sample_index), []).append(turn)
+    turns = {
+        key: [
+            TurnPublic.model_validate(turn, from_attributes=True).model_copy(
+                update={"messages": messages}
+            )
+            for turn, messages in zip(trajectory, messages_of_turns(trajectory), strict=True)
+        ]
+        for key, trajectory in rows.items()
+    }
     trajectories: Sequence[Trajectory] = session.scalars(
         select(Trajectory)
         .where(Trajectory.run_id == run.id)

@@ -246,7 +246,11 @@ class Turn(Base):
     sample_index: Mapped[int] = mapped_column(Integer)
     turn_index: Mapped[int] = mapped_column(Integer)
     messages: Mapped[list[dict[str, Any]]] = mapped_column(JsonValue)
-    """The chat messages sent to the model for this turn."""
+    """Turn 0: the chat messages sent to the model. Later turns: [] (rows written before
+    2026-11-22 hold their full list), because their prompt is turn 0's messages plus each
+    earlier turn's `stored_response` and `feedback`, exactly as the loop builds it;
+    `conversation.messages_of_turns` rebuilds it. Storing it would repeat the whole
+    conversation in every row."""
     raw_response: Mapped[str] = mapped_column(Text)
     stored_response: Mapped[str] = mapped_column(Text)
     """What the conversation history keeps (e.g. the reasoning cut to `think_cap_chars`)."""

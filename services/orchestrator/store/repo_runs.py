@@ -72,6 +72,7 @@ class TurnRow:
     sample_index: int
     turn_index: int
     messages: list[dict[str, Any]]
+    """Turn 0's prompt; [] for later turns (see `Turn.messages`)."""
     raw_response: str
     stored_response: str
     code: str | None
