@@ -16,7 +16,7 @@ work:
   executor's sandboxes and the workers then share the CPU) and once with a model that
   takes `--model-delay-ms` per answer (the wait that workers overlap).
 
-    .venv/bin/python bench/rollouts.py [--problems 24] [--turns 8] [--repeats 20]
+    .venv/bin/python bench/rollouts.py [--problems 48] [--turns 8] [--repeats 20] [--model-delay-ms 250]
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def throughput(env, sessions, url, problem_count: int, workers: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--problems", type=int, default=24)
+    parser.add_argument("--problems", type=int, default=48)
     parser.add_argument("--turns", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument(
