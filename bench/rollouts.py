@@ -16,7 +16,8 @@ work:
   executor's sandboxes and the workers then share the CPU) and once with a model that
   takes `--model-delay-ms` per answer (the wait that workers overlap).
 
-    .venv/bin/python bench/rollouts.py [--problems 48] [--turns 8] [--repeats 20] [--model-delay-ms 250]
+    .venv/bin/python bench/rollouts.py [--problems 48] [--turns 8] [--repeats 20]
+        [--model-delay-ms 250]
 """
 
 from __future__ import annotations
