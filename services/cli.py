@@ -8,6 +8,7 @@ from cobalt import __version__
 from cobalt.executor.cli import exec_app, executor_app
 from cobalt.inference.cli import inference_app
 from cobalt.orchestrator.api.cli import orchestrator_app
+from cobalt.orchestrator.bandit.cli import bandit_app
 from cobalt.orchestrator.cli import data_app
 from cobalt.orchestrator.runs.cli import run_app, worker_command
 
@@ -30,6 +31,7 @@ app.add_typer(inference_app, name="inference")
 app.add_typer(run_app, name="run")
 app.add_typer(orchestrator_app, name="orchestrator")
 app.command("worker")(worker_command)
+app.add_typer(bandit_app, name="bandit")
 
 
 def _version(value: bool) -> None:

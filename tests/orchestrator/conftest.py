@@ -24,7 +24,15 @@ from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
 ADMIN_URL = os.environ.get(
     "COBALT_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
-TABLES = ("turns", "trajectories", "runs", "problems", "datasets")
+TABLES = (
+    "bandit_contexts",
+    "bandit_datasets",
+    "turns",
+    "trajectories",
+    "runs",
+    "problems",
+    "datasets",
+)
 
 
 @pytest.fixture(autouse=True)

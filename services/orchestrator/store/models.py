@@ -31,6 +31,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from cobalt.orchestrator.store.packed import PackedFloat64List, PackedInt32List
 
 __all__ = [
+    "BanditContext",
+    "BanditDataset",
     "Base",
     "Dataset",
     "Problem",
@@ -281,3 +283,66 @@ class Turn(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
     trajectory: Mapped[Trajectory] = relationship(back_populates="turns")
+
+
+class BanditDataset(Base):
+    """Contexts for single-step training, cut from one evaluated refine run (METHOD.md).
+
+    `counts` says what every rule of the builder kept and dropped, so a dataset can be
+    audited without rebuilding it; `params` holds every setting it was built with.
+    """
+
+    __tablename__ = "bandit_datasets"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    source_run_id: Mapped[int] = mapped_column(
+        ForeignKey("runs.id", ondelete="RESTRICT"), index=True
+    )
+    split: Mapped[str] = mapped_column(String(20))
+    """"train" (the full builder) or "validation" (one context per problem)."""
+    params: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
+    counts: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+    contexts: Mapped[list[BanditContext]] = relationship(
+        back_populates="dataset",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
+        order_by="BanditContext.position",
+    )
+
+
+class BanditContext(Base):
+    """One prompt for the policy: a partial trajectory (or a bare problem) and its prev_best.
+
+    Provenance: the run, trajectory and number of assistant turns it was cut from (none
+    and 0 for a problem's turn-0 context), the template's hash, and, for a context mixed
+    in from another bandit dataset (perturbed augmentation), that dataset.
+    """
+
+    __tablename__ = "bandit_contexts"
+    __table_args__ = (UniqueConstraint("bandit_dataset_id", "position"),)
+
+    id: Mapped[int] = mapped_column(TurnId, primary_key=True)
+    bandit_dataset_id: Mapped[int] = mapped_column(
+        ForeignKey("bandit_datasets.id", ondelete="CASCADE")
+    )
+    position: Mapped[int] = mapped_column(Integer)
+    """Order after the seeded shuffle, from 0."""
+    problem_id: Mapped[int] = mapped_column(
+        ForeignKey("problems.id", ondelete="RESTRICT"), index=True
+    )
+    source_run_id: Mapped[int] = mapped_column(Integer)
+    trajectory_id: Mapped[int | None] = mapped_column(Integer, default=None)
+    assistant_turns: Mapped[int] = mapped_column(Integer)
+    """Assistant turns in the context: 0 for the turn-0 context, else 1-3."""
+    messages: Mapped[list[dict[str, Any]]] = mapped_column(JsonValue)
+    prev_best: Mapped[float] = mapped_column(Float)
+    prompt_tokens: Mapped[int] = mapped_column(Integer)
+    """Tokens of the rendered prompt with the builder's tokenizer."""
+    template_sha256: Mapped[str] = mapped_column(String(64))
+    mixed_from_id: Mapped[int | None] = mapped_column(Integer, default=None)
+    """The bandit dataset a mixed-in context was copied from; None for its own."""
+
+    dataset: Mapped[BanditDataset] = relationship(back_populates="contexts")
