@@ -262,7 +262,8 @@ class Turn(Base):
     """One `Verdict` string per public test."""
     public_passed: Mapped[bool] = mapped_column(Boolean)
     feedback: Mapped[str] = mapped_column(Text, default="")
-    """The next user message built from the public verdicts ("" after the last turn)."""
+    """The user message this turn's program earned from the public tests. The last turn
+    has one too: the bandit builder's longest contexts end with it."""
     finish_reason: Mapped[str | None] = mapped_column(String(50), default=None)
     # Packed binary, not JSON: most of a row's bytes, and JSON made them the slowest part
     # of writing a turn (store/packed.py has the layout and the measurement).
