@@ -17,22 +17,28 @@ text[j] == text[j + L] through x must reach 7L, with at most 31 characters of it
 x (else an earlier anchor is in the first copy and finds it). Conversely a streak of 7L
 equal pairs is a match by definition.
 
-Cost: one pass over the positions (a 32-character slice and a dictionary lookup each)
-plus the checks. A check measures the streak with slice comparisons in C (a binary
-search, stopping at the first difference), and a failed check records where its streak
-ends, so later anchors inside the same streak at the same distance are not checked
-again: the work is linear in the length for everything but texts full of scattered
-32-character repeats, and stays far below the regex's even then (bench/reward.py).
+Cost: a hash of every 32-character window, computed for all positions at once in numpy
+(5 vector passes), one vectorised lookup of all window hashes among the anchors' (a
+binary search each), then checks only where a window equals an anchor's window: linear in the
+length. A check measures the streak with slice comparisons in C (a binary search that
+stops at the first difference), and a failed check records where its streak ends, so
+later anchors inside the same streak at the same distance are not checked again.
+bench/reward.py measures it against the regex.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import Any
+
+import numpy as np
 
 __all__ = ["MIN_BLOCK", "MIN_COPIES", "has_repeated_block", "regex_has_repeated_block"]
 
 MIN_BLOCK = 32
 MIN_COPIES = 8
+_MULTIPLIER = 0x9E3779B97F4A7C15
+"""Odd 64-bit multiplier of the window hashes (fixed, so runs are reproducible)."""
 
 
 def _common_prefix(text: str, a: int, b: int, limit: int) -> int:
@@ -63,23 +69,49 @@ def _streak_through(text: str, x: int, period: int, need: int, before: int) -> i
     return x + after
 
 
+def _gram_hashes(text: str, width: int) -> np.ndarray[Any, np.dtype[np.uint64]]:
+    """A polynomial hash (mod 2**64) of every `width`-character window, in numpy.
+
+    H(y) = sum of code[y + k] * M**(width - 1 - k). For a power-of-two width it is built
+    by doubling, H2w(y) = Hw(y) * M**w + Hw(y + w): 5 vector passes for 32. Equal windows
+    get equal hashes; a collision of unequal ones costs only a check that fails (checks
+    compare the text itself), never a wrong answer.
+    """
+    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
+    if width & (width - 1) == 0:
+        hashes, span = codes, 1
+        while span < width:
+            hashes = hashes[:-span] * np.uint64(pow(_MULTIPLIER, span, 2**64)) + hashes[span:]
+            span *= 2
+        return hashes
+    count = len(codes) - width + 1
+    hashes = np.zeros(count, dtype=np.uint64)
+    for offset in range(width):
+        hashes = hashes * np.uint64(_MULTIPLIER) + codes[offset : offset + count]
+    return hashes
+
+
 def has_repeated_block(text: str, min_block: int = MIN_BLOCK, min_copies: int = MIN_COPIES) -> bool:
     """True iff some block of >= `min_block` characters occurs >= `min_copies` times in a
     row (the same decision as `regex_has_repeated_block`)."""
     n = len(text)
     if min_copies < 2 or n < min_block * min_copies:
         return False
-    anchors: dict[str, list[int]] = defaultdict(list)
+    hashes = _gram_hashes(text, min_block)
     # An anchor can start a first copy only if 8 copies of >= 32 still fit after it.
     last_anchor = n - min_block * (min_copies - 1) - 1
-    for x in range(0, last_anchor + 1, min_block):
-        anchors[text[x : x + min_block]].append(x)
+    anchor_positions = np.arange(0, last_anchor + 1, min_block)
+    anchors: dict[int, list[int]] = defaultdict(list)
+    for x, value in zip(anchor_positions.tolist(), hashes[anchor_positions].tolist(), strict=True):
+        anchors[value].append(x)
+    # Every later window whose hash is an anchor's: the only places a copy can start.
+    known = np.unique(hashes[anchor_positions])
+    later = hashes[min_block:]
+    slots = np.minimum(np.searchsorted(known, later), len(known) - 1)
+    probes = np.flatnonzero(known[slots] == later) + min_block
     streak_end: dict[int, int] = {}  # period -> end of the last streak found too short
-    for y in range(min_block, n - min_block + 1):
-        found = anchors.get(text[y : y + min_block])
-        if found is None:
-            continue
-        for x in reversed(found):  # nearest anchor first: periods grow as x falls
+    for y, value in zip(probes.tolist(), hashes[probes].tolist(), strict=True):
+        for x in reversed(anchors[value]):  # nearest anchor first: periods grow as x falls
             period = y - x
             if period < min_block:
                 continue

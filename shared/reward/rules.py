@@ -150,9 +150,23 @@ def _reflection_keywords(think: str) -> int:
 
 
 def score_response(
-    response: str, *, pass_rate: float, prev_best: float, tokens: TokenCounter
+    response: str,
+    *,
+    pass_rate: float,
+    prev_best: float,
+    tokens: TokenCounter,
+    completion_tokens: int | None = None,
 ) -> RewardBreakdown:
     """The Cobalt reward of `response` whose program passed `pass_rate` of all tests.
+
+    Args:
+        response: The model's whole response.
+        pass_rate: p, the fraction of all tests its program passed.
+        prev_best: b, the context's best earlier pass rate.
+        tokens: The token counter (the policy's tokenizer).
+        completion_tokens: The response's length in tokens when the sampler already
+            knows it (vLLM returns the ids): then only the answer part is tokenized and
+            the thinking part is the rest, which is most of the cost saved.
 
     Raises:
         ValueError: pass_rate or prev_best outside [0, 1].
@@ -175,7 +189,8 @@ def score_response(
     tier = correctness_tier(pass_rate)
     r = improvement_adjusted(tier, pass_rate, prev_best)
     violations, think, answer, after_code = _format_violations(response)
-    t, a, e = tokens.count(think), tokens.count(answer), tokens.count(after_code)
+    a, e = tokens.count(answer), tokens.count(after_code)
+    t = tokens.count(think) if completion_tokens is None else max(0, completion_tokens - a)
     keywords = _reflection_keywords(think)
     if violations:
         format_term = FORMAT_PENALTY
