@@ -11,6 +11,7 @@ from cobalt.orchestrator.api.cli import orchestrator_app
 from cobalt.orchestrator.bandit.cli import bandit_app
 from cobalt.orchestrator.cli import data_app
 from cobalt.orchestrator.runs.cli import run_app, worker_command
+from cobalt.orchestrator.scoring.cli import reward_app
 
 __all__ = ["app", "main"]
 
@@ -32,6 +33,7 @@ app.add_typer(run_app, name="run")
 app.add_typer(orchestrator_app, name="orchestrator")
 app.command("worker")(worker_command)
 app.add_typer(bandit_app, name="bandit")
+app.add_typer(reward_app, name="reward")
 
 
 def _version(value: bool) -> None:

@@ -1,0 +1,1 @@
+"""Scoring one response by running it: the executor's verdicts and the Cobalt reward."""
