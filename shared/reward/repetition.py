@@ -18,12 +18,12 @@ x (else an earlier anchor is in the first copy and finds it). Conversely a strea
 equal pairs is a match by definition.
 
 Cost: a hash of every 32-character window, computed for all positions at once in numpy
-(5 vector passes), one vectorised lookup of all window hashes among the anchors' (a
-binary search each), then checks only where a window equals an anchor's window: linear in the
-length. A check measures the streak with slice comparisons in C (a binary search that
-stops at the first difference), and a failed check records where its streak ends, so
-later anchors inside the same streak at the same distance are not checked again.
-bench/reward.py measures it against the regex.
+(5 vector passes), one vectorised lookup of all window hashes among the anchors' (a bit
+table, then a binary search for the few that pass it), then checks only where a window
+equals an anchor's window: linear in the length. A check measures the streak with slice
+comparisons in C (a binary search that stops at the first difference), and a failed
+check records where its streak ends, so later anchors inside the same streak at the same
+distance are not checked again. bench/reward.py measures it against the regex.
 """
 
 from __future__ import annotations
@@ -105,10 +105,20 @@ def has_repeated_block(text: str, min_block: int = MIN_BLOCK, min_copies: int = 
     for x, value in zip(anchor_positions.tolist(), hashes[anchor_positions].tolist(), strict=True):
         anchors[value].append(x)
     # Every later window whose hash is an anchor's: the only places a copy can start.
-    known = np.unique(hashes[anchor_positions])
-    later = hashes[min_block:]
+    known, first, count = np.unique(hashes[anchor_positions], return_index=True, return_counts=True)
+    # Windows that may equal an anchor's: a 16-bit table of the anchors' low hash bits
+    # (one gather), then a binary search for those few only.
+    table = np.zeros(1 << 16, dtype=bool)
+    table[(known & np.uint64(0xFFFF)).astype(np.intp)] = True
+    maybe = np.flatnonzero(table[(hashes[min_block:] & np.uint64(0xFFFF)).astype(np.intp)])
+    later = hashes[maybe + min_block]
     slots = np.minimum(np.searchsorted(known, later), len(known) - 1)
-    probes = np.flatnonzero(known[slots] == later) + min_block
+    # A window equal to a single anchor's that is closer than one block (the anchor
+    # itself, mostly) can give no period: drop those without a Python loop.
+    useful = (known[slots] == later) & (
+        (count[slots] > 1) | (anchor_positions[first][slots] <= maybe)
+    )
+    probes = maybe[useful] + min_block
     streak_end: dict[int, int] = {}  # period -> end of the last streak found too short
     for y, value in zip(probes.tolist(), hashes[probes].tolist(), strict=True):
         for x in reversed(anchors[value]):  # nearest anchor first: periods grow as x falls

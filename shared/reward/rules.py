@@ -23,7 +23,6 @@ Decisions where METHOD.md is silent, and why:
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -50,7 +49,7 @@ REFLECTION_KEYWORDS = (
     "wrong",
     "evaluate",
 )
-_KEYWORD = re.compile(r"\b(" + "|".join(REFLECTION_KEYWORDS) + r")\b", re.IGNORECASE)
+
 _OPEN_FENCE = "```python"
 _FENCE = "```"
 
@@ -141,12 +140,30 @@ def _format_violations(response: str) -> tuple[list[str], str, str, str]:
     return violations, think, answer, after_code
 
 
+def _is_word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _whole_word_count(text: str, word: str) -> int:
+    """Occurrences of `word` in `text` not inside a longer word (regex `\\bword\\b`).
+
+    `str.find` scans in C; a case-insensitive regex alternation over a 20,000-character
+    thinking part cost more than the rest of the reward together (bench/reward.py).
+    """
+    count, start = 0, text.find(word)
+    while start >= 0:
+        end = start + len(word)
+        if (start == 0 or not _is_word_char(text[start - 1])) and (
+            end == len(text) or not _is_word_char(text[end])
+        ):
+            count += 1
+        start = text.find(word, start + 1)
+    return count
+
+
 def _reflection_keywords(think: str) -> int:
-    counts: dict[str, int] = {}
-    for match in _KEYWORD.finditer(think):
-        word = match.group(1).lower()
-        counts[word] = counts.get(word, 0) + 1
-    return sum(1 for n in counts.values() if 1 <= n <= 4)
+    lowered = think.lower()
+    return sum(1 for word in REFLECTION_KEYWORDS if 1 <= _whole_word_count(lowered, word) <= 4)
 
 
 def score_response(
