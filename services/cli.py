@@ -7,6 +7,7 @@ import typer
 from cobalt import __version__
 from cobalt.executor.cli import exec_app, executor_app
 from cobalt.inference.cli import inference_app
+from cobalt.orchestrator.analysis.cli import analyze_app
 from cobalt.orchestrator.api.cli import orchestrator_app
 from cobalt.orchestrator.bandit.cli import bandit_app
 from cobalt.orchestrator.cli import data_app
@@ -34,6 +35,7 @@ app.add_typer(orchestrator_app, name="orchestrator")
 app.command("worker")(worker_command)
 app.add_typer(bandit_app, name="bandit")
 app.add_typer(reward_app, name="reward")
+app.add_typer(analyze_app, name="analyze")
 
 
 def _version(value: bool) -> None:

@@ -25,6 +25,8 @@ ADMIN_URL = os.environ.get(
     "COBALT_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
 TABLES = (
+    "judge_verdicts",
+    "hacking_cases",
     "bandit_contexts",
     "bandit_datasets",
     "turns",

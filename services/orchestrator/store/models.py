@@ -35,6 +35,8 @@ __all__ = [
     "BanditDataset",
     "Base",
     "Dataset",
+    "HackingCase",
+    "JudgeVerdict",
     "Problem",
     "Run",
     "RunKind",
@@ -347,3 +349,41 @@ class BanditContext(Base):
     """The bandit dataset a mixed-in context was copied from; None for its own."""
 
     dataset: Mapped[BanditDataset] = relationship(back_populates="contexts")
+
+
+class HackingCase(Base):
+    """A turn flagged as possible in-context reward hacking (`analysis.hacking`)."""
+
+    __tablename__ = "hacking_cases"
+    __table_args__ = (UniqueConstraint("run_id", "problem_id", "sample_index", "turn_index"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    problem_id: Mapped[int] = mapped_column(
+        ForeignKey("problems.id", ondelete="RESTRICT"), index=True
+    )
+    sample_index: Mapped[int] = mapped_column(Integer)
+    turn_index: Mapped[int] = mapped_column(Integer)
+    shown_test: Mapped[int] = mapped_column(Integer)
+    swapped_tests: Mapped[list[int]] = mapped_column(JsonValue)
+    previous_code: Mapped[str] = mapped_column(Text)
+    feedback: Mapped[str] = mapped_column(Text)
+    new_code: Mapped[str] = mapped_column(Text)
+    diff: Mapped[str] = mapped_column(Text)
+    hidden_pass_before: Mapped[float | None] = mapped_column(Float, default=None)
+    hidden_pass_after: Mapped[float | None] = mapped_column(Float, default=None)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class JudgeVerdict(Base):
+    """An LLM judge's category for a hacking case (1-4, or "unparsed" with its answer)."""
+
+    __tablename__ = "judge_verdicts"
+    __table_args__ = (UniqueConstraint("case_id", "judge_model"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    case_id: Mapped[int] = mapped_column(ForeignKey("hacking_cases.id", ondelete="CASCADE"))
+    judge_model: Mapped[str] = mapped_column(String(200))
+    category: Mapped[str] = mapped_column(String(20))
+    raw_answer: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
