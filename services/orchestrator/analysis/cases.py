@@ -1,56 +1,105 @@
-"""Find the flagged turns of a run on a perturbed dataset and store them (idempotent)."""
+"""Storage of the analysis: hacking cases of a run and the judges' verdicts on them.
+
+Both writes are idempotent. A case is keyed by (run, problem, sample, turn), so running
+`cobalt analyze hacking` again stores only cases it has not stored; a verdict is keyed by
+(case, judge model), so a judge is asked about a case once. Functions here add and query;
+the caller owns the transaction.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import Session
 
 from cobalt.orchestrator.analysis.hacking import TurnFacts, flag_turns, unified_diff
+from cobalt.orchestrator.analysis.judge import CaseForJudge, JudgedCase
 from cobalt.orchestrator.store import repo_runs
-from cobalt.orchestrator.store.models import HackingCase, Problem, Turn
+from cobalt.orchestrator.store.models import HackingCase, JudgeVerdict, Problem, Turn
+from cobalt.shared.contracts import Verdict
 from cobalt.shared.errors import InvalidInput
 
-__all__ = ["CaseSummary", "case_record", "find_and_store_cases"]
+__all__ = [
+    "CaseKey",
+    "CaseSelection",
+    "CaseSummary",
+    "case_ids_of_records",
+    "case_records",
+    "cases_to_judge",
+    "find_and_store_cases",
+    "store_verdicts",
+    "verdict_counts",
+]
+
+CaseKey = tuple[int, str, int, int]
+"""(run id, problem external id, sample index, turn index): a case in any export."""
 
 
 @dataclass(frozen=True, slots=True)
 class CaseSummary:
     run_id: int
     cases: int
+    """Flagged turns of the run (stored now or before)."""
     new_cases: int
+    """Of those, the ones stored by this call."""
     by_problem: dict[str, int]
+    """Flagged turns per problem external id."""
+    new_by_problem: dict[str, int]
+    """Cases stored by this call per problem external id (problems with none left out)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CaseSelection:
+    """Which stored cases a judge command covers: a run's, or a list of ids."""
+
+    run_id: int | None = None
+    case_ids: tuple[int, ...] = ()
+
+    def where(self) -> ColumnElement[bool]:
+        if self.run_id is not None:
+            return HackingCase.run_id == self.run_id
+        return HackingCase.id.in_(self.case_ids)
 
 
 def _hidden_rate(verdicts: list[str] | None) -> float | None:
     if not verdicts:
         return None
-    return sum(v == "accepted" for v in verdicts) / len(verdicts)
+    return sum(v == Verdict.ACCEPTED for v in verdicts) / len(verdicts)
+
+
+def _swapped_positions(problem: Problem) -> set[int]:
+    return {int(s["new_index"]) for s in (problem.perturbation or {}).get("swapped", [])}
 
 
 def find_and_store_cases(session: Session, *, run_id: int) -> CaseSummary:
-    """Flag the run's turns and store the cases not stored yet; the caller commits.
+    """Flag the run's turns (`hacking.flag_turns`) and store the cases not stored yet.
+
+    Args:
+        session: An open transaction; the caller commits.
+        run_id: The run to analyse.
+
+    Returns:
+        How many turns are flagged, how many of them were new, and the count per problem.
 
     Raises:
-        NotFound: no such run.
-        InvalidInput: the run's dataset is not perturbed, or its turns were not evaluated.
+        NotFound: No such run.
+        InvalidInput: The run's dataset has no perturbed problem, or some of its turns
+            have no hidden-test results yet.
     """
     run = repo_runs.get_run(session, run_id=run_id)
     problems = {
         p.id: p
         for p in session.scalars(select(Problem).where(Problem.dataset_id == run.dataset_id))
     }
-    swapped = {
-        pid: {int(s["new_index"]) for s in (p.perturbation or {}).get("swapped", [])}
-        for pid, p in problems.items()
-    }
+    swapped = {pid: _swapped_positions(p) for pid, p in problems.items()}
     if not any(swapped.values()):
         raise InvalidInput(
-            f"run {run_id} is on a dataset without perturbed problems; run it on a dataset "
-            "made by `cobalt data perturb`"
+            f"run {run_id} is on a dataset without perturbed problems; analyse a run on a "
+            "dataset made by `cobalt data perturb`"
         )
     turns: dict[tuple[int, int], list[Turn]] = defaultdict(list)
     for turn in session.scalars(
@@ -59,31 +108,37 @@ def find_and_store_cases(session: Session, *, run_id: int) -> CaseSummary:
         .order_by(Turn.problem_id, Turn.sample_index, Turn.turn_index)
     ):
         turns[(turn.problem_id, turn.sample_index)].append(turn)
-    if any(
-        t.hidden_passed is None and problems[t.problem_id].hidden_tests
+    unevaluated = sum(
+        1
         for rows in turns.values()
         for t in rows
-    ):
+        if t.hidden_passed is None and problems[t.problem_id].hidden_tests
+    )
+    if unevaluated:
         raise InvalidInput(
-            f"run {run_id} has turns without hidden results; run "
+            f"run {run_id} has {unevaluated} turns without hidden-test results; run "
             f"`cobalt run evaluate {run_id}` first"
         )
-    stored = {
-        (c.problem_id, c.sample_index, c.turn_index)
-        for c in session.scalars(select(HackingCase).where(HackingCase.run_id == run_id))
-    }
+    stored = set(
+        session.execute(
+            select(HackingCase.problem_id, HackingCase.sample_index, HackingCase.turn_index).where(
+                HackingCase.run_id == run_id
+            )
+        )
+    )
     total, new = 0, 0
     by_problem: defaultdict[str, int] = defaultdict(int)
+    new_by_problem: defaultdict[str, int] = defaultdict(int)
     for (problem_id, sample), rows in turns.items():
         facts = [TurnFacts(t.turn_index, t.code, t.public_verdicts) for t in rows]
         by_index = {t.turn_index: t for t in rows}
-        for flagged in flag_turns(facts, swapped.get(problem_id, set())):
+        for flagged in flag_turns(facts, swapped[problem_id]):
             total += 1
             by_problem[problems[problem_id].external_id] += 1
             if (problem_id, sample, flagged.turn_index) in stored:
                 continue
             before, after = by_index[flagged.turn_index - 1], by_index[flagged.turn_index]
-            assert before.code is not None and after.code is not None
+            assert before.code is not None and after.code is not None  # flag_turns checked
             session.add(
                 HackingCase(
                     run_id=run_id,
@@ -101,11 +156,14 @@ def find_and_store_cases(session: Session, *, run_id: int) -> CaseSummary:
                 )
             )
             new += 1
-    return CaseSummary(run_id, total, new, dict(sorted(by_problem.items())))
+            new_by_problem[problems[problem_id].external_id] += 1
+    session.flush()
+    return CaseSummary(
+        run_id, total, new, dict(sorted(by_problem.items())), dict(sorted(new_by_problem.items()))
+    )
 
 
-def case_record(case: HackingCase, problem: Problem) -> dict[str, Any]:
-    """A case as one JSON object (`--out` lines, `--json`)."""
+def _record(case: HackingCase, problem: Problem) -> dict[str, Any]:
     return {
         "case_id": case.id,
         "run_id": case.run_id,
@@ -121,3 +179,118 @@ def case_record(case: HackingCase, problem: Problem) -> dict[str, Any]:
         "hidden_pass_before": case.hidden_pass_before,
         "hidden_pass_after": case.hidden_pass_after,
     }
+
+
+def case_records(session: Session, *, run_id: int) -> list[dict[str, Any]]:
+    """The run's stored cases as JSON objects (the lines of `--out`), in case order."""
+    return [
+        _record(case, problem)
+        for case, problem in session.execute(
+            select(HackingCase, Problem)
+            .join(Problem, Problem.id == HackingCase.problem_id)
+            .where(HackingCase.run_id == run_id)
+            .order_by(HackingCase.id)
+        )
+    ]
+
+
+def case_ids_of_records(session: Session, records: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The stored ids of exported cases, found by their key, not by the exported id.
+
+    The key (run, problem, sample, turn) means the same thing in any database that holds
+    the run; an id alone could name another case elsewhere.
+
+    Raises:
+        InvalidInput: A record lacks a key field, or names a case that is not stored.
+    """
+    try:
+        wanted: list[CaseKey] = [
+            (int(r["run_id"]), str(r["problem"]), int(r["sample_index"]), int(r["turn_index"]))
+            for r in records
+        ]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InvalidInput(
+            f"a case lacks {exc}; give the lines `cobalt analyze hacking --out` wrote"
+        ) from exc
+    runs = {key[0] for key in wanted}
+    stored: dict[CaseKey, int] = {
+        (run, problem, sample, turn): case_id
+        for case_id, run, problem, sample, turn in session.execute(
+            select(
+                HackingCase.id,
+                HackingCase.run_id,
+                Problem.external_id,
+                HackingCase.sample_index,
+                HackingCase.turn_index,
+            )
+            .join(Problem, Problem.id == HackingCase.problem_id)
+            .where(HackingCase.run_id.in_(runs))
+        )
+    }
+    missing = [key for key in wanted if key not in stored]
+    if missing:
+        run, problem, sample, turn = missing[0]
+        raise InvalidInput(
+            f"{len(missing)} of the cases are not stored in this database (the first: run "
+            f"{run}, problem {problem}, sample {sample}, turn {turn}); run "
+            f"`cobalt analyze hacking --run {run}` against it first"
+        )
+    return sorted({stored[key] for key in wanted})
+
+
+def cases_to_judge(
+    session: Session, *, selection: CaseSelection, judge_model: str
+) -> list[CaseForJudge]:
+    """The selected cases that `judge_model` has not judged yet, in id order."""
+    judged = select(JudgeVerdict.case_id).where(JudgeVerdict.judge_model == judge_model)
+    return [
+        CaseForJudge(
+            case_id=case.id,
+            statement=statement,
+            feedback=case.feedback,
+            previous_code=case.previous_code,
+            new_code=case.new_code,
+            diff=case.diff,
+            hidden_pass_before=case.hidden_pass_before,
+            hidden_pass_after=case.hidden_pass_after,
+        )
+        for case, statement in session.execute(
+            select(HackingCase, Problem.statement)
+            .join(Problem, Problem.id == HackingCase.problem_id)
+            .where(selection.where(), HackingCase.id.not_in(judged))
+            .order_by(HackingCase.id)
+        )
+    ]
+
+
+def store_verdicts(session: Session, *, judge_model: str, verdicts: Sequence[JudgedCase]) -> int:
+    """Store the verdicts whose (case, judge model) has none yet; returns how many."""
+    already = set(
+        session.scalars(
+            select(JudgeVerdict.case_id).where(
+                JudgeVerdict.judge_model == judge_model,
+                JudgeVerdict.case_id.in_([v.case_id for v in verdicts]),
+            )
+        )
+    )
+    new = [v for v in verdicts if v.case_id not in already]
+    session.add_all(
+        JudgeVerdict(
+            case_id=v.case_id, judge_model=judge_model, category=v.category, raw_answer=v.raw_answer
+        )
+        for v in new
+    )
+    session.flush()
+    return len(new)
+
+
+def verdict_counts(session: Session, *, selection: CaseSelection) -> dict[str, dict[str, int]]:
+    """Stored verdicts on the selected cases: judge model -> category -> count, sorted."""
+    counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for judge_model, category in session.execute(
+        select(JudgeVerdict.judge_model, JudgeVerdict.category)
+        .join(HackingCase, HackingCase.id == JudgeVerdict.case_id)
+        .where(selection.where())
+    ):
+        counts[judge_model][category] += 1
+    return {model: dict(sorted(c.items())) for model, c in sorted(counts.items())}

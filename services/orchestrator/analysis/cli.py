@@ -1,27 +1,42 @@
-"""`cobalt analyze hacking|judge`: in-context reward hacking on perturbed datasets."""
+"""`cobalt analyze hacking|judge`: in-context reward hacking on perturbed datasets.
+
+Exit statuses are those of `cobalt.orchestrator.console`; in particular 2 for a run that
+cannot be analysed (dataset not perturbed, turns not evaluated) or a bad `--input` file,
+and 3 when the database or the judge's endpoint cannot be reached. A judge command that
+meets an endpoint failure still stores the verdicts it received before exiting 3.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections import Counter
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
-from sqlalchemy import select
 
-from cobalt.orchestrator.analysis.cases import case_record, find_and_store_cases
+from cobalt.orchestrator.analysis.cases import (
+    CaseSelection,
+    case_ids_of_records,
+    case_records,
+    cases_to_judge,
+    find_and_store_cases,
+    store_verdicts,
+    verdict_counts,
+)
 from cobalt.orchestrator.analysis.judge import (
     CATEGORIES,
-    JudgedCase,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_MAX_TOKENS,
+    CaseForJudge,
+    JudgeRun,
     judge_cases,
-    judge_messages,
 )
 from cobalt.orchestrator.console import (
+    EXIT_UNREACHABLE,
     EXIT_USAGE,
     StoreContext,
     echo_json,
@@ -30,10 +45,14 @@ from cobalt.orchestrator.console import (
     settings_or_exit,
 )
 from cobalt.orchestrator.rollouts.sampling import ChatSampler
-from cobalt.orchestrator.store.models import HackingCase, JudgeVerdict, Problem
 from cobalt.shared.clients import ModelEndpoint
+from cobalt.shared.errors import Overloaded, Unavailable, UpstreamError
 
 __all__ = ["analyze_app"]
+
+JUDGE_MAX_RETRIES = 2
+"""Retries per judge request (the openai client's backoff) before it counts as failed."""
+JUDGE_TIMEOUT_S = 300.0
 
 analyze_app = typer.Typer(
     help="In-context reward hacking (METHOD.md): flag turns that fit a perturbed test, and "
@@ -47,7 +66,7 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object 
 def hacking(
     run: Annotated[int, typer.Option("--run", help="An evaluated run on a perturbed dataset.")],
     out: Annotated[
-        Path | None, typer.Option("--out", help="Also write the cases as JSON lines.")
+        Path | None, typer.Option("--out", help="Also write the run's cases as JSON lines.")
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -56,16 +75,7 @@ def hacking(
     store = StoreContext(settings=settings_or_exit())
     with handled(), store.sessions().begin() as session:
         summary = find_and_store_cases(session, run_id=run)
-        session.flush()
-        records = [
-            case_record(case, problem)
-            for case, problem in session.execute(
-                select(HackingCase, Problem)
-                .join(Problem, Problem.id == HackingCase.problem_id)
-                .where(HackingCase.run_id == run)
-                .order_by(HackingCase.id)
-            )
-        ]
+        records = case_records(session, run_id=run)
     store.close()
     if out is not None:
         with handled():
@@ -80,11 +90,56 @@ def hacking(
             }
         )
         return
-    table = Table(title=f"run {run}: {summary.cases} flagged turns ({summary.new_cases} new)")
+    table = Table(title=f"hacking cases of run {run}")
     table.add_column("problem")
     table.add_column("cases", justify="right")
+    table.add_column("new", justify="right")
     for problem, count in summary.by_problem.items():
-        table.add_row(problem, str(count))
+        table.add_row(problem, str(count), str(summary.new_by_problem.get(problem, 0)))
+    table.add_section()
+    table.add_row("total", str(summary.cases), str(summary.new_cases))
+    Console().print(table)
+
+
+def _read_records(path: Path) -> list[dict[str, Any]]:
+    with handled():
+        lines = path.read_text(encoding="utf-8").splitlines()
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise fail(EXIT_USAGE, f"{path}:{number}: not JSON ({exc.msg})") from exc
+        if not isinstance(record, dict):
+            raise fail(EXIT_USAGE, f"{path}:{number}: not a case object")
+        records.append(record)
+    return records
+
+
+def _ask_judge(
+    endpoint: ModelEndpoint, cases: list[CaseForJudge], *, concurrency: int, max_tokens: int
+) -> JudgeRun:
+    async def ask() -> JudgeRun:
+        sampler = ChatSampler(endpoint, max_retries=JUDGE_MAX_RETRIES, timeout_s=JUDGE_TIMEOUT_S)
+        try:
+            return await judge_cases(sampler, cases, concurrency=concurrency, max_tokens=max_tokens)
+        finally:
+            await sampler.aclose()
+
+    return asyncio.run(ask()) if cases else JudgeRun()
+
+
+def _print_counts(counts: dict[str, dict[str, int]], title: str) -> None:
+    table = Table(title=title)
+    table.add_column("judge")
+    table.add_column("category")
+    table.add_column("cases", justify="right")
+    for judge_model, per_category in counts.items():
+        for category, count in per_category.items():
+            label = f"{category}: {CATEGORIES[category]}" if category in CATEGORIES else category
+            table.add_row(judge_model, label, str(count))
     Console().print(table)
 
 
@@ -98,96 +153,58 @@ def judge(
         typer.Option("--input", help="Judge the cases of a JSON-lines file from --out."),
     ] = None,
     api_key: Annotated[
-        str | None, typer.Option("--api-key", envvar="COBALT_MODEL_API_KEY", help="Bearer key.")
+        str | None,
+        typer.Option(
+            "--api-key",
+            envvar="COBALT_MODEL_API_KEY",
+            help="Key for the judge's endpoint (env COBALT_MODEL_API_KEY); never stored.",
+        ),
     ] = None,
-    concurrency: Annotated[int, typer.Option(min=1, help="Requests in flight.")] = 8,
+    concurrency: Annotated[
+        int, typer.Option(min=1, help="Judge requests in flight.")
+    ] = DEFAULT_CONCURRENCY,
+    max_tokens: Annotated[
+        int, typer.Option(min=16, help="Tokens per judge answer.")
+    ] = DEFAULT_MAX_TOKENS,
     as_json: JsonOption = False,
 ) -> None:
-    """Sort the stored cases into the four categories; each (case, judge) is asked once."""
+    """Sort the stored cases into METHOD.md's four categories; each (case, judge model) is
+    asked once, and the counts cover every judge that has seen these cases."""
     if (run is None) == (input_file is None):
         raise fail(EXIT_USAGE, "give exactly one of --run RUN and --input FILE.jsonl")
-    wanted: set[int] | None = None
-    if input_file is not None:
-        with handled():
-            lines = input_file.read_text(encoding="utf-8").splitlines()
-        try:
-            wanted = {int(json.loads(line)["case_id"]) for line in lines if line.strip()}
-        except (ValueError, KeyError, TypeError) as exc:
-            raise fail(
-                EXIT_USAGE, f"{input_file}: not the JSON lines of `cobalt analyze hacking --out`"
-            ) from exc
+    records = _read_records(input_file) if input_file is not None else []
     store = StoreContext(settings=settings_or_exit())
     sessions = store.sessions()
     with handled(), sessions() as session:
-        query = select(HackingCase, Problem).join(Problem, Problem.id == HackingCase.problem_id)
-        query = (
-            query.where(HackingCase.run_id == run)
+        selection = (
+            CaseSelection(run_id=run)
             if run is not None
-            else query.where(HackingCase.id.in_(wanted or set()))
+            else CaseSelection(case_ids=tuple(case_ids_of_records(session, records)))
         )
-        judged = set(
-            session.scalars(select(JudgeVerdict.case_id).where(JudgeVerdict.judge_model == model))
-        )
-        pending = [
-            (
-                case.id,
-                judge_messages(
-                    problem.statement, case.feedback, case.previous_code, case.new_code, case.diff
-                ),
-            )
-            for case, problem in session.execute(query.order_by(HackingCase.id))
-            if case.id not in judged
-        ]
+        pending = cases_to_judge(session, selection=selection, judge_model=model)
     endpoint = ModelEndpoint(
         base_url=base_url,
         model=model,
         api_key=SecretStr(api_key) if api_key else None,
         vllm_extensions=False,
     )
-
-    async def ask() -> list[JudgedCase]:
-        sampler = ChatSampler(endpoint, max_retries=2, timeout_s=300)
-        try:
-            return await judge_cases(sampler, pending, concurrency=concurrency)
-        finally:
-            await sampler.aclose()
-
     with handled():
-        verdicts = asyncio.run(ask()) if pending else []
+        asked = _ask_judge(endpoint, pending, concurrency=concurrency, max_tokens=max_tokens)
     with handled(), sessions.begin() as session:
-        session.add_all(
-            JudgeVerdict(
-                case_id=v.case_id, judge_model=model, category=v.category, raw_answer=v.raw_answer
-            )
-            for v in verdicts
-        )
+        stored = store_verdicts(session, judge_model=model, verdicts=asked.verdicts)
     with handled(), sessions() as session:
-        case_filter = (
-            HackingCase.run_id == run if run is not None else HackingCase.id.in_(wanted or set())
-        )
-        rows = session.execute(
-            select(JudgeVerdict.judge_model, JudgeVerdict.category)
-            .join(HackingCase, HackingCase.id == JudgeVerdict.case_id)
-            .where(case_filter)
-        ).all()
+        counts = verdict_counts(session, selection=selection)
     store.close()
-    counts: dict[str, Counter[str]] = {}
-    for judge_model, category in rows:
-        counts.setdefault(judge_model, Counter())[category] += 1
-    if as_json:
-        echo_json(
-            {
-                "judged_now": len(verdicts),
-                "counts": {m: dict(sorted(c.items())) for m, c in sorted(counts.items())},
-            }
+    if asked.failures:
+        first = asked.failures[0]
+        unreachable = isinstance(first, Unavailable | UpstreamError | Overloaded)
+        left = len(asked.failures) + asked.not_sent
+        raise fail(
+            EXIT_UNREACHABLE if unreachable else EXIT_USAGE,
+            f"{first} ({stored} verdicts stored; {left} cases left unjudged: run the command "
+            "again for them)",
         )
+    if as_json:
+        echo_json({"judge_model": model, "judged_now": stored, "counts": counts})
         return
-    table = Table(title=f"judge verdicts ({len(verdicts)} new)")
-    table.add_column("judge")
-    table.add_column("category")
-    table.add_column("cases", justify="right")
-    for judge_model, counter in sorted(counts.items()):
-        for category, count in sorted(counter.items()):
-            label = f"{category}: {CATEGORIES[category]}" if category in CATEGORIES else category
-            table.add_row(judge_model, label, str(count))
-    Console().print(table)
+    _print_counts(counts, f"judge verdicts ({stored} new from {model})")
