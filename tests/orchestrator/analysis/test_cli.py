@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +20,7 @@ from cobalt.orchestrator.store import repo_datasets, repo_runs
 from cobalt.orchestrator.store.models import HackingCase, JudgeVerdict, Problem, Turn
 from cobalt.orchestrator.store.repo_runs import TurnRow
 from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
+from tests.orchestrator.test_runs import cobalt, json_out
 
 A, W = "accepted", "wrong_answer"
 
@@ -138,23 +137,6 @@ def env(store_url: str) -> dict[str, str]:
     """`cobalt` subprocess environment: the test store only (the analysis runs no code)."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
     return {**clean, "COBALT_DATABASE_URL": store_url}
-
-
-def cobalt(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from cobalt.cli import main; main()", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-
-
-def json_out(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    assert done.returncode == 0, done.stderr
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
