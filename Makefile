@@ -1,6 +1,6 @@
 # Cobalt: two commands do everything on a fresh machine.
-#   make setup   create .venv (core: executor, orchestrator, CLI), .venv-inference (vLLM)
-#                and install system packages
+#   make setup   create .venv (core: executor, orchestrator, CLI), .venv-inference (vLLM),
+#                .venv-trainer (torch + verl) and install system packages
 #   make test    lint + type-check + the whole test suite (starts PostgreSQL/Redis if needed)
 
 PYTHON ?= $(shell scripts/find-python.sh)
@@ -8,10 +8,11 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 INFERENCE_STAMP := .venv-inference/.installed
+TRAINER_STAMP := .venv-trainer/.installed
 
 .PHONY: setup test lint typecheck pytest services bench clean
 
-setup: $(STAMP) $(INFERENCE_STAMP)
+setup: $(STAMP) $(INFERENCE_STAMP) $(TRAINER_STAMP)
 
 $(STAMP): pyproject.toml setup.py scripts/install-system-packages.sh
 	scripts/install-system-packages.sh
@@ -23,6 +24,10 @@ $(STAMP): pyproject.toml setup.py scripts/install-system-packages.sh
 $(INFERENCE_STAMP): scripts/setup-inference-venv.sh pyproject.toml setup.py
 	scripts/setup-inference-venv.sh
 
+# GRPO: torch + verl's core_algos + transformers <5.11 (docs/trainer.md).
+$(TRAINER_STAMP): scripts/setup-trainer-venv.sh pyproject.toml setup.py
+	scripts/setup-trainer-venv.sh
+
 services:
 	scripts/start-services.sh
 
@@ -33,8 +38,11 @@ lint: setup
 typecheck: setup
 	scripts/typecheck.sh
 
+# The trainer's tests need torch and verl, so they run in .venv-trainer; --confcutdir keeps
+# tests/conftest.py (core venv only) out of that run.
 pytest: setup services
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest --ignore=tests/trainer $(PYTEST_ARGS)
+	.venv-trainer/bin/pytest --confcutdir=tests/trainer tests/trainer
 
 test: lint typecheck pytest
 
@@ -42,4 +50,4 @@ bench: setup
 	$(BIN)/python bench/executor.py
 
 clean:
-	rm -rf $(VENV) .venv-inference .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) .venv-inference .venv-trainer .pytest_cache .ruff_cache .mypy_cache

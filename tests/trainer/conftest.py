@@ -1,0 +1,30 @@
+"""Fixtures of the trainer tests, which run in .venv-trainer (`make pytest`).
+
+`--confcutdir=tests/trainer` keeps pytest from loading tests/conftest.py, whose fixtures
+need the core environment (FastAPI, the executor).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+VOCAB = 48
+
+
+@pytest.fixture
+def tiny_model() -> Qwen2ForCausalLM:
+    """A random 2-layer Qwen2 (hidden 64, one head, 48-token vocabulary); no downloads."""
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=1,
+        num_key_value_heads=1,
+        max_position_embeddings=128,
+        tie_word_embeddings=False,
+    )
+    return Qwen2ForCausalLM(config).float()

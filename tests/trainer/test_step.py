@@ -1,0 +1,150 @@
+"""One GRPO optimizer step (cobalt.trainer.step) on a tiny random Qwen2."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import Qwen2ForCausalLM
+
+from cobalt.trainer.settings import TrainerSettings
+from cobalt.trainer.step import (
+    Rollouts,
+    frozen_copy,
+    make_optimizer,
+    pack,
+    response_log_probs,
+    train_step,
+)
+
+PAD = 0
+
+
+def sequence_log_prob(model: Qwen2ForCausalLM, prompt: list[int], response: list[int]) -> float:
+    """log p(response | prompt), from one unpadded forward pass."""
+    with torch.no_grad():
+        tokens = torch.tensor([prompt + response])
+        log_softmax = torch.log_softmax(model(input_ids=tokens).logits[0], dim=-1)
+    return sum(log_softmax[len(prompt) + j - 1, token].item() for j, token in enumerate(response))
+
+
+def all_log_probs(model: Qwen2ForCausalLM, rollouts: Rollouts) -> list[float]:
+    return [
+        sequence_log_prob(model, list(p), list(r))
+        for p, r in zip(rollouts.prompt_ids, rollouts.response_ids, strict=True)
+    ]
+
+
+def one_group() -> Rollouts:
+    prompt = [5, 9, 3, 17]
+    responses = [[7, 7, 21, 4, 30], [11, 2], [40, 8, 8], [25, 13, 6, 6, 6, 19]]
+    return Rollouts(
+        prompt_ids=[prompt] * 4,
+        response_ids=responses,
+        rewards=[0.2, 1.0, 0.5, 0.0],  # best: response 1, worst: response 3
+        group_ids=["p0"] * 4,
+    )
+
+
+def test_response_log_probs_match_unpadded_forward(tiny_model: Qwen2ForCausalLM) -> None:
+    rollouts = Rollouts(
+        prompt_ids=[[5, 9, 3], [12], [1, 2, 3, 4, 5, 6]],
+        response_ids=[[7, 7, 21, 4], [11, 2, 30, 30, 30, 30, 31], [40]],
+        rewards=[0.0, 1.0, 0.5],
+        group_ids=["a", "a", "a"],
+    )
+    batch = pack(rollouts, PAD)
+    assert batch.response_mask.sum(dim=1).tolist() == [4, 7, 1]
+
+    with torch.no_grad():
+        log_probs, entropy = response_log_probs(tiny_model, batch)
+
+    for row, (prompt, response) in enumerate(
+        zip(rollouts.prompt_ids, rollouts.response_ids, strict=True)
+    ):
+        tokens = torch.tensor([list(prompt) + list(response)])
+        with torch.no_grad():
+            logits = tiny_model(input_ids=tokens).logits[0]
+        expected = torch.log_softmax(logits, dim=-1)
+        for j, token in enumerate(response):
+            position = len(prompt) + j - 1
+            assert log_probs[row, j].item() == pytest.approx(
+                expected[position, token].item(), abs=1e-5
+            )
+            want_entropy = -(expected[position].exp() * expected[position]).sum()
+            assert entropy[row, j].item() == pytest.approx(want_entropy.item(), abs=1e-5)
+
+
+def test_one_step_raises_best_and_lowers_worst(tiny_model: Qwen2ForCausalLM) -> None:
+    rollouts = one_group()
+    settings = TrainerSettings(lr=1e-3, contexts_per_step=1, updates_per_step=1, n_samples=4)
+    reference = frozen_copy(tiny_model)
+    optimizer = make_optimizer(tiny_model, settings)
+    before = all_log_probs(tiny_model, rollouts)
+
+    metrics = train_step(tiny_model, reference, optimizer, rollouts, settings, pad_id=PAD)
+
+    after = all_log_probs(tiny_model, rollouts)
+    assert after[1] > before[1] + 1e-3  # highest advantage
+    assert after[3] < before[3] - 1e-3  # lowest advantage
+    # The reference policy did not move.
+    assert all_log_probs(reference, rollouts) == pytest.approx(before, abs=1e-6)
+    (update,) = metrics
+    assert update["responses"] == 4
+    assert update["kl_ref"] == pytest.approx(0.0, abs=1e-9)  # policy == reference at the start
+    assert update["pg_clipfrac"] == 0 and update["grad_norm"] > 0
+
+
+def test_sampler_log_probs_set_the_ratio(tiny_model: Qwen2ForCausalLM) -> None:
+    # Old log-probs far above the policy's: every ratio < 0.8. Positive-advantage tokens
+    # are then unclipped, negative-advantage ones are clipped (no gradient).
+    base = one_group()
+    rollouts = Rollouts(
+        prompt_ids=base.prompt_ids,
+        response_ids=base.response_ids,
+        rewards=base.rewards,
+        group_ids=base.group_ids,
+        old_log_probs=[[0.0] * len(r) for r in base.response_ids],
+    )
+    settings = TrainerSettings(lr=1e-3, contexts_per_step=1, updates_per_step=1, kl_coef=0.0)
+    optimizer = make_optimizer(tiny_model, settings)
+
+    (update,) = train_step(tiny_model, None, optimizer, rollouts, settings, pad_id=PAD)
+
+    assert update["ppo_kl"] > 1.0  # mean(old - new) with old = 0
+    negative_tokens = len(base.response_ids[0]) + len(base.response_ids[3])
+    total_tokens = sum(len(r) for r in base.response_ids)
+    assert update["pg_clipfrac"] == pytest.approx(negative_tokens / total_tokens)
+
+
+def test_groups_split_into_updates(tiny_model: Qwen2ForCausalLM) -> None:
+    first, second = one_group(), one_group()
+    rollouts = Rollouts(
+        prompt_ids=[*first.prompt_ids, *second.prompt_ids],
+        response_ids=[*first.response_ids, *second.response_ids[:3]] + [[3, 3]],
+        rewards=[*first.rewards, 1.0, 1.0, 0.0, 0.0],
+        group_ids=["g0", "g1", "g0", "g1", "g0", "g1", "g0", "g1"],
+    )
+    settings = TrainerSettings(lr=1e-4, contexts_per_step=2, updates_per_step=2)
+    reference = frozen_copy(tiny_model)
+    optimizer = make_optimizer(tiny_model, settings)
+
+    metrics = train_step(tiny_model, reference, optimizer, rollouts, settings, pad_id=PAD)
+
+    assert [m["responses"] for m in metrics] == [4, 4]
+    # The second update starts from weights the first one moved: the ratio is no longer 1.
+    assert metrics[0]["ppo_kl"] == pytest.approx(0.0, abs=1e-7)
+    assert metrics[1]["ppo_kl"] != pytest.approx(0.0, abs=1e-9)
+    assert metrics[1]["kl_ref"] > 0
+
+
+def test_rollouts_validate_lengths() -> None:
+    with pytest.raises(ValueError, match="differ in length"):
+        Rollouts(prompt_ids=[[1]], response_ids=[[2], [3]], rewards=[1.0], group_ids=["a"])
+    with pytest.raises(ValueError, match="old_log_probs"):
+        Rollouts(
+            prompt_ids=[[1], [1]],
+            response_ids=[[2, 3], [4]],
+            rewards=[1.0, 0.0],
+            group_ids=["a", "a"],
+            old_log_probs=[[-1.0], [-1.0]],
+        )
