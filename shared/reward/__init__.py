@@ -1,27 +1,75 @@
-"""The Cobalt reward, shared by the trainer, evaluation and the verl export.
+"""The Cobalt reward (METHOD.md, "Reward (training)"), shared by the trainer and scoring.
 
-`rules.score_response` computes every component from a response, its pass rate over all
-tests and the context's prev_best; `repetition` is the linear-time repeated-block check;
-`tokens` counts with the policy's tokenizer.
+`rules` computes every component of one response's reward (`score_response`, or
+`score_responses` for a whole step); `repetition` is the O(n log n) repeated-block check
+that decides exactly as the research code's quadratic regex; `tokens` counts with the
+policy's tokenizer. docs/reward.md has the rules and the decisions behind them.
 """
 
-from cobalt.shared.reward.repetition import has_repeated_block
-from cobalt.shared.reward.rules import (
-    RewardBreakdown,
-    TokenCounter,
-    correctness_tier,
-    improvement_adjusted,
-    score_response,
+from cobalt.shared.reward.repetition import (
+    MIN_BLOCK_CHARS,
+    MIN_COPIES,
+    has_repeated_block,
+    regex_has_repeated_block,
 )
-from cobalt.shared.reward.tokens import RewardSettings, TokenizerCounter
+from cobalt.shared.reward.rules import (
+    FORMAT_PENALTY,
+    MAX_AFTER_CODE_TOKENS,
+    MAX_ANSWER_TOKENS,
+    MAX_THINK_TOKENS,
+    NO_CODE_REWARD,
+    REFLECTION_KEYWORDS,
+    FormatCheck,
+    FormatViolation,
+    ImprovementRule,
+    RewardBreakdown,
+    ScoreInput,
+    apply_improvement,
+    check_format,
+    correctness_tier,
+    count_reflection_keywords,
+    length_shaping,
+    score_response,
+    score_responses,
+)
+from cobalt.shared.reward.tokens import (
+    TOKENIZER_FILE,
+    PartStarts,
+    RewardSettings,
+    SampledTokenCounter,
+    TokenCounter,
+    TokenizerCounter,
+    TokenLengths,
+)
 
 __all__ = [
+    "FORMAT_PENALTY",
+    "FormatCheck",
+    "FormatViolation",
+    "ImprovementRule",
+    "MAX_AFTER_CODE_TOKENS",
+    "MAX_ANSWER_TOKENS",
+    "MAX_THINK_TOKENS",
+    "MIN_BLOCK_CHARS",
+    "MIN_COPIES",
+    "NO_CODE_REWARD",
+    "PartStarts",
+    "REFLECTION_KEYWORDS",
     "RewardBreakdown",
     "RewardSettings",
+    "SampledTokenCounter",
+    "ScoreInput",
+    "TOKENIZER_FILE",
     "TokenCounter",
+    "TokenLengths",
     "TokenizerCounter",
+    "apply_improvement",
+    "check_format",
     "correctness_tier",
+    "count_reflection_keywords",
     "has_repeated_block",
-    "improvement_adjusted",
+    "length_shaping",
+    "regex_has_repeated_block",
     "score_response",
+    "score_responses",
 ]

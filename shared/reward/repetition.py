@@ -1,146 +1,245 @@
-"""Does a response repeat a block of 32+ characters 8+ times in a row? In linear time.
+"""Does a response repeat a block of 32+ characters 8+ times in a row? In O(n log n).
 
-METHOD.md's format rule is the research code's regex `(.{32,}?)\\1{7,}` (DOTALL): some
-block of at least 32 characters followed by at least 7 more copies of itself. The regex
-tries every start and every block length with backtracking: quadratic, about 1.7 s for a
-22,000-character response. `has_repeated_block` gives the same answer on every input.
+METHOD.md's format rule is the research code's regex `(.{32,}?)\\1{7,}` (DOTALL): a block
+of at least 32 characters followed by at least 7 more copies of itself. The regex tries
+every start and every block length with backtracking, which is quadratic (about 1.7 s
+for a 22,000-character response). `has_repeated_block` gives the same decision on every
+input; `regex_has_repeated_block` is the regex itself, kept as the reference.
 
-Why it is the same decision. The regex matches iff there are i and L >= 32 with
-text[i : i + 8L] of period L, i.e. text[j] == text[j + L] for the 7L positions j in
-[i, i + 7L). Put an anchor every 32 characters (x = 0, 32, 64, ...). If a match (i, L)
-exists, the first anchor x >= i lies in its first copy (x < i + 32 <= i + L), and the
-32 characters at x appear again at x + L (both inside the match, since 7L >= 64). So
-L is the distance from an anchor to a later occurrence of the anchor's 32 characters:
-scanning every position y once and looking its 32 characters up among the anchors'
-gives every such (x, L) pair, and each is checked exactly: the streak of
-text[j] == text[j + L] through x must reach 7L, with at most 31 characters of it before
-x (else an earlier anchor is in the first copy and finds it). Conversely a streak of 7L
-equal pairs is a match by definition.
+Why it is the same decision. Write s for the text, n for its length, K = 8 copies and
+W = 32 characters. Call a "streak of period L" a stretch of consecutive positions j with
+s[j] == s[j + L].
 
-Cost: a hash of every 32-character window, computed for all positions at once in numpy
-(5 vector passes), one vectorised lookup of all window hashes among the anchors' (a bit
-table, then a binary search for the few that pass it), then checks only where a window
-equals an anchor's window: linear in the length. A check measures the streak with slice
-comparisons in C (a binary search that stops at the first difference), and a failed
-check records where its streak ends, so later anchors inside the same streak at the same
-distance are not checked again. bench/reward.py measures it against the regex.
+1. The regex matches iff some L >= W has a streak of period L of length >= (K - 1) L.
+   A match is s[i : i + K L] = B^K with |B| = L >= W, which says exactly that
+   s[j] == s[j + L] for the (K - 1) L positions j in [i, i + (K - 1) L). Conversely such
+   a streak starting at i makes s[i : i + K L] K copies of s[i : i + L]. Nothing else
+   is needed: a block with a shorter primitive period (e.g. "ab" repeated) also has
+   every multiple of it as a period, and the smallest multiple >= W is one of the L that
+   this tries; the regex's lazy `{32,}?` and backtracking change which match it reports,
+   never whether one exists.
+2. Sampling. For a period L, take the sample points x = 0, S, 2S, ... with S = (K - 1 -
+   C) L and C = floor((K - 1) / 2) (S = 4L, C = 3 for K = 8). A streak [i, i + (K - 1) L)
+   contains a sample x with i <= x < i + S, and then [x, x + C L) lies inside the streak,
+   so s[x : x + C L] == s[x + L : x + L + C L]. That equality is necessary, so testing
+   it at every sample of every L (by hash, below) misses no match.
+3. Exactness. Each sample that passes is then checked on the text itself: the maximal
+   streak of period L through x is measured with slice comparisons (C speed), and the
+   text matches iff it is at least (K - 1) L long. A hash collision therefore only costs
+   a check that fails; it never changes the answer.
+
+Cost. Samples: sum over L = 32 .. n/8 of n / 4L, about (n / 4) ln(n / 256): ~22,000 for
+20,000 characters, all tested at once in numpy with a polynomial hash mod 2**64 of the
+prefixes (one cumulative sum). The samples' positions depend only on the length, so one
+table ordered by the length each sample needs serves every text up to its capacity (a
+text uses a prefix of it) and is kept between calls. Checks: a sample passes only
+inside a stretch with period L of length >= 4L (exponent >= 4); streaks already measured
+are not measured again, and a text whose periodic stretches stay below 8 copies has
+O(n log n) of them in total.
+Only a crafted input whose blocks collide under the 64-bit hash (Thue-Morse-like
+strings) can cost more checks; the answer is still exact.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+import functools
+import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["MIN_BLOCK", "MIN_COPIES", "has_repeated_block", "regex_has_repeated_block"]
+__all__ = [
+    "MAX_CACHED_TABLE_CHARS",
+    "MIN_BLOCK_CHARS",
+    "MIN_COPIES",
+    "has_repeated_block",
+    "regex_has_repeated_block",
+]
 
-MIN_BLOCK = 32
+MIN_BLOCK_CHARS = 32
+"""Characters of the shortest block the format rule looks for (METHOD.md)."""
+
 MIN_COPIES = 8
-_MULTIPLIER = 0x9E3779B97F4A7C15
-"""Odd 64-bit multiplier of the window hashes (fixed, so runs are reproducible)."""
+"""Copies in a row of that block that break the format rule (METHOD.md)."""
+
+_BASE = 0x9E3779B97F4A7C15
+"""Odd 64-bit hash base, so it has an inverse mod 2**64 (fixed: runs are reproducible)."""
+
+MAX_CACHED_TABLE_CHARS = 1 << 16
+"""Longest text whose sample table is kept between calls (larger ones build their own)."""
+
+_Hashes = np.ndarray[Any, np.dtype[np.uint64]]
+_Indices = np.ndarray[Any, np.dtype[np.int64]]
+
+
+@functools.cache
+def _power_table(size: int, base: int) -> _Hashes:
+    """base**k mod 2**64 for k in [0, size), built by doubling (log2(size) vector steps)."""
+    powers = np.ones(1, dtype=np.uint64)
+    while len(powers) < size:
+        step = np.uint64(pow(base, len(powers), 2**64))
+        powers = np.concatenate([powers, powers * step])
+    return powers[:size]
+
+
+def _powers(size: int, base: int) -> _Hashes:
+    """The first `size` powers, from a cached table rounded up to a power of two."""
+    return _power_table(1 << max(size - 1, 1).bit_length(), base)[:size]
+
+
+def _prefix_hashes(text: str) -> _Hashes:
+    """Q[k] = sum of code(s[j]) * BASE**-j for j < k, mod 2**64 (Q[0] = 0).
+
+    Then sum_t code(s[a + t]) * BASE**-t over a window equals BASE**a * (Q[a + m] - Q[a]),
+    so two windows of equal length compare with one multiplication, and the whole table
+    is one vector product and one cumulative sum (uint64 arithmetic wraps mod 2**64).
+    """
+    codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    inverse = pow(_BASE, -1, 2**64)
+    prefix = np.zeros(len(codes) + 1, dtype=np.uint64)
+    np.cumsum(codes.astype(np.uint64) * _powers(len(codes), inverse), out=prefix[1:])
+    return prefix
 
 
 def _common_prefix(text: str, a: int, b: int, limit: int) -> int:
-    """Length of the common prefix of text[a:] and text[b:], up to `limit` (C compares)."""
-    low, high = 0, min(limit, len(text) - b)
+    """Length of the common prefix of text[a:] and text[b:] (b > a), at most `limit`."""
+    high = max(0, min(limit, len(text) - b))
     if text[a : a + high] == text[b : b + high]:
         return high
-    while low < high:  # text[a:a+low] == text[b:b+low] holds, text[..high] does not
-        middle = (low + high + 1) // 2
+    low = 0  # invariant: the first `low` characters agree, the first `high` do not
+    while high - low > 1:
+        middle = (low + high) // 2
         if text[a : a + middle] == text[b : b + middle]:
             low = middle
         else:
-            high = middle - 1
+            high = middle
     return low
 
 
-def _streak_through(text: str, x: int, period: int, need: int, before: int) -> int:
-    """-1 if text[j] == text[j + period] for `need` positions j in a row that include x,
-    starting at most `before` positions before x; else where the streak from x ends."""
-    after = _common_prefix(text, x, x + period, need)
-    missing = need - after
-    if missing <= 0:
-        return -1
-    if missing <= min(before, x) and (
-        text[x - missing : x] == text[x - missing + period : x + period]
-    ):
-        return -1
-    return x + after
+def _common_suffix(text: str, a: int, b: int, limit: int) -> int:
+    """Length of the common suffix of text[:a] and text[:b] (b > a), at most `limit`."""
+    high = max(0, min(limit, a))
+    if text[a - high : a] == text[b - high : b]:
+        return high
+    low = 0
+    while high - low > 1:
+        middle = (low + high) // 2
+        if text[a - middle : a] == text[b - middle : b]:
+            low = middle
+        else:
+            high = middle
+    return low
 
 
-def _gram_hashes(text: str, width: int) -> np.ndarray[Any, np.dtype[np.uint64]]:
-    """A polynomial hash (mod 2**64) of every `width`-character window, in numpy.
+@dataclass(frozen=True, slots=True)
+class _SampleTable:
+    """Every (period, sample) pair of step 2 for texts up to `capacity` characters, ordered
+    by the text length each one needs, so a text of n characters uses a prefix of it."""
 
-    H(y) = sum of code[y + k] * M**(width - 1 - k). For a power-of-two width it is built
-    by doubling, H2w(y) = Hw(y) * M**w + Hw(y + w): 5 vector passes for 32. Equal windows
-    get equal hashes; a collision of unequal ones costs only a check that fails (checks
-    compare the text itself), never a wrong answer.
-    """
-    codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.uint64)
-    if width & (width - 1) == 0:
-        hashes, span = codes, 1
-        while span < width:
-            hashes = hashes[:-span] * np.uint64(pow(_MULTIPLIER, span, 2**64)) + hashes[span:]
-            span *= 2
-        return hashes
-    count = len(codes) - width + 1
-    hashes = np.zeros(count, dtype=np.uint64)
-    for offset in range(width):
-        hashes = hashes * np.uint64(_MULTIPLIER) + codes[offset : offset + count]
-    return hashes
+    needs: _Indices
+    """Characters a pair needs: its comparison must fit, and so must 8 copies."""
+    periods: _Indices
+    samples: _Indices
+    window_ends: _Indices
+    """sample + C * period: the end of the first compared window."""
+    shifted: _Indices
+    """sample + period: the start of the second compared window."""
+    shifted_ends: _Indices
+    period_powers: _Hashes
+    """BASE ** period, which aligns the two windows' hashes."""
 
 
-def has_repeated_block(text: str, min_block: int = MIN_BLOCK, min_copies: int = MIN_COPIES) -> bool:
-    """True iff some block of >= `min_block` characters occurs >= `min_copies` times in a
-    row (the same decision as `regex_has_repeated_block`)."""
-    n = len(text)
-    if min_copies < 2 or n < min_block * min_copies:
-        return False
-    hashes = _gram_hashes(text, min_block)
-    # An anchor can start a first copy only if 8 copies of >= 32 still fit after it.
-    last_anchor = n - min_block * (min_copies - 1) - 1
-    anchor_positions = np.arange(0, last_anchor + 1, min_block)
-    anchors: dict[int, list[int]] = defaultdict(list)
-    for x, value in zip(anchor_positions.tolist(), hashes[anchor_positions].tolist(), strict=True):
-        anchors[value].append(x)
-    # Every later window whose hash is an anchor's: the only places a copy can start.
-    known, first, count = np.unique(hashes[anchor_positions], return_index=True, return_counts=True)
-    # Windows that may equal an anchor's: a 16-bit table of the anchors' low hash bits
-    # (one gather), then a binary search for those few only.
-    table = np.zeros(1 << 16, dtype=bool)
-    table[(known & np.uint64(0xFFFF)).astype(np.intp)] = True
-    maybe = np.flatnonzero(table[(hashes[min_block:] & np.uint64(0xFFFF)).astype(np.intp)])
-    later = hashes[maybe + min_block]
-    slots = np.minimum(np.searchsorted(known, later), len(known) - 1)
-    # A window equal to a single anchor's that is closer than one block (the anchor
-    # itself, mostly) can give no period: drop those without a Python loop.
-    useful = (known[slots] == later) & (
-        (count[slots] > 1) | (anchor_positions[first][slots] <= maybe)
+def _build_table(capacity: int, min_block: int, min_copies: int) -> _SampleTable:
+    copies_compared = (min_copies - 1) // 2  # C in the module docstring
+    step_blocks = min_copies - 1 - copies_compared  # S / L
+    periods = np.arange(min_block, capacity // min_copies + 1, dtype=np.int64)
+    # Samples x of period L need x + L + C L <= n: counts per period, then all at once.
+    counts = (capacity - (1 + copies_compared) * periods) // (step_blocks * periods) + 1
+    period = np.repeat(periods, counts)
+    first = np.repeat(np.cumsum(counts) - counts, counts)
+    sample = (np.arange(len(period), dtype=np.int64) - first) * (step_blocks * period)
+    needs = np.maximum(sample + (1 + copies_compared) * period, min_copies * period)
+    order = np.argsort(needs, kind="stable")
+    period, sample = period[order], sample[order]
+    width = copies_compared * period
+    return _SampleTable(
+        needs=needs[order],
+        periods=period,
+        samples=sample,
+        window_ends=sample + width,
+        shifted=sample + period,
+        shifted_ends=sample + period + width,
+        period_powers=_powers(capacity // min_copies + 1, _BASE)[period],
     )
-    probes = maybe[useful] + min_block
-    streak_end: dict[int, int] = {}  # period -> end of the last streak found too short
-    for y, value in zip(probes.tolist(), hashes[probes].tolist(), strict=True):
-        for x in reversed(anchors[value]):  # nearest anchor first: periods grow as x falls
-            period = y - x
-            if period < min_block:
-                continue
-            if x + period * min_copies - (min_block - 1) > n:
-                break  # 8 copies no longer fit, nor will they for earlier anchors
-            if x < streak_end.get(period, -1):
-                continue  # inside a streak already measured at this period
-            end = _streak_through(text, x, period, period * (min_copies - 1), min_block - 1)
-            if end < 0:
-                return True
-            streak_end[period] = end
+
+
+_cached_table = functools.lru_cache(maxsize=8)(_build_table)
+
+
+def _table(length: int, min_block: int, min_copies: int) -> _SampleTable:
+    """The table for a text of `length`: cached up to MAX_CACHED_TABLE_CHARS (a few MB)."""
+    if length > MAX_CACHED_TABLE_CHARS:
+        return _build_table(length, min_block, min_copies)
+    capacity = max(4096, 1 << (length - 1).bit_length())
+    return _cached_table(capacity, min_block, min_copies)
+
+
+def _passing_samples(text: str, min_block: int, min_copies: int) -> tuple[list[int], list[int]]:
+    """(period, sample) pairs, by period then sample, where step 2's equality holds by hash."""
+    table = _table(len(text), min_block, min_copies)
+    used = int(np.searchsorted(table.needs, len(text), side="right"))
+    prefix = _prefix_hashes(text)
+    left = prefix[table.window_ends[:used]] - prefix[table.samples[:used]]
+    right = prefix[table.shifted_ends[:used]] - prefix[table.shifted[:used]]
+    hits = np.flatnonzero(left == right * table.period_powers[:used])
+    periods, samples = table.periods[hits], table.samples[hits]
+    order = np.lexsort((samples, periods))
+    return periods[order].tolist(), samples[order].tolist()
+
+
+def has_repeated_block(
+    text: str, min_block: int = MIN_BLOCK_CHARS, min_copies: int = MIN_COPIES
+) -> bool:
+    """Whether some block of >= `min_block` characters occurs >= `min_copies` times in a row.
+
+    The same decision as `regex_has_repeated_block` on every input (the module docstring
+    has the argument), in O(n log n) time instead of the regex's quadratic backtracking.
+
+    Args:
+        text: Any text (a whole model response).
+        min_block: Shortest block length, in characters.
+        min_copies: Copies in a row that count as a repetition; at least 3.
+
+    Returns:
+        True when the text contains such a repetition.
+
+    Raises:
+        ValueError: `min_block` < 1 or `min_copies` < 3.
+    """
+    if min_block < 1 or min_copies < 3:
+        raise ValueError(f"need min_block >= 1 and min_copies >= 3, not {min_block}, {min_copies}")
+    if len(text) < min_block * min_copies:
+        return False
+    measured_period, measured_end = -1, -1
+    for period, sample in zip(*_passing_samples(text, min_block, min_copies), strict=True):
+        if period == measured_period and sample < measured_end:
+            continue  # inside the maximal streak just measured at this period: too short
+        need = (min_copies - 1) * period
+        forward = _common_prefix(text, sample, sample + period, need)
+        if forward + _common_suffix(text, sample, sample + period, need - forward) >= need:
+            return True
+        measured_period, measured_end = period, sample + forward
     return False
 
 
+@functools.cache
+def _regex(min_block: int, min_copies: int) -> re.Pattern[str]:
+    return re.compile(rf"(.{{{min_block},}}?)\1{{{min_copies - 1},}}", re.DOTALL)
+
+
 def regex_has_repeated_block(
-    text: str, min_block: int = MIN_BLOCK, min_copies: int = MIN_COPIES
+    text: str, min_block: int = MIN_BLOCK_CHARS, min_copies: int = MIN_COPIES
 ) -> bool:
     """The research code's quadratic check, kept as the reference for tests and the bench."""
-    import re
-
-    pattern = re.compile(rf"(.{{{min_block},}}?)\1{{{min_copies - 1},}}", re.DOTALL)
-    return pattern.search(text) is not None
+    return _regex(min_block, min_copies).search(text) is not None

@@ -1,10 +1,15 @@
-"""`cobalt reward score`: every reward component of one response, for checking by hand."""
+"""`cobalt reward score`: every reward component of one response, for checking by hand.
+
+Exit statuses are the orchestrator's (`cobalt.orchestrator.console`): 2 for unreadable
+or invalid files, a missing tokenizer or bad settings; 3 when the executor cannot be
+reached.
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from pydantic import TypeAdapter, ValidationError
@@ -14,7 +19,7 @@ from rich.table import Table
 from cobalt.orchestrator.console import EXIT_USAGE, echo_json, fail, handled, open_executor
 from cobalt.orchestrator.scoring.score import score_with_executor
 from cobalt.shared.contracts import StoredTest
-from cobalt.shared.reward import TokenizerCounter
+from cobalt.shared.reward import RewardSettings, TokenizerCounter
 
 __all__ = ["reward_app"]
 
@@ -23,66 +28,97 @@ reward_app = typer.Typer(
     no_args_is_help=True,
 )
 
-_TESTS = TypeAdapter(list[StoredTest])
+_TEST_LIST = TypeAdapter(list[StoredTest])
 
 
-def _tests(path: Path) -> list[StoredTest]:
+def _read_tests(path: Path) -> list[StoredTest]:
     try:
-        tests = _TESTS.validate_json(path.read_bytes())
+        tests = _TEST_LIST.validate_json(path.read_bytes())
     except OSError as exc:
-        raise fail(EXIT_USAGE, f"cannot read {path}: {exc.strerror}") from exc
+        raise fail(EXIT_USAGE, f"cannot read {path}: {exc.strerror or exc}") from exc
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
+        where = ".".join(str(part) for part in first["loc"]) or "the top level"
         raise fail(
             EXIT_USAGE,
-            f"{path} is not a JSON list of tests in the executor's format (at {where or 'top'}:"
-            f' {first["msg"]}); e.g. [{{"stdin": "1 2", "expected_stdout": "3"}}]',
+            f"{path} is not a JSON list of tests in the executor's format (at {where}: "
+            f'{first["msg"]}); e.g. [{{"stdin": "1 2\\n", "expected_stdout": "3"}}]',
         ) from exc
     if not tests:
-        raise fail(EXIT_USAGE, f"{path} holds no tests")
+        raise fail(EXIT_USAGE, f"{path} holds no tests; a response is scored on at least one")
     return tests
 
 
-@reward_app.command("score")
-def score(
-    response: Annotated[Path, typer.Option("--response", help="The model's response (text).")],
-    tests: Annotated[
-        Path, typer.Option("--tests", help="JSON list of tests in the executor's format.")
-    ],
-    prev_best: Annotated[
-        float, typer.Option("--prev-best", min=0.0, max=1.0, help="The context's prev_best.")
-    ] = 0.0,
-    tokenizer: Annotated[
-        Path | None,
-        typer.Option(
-            "--tokenizer",
-            envvar="COBALT_POLICY_TOKENIZER",
-            help="The policy model's directory (tokenizer.json) for the length terms.",
-        ),
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
-) -> None:
-    """Run RESPONSE's program on TESTS (COBALT_EXECUTOR_URL, else a local executor) and
-    print every reward component."""
+def _read_response(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise fail(EXIT_USAGE, f"cannot read {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise fail(EXIT_USAGE, f"{path} is not UTF-8 text: {exc.reason}") from exc
+
+
+def _token_counter(tokenizer: Path | None) -> TokenizerCounter:
+    if tokenizer is None:
+        try:
+            tokenizer = RewardSettings().tokenizer
+        except ValidationError as exc:
+            raise fail(EXIT_USAGE, f"bad COBALT_REWARD_* setting: {exc}") from exc
     if tokenizer is None:
         raise fail(
             EXIT_USAGE,
             "the length terms count tokens with the policy's tokenizer: pass --tokenizer "
-            "DIR or set COBALT_POLICY_TOKENIZER",
+            "with the policy model's directory (or set COBALT_POLICY_TOKENIZER)",
         )
-    try:
-        text = response.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise fail(EXIT_USAGE, f"cannot read {response} as UTF-8 text: {exc}") from exc
-    test_list = _tests(tests)
     with handled():
-        counter = TokenizerCounter.from_dir(tokenizer)
+        return TokenizerCounter.from_path(tokenizer)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "-"  # not computed (no program)
+    if isinstance(value, int):  # bools too
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:+.4f}"
+    return json.dumps(value)
+
+
+@reward_app.command("score")
+def score(
+    response: Annotated[
+        Path, typer.Option("--response", help="The model's whole response, as a text file.")
+    ],
+    tests: Annotated[
+        Path,
+        typer.Option("--tests", help="JSON list of tests in the executor's request format."),
+    ],
+    prev_best: Annotated[
+        float,
+        typer.Option(
+            "--prev-best", min=0.0, max=1.0, help="b: the context's best earlier pass rate."
+        ),
+    ],
+    tokenizer: Annotated[
+        Path | None,
+        typer.Option(
+            "--tokenizer",
+            help="The policy model's directory (its tokenizer.json) for the length terms; "
+            "default COBALT_REWARD_TOKENIZER, else COBALT_POLICY_TOKENIZER.",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Run RESPONSE's program on TESTS (the executor at COBALT_EXECUTOR_URL, else a local
+    one) and print every reward component."""
+    text = _read_response(response)
+    test_list = _read_tests(tests)
+    counter = _token_counter(tokenizer)
     with open_executor() as executor, handled():
         scored = score_with_executor(
             text, test_list, prev_best=prev_best, executor=executor, tokens=counter
         )
-    components = scored.reward.as_dict() | {"verdicts": scored.verdicts}
+    components = scored.reward.to_dict() | {"verdicts": [str(v) for v in scored.verdicts]}
     if as_json:
         echo_json(components)
         return
@@ -90,6 +126,5 @@ def score(
     table.add_column("component")
     table.add_column("value", justify="right")
     for name, value in components.items():
-        shown = f"{value:+.4f}" if isinstance(value, float) else json.dumps(value)
-        table.add_row(name.replace("_", " "), shown)
+        table.add_row(name.replace("_", " "), _shown(value))
     Console().print(table)

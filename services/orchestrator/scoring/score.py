@@ -1,10 +1,10 @@
-"""Score a response as the trainer does: extract, run on every test, compute the reward.
+"""Score a response as training does: extract its program, run it on every test, reward it.
 
-For people checking a case by hand (`cobalt reward score`) and for anything else that
-has a response and a test list: the program is the response's extracted program
-(`cobalt.shared.extraction`), run on the tests through the executor in one batch (a
-checking-program test gets a request of its own, as in rollouts), and the pass rate over
-all tests feeds `cobalt.shared.reward.score_response`.
+For anyone who has a response and a test list (`cobalt reward score`, checks by hand,
+evaluation scripts): the program is `cobalt.shared.extraction.extract_program`'s, the
+tests run through the executor the way rollouts run them (`plan_requests`: stdin and call
+tests in one request, each checking-program test in its own, all in one batch call), and
+the pass rate over all tests feeds `cobalt.shared.reward.score_response`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from cobalt.orchestrator.rollouts.execution import merge_responses, plan_requests
 from cobalt.shared.clients import ExecutorClient
-from cobalt.shared.contracts import BatchExecuteRequest, StoredTest
+from cobalt.shared.contracts import BatchExecuteRequest, Limits, StoredTest, Verdict
 from cobalt.shared.extraction import extract_program
 from cobalt.shared.reward import RewardBreakdown, TokenCounter, score_response
 
@@ -23,9 +23,11 @@ __all__ = ["ScoredResponse", "score_with_executor"]
 
 @dataclass(frozen=True, slots=True)
 class ScoredResponse:
+    """A response's reward and what the executor said about each test."""
+
     reward: RewardBreakdown
-    verdicts: list[str]
-    """One verdict per test in the given order; [] when the response had no program."""
+    verdicts: tuple[Verdict, ...]
+    """One verdict per test, in the given order; empty when there was no program to run."""
 
 
 def score_with_executor(
@@ -35,25 +37,39 @@ def score_with_executor(
     prev_best: float,
     executor: ExecutorClient,
     tokens: TokenCounter,
+    limits: Limits | None = None,
 ) -> ScoredResponse:
     """Run the response's program on `tests` and compute its reward.
 
+    Args:
+        response: The model's whole response.
+        tests: The problem's tests in the executor's stored format; all of them count.
+        prev_best: b, the context's best earlier pass rate.
+        executor: Where the program runs.
+        tokens: The policy's token counter, for the length terms.
+        limits: Per-test limits; the executor's defaults when None.
+
+    Returns:
+        The reward breakdown and the per-test verdicts.
+
     Raises:
-        ValueError: no tests, or prev_best outside [0, 1].
+        ValueError: `tests` is empty or `prev_best` is outside [0, 1].
         CobaltError: the executor failed (unreachable, refused the request).
     """
     if not tests:
         raise ValueError("a response needs at least one test to be scored")
-    code = extract_program(response)
-    verdicts: list[str] = []
-    pass_rate = 0.0
-    if code is not None:
-        plans = plan_requests(code, tests)
-        results = executor.execute_batch(
-            BatchExecuteRequest(requests=[plan.request for plan in plans])
-        ).results
-        merged = merge_responses(plans, results)
-        verdicts = [str(result.verdict) for result in merged.results]
-        pass_rate = merged.passed / merged.total
-    reward = score_response(response, pass_rate=pass_rate, prev_best=prev_best, tokens=tokens)
+    if not 0.0 <= prev_best <= 1.0:
+        raise ValueError(f"prev_best must be in [0, 1], not {prev_best}")
+    program = extract_program(response)
+    verdicts: tuple[Verdict, ...] = ()
+    passed = 0
+    if program is not None:  # no program: nothing runs, and p = 0 of all the tests
+        plans = plan_requests(program, tests, limits=limits)
+        batch = BatchExecuteRequest(requests=[plan.request for plan in plans])
+        merged = merge_responses(plans, executor.execute_batch(batch).results)
+        verdicts = tuple(result.verdict for result in merged.results)
+        passed = merged.passed
+    reward = score_response(
+        response, tests_passed=passed, tests_total=len(tests), prev_best=prev_best, tokens=tokens
+    )
     return ScoredResponse(reward=reward, verdicts=verdicts)
