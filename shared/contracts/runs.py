@@ -124,3 +124,8 @@ class EvaluationReport(BaseModel):
     pass_at_k: dict[str, list[float]] = Field(description='per k ("5", ...), per turn')
     public_pass_at_1: list[float] = Field(description="the same on the public tests")
     failed_trajectories: int
+    mean_reward: list[float | None] | None = Field(
+        default=None,
+        description="mean Cobalt reward of the turns at each turn index (turn_rewards); "
+        "None when the run's rewards were not scored (no tokenizer given)",
+    )

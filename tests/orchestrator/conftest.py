@@ -25,10 +25,14 @@ ADMIN_URL = os.environ.get(
     "COBALT_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
 TABLES = (
+    "training_samples",
+    "training_groups",
+    "training_jobs",
     "judge_verdicts",
     "hacking_cases",
     "bandit_contexts",
     "bandit_datasets",
+    "turn_rewards",
     "turns",
     "trajectories",
     "runs",

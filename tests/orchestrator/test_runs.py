@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
+from tokenizers import Tokenizer, models, pre_tokenizers
 
 from cobalt.orchestrator.rollouts.conversation import messages_of_turns
 from cobalt.orchestrator.rollouts.jobs import run_problem_job
@@ -161,6 +162,22 @@ def test_sample_refine_evaluate(
     assert report["pass_at_k"]["2"] == pytest.approx([2 / 3, 1.0, 1.0])
     assert report["problems"] == 2 and report["samples"] == 3
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert report["mean_reward"] is None  # no tokenizer given: rewards not scored
+
+    policy = tmp_path / "policy"
+    policy.mkdir()
+    words = Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    words.pre_tokenizer = pre_tokenizers.Whitespace()
+    words.save(str(policy / "tokenizer.json"))
+    scored = cobalt(cli_env, "run", "evaluate", str(refine_id), "--tokenizer", str(policy))
+    assert scored.returncode == 0, scored.stderr
+    assert "mean reward" in scored.stdout and "not scored" not in scored.stderr
+    rewards = json_out(
+        cobalt({**cli_env, "COBALT_POLICY_TOKENIZER": str(policy)}, "run", "evaluate",
+               str(refine_id), "--json")
+    )["mean_reward"]  # fmt: skip
+    # Turn 0: one wrong program and one without code per problem; later turns all right.
+    assert rewards[1] == rewards[2] >= 0.99 and rewards[0] < 0
 
     shown = json_out(cobalt(cli_env, "run", "show", str(refine_id), "--json"))
     assert len(shown["trajectories"]) == 6

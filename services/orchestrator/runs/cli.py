@@ -44,6 +44,7 @@ from cobalt.shared.contracts.runs import (
     RunPublic,
     SampleRunRequest,
 )
+from cobalt.shared.reward import RewardSettings, TokenizerCounter
 
 __all__ = ["run_app", "worker_command"]
 
@@ -359,11 +360,22 @@ def evaluate(
     compare: Annotated[
         list[int] | None, typer.Option("--compare", help="Other evaluated runs on the plot.")
     ] = None,
+    tokenizer: Annotated[
+        Path | None,
+        typer.Option(
+            "--tokenizer",
+            help="The policy model's directory: also score and store every turn's Cobalt "
+            "reward (turn_rewards). Default COBALT_REWARD_TOKENIZER, else "
+            "COBALT_POLICY_TOKENIZER; with none, rewards are not scored.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Run every turn's program on the hidden tests; Pass@1 per turn and pass@k."""
+    """Run every turn's program on the hidden tests; Pass@1 per turn and pass@k, and with a
+    tokenizer every turn's reward components."""
     store = _store()
     sessions = store.sessions()
+    reward_tokens, tokenizer_path = _reward_tokens(tokenizer)
     with open_executor() as executor, handled():
         with progress_bar() as bars:
             task = bars.add_task(f"evaluating run {run_id}", total=None)
@@ -373,6 +385,8 @@ def evaluate(
                 executor,
                 ks=tuple(k or (1, 5, 10)),
                 on_progress=lambda done, total: bars.update(task, completed=done, total=total),
+                reward_tokens=reward_tokens,
+                tokenizer=str(tokenizer_path or ""),
             )
         others: list[EvaluationReport] = [
             evaluate_run(sessions, other, executor) for other in (compare or [])
@@ -387,20 +401,41 @@ def evaluate(
         "Pass@1 (hidden)",
         *(f"pass@{key}" for key in report.pass_at_k),
         "Pass@1 (public)",
+        *(["mean reward"] if report.mean_reward is not None else []),
         title=f"run {run_id}: {report.problems} problems x {report.samples} samples",
     )
     for turn in range(report.turns):
+        reward = report.mean_reward[turn] if report.mean_reward is not None else None
         table.add_row(
             str(turn),
             f"{report.pass_at_1[turn]:.3f}",
             *(f"{values[turn]:.3f}" for values in report.pass_at_k.values()),
             f"{report.public_pass_at_1[turn]:.3f}",
+            *([] if report.mean_reward is None else ["-" if reward is None else f"{reward:+.3f}"]),
         )
     Console().print(table)
     if report.failed_trajectories:
         typer.echo(f"{report.failed_trajectories} trajectories failed (see `cobalt run show`)")
     if plot is not None:
         typer.echo(f"plot written to {plot}")
+
+
+def _reward_tokens(tokenizer: Path | None) -> tuple[TokenizerCounter | None, Path | None]:
+    """The tokenizer for turn rewards: --tokenizer, else the settings; None: not scored."""
+    if tokenizer is None:
+        try:
+            tokenizer = RewardSettings().tokenizer
+        except ValidationError as exc:
+            raise fail(EXIT_USAGE, f"bad COBALT_REWARD_*/COBALT_POLICY_* setting: {exc}") from exc
+    if tokenizer is None:
+        typer.echo(
+            "note: rewards not scored; pass --tokenizer (the policy model's directory) or set "
+            "COBALT_POLICY_TOKENIZER to store every turn's reward components",
+            err=True,
+        )
+        return None, None
+    with handled():
+        return TokenizerCounter.from_path(tokenizer), tokenizer
 
 
 def worker_command(

@@ -19,11 +19,13 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.rollouts.execution import PlannedRequest, merge_responses, plan_requests
+from cobalt.orchestrator.runs.rewards import mean_reward_per_turn, score_turn_rewards
 from cobalt.orchestrator.store import repo_runs
 from cobalt.orchestrator.store.models import Problem, Trajectory, Turn
 from cobalt.shared.clients import ExecutorClient
 from cobalt.shared.contracts import BatchExecuteRequest, Compare, Limits, ProblemRow
 from cobalt.shared.contracts.runs import EvaluationReport
+from cobalt.shared.reward import TokenCounter
 
 __all__ = ["evaluate_run", "pass_at_k", "per_turn_rates"]
 
@@ -101,8 +103,15 @@ def evaluate_run(
     *,
     ks: Sequence[int] = (1, 5, 10),
     on_progress: Callable[[int, int], None] | None = None,
+    reward_tokens: TokenCounter | None = None,
+    tokenizer: str = "",
 ) -> EvaluationReport:
-    """Judge every not-yet-judged turn on the hidden tests and report the rates."""
+    """Judge every not-yet-judged turn on the hidden tests and report the rates.
+
+    With `reward_tokens` (the policy's tokenizer, named by `tokenizer`) every evaluated
+    turn's Cobalt reward is also scored and stored (`runs.rewards`), and the report has
+    the mean reward per turn.
+    """
     with sessions() as session:
         run = repo_runs.get_run(session, run_id=run_id)
         params = dict(run.params)
@@ -130,11 +139,18 @@ def evaluate_run(
         done += len(chunk)
         if on_progress is not None:
             on_progress(done, len(plans))
-    return _report(sessions, run_id, params, ks)
+    if reward_tokens is not None:
+        score_turn_rewards(sessions, run_id, reward_tokens, tokenizer=tokenizer)
+    return _report(sessions, run_id, params, ks, with_rewards=reward_tokens is not None)
 
 
 def _report(
-    sessions: sessionmaker[Session], run_id: int, params: dict[str, object], ks: Sequence[int]
+    sessions: sessionmaker[Session],
+    run_id: int,
+    params: dict[str, object],
+    ks: Sequence[int],
+    *,
+    with_rewards: bool,
 ) -> EvaluationReport:
     n = int(str(params["n"]))
     turns = int(str(params.get("turns", 0))) + 1
@@ -173,4 +189,5 @@ def _report(
         pass_at_k={str(k): per_turn_rates(hidden, turns, n, k) for k in ks if 1 < k <= n},
         public_pass_at_1=per_turn_rates(public, turns, n),
         failed_trajectories=int(failed or 0),
+        mean_reward=mean_reward_per_turn(sessions, run_id, turns) if with_rewards else None,
     )

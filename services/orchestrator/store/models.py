@@ -38,12 +38,19 @@ __all__ = [
     "HackingCase",
     "JudgeVerdict",
     "Problem",
+    "RewardComponents",
     "Run",
     "RunKind",
     "RunStatus",
     "Trajectory",
     "TrajectoryStatus",
+    "TrainingGroup",
+    "TrainingGroupStatus",
+    "TrainingJob",
+    "TrainingJobStatus",
+    "TrainingSample",
     "Turn",
+    "TurnReward",
 ]
 
 # Plain JSON (text kept as written), not JSONB: JSONB re-orders object keys, and a test's
@@ -387,3 +394,155 @@ class JudgeVerdict(Base):
     category: Mapped[str] = mapped_column(String(20))
     raw_answer: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class RewardComponents:
+    """Every component of a Cobalt reward as its own column (`shared.reward.RewardBreakdown`),
+    so shaping and hacking can be studied with a query. Columns of the components that are
+    not computed for a response without a program are NULL there."""
+
+    total: Mapped[float] = mapped_column(Float)
+    total_before_clip: Mapped[float] = mapped_column(Float)
+    validation_reward: Mapped[float] = mapped_column(Float)
+    pass_rate: Mapped[float] = mapped_column(Float)
+    prev_best: Mapped[float] = mapped_column(Float)
+    tests_passed: Mapped[int] = mapped_column(Integer)
+    tests_total: Mapped[int] = mapped_column(Integer)
+    no_code: Mapped[bool] = mapped_column(Boolean)
+    correctness: Mapped[float | None] = mapped_column(Float, default=None)
+    improvement: Mapped[float | None] = mapped_column(Float, default=None)
+    improvement_rule: Mapped[str | None] = mapped_column(String(20), default=None)
+    before_format: Mapped[float | None] = mapped_column(Float, default=None)
+    format: Mapped[float | None] = mapped_column(Float, default=None)
+    format_violations: Mapped[list[str]] = mapped_column(JsonValue, default=list)
+    think_close_count: Mapped[int | None] = mapped_column(Integer, default=None)
+    python_fence_ok: Mapped[bool | None] = mapped_column(Boolean, default=None)
+    backticks_in_code: Mapped[bool | None] = mapped_column(Boolean, default=None)
+    repeated_block: Mapped[bool | None] = mapped_column(Boolean, default=None)
+    think_tokens: Mapped[int | None] = mapped_column(Integer, default=None)
+    answer_tokens: Mapped[int | None] = mapped_column(Integer, default=None)
+    after_code_tokens: Mapped[int | None] = mapped_column(Integer, default=None)
+    reflection_keywords: Mapped[int | None] = mapped_column(Integer, default=None)
+
+
+class TurnReward(RewardComponents, Base):
+    """The Cobalt reward a turn's program earns (`runs.rewards`, written by evaluation).
+
+    p is over the problem's public and hidden tests; prev_best is the best p of the
+    trajectory's earlier turns (0 for turn 0), as a bandit context after those turns has.
+    """
+
+    __tablename__ = "turn_rewards"
+
+    turn_id: Mapped[int] = mapped_column(
+        TurnId, ForeignKey("turns.id", ondelete="CASCADE"), primary_key=True
+    )
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    turn_index: Mapped[int] = mapped_column(Integer)
+    tokenizer: Mapped[str] = mapped_column(String(500))
+    """What counted the length terms (the tokenizer's path), for provenance."""
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class TrainingJobStatus(StrEnum):
+    """Where a training job is; stored as plain strings."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    STOPPED = "stopped"
+    FINISHED = "finished"
+    FAILED = "failed"
+
+
+class TrainingGroupStatus(StrEnum):
+    """What became of a scored group in the ledger."""
+
+    READY = "ready"
+    """Scored and stored, waiting for the trainer."""
+    CONSUMED = "consumed"
+    """Trained on, in step `TrainingGroup.step` (exactly once)."""
+    STALE = "stale"
+    """Sampled too many policy versions ago; dropped at step `step`, never trained on."""
+
+
+class TrainingJob(Base):
+    """One GRPO training run: its contexts, model, settings and where it has got to.
+
+    `step` is the last step whose optimizer updates were checkpointed; `policy_version`
+    the weights the inference service serves (both only move forward).
+    """
+
+    __tablename__ = "training_jobs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    mode: Mapped[str] = mapped_column(String(20))
+    """"cobalt" (bandit contexts), "single-turn" (turn-0 contexts) or "multi-turn"."""
+    bandit_dataset_id: Mapped[int | None] = mapped_column(
+        ForeignKey("bandit_datasets.id", ondelete="RESTRICT"), default=None, index=True
+    )
+    model: Mapped[str] = mapped_column(String(500))
+    params: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
+    """Every setting the job was started with (the trainer's and the rollouts')."""
+    status: Mapped[str] = mapped_column(String(20), default=TrainingJobStatus.PENDING.value)
+    step: Mapped[int] = mapped_column(Integer, default=0)
+    policy_version: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
+    )
+
+
+class TrainingGroup(Base):
+    """The n samples of one context at one policy version: the unit GRPO normalises over.
+
+    (job, context, round) is unique, so a rollout worker that is killed and retried writes
+    a group once. The trainer takes groups for a step by setting `status` and `step` in one
+    transaction (`repo_training.claim_step`), and asking again for the same step returns
+    the same groups, which is what makes consumption exactly-once across a resume.
+    """
+
+    __tablename__ = "training_groups"
+    __table_args__ = (UniqueConstraint("job_id", "context_key", "round"),)
+
+    id: Mapped[int] = mapped_column(TurnId, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("training_jobs.id", ondelete="CASCADE"))
+    context_key: Mapped[str] = mapped_column(String(100))
+    """What was prompted: "bandit:<context id>", or "episode:<problem>:<n>" for multi-turn."""
+    round: Mapped[int] = mapped_column(Integer)
+    """The step the rollout was scheduled for (a context can be sampled again later)."""
+    problem_id: Mapped[int] = mapped_column(ForeignKey("problems.id", ondelete="RESTRICT"))
+    policy_version: Mapped[int] = mapped_column(Integer)
+    """The weights version that sampled every response of the group."""
+    status: Mapped[str] = mapped_column(String(20), default=TrainingGroupStatus.READY.value)
+    step: Mapped[int | None] = mapped_column(Integer, default=None)
+    """The step that consumed it (or dropped it as stale); None while ready."""
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+    samples: Mapped[list[TrainingSample]] = relationship(
+        back_populates="group",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
+        order_by="TrainingSample.sample_index",
+    )
+
+
+class TrainingSample(RewardComponents, Base):
+    """One sampled response in the ledger: exactly the token ids the trainer trains on,
+    the sampler's log-probabilities, the executor's verdicts and every reward component."""
+
+    __tablename__ = "training_samples"
+    __table_args__ = (UniqueConstraint("group_id", "sample_index"),)
+
+    id: Mapped[int] = mapped_column(TurnId, primary_key=True)
+    group_id: Mapped[int] = mapped_column(ForeignKey("training_groups.id", ondelete="CASCADE"))
+    sample_index: Mapped[int] = mapped_column(Integer)
+    response: Mapped[str] = mapped_column(Text)
+    prompt_token_ids: Mapped[list[int]] = mapped_column(PackedInt32List)
+    response_token_ids: Mapped[list[int]] = mapped_column(PackedInt32List)
+    response_logprobs: Mapped[list[float]] = mapped_column(PackedFloat64List)
+    verdicts: Mapped[list[str]] = mapped_column(JsonValue, default=list)
+    """One `Verdict` string per test the program ran on (public, then hidden)."""
+
+    group: Mapped[TrainingGroup] = relationship(back_populates="samples")

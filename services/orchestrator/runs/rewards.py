@@ -1,0 +1,159 @@
+"""The Cobalt reward of every evaluated turn of a run, stored with every component.
+
+Evaluation fills in the hidden verdicts; then each turn is scored the way the trainer
+scores a sample for the context made of the trajectory's earlier turns (METHOD.md): p over
+all the problem's tests (public and hidden), b = the best p of the earlier turns (0 for
+turn 0). The rows (`turn_rewards`, one column per component) let shaping and hacking be
+studied with a query, e.g. how often a format rule fired per turn, or the reward of turns
+that passed the public tests but not the hidden ones.
+
+Token lengths come from the stored completion ids when they are the response's
+(`TokenizerCounter.count_parts_from_ids`), else from tokenizing. Turns already scored are
+left alone, so evaluating again scores only what is new; a trajectory is scored up to its
+first turn without hidden results (its later turns' b would be unknown).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from cobalt.orchestrator.store.models import Problem, Trajectory, Turn, TurnReward
+from cobalt.shared.reward import ScoreInput, TokenCounter, score_responses
+
+__all__ = ["mean_reward_per_turn", "score_turn_rewards"]
+
+_TRAJECTORIES_PER_BATCH = 256
+"""Trajectories loaded and scored at once: bounds memory (responses can be 20k chars)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _TurnToScore:
+    turn_id: int
+    turn_index: int
+    item: ScoreInput
+
+
+def _passed(verdicts: Sequence[str] | None) -> int:
+    return sum(verdict == "accepted" for verdict in verdicts or ())
+
+
+def _turns_to_score(
+    turns: Sequence[Turn], test_counts: tuple[int, int], scored: set[int]
+) -> Iterator[_TurnToScore]:
+    """One trajectory's unscored turns with their test counts and prev_best."""
+    public_count, hidden_count = test_counts
+    total = public_count + hidden_count
+    best = 0.0
+    for turn in turns:
+        if turn.hidden_verdicts is None or hidden_count == 0:
+            return  # not evaluated (evaluation skips problems without hidden tests)
+        passed = (
+            0
+            if turn.code is None
+            else _passed(turn.public_verdicts) + _passed(turn.hidden_verdicts)
+        )
+        if turn.id not in scored:
+            item = ScoreInput(
+                response=turn.raw_response,
+                tests_passed=passed,
+                tests_total=total,
+                prev_best=best,
+                token_ids=turn.completion_token_ids,
+            )
+            yield _TurnToScore(turn.id, turn.turn_index, item)
+        best = max(best, passed / total)
+
+
+def score_turn_rewards(
+    sessions: sessionmaker[Session], run_id: int, tokens: TokenCounter, *, tokenizer: str
+) -> int:
+    """Score and store every evaluated, not yet scored turn of `run_id`.
+
+    Args:
+        sessions: The store.
+        run_id: An evaluated run.
+        tokens: The policy's tokenizer, for the length terms.
+        tokenizer: What `tokens` is (its path), stored with each row.
+
+    Returns:
+        How many turns were scored now.
+    """
+    with sessions() as session:
+        trajectory_ids = list(
+            session.scalars(
+                select(Trajectory.id).where(Trajectory.run_id == run_id).order_by(Trajectory.id)
+            )
+        )
+    written = 0
+    for start in range(0, len(trajectory_ids), _TRAJECTORIES_PER_BATCH):
+        batch = trajectory_ids[start : start + _TRAJECTORIES_PER_BATCH]
+        with sessions() as session:
+            pending = _pending(session, run_id, batch)
+        if not pending:
+            continue
+        breakdowns = score_responses([p.item for p in pending], tokens=tokens)
+        with sessions.begin() as session:
+            session.add_all(
+                TurnReward(
+                    turn_id=p.turn_id,
+                    run_id=run_id,
+                    turn_index=p.turn_index,
+                    tokenizer=tokenizer,
+                    **breakdown.to_dict(),
+                )
+                for p, breakdown in zip(pending, breakdowns, strict=True)
+            )
+        written += len(pending)
+    return written
+
+
+def _pending(session: Session, run_id: int, trajectory_ids: Sequence[int]) -> list[_TurnToScore]:
+    turns = session.scalars(
+        select(Turn)
+        .where(Turn.trajectory_id.in_(trajectory_ids))
+        .order_by(Turn.trajectory_id, Turn.turn_index)
+    ).all()
+    scored = set(
+        session.scalars(
+            select(TurnReward.turn_id).where(
+                TurnReward.run_id == run_id, TurnReward.turn_id.in_([t.id for t in turns])
+            )
+        )
+    )
+    test_counts = {
+        problem_id: (len(public or []), len(hidden or []))
+        for problem_id, public, hidden in session.execute(
+            select(Problem.id, Problem.public_tests, Problem.hidden_tests).where(
+                Problem.id.in_({t.problem_id for t in turns})
+            )
+        )
+    }
+    by_trajectory: dict[int, list[Turn]] = {}
+    for turn in turns:
+        by_trajectory.setdefault(turn.trajectory_id, []).append(turn)
+    return [
+        scored_turn
+        for trajectory_turns in by_trajectory.values()
+        for scored_turn in _turns_to_score(
+            trajectory_turns, test_counts[trajectory_turns[0].problem_id], scored
+        )
+    ]
+
+
+def mean_reward_per_turn(
+    sessions: sessionmaker[Session], run_id: int, turns: int
+) -> list[float | None]:
+    """The mean stored reward at each turn index (None where no turn was scored)."""
+    with sessions() as session:
+        means: dict[int, float] = dict(
+            session.execute(
+                select(TurnReward.turn_index, func.avg(TurnReward.total))
+                .where(TurnReward.run_id == run_id)
+                .group_by(TurnReward.turn_index)
+            ).all()
+        )
+    return [float(means[turn]) if turn in means else None for turn in range(turns)]

@@ -1,0 +1,275 @@
+"""Training jobs and the sample ledger: writing scored groups, and claiming them per step.
+
+Exactly once, without a distributed lock: a rollout worker writes a group in one
+transaction under a unique key (job, context, round), so a retried job writes nothing
+twice. The trainer claims the groups of step k with `claim_step`, which records k on each
+group it takes (and on each one it drops as stale) in the same transaction. Asking again
+for step k returns exactly those groups, so a trainer killed anywhere in step k resumes
+from its last checkpoint (step k - 1), asks for k again and trains on the same samples;
+nothing is trained twice, nothing is lost. The Redis queue beside the ledger only wakes
+the trainer; the ledger alone decides what a step holds.
+
+Like every repository module: keyword-only arguments, the caller owns the transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session, selectinload
+
+from cobalt.orchestrator.store.models import (
+    TrainingGroup,
+    TrainingGroupStatus,
+    TrainingJob,
+    TrainingSample,
+)
+from cobalt.shared.errors import Conflict, InvalidInput, NotFound
+from cobalt.shared.reward import RewardBreakdown
+
+__all__ = [
+    "ClaimedStep",
+    "SampleRow",
+    "claim_step",
+    "create_job",
+    "get_job",
+    "group_counts",
+    "record_group",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SampleRow:
+    """One scored response of a group, as a rollout worker hands it to the ledger."""
+
+    sample_index: int
+    response: str
+    prompt_token_ids: Sequence[int]
+    response_token_ids: Sequence[int]
+    response_logprobs: Sequence[float]
+    verdicts: Sequence[str]
+    reward: RewardBreakdown
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedStep:
+    """The groups step `step` trains on, and those it dropped as stale."""
+
+    step: int
+    groups: list[TrainingGroup]
+    stale: int
+
+
+def create_job(
+    session: Session,
+    *,
+    name: str,
+    mode: str,
+    model: str,
+    bandit_dataset_id: int | None,
+    params: dict[str, Any],
+) -> TrainingJob:
+    """A new pending training job.
+
+    Raises:
+        Conflict: a job of that name exists.
+    """
+    if session.scalar(select(TrainingJob.id).where(TrainingJob.name == name)) is not None:
+        raise Conflict(f"a training job named {name!r} exists; pick another --name")
+    job = TrainingJob(
+        name=name, mode=mode, model=model, bandit_dataset_id=bandit_dataset_id, params=params
+    )
+    session.add(job)
+    session.flush()
+    return job
+
+
+def get_job(session: Session, *, job_id: int, for_update: bool = False) -> TrainingJob:
+    """The job, optionally locked until the transaction ends (PostgreSQL row lock).
+
+    Raises:
+        NotFound: no such job.
+    """
+    statement = select(TrainingJob).where(TrainingJob.id == job_id)
+    if for_update:
+        statement = statement.with_for_update()
+    job = session.scalar(statement)
+    if job is None:
+        raise NotFound(f"training job {job_id} does not exist (see `cobalt train list`)")
+    return job
+
+
+def record_group(
+    session: Session,
+    *,
+    job_id: int,
+    context_key: str,
+    round: int,
+    problem_id: int,
+    policy_version: int,
+    samples: Sequence[SampleRow],
+) -> int | None:
+    """Store a scored group with its samples, unless (job, context, round) is stored.
+
+    Returns:
+        The new group's id; None when that group was already stored (first write wins,
+        so a retried rollout job changes nothing).
+
+    Raises:
+        InvalidInput: fewer than two samples (GRPO needs a baseline), or repeated indexes.
+    """
+    indexes = [sample.sample_index for sample in samples]
+    if len(samples) < 2 or len(set(indexes)) != len(indexes):
+        raise InvalidInput(
+            f"a group needs two or more samples with distinct indexes, got {sorted(indexes)}"
+        )
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    statement = (
+        insert(TrainingGroup)
+        .values(
+            job_id=job_id,
+            context_key=context_key,
+            round=round,
+            problem_id=problem_id,
+            policy_version=policy_version,
+            status=TrainingGroupStatus.READY.value,
+        )
+        .on_conflict_do_nothing(index_elements=["job_id", "context_key", "round"])
+        .returning(TrainingGroup.id)
+    )
+    group_id = session.execute(statement).scalar_one_or_none()
+    if group_id is None:
+        return None
+    session.add_all(
+        TrainingSample(
+            group_id=group_id,
+            sample_index=sample.sample_index,
+            response=sample.response,
+            prompt_token_ids=list(sample.prompt_token_ids),
+            response_token_ids=list(sample.response_token_ids),
+            response_logprobs=list(sample.response_logprobs),
+            verdicts=list(sample.verdicts),
+            **sample.reward.to_dict(),
+        )
+        for sample in samples
+    )
+    session.flush()
+    return group_id
+
+
+def claim_step(
+    session: Session,
+    *,
+    job_id: int,
+    step: int,
+    groups: int,
+    current_version: int,
+    max_staleness: int,
+) -> ClaimedStep | None:
+    """The groups of step `step`: the same ones every time it is asked for.
+
+    The first call for a step takes the oldest ready groups. A group sampled by a policy
+    more than `max_staleness` versions behind `current_version` is marked stale with this
+    step (counted, never trained on). When `groups` fresh ones are there, they are marked
+    consumed by this step; otherwise nothing is marked as consumed and None is returned
+    (wait for the rollouts; the stale marks stand, they stay stale). The job's row is
+    locked first, so two trainers of one job cannot split a step. Steps are claimed in
+    order from 1; the ledger, not the job row, knows which were claimed, so a trainer that
+    checkpointed but died before reporting it still finds its steps.
+
+    Raises:
+        NotFound: no such job.
+        InvalidInput: the step is neither claimed nor the next one, or was claimed with a
+            different number of groups.
+    """
+    get_job(session, job_id=job_id, for_update=True)
+    claimed = _groups_of_step(session, job_id, step, TrainingGroupStatus.CONSUMED)
+    if claimed:
+        if len(claimed) != groups:
+            raise InvalidInput(f"step {step} holds {len(claimed)} groups, not {groups}")
+        return ClaimedStep(step, claimed, _stale_count(session, job_id, step))
+    last = _last_claimed_step(session, job_id)
+    if step != last + 1:
+        raise InvalidInput(
+            f"job {job_id} has claimed steps up to {last}: claim {last + 1} next, or "
+            f"one of those again; not {step}"
+        )
+    ready = session.scalars(
+        select(TrainingGroup)
+        .where(
+            TrainingGroup.job_id == job_id,
+            TrainingGroup.status == TrainingGroupStatus.READY.value,
+        )
+        .order_by(TrainingGroup.id)
+    ).all()
+    fresh: list[TrainingGroup] = []
+    for group in ready:
+        if current_version - group.policy_version > max_staleness:
+            group.status, group.step = TrainingGroupStatus.STALE.value, step
+        elif len(fresh) < groups:
+            fresh.append(group)
+    session.flush()
+    if len(fresh) < groups:
+        return None
+    for group in fresh:
+        group.status, group.step = TrainingGroupStatus.CONSUMED.value, step
+    session.flush()
+    taken = _groups_of_step(session, job_id, step, TrainingGroupStatus.CONSUMED)
+    return ClaimedStep(step, taken, _stale_count(session, job_id, step))
+
+
+def _groups_of_step(
+    session: Session, job_id: int, step: int, status: TrainingGroupStatus
+) -> list[TrainingGroup]:
+    return list(
+        session.scalars(
+            select(TrainingGroup)
+            .where(
+                TrainingGroup.job_id == job_id,
+                TrainingGroup.step == step,
+                TrainingGroup.status == status.value,
+            )
+            .options(selectinload(TrainingGroup.samples))
+            .order_by(TrainingGroup.id)
+        )
+    )
+
+
+def _last_claimed_step(session: Session, job_id: int) -> int:
+    last = session.scalar(
+        select(func.max(TrainingGroup.step)).where(
+            TrainingGroup.job_id == job_id,
+            TrainingGroup.status == TrainingGroupStatus.CONSUMED.value,
+        )
+    )
+    return int(last or 0)
+
+
+def _stale_count(session: Session, job_id: int, step: int) -> int:
+    return int(
+        session.scalar(
+            select(func.count(TrainingGroup.id)).where(
+                TrainingGroup.job_id == job_id,
+                TrainingGroup.step == step,
+                TrainingGroup.status == TrainingGroupStatus.STALE.value,
+            )
+        )
+        or 0
+    )
+
+
+def group_counts(session: Session, *, job_id: int) -> dict[str, int]:
+    """How many of the job's groups are ready, consumed and stale (every status present)."""
+    counts = {status.value: 0 for status in TrainingGroupStatus}
+    rows = session.execute(
+        select(TrainingGroup.status, func.count(TrainingGroup.id))
+        .where(TrainingGroup.job_id == job_id)
+        .group_by(TrainingGroup.status)
+    )
+    counts.update({status: int(count) for status, count in rows})
+    return counts

@@ -1,0 +1,154 @@
+"""Every evaluated turn's Cobalt reward, stored with its components (runs/rewards.py).
+
+One problem with 2 public and 2 hidden tests, so p = accepted verdicts / 4; a second
+problem has no hidden tests and is never scored. Trajectory s0, worked by hand:
+  turn 0  public AW, hidden WW  p = .25, b = 0     tier 0.0, no improvement term   ->  0.0
+  turn 1  no program            p = 0,   b = .25   no code at all                  -> -1.0
+  turn 2  public AA, hidden AW  p = .75, b = .25   .2 + .1 (.75 - .25) / .75       -> .26667
+Trajectory s1 is evaluated only up to turn 0 (its turn 1 has no hidden results yet).
+"""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+from tokenizers import Tokenizer, models, pre_tokenizers
+
+from cobalt.orchestrator.runs.evaluation import evaluate_run
+from cobalt.orchestrator.runs.rewards import mean_reward_per_turn, score_turn_rewards
+from cobalt.orchestrator.store import repo_datasets, repo_runs
+from cobalt.orchestrator.store.models import Problem, Trajectory, Turn, TurnReward
+from cobalt.orchestrator.store.repo_runs import TurnRow
+from cobalt.shared.clients import ExecutorClient
+from cobalt.shared.reward import TokenizerCounter
+
+ANSWER = "<think>Wait, check it.</think>\n```python\nprint(input())\n```\n"
+TURNS = {  # (problem, sample) -> per turn: (response, public, hidden or None)
+    ("p1", 0): [
+        (ANSWER, "AW", "WW"),
+        ("I cannot fix it.", None, ""),
+        (ANSWER, "AA", "AW"),
+    ],
+    ("p1", 1): [(ANSWER, "AA", "AA"), (ANSWER, "AA", None)],
+    ("p2", 0): [(ANSWER, "AA", None)],  # evaluation leaves problems without hidden tests
+}
+
+
+def verdicts(flags: str | None) -> list[str]:
+    return ["accepted" if f == "A" else "wrong_answer" for f in flags or ""]
+
+
+@pytest.fixture
+def words() -> TokenizerCounter:
+    tokenizer = Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    return TokenizerCounter(tokenizer)
+
+
+def stored_run(sessions: sessionmaker[Session]) -> int:
+    tests = [{"stdin": str(i), "expected_stdout": str(i)} for i in range(2)]
+    with sessions.begin() as session:
+        dataset = repo_datasets.create_dataset(session, name="toy", source="jsonl")
+        repo_datasets.insert_problems(
+            session,
+            dataset_id=dataset.id,
+            rows=[
+                {"external_id": name, "statement": name, "test_style": "stdin",
+                 "public_tests": tests, "hidden_tests": tests if name == "p1" else []}
+                for name in ("p1", "p2")
+            ],
+        )  # fmt: skip
+        ids = {p.external_id: p.id for p in session.scalars(select(Problem))}
+        run = repo_runs.create_run(
+            session,
+            kind="sample",
+            dataset_id=dataset.id,
+            base_url="http://model/v1",
+            model="m",
+            params={"n": 2, "turns": 2},
+            template_name="default",
+            template_sha256="ab" * 32,
+            total_trajectories=3,
+        )
+        repo_runs.ensure_trajectories(session, run_id=run.id, keys=[(ids[p], s) for p, s in TURNS])
+        repo_runs.insert_turns(
+            session,
+            rows=[
+                TurnRow(
+                    run_id=run.id, problem_id=ids[problem], sample_index=sample,
+                    turn_index=index, messages=[], raw_response=response,
+                    stored_response=response,
+                    code=None if public is None else "print(input())",
+                    public_verdicts=verdicts(public), public_passed=public == "AA",
+                    feedback="", model="m",
+                )
+                for (problem, sample), turns in TURNS.items()
+                for index, (response, public, _) in enumerate(turns)
+            ],
+        )  # fmt: skip
+        hidden = []
+        for turn in session.scalars(select(Turn).where(Turn.run_id == run.id)):
+            problem = next(name for name, i in ids.items() if i == turn.problem_id)
+            flags = TURNS[(problem, turn.sample_index)][turn.turn_index][2]
+            if flags is not None:
+                hidden.append((turn.id, verdicts(flags), flags == "AA"))
+        repo_runs.record_hidden_results(session, results=hidden)
+        for trajectory in session.scalars(select(Trajectory)):
+            trajectory.status = "finished"
+    return run.id
+
+
+def rewards(sessions: sessionmaker[Session]) -> dict[tuple[int, int], TurnReward]:
+    with sessions() as session:
+        rows = session.execute(
+            select(Turn.sample_index, Turn.turn_index, TurnReward).join(
+                TurnReward, TurnReward.turn_id == Turn.id
+            )
+        ).all()
+    return {(sample, index): reward for sample, index, reward in rows}
+
+
+def test_each_evaluated_turn_gets_its_reward_with_prev_best_from_earlier_turns(
+    sessions: sessionmaker[Session], words: TokenizerCounter
+) -> None:
+    run_id = stored_run(sessions)
+    assert score_turn_rewards(sessions, run_id, words, tokenizer="words") == 4
+    stored = rewards(sessions)
+    assert set(stored) == {(0, 0), (0, 1), (0, 2), (1, 0)}  # p2 has no hidden tests
+    first, no_code, last = stored[(0, 0)], stored[(0, 1)], stored[(0, 2)]
+    assert (first.pass_rate, first.prev_best, first.total) == (0.25, 0.0, 0.0)
+    # "<", "think", ">", "Wait", ",", "check", "it", "."
+    assert first.think_tokens == 8 and first.format_violations == []
+    assert (no_code.no_code, no_code.total, no_code.prev_best) == (True, -1.0, 0.25)
+    assert no_code.correctness is None and no_code.tests_passed == 0
+    assert last.prev_best == 0.25 and last.pass_rate == 0.75
+    assert last.correctness == 0.2 and last.improvement_rule == "added"
+    assert last.total == pytest.approx(0.2 + 0.1 * 0.5 / 0.75)
+    assert stored[(1, 0)].validation_reward == 1.0 and stored[(1, 0)].total == 1.0
+    assert last.tokenizer == "words" and last.run_id == run_id
+
+
+def test_scoring_again_adds_nothing_and_means_are_per_turn(
+    sessions: sessionmaker[Session], words: TokenizerCounter
+) -> None:
+    run_id = stored_run(sessions)
+    score_turn_rewards(sessions, run_id, words, tokenizer="words")
+    assert score_turn_rewards(sessions, run_id, words, tokenizer="words") == 0
+    means = mean_reward_per_turn(sessions, run_id, 4)
+    assert means[0] == pytest.approx(0.5) and means[1] == -1.0
+    assert means[2] == pytest.approx(0.2 + 0.1 * 0.5 / 0.75) and means[3] is None
+
+
+def test_evaluate_with_a_tokenizer_reports_the_mean_reward_per_turn(
+    sessions: sessionmaker[Session], words: TokenizerCounter, executor_url: str
+) -> None:
+    run_id = stored_run(sessions)
+    with ExecutorClient(base_url=executor_url) as executor:
+        plain = evaluate_run(sessions, run_id, executor)
+        assert plain.mean_reward is None and rewards(sessions) == {}
+        report = evaluate_run(sessions, run_id, executor, reward_tokens=words, tokenizer="w")
+    # Evaluation ran s1's turn 1 (print(input()) passes every test), so it is scored too.
+    assert rewards(sessions)[(1, 1)].total == 1.0 and len(rewards(sessions)) == 5
+    assert report.mean_reward is not None
+    assert report.mean_reward[:2] == [pytest.approx(0.5), pytest.approx((-1.0 + 1.0) / 2)]
