@@ -26,6 +26,7 @@ ADMIN_URL = os.environ.get(
 )
 TABLES = (
     "training_samples",
+    "training_steps",
     "training_groups",
     "training_jobs",
     "judge_verdicts",

@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cobalt.shared.clients import AsyncExecutorClient
 from cobalt.shared.contracts import (
     PROGRAM_TEST_MARKER,
+    BatchExecuteRequest,
     Compare,
     ExecuteRequest,
     ExecuteResponse,
@@ -26,7 +28,7 @@ from cobalt.shared.contracts import (
     Verdict,
 )
 
-__all__ = ["PlannedRequest", "merge_responses", "plan_requests"]
+__all__ = ["PlannedRequest", "execute_programs", "merge_responses", "plan_requests"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,3 +105,33 @@ def merge_responses(
         pass_rate=passed / total,
         executor_version=responses[0].executor_version,
     )
+
+
+async def execute_programs(
+    executor: AsyncExecutorClient,
+    programs: Sequence[str | None],
+    tests: Sequence[StoredTest],
+    *,
+    limits: Limits | None = None,
+    compare: Compare = Compare.COBALT,
+) -> dict[int, ExecuteResponse]:
+    """Run every program on `tests` in one batch call; each one's merged response by index.
+
+    Programs that are None (no code block) and an empty test list run nothing and have no
+    entry.
+    """
+    plans = {
+        i: plan_requests(program, tests, limits=limits, compare=compare)
+        for i, program in enumerate(programs)
+        if program is not None and tests
+    }
+    requests = [plan.request for planned in plans.values() for plan in planned]
+    if not requests:
+        return {}
+    responses = (await executor.execute_batch(BatchExecuteRequest(requests=requests))).results
+    merged: dict[int, ExecuteResponse] = {}
+    cursor = 0
+    for i, planned in plans.items():
+        merged[i] = merge_responses(planned, responses[cursor : cursor + len(planned)])
+        cursor += len(planned)
+    return merged

@@ -32,7 +32,7 @@ from cobalt.shared.clients import ModelEndpoint
 from cobalt.shared.contracts import Compare, Limits, ProblemRow
 from cobalt.shared.errors import CobaltError, Conflict, NotFound
 
-__all__ = ["DatabaseTurnStore", "run_problem_job", "spec_of_run"]
+__all__ = ["DatabaseTurnStore", "run_problem_job", "sessions_for", "spec_of_run"]
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ _SESSIONS: dict[str, sessionmaker[Session]] = {}
 _SESSIONS_LOCK = threading.Lock()
 
 
-def _sessions_for(url: str) -> sessionmaker[Session]:
+def sessions_for(url: str) -> sessionmaker[Session]:
     """One engine per database per process: its connection pool and compiled-statement
     cache then serve every job the process runs (in-process jobs, a non-forking worker)."""
     with _SESSIONS_LOCK:
@@ -128,7 +128,7 @@ def run_problem_job(
     Returns {"turns": turns now stored for the problem}.
     """
     settings = OrchestratorSettings()
-    sessions = _sessions_for(database_url or settings.database_url)
+    sessions = sessions_for(database_url or settings.database_url)
     with sessions() as session:
         run = repo_runs.get_run(session, run_id=run_id)
         if run.status in ("cancelled", "finished"):

@@ -22,16 +22,14 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from cobalt.orchestrator.rollouts.conversation import TurnRecord, next_turn_messages
-from cobalt.orchestrator.rollouts.execution import merge_responses, plan_requests
+from cobalt.orchestrator.rollouts.execution import execute_programs
 from cobalt.orchestrator.rollouts.feedback import feedback_for_first_failure
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.rollouts.sampling import ChatSampler, Sample, SamplingParams
 from cobalt.orchestrator.store.repo_runs import TurnRow
 from cobalt.shared.clients import AsyncExecutorClient
 from cobalt.shared.contracts import (
-    BatchExecuteRequest,
     Compare,
-    ExecuteResponse,
     Limits,
     ProblemRow,
 )
@@ -94,24 +92,11 @@ async def _judge(
 ) -> list[TurnRow]:
     """Run each pending turn's program on the public tests and build its row."""
     codes = [extract_program(p.sample.text) for p in pending]
-    plans = {
-        i: plan_requests(code, problem.public_tests, limits=spec.limits, compare=spec.compare)
-        for i, code in enumerate(codes)
-        if code is not None and problem.public_tests
-    }
-    requests = [plan.request for plans_of in plans.values() for plan in plans_of]
     started = time.perf_counter()
-    responses = (
-        (await executor.execute_batch(BatchExecuteRequest(requests=requests))).results
-        if requests
-        else []
+    merged = await execute_programs(
+        executor, codes, problem.public_tests, limits=spec.limits, compare=spec.compare
     )
     exec_ms = (time.perf_counter() - started) * 1000
-    merged: dict[int, ExecuteResponse] = {}
-    cursor = 0
-    for i, plans_of in plans.items():
-        merged[i] = merge_responses(plans_of, responses[cursor : cursor + len(plans_of)])
-        cursor += len(plans_of)
     rows = []
     for i, item in enumerate(pending):
         response = merged.get(i)

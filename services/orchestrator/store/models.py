@@ -49,6 +49,7 @@ __all__ = [
     "TrainingJob",
     "TrainingJobStatus",
     "TrainingSample",
+    "TrainingStep",
     "Turn",
     "TurnReward",
 ]
@@ -546,3 +547,18 @@ class TrainingSample(RewardComponents, Base):
     """One `Verdict` string per test the program ran on (public, then hidden)."""
 
     group: Mapped[TrainingGroup] = relationship(back_populates="samples")
+
+
+class TrainingStep(Base):
+    """A finished training step: its metrics and the policy version it published."""
+
+    __tablename__ = "training_steps"
+    __table_args__ = (UniqueConstraint("job_id", "step"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[int] = mapped_column(ForeignKey("training_jobs.id", ondelete="CASCADE"))
+    step: Mapped[int] = mapped_column(Integer)
+    policy_version: Mapped[int] = mapped_column(Integer)
+    metrics: Mapped[dict[str, float]] = mapped_column(JsonValue, default=dict)
+    """Reward, pass rate, advantage, loss, clip fraction, KL, entropy, phase seconds..."""
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

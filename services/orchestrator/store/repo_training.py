@@ -39,6 +39,7 @@ __all__ = [
     "get_job",
     "group_counts",
     "record_group",
+    "step_was_claimed",
 ]
 
 
@@ -238,6 +239,11 @@ def _groups_of_step(
             .order_by(TrainingGroup.id)
         )
     )
+
+
+def step_was_claimed(session: Session, *, job_id: int, step: int) -> bool:
+    """Whether some group was consumed by `step` of the job."""
+    return 1 <= step <= _last_claimed_step(session, job_id)
 
 
 def _last_claimed_step(session: Session, job_id: int) -> int:

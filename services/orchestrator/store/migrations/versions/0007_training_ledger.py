@@ -1,5 +1,5 @@
-"""Training jobs and the sample ledger: groups (claimed by steps exactly once) and samples
-with their token ids, log-probabilities, verdicts and every reward component.
+"""Training jobs, their steps and the sample ledger: groups (claimed by steps exactly once)
+and samples with their token ids, log-probabilities, verdicts and every reward component.
 
 Revision ID: 0007
 Revises: 0006
@@ -84,6 +84,25 @@ def upgrade() -> None:
         ),
     )
     op.create_table(
+        "training_steps",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("job_id", sa.Integer(), nullable=False),
+        sa.Column("step", sa.Integer(), nullable=False),
+        sa.Column("policy_version", sa.Integer(), nullable=False),
+        sa.Column("metrics", sa.JSON(), nullable=False),
+        sa.Column(
+            "created_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False
+        ),
+        sa.ForeignKeyConstraint(
+            ["job_id"],
+            ["training_jobs.id"],
+            name=op.f("fk_training_steps_job_id_training_jobs"),
+            ondelete="CASCADE",
+        ),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_training_steps")),
+        sa.UniqueConstraint("job_id", "step", name=op.f("uq_training_steps_job_id_step")),
+    )
+    op.create_table(
         "training_samples",
         sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
         sa.Column("group_id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
@@ -91,11 +110,7 @@ def upgrade() -> None:
         sa.Column("response", sa.Text(), nullable=False),
         sa.Column("prompt_token_ids", sa.LargeBinary(), nullable=False),
         sa.Column("response_token_ids", sa.LargeBinary(), nullable=False),
-        sa.Column(
-            "response_logprobs",
-            sa.LargeBinary(),
-            nullable=False,
-        ),
+        sa.Column("response_logprobs", sa.LargeBinary(), nullable=False),
         sa.Column("verdicts", sa.JSON(), nullable=False),
         sa.Column("total", sa.Float(), nullable=False),
         sa.Column("total_before_clip", sa.Float(), nullable=False),
@@ -134,6 +149,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("training_samples")
+    op.drop_table("training_steps")
     op.drop_table("training_groups")
     with op.batch_alter_table("training_jobs", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_training_jobs_bandit_dataset_id"))

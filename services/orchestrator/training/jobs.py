@@ -1,0 +1,216 @@
+"""The unit of training rollout work: one context's group for one round, and its scheduling.
+
+`run_group_job` is what a rollout worker (`cobalt worker`) runs from the queue, or a
+thread of this process runs without Redis: load the context and its problem, sample and
+score the group (`rollout.roll_out_group`), write it to the ledger in one transaction, and
+push its id on the job's Redis list so a waiting trainer wakes up. The ledger's unique key
+(job, context, round) makes a retried job harmless, and the RQ job id
+`cobalt-train-<job>-<round>-<context>` keeps one round from being queued twice.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+
+from pydantic import SecretStr
+
+from cobalt.orchestrator.rollouts.jobs import sessions_for
+from cobalt.orchestrator.rollouts.runtime import runtime
+from cobalt.orchestrator.rollouts.sampling import SamplingParams
+from cobalt.orchestrator.runs.queueing import worker_queue
+from cobalt.orchestrator.settings import OrchestratorSettings
+from cobalt.orchestrator.store import repo_training
+from cobalt.orchestrator.store.models import BanditContext, Problem, TrainingJobStatus
+from cobalt.orchestrator.training.rollout import GroupContext, ScoredGroup, roll_out_group
+from cobalt.orchestrator.training.service import JobParams, context_ids_for_round
+from cobalt.shared.clients import ModelEndpoint
+from cobalt.shared.contracts import ProblemRow
+from cobalt.shared.errors import NotFound
+from cobalt.shared.reward import TokenizerCounter
+
+__all__ = ["group_list_key", "rq_job_id", "run_group_job", "schedule_round"]
+
+logger = logging.getLogger(__name__)
+
+
+def group_list_key(job_id: int) -> str:
+    """The Redis list a job's new group ids are pushed on (the trainer's wake-up)."""
+    return f"cobalt:training:{job_id}:groups"
+
+
+def rq_job_id(job_id: int, round: int, context_id: int) -> str:
+    return f"cobalt-train-{job_id}-{round}-{context_id}"
+
+
+@functools.lru_cache(maxsize=4)
+def _token_counter(model_dir: str) -> TokenizerCounter:
+    """The policy's tokenizer, read once per process (rewards count with it)."""
+    return TokenizerCounter.from_path(model_dir)
+
+
+def run_group_job(
+    job_id: int,
+    context_id: int,
+    round: int,
+    *,
+    api_key: str | None = None,
+    executor_url: str | None = None,
+    executor_token: str | None = None,
+    database_url: str | None = None,
+) -> dict[str, int | None]:
+    """Roll out, score and record the group of one context for one round.
+
+    Returns {"group_id": the new group's id, or None when it was already recorded or the
+    job is stopped, "samples": how many were written}.
+    """
+    settings = OrchestratorSettings()
+    sessions = sessions_for(database_url or settings.database_url)
+    with sessions() as session:
+        job = repo_training.get_job(session, job_id=job_id)
+        if job.status in (TrainingJobStatus.STOPPED, TrainingJobStatus.FINISHED):
+            logger.info("training job %d is %s; round %d skipped", job_id, job.status, round)
+            return {"group_id": None, "samples": 0}
+        params = JobParams.model_validate(job.params)
+        context = session.get(BanditContext, context_id)
+        problem = session.get(Problem, context.problem_id) if context is not None else None
+        if context is None or problem is None:
+            raise NotFound(f"context {context_id} of training job {job_id} no longer exists")
+        row = ProblemRow.model_validate(problem, from_attributes=True)
+        group_context = GroupContext(
+            context_key=f"bandit:{context.id}",
+            problem_id=problem.id,
+            messages=list(context.messages),
+            prev_best=context.prev_best,
+            tests=[*row.public_tests, *row.hidden_tests],
+        )
+        scheduled_version, model_dir = job.policy_version, job.model
+    endpoint = ModelEndpoint(
+        base_url=params.base_url,
+        model=params.served_model,
+        api_key=SecretStr(api_key) if api_key else None,
+    )
+    sampling = SamplingParams(
+        n=params.n_samples,
+        temperature=params.temperature,
+        top_p=params.top_p,
+        max_tokens=params.max_tokens,
+        seed=params.seed,
+    )
+    tokens = _token_counter(model_dir)
+
+    async def roll_out() -> ScoredGroup:
+        sampler = await runtime().sampler(endpoint)
+        executor = await runtime().executor_client(executor_url, executor_token)
+        return await roll_out_group(
+            group_context, sampler=sampler, executor=executor, tokens=tokens, params=sampling
+        )
+
+    group = runtime().run(roll_out)
+    version = group.policy_version if group.policy_version is not None else scheduled_version
+    with sessions.begin() as session:
+        group_id = repo_training.record_group(
+            session,
+            job_id=job_id,
+            context_key=group_context.context_key,
+            round=round,
+            problem_id=group_context.problem_id,
+            policy_version=version,
+            samples=group.samples,
+        )
+    if group_id is not None and settings.redis_url:
+        from redis import Redis
+
+        with Redis.from_url(settings.redis_url) as redis:
+            redis.rpush(group_list_key(job_id), group_id)
+    logger.info(
+        "training job %d round %d context %d: group %s at policy version %d",
+        job_id, round, context_id, group_id, version,
+    )  # fmt: skip
+    return {"group_id": group_id, "samples": len(group.samples) if group_id else 0}
+
+
+def schedule_round(
+    settings: OrchestratorSettings,
+    job_id: int,
+    round: int,
+    *,
+    api_key: str | None = None,
+    executor: tuple[str, str | None] | None = None,
+) -> list[int]:
+    """Queue the round's groups (with Redis), or roll them out here and wait.
+
+    Returns the round's context ids. In-process failures are re-raised after every group
+    has had its try, so a round is never left half done silently.
+    """
+    sessions = sessions_for(settings.database_url)
+    with sessions() as session:
+        context_ids = context_ids_for_round(session, job_id=job_id, round=round)
+    if settings.redis_url:
+        _enqueue(settings, job_id, round, context_ids, api_key=api_key)
+        return context_ids
+    url, token = executor or (None, None)
+    failures = _run_here(settings, job_id, round, context_ids, api_key, url, token)
+    if failures:
+        raise failures[0]
+    return context_ids
+
+
+def _enqueue(
+    settings: OrchestratorSettings,
+    job_id: int,
+    round: int,
+    context_ids: Sequence[int],
+    *,
+    api_key: str | None,
+) -> None:
+    from rq import Queue, Retry
+
+    queue = worker_queue(settings)
+    assert isinstance(queue, Queue)
+    for context_id in dict.fromkeys(context_ids):  # a small dataset wraps: one job each
+        queue.enqueue(
+            run_group_job,
+            job_id,
+            context_id,
+            round,
+            api_key=api_key,
+            job_id=rq_job_id(job_id, round, context_id),
+            retry=Retry(max=settings.job_retries) if settings.job_retries else None,
+            job_timeout=settings.job_timeout_s,
+            result_ttl=24 * 3600,
+            failure_ttl=7 * 24 * 3600,
+        )
+
+
+def _run_here(
+    settings: OrchestratorSettings,
+    job_id: int,
+    round: int,
+    context_ids: Sequence[int],
+    api_key: str | None,
+    url: str | None,
+    token: str | None,
+) -> list[BaseException]:
+    failures: list[BaseException] = []
+    with ThreadPoolExecutor(max_workers=max(1, settings.local_concurrency)) as pool:
+        futures = [
+            pool.submit(
+                run_group_job,
+                job_id,
+                context_id,
+                round,
+                api_key=api_key,
+                executor_url=url,
+                executor_token=token,
+                database_url=settings.database_url,
+            )
+            for context_id in dict.fromkeys(context_ids)
+        ]
+        for future in as_completed(futures):
+            if (error := future.exception()) is not None:
+                logger.warning("training job %d round %d: a group failed: %s", job_id, round, error)
+                failures.append(error)
+    return failures

@@ -1,0 +1,146 @@
+"""One training group: n responses to one context at the current policy, run on every test
+of the problem and scored with the Cobalt reward.
+
+This is step 1 of a training step (issue text: "rollout workers take B contexts, ask the
+inference service for n completions each at the current policy version (token ids and
+logprobs kept), execute them on all tests, compute the Cobalt reward"). It is pure async
+logic over injected clients; `training.jobs` loads the context, calls it and writes the
+ledger.
+
+Why the checks: the trainer trains on exactly the sampled token ids and uses the sampled
+log-probabilities as the ratio's denominator, so an endpoint that does not return them
+(not vLLM, or `vllm_extensions` off) cannot feed training; and all n responses must come
+from one policy version, or the group's staleness would be ill-defined.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cobalt.orchestrator.rollouts.execution import execute_programs
+from cobalt.orchestrator.rollouts.sampling import ChatSampler, Sample, SamplingParams
+from cobalt.orchestrator.store.repo_training import SampleRow
+from cobalt.shared.clients import AsyncExecutorClient
+from cobalt.shared.contracts import Compare, Limits, StoredTest
+from cobalt.shared.errors import UpstreamError
+from cobalt.shared.extraction import extract_program
+from cobalt.shared.reward import ScoreInput, TokenCounter, score_responses
+
+__all__ = ["GroupContext", "ScoredGroup", "roll_out_group"]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupContext:
+    """What a group is sampled for: a bandit context and its problem's tests."""
+
+    context_key: str
+    problem_id: int
+    messages: list[dict[str, Any]]
+    prev_best: float
+    tests: Sequence[StoredTest]
+    """Every test of the problem, public then hidden: the reward's p is over all of them."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredGroup:
+    """The scored samples of one group and the policy version that produced them."""
+
+    policy_version: int | None
+    """From the inference service's header; None from an endpoint that does not send it."""
+    samples: list[SampleRow]
+    seconds: dict[str, float]
+    """Wall seconds per phase: generate, execute, score."""
+
+
+def _checked(samples: Sequence[Sample], endpoint: str) -> int | None:
+    """The group's policy version, after checking the samples can be trained on."""
+    for sample in samples:
+        if (
+            sample.prompt_token_ids is None
+            or sample.completion_token_ids is None
+            or sample.completion_logprobs is None
+        ):
+            raise UpstreamError(
+                f"{endpoint} returned no token ids or logprobs; training needs them: serve "
+                "the policy with `cobalt inference serve` (vLLM) and keep vllm_extensions on"
+            )
+        if len(sample.completion_logprobs) != len(sample.completion_token_ids):
+            raise UpstreamError(f"{endpoint} returned a logprob count unlike its token count")
+        if not sample.completion_token_ids:
+            raise UpstreamError(f"{endpoint} returned an empty completion")
+    versions = {sample.policy_version for sample in samples}
+    if len(versions) != 1:
+        raise UpstreamError(f"one request's choices came from policy versions {versions}")
+    return versions.pop()
+
+
+async def roll_out_group(
+    context: GroupContext,
+    *,
+    sampler: ChatSampler,
+    executor: AsyncExecutorClient,
+    tokens: TokenCounter,
+    params: SamplingParams,
+    limits: Limits | None = None,
+    compare: Compare = Compare.COBALT,
+) -> ScoredGroup:
+    """Sample `params.n` responses, run each program on every test, score each response.
+
+    Raises:
+        ValueError: the context has no tests or fewer than 2 samples are asked for.
+        UpstreamError: the endpoint's answer cannot be trained on (see the module).
+        CobaltError: the endpoint or the executor failed.
+    """
+    if not context.tests:
+        raise ValueError(f"{context.context_key}: the problem has no tests to reward with")
+    if params.n < 2:
+        raise ValueError("a GRPO group needs n >= 2 samples")
+    started = time.perf_counter()
+    samples = await sampler.sample(context.messages, params)
+    version = _checked(samples, sampler.endpoint.base_url)
+    generated = time.perf_counter()
+
+    codes = [extract_program(sample.text) for sample in samples]
+    merged = await execute_programs(executor, codes, context.tests, limits=limits, compare=compare)
+    verdicts = {i: [str(r.verdict) for r in response.results] for i, response in merged.items()}
+    passed = {i: response.passed for i, response in merged.items()}
+    executed = time.perf_counter()
+
+    rewards = score_responses(
+        [
+            ScoreInput(
+                sample.text,
+                tests_passed=passed.get(i, 0),
+                tests_total=len(context.tests),
+                prev_best=context.prev_best,
+                token_ids=sample.completion_token_ids,
+            )
+            for i, sample in enumerate(samples)
+        ],
+        tokens=tokens,
+    )
+    rows = [
+        SampleRow(
+            sample_index=i,
+            response=sample.text,
+            prompt_token_ids=sample.prompt_token_ids or [],
+            response_token_ids=sample.completion_token_ids or [],
+            response_logprobs=sample.completion_logprobs or [],
+            verdicts=verdicts.get(i, []),
+            reward=reward,
+        )
+        for i, (sample, reward) in enumerate(zip(samples, rewards, strict=True))
+    ]
+    scored = time.perf_counter()
+    return ScoredGroup(
+        policy_version=version,
+        samples=rows,
+        seconds={
+            "generate": generated - started,
+            "execute": executed - generated,
+            "score": scored - executed,
+        },
+    )

@@ -1,0 +1,285 @@
+"""Training jobs as the CLI and the REST API see them: create, list, show, stop, resume;
+the contexts of each rollout round; and the trainer's side of the ledger (claim a step,
+report a step).
+
+A job trains on one bandit dataset. Round r (the rollouts for step r) takes the next
+`contexts_per_step` contexts in the dataset's seeded order, wrapping around at the end
+(an epoch), so which contexts a step sees depends only on the job and the round, and a
+round scheduled twice asks for the same groups (the ledger keeps the first).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from cobalt.orchestrator.store import repo_bandit, repo_training
+from cobalt.orchestrator.store.models import (
+    BanditContext,
+    BanditDataset,
+    TrainingJob,
+    TrainingJobStatus,
+    TrainingStep,
+)
+from cobalt.shared.contracts.training import (
+    StepBatch,
+    StepClaim,
+    StepPublic,
+    StepReport,
+    TrainingGroupPublic,
+    TrainingJobCreate,
+    TrainingJobPublic,
+    TrainingJobsPublic,
+    TrainingMode,
+    TrainingSamplePublic,
+)
+from cobalt.shared.errors import Conflict, InvalidInput
+
+__all__ = [
+    "JobParams",
+    "claim_step",
+    "context_ids_for_round",
+    "create_job",
+    "job_public",
+    "list_jobs",
+    "report_step",
+    "set_job_status",
+]
+
+
+class JobParams(BaseModel):
+    """A job's rollout settings (defaults: METHOD.md's training values). Trainer settings
+    (`COBALT_TRAINER_*` names in lower case) ride along and are passed to the trainer."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    base_url: str = Field(
+        default="http://127.0.0.1:8000/v1", description="the inference service (vLLM) /v1 URL"
+    )
+    served_model: str = Field(default="policy", description="the model name it serves")
+    n_samples: int = Field(default=16, ge=2, description="responses per context (group size)")
+    contexts_per_step: int = Field(default=128, ge=1, description="groups per step")
+    temperature: float = Field(default=0.6, ge=0)
+    top_p: float = Field(default=0.95, gt=0, le=1)
+    max_tokens: int = Field(default=6144, ge=1, description="longest response")
+    max_staleness: int = Field(
+        default=0, ge=0, description="policy-version lag a sample may have (0: synchronous)"
+    )
+    seed: int | None = Field(default=None, description="sampling seed (per request)")
+
+
+def _params(raw: dict[str, Any]) -> JobParams:
+    try:
+        return JobParams.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "params"
+        raise InvalidInput(f"training parameter {where}: {first['msg']}") from exc
+
+
+def create_job(sessions: sessionmaker[Session], request: TrainingJobCreate) -> int:
+    """A pending job over the bandit dataset `request.contexts`; returns its id.
+
+    Raises:
+        NotFound: no bandit dataset of that name.
+        InvalidInput: bad parameters, or the mode has no contexts to train on.
+        Conflict: a job of that name exists.
+    """
+    params = _params(request.params)
+    with sessions.begin() as session:
+        dataset = repo_bandit.get_bandit_dataset(session, name=request.contexts)
+        available = _context_count(session, dataset.id, request.mode)
+        if params.contexts_per_step > available:
+            raise InvalidInput(
+                f"bandit dataset {request.contexts!r} has {available} contexts for mode "
+                f"{request.mode}; contexts_per_step ({params.contexts_per_step}) must not "
+                "exceed that (a step takes each context at most once)"
+            )
+        job = repo_training.create_job(
+            session,
+            name=request.name,
+            mode=request.mode.value,
+            model=request.model,
+            bandit_dataset_id=dataset.id,
+            params=params.model_dump(mode="json"),
+        )
+        return job.id
+
+
+def _contexts_query(dataset_id: int, mode: str) -> Any:
+    query = select(BanditContext.id).where(BanditContext.bandit_dataset_id == dataset_id)
+    if mode == TrainingMode.SINGLE_TURN:
+        query = query.where(BanditContext.assistant_turns == 0)
+    return query
+
+
+def _context_count(session: Session, dataset_id: int, mode: str) -> int:
+    subquery = _contexts_query(dataset_id, mode).subquery()
+    return int(session.scalar(select(func.count()).select_from(subquery)) or 0)
+
+
+def context_ids_for_round(session: Session, *, job_id: int, round: int) -> list[int]:
+    """The contexts of rollout round `round` (from 1): the next slice, wrapping around.
+
+    `create_job` keeps contexts_per_step <= the dataset's contexts, so a round holds each
+    context at most once (the ledger stores one group per context and round).
+    """
+    if round < 1:
+        raise InvalidInput(f"rounds count from 1, not {round}")
+    job = repo_training.get_job(session, job_id=job_id)
+    if job.bandit_dataset_id is None:
+        raise InvalidInput(f"training job {job_id} has no bandit dataset")
+    per_step = _params(job.params).contexts_per_step
+    ordered = list(
+        session.scalars(
+            _contexts_query(job.bandit_dataset_id, job.mode).order_by(BanditContext.position)
+        )
+    )
+    start = (round - 1) * per_step
+    return [ordered[(start + i) % len(ordered)] for i in range(per_step)]
+
+
+def set_job_status(sessions: sessionmaker[Session], job_id: int, status: TrainingJobStatus) -> None:
+    """Stop a job (its trainer ends after the current step) or mark it running again.
+
+    Raises:
+        NotFound: no such job.
+        Conflict: the job has finished.
+    """
+    with sessions.begin() as session:
+        job = repo_training.get_job(session, job_id=job_id, for_update=True)
+        if job.status == TrainingJobStatus.FINISHED:
+            raise Conflict(f"training job {job_id} has finished; start a new one")
+        job.status = status.value
+        if status == TrainingJobStatus.RUNNING:
+            job.error = None
+
+
+def claim_step(
+    sessions: sessionmaker[Session], job_id: int, step: int, claim: StepClaim
+) -> StepBatch:
+    """The groups of `step` for the trainer (the same on every ask); not ready: ask again."""
+    with sessions.begin() as session:
+        claimed = repo_training.claim_step(
+            session,
+            job_id=job_id,
+            step=step,
+            groups=claim.groups,
+            current_version=claim.current_version,
+            max_staleness=claim.max_staleness,
+        )
+        if claimed is None:
+            return StepBatch(step=step, ready=False, stale=0)
+        return StepBatch(
+            step=step,
+            ready=True,
+            stale=claimed.stale,
+            groups=[
+                TrainingGroupPublic(
+                    id=group.id,
+                    context_key=group.context_key,
+                    policy_version=group.policy_version,
+                    samples=[
+                        TrainingSamplePublic(
+                            sample_index=sample.sample_index,
+                            prompt_token_ids=sample.prompt_token_ids,
+                            response_token_ids=sample.response_token_ids,
+                            response_logprobs=sample.response_logprobs,
+                            reward=sample.total,
+                            pass_rate=sample.pass_rate,
+                        )
+                        for sample in group.samples
+                    ],
+                )
+                for group in claimed.groups
+            ],
+        )
+
+
+def report_step(sessions: sessionmaker[Session], job_id: int, report: StepReport) -> None:
+    """Record a checkpointed step and the policy version it published.
+
+    Reporting a step again (a trainer that died after reporting and resumed) keeps the
+    first record. The job's step and version only move forward.
+
+    Raises:
+        NotFound: no such job.
+        Conflict: the step was not claimed first.
+    """
+    with sessions.begin() as session:
+        job = repo_training.get_job(session, job_id=job_id, for_update=True)
+        if not repo_training.step_was_claimed(session, job_id=job_id, step=report.step):
+            raise Conflict(f"step {report.step} of job {job_id} was never claimed")
+        exists = session.scalar(
+            select(TrainingStep.id).where(
+                TrainingStep.job_id == job_id, TrainingStep.step == report.step
+            )
+        )
+        if exists is None:
+            session.add(
+                TrainingStep(
+                    job_id=job_id,
+                    step=report.step,
+                    policy_version=report.policy_version,
+                    metrics=report.metrics,
+                )
+            )
+        job.step = max(job.step, report.step)
+        job.policy_version = max(job.policy_version, report.policy_version)
+        if job.status == TrainingJobStatus.PENDING:
+            job.status = TrainingJobStatus.RUNNING.value
+
+
+def _public(session: Session, job: TrainingJob, *, with_steps: bool) -> TrainingJobPublic:
+    dataset = session.get(BanditDataset, job.bandit_dataset_id) if job.bandit_dataset_id else None
+    steps = []
+    if with_steps:
+        steps = [
+            StepPublic(
+                step=row.step,
+                policy_version=row.policy_version,
+                metrics=row.metrics,
+                created_at=row.created_at,
+            )
+            for row in session.scalars(
+                select(TrainingStep)
+                .where(TrainingStep.job_id == job.id)
+                .order_by(TrainingStep.step)
+            )
+        ]
+    return TrainingJobPublic(
+        id=job.id,
+        name=job.name,
+        mode=job.mode,
+        status=job.status,
+        contexts=dataset.name if dataset else None,
+        model=job.model,
+        params=job.params,
+        step=job.step,
+        policy_version=job.policy_version,
+        groups=repo_training.group_counts(session, job_id=job.id),
+        error=job.error,
+        created_at=job.created_at,
+        steps=steps,
+    )
+
+
+def job_public(sessions: sessionmaker[Session], job_id: int) -> TrainingJobPublic:
+    """A job with every step's metrics.
+
+    Raises:
+        NotFound: no such job.
+    """
+    with sessions() as session:
+        return _public(session, repo_training.get_job(session, job_id=job_id), with_steps=True)
+
+
+def list_jobs(sessions: sessionmaker[Session]) -> TrainingJobsPublic:
+    """Every job, newest first, without the per-step metrics."""
+    with sessions() as session:
+        jobs = session.scalars(select(TrainingJob).order_by(TrainingJob.id.desc())).all()
+        items = [_public(session, job, with_steps=False) for job in jobs]
+    return TrainingJobsPublic(items=items, total=len(items))

@@ -1,0 +1,122 @@
+"""Contracts of training: jobs, the steps the trainer claims and reports, their metrics.
+
+The trainer never touches the database: it claims a step's scored groups from the
+orchestrator (`StepClaim` -> `StepBatch`), trains on exactly those token ids, and reports
+the step (`StepReport`). Rewards travel as the ledger stores them, so the trainer needs no
+executor and no tokenizer of its own.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+__all__ = [
+    "StepBatch",
+    "StepClaim",
+    "StepPublic",
+    "StepReport",
+    "TrainingGroupPublic",
+    "TrainingJobCreate",
+    "TrainingJobPublic",
+    "TrainingJobsPublic",
+    "TrainingMode",
+    "TrainingSamplePublic",
+]
+
+
+class TrainingMode(StrEnum):
+    """Which contexts a job trains on: the paper's method and its baselines on one stack."""
+
+    COBALT = "cobalt"
+    """Every context of a bandit dataset (partial trajectories with prev_best)."""
+    SINGLE_TURN = "single-turn"
+    """Only the bandit dataset's turn-0 contexts (problem alone): single-turn GRPO."""
+
+
+class TrainingJobCreate(BaseModel):
+    """What `cobalt train start` sends."""
+
+    name: str = Field(min_length=1, max_length=200)
+    contexts: str = Field(description="the bandit dataset's name")
+    model: str = Field(description="the policy model's directory (trainer and inference)")
+    mode: TrainingMode = TrainingMode.COBALT
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="trainer settings (COBALT_TRAINER_* names, lower case) and rollout "
+        "settings (temperature, top_p, max_tokens, max_staleness, seed)",
+    )
+
+
+class StepPublic(BaseModel):
+    step: int
+    policy_version: int
+    metrics: dict[str, float]
+    created_at: datetime | None = None
+
+
+class TrainingJobPublic(BaseModel):
+    id: int
+    name: str
+    mode: str
+    status: str
+    contexts: str | None
+    model: str
+    params: dict[str, Any]
+    step: int
+    policy_version: int
+    groups: dict[str, int] = Field(description="ledger groups per status: ready, consumed, stale")
+    error: str | None
+    created_at: datetime
+    steps: list[StepPublic] = Field(default_factory=list)
+
+
+class TrainingJobsPublic(BaseModel):
+    items: list[TrainingJobPublic]
+    total: int
+
+
+class StepClaim(BaseModel):
+    """The trainer asks for the groups of one step (the same ones on every ask)."""
+
+    groups: int = Field(ge=1, description="contexts (groups) per step")
+    current_version: int = Field(ge=0, description="the policy version the trainer holds")
+    max_staleness: int = Field(
+        ge=0, description="largest policy-version lag a sample may have (0: synchronous)"
+    )
+
+
+class TrainingSamplePublic(BaseModel):
+    sample_index: int
+    prompt_token_ids: list[int]
+    response_token_ids: list[int]
+    response_logprobs: list[float]
+    reward: float
+    pass_rate: float
+
+
+class TrainingGroupPublic(BaseModel):
+    id: int
+    context_key: str
+    policy_version: int
+    samples: list[TrainingSamplePublic]
+
+
+class StepBatch(BaseModel):
+    """A claimed step: ready, with its groups, or not ready yet (ask again later)."""
+
+    step: int
+    ready: bool
+    stale: int = Field(description="groups dropped at this step for being too stale")
+    groups: list[TrainingGroupPublic] = Field(default_factory=list)
+
+
+class StepReport(BaseModel):
+    """The trainer's account of a finished step: checkpointed and weights published."""
+
+    step: int = Field(ge=1)
+    policy_version: int = Field(ge=0)
+    metrics: dict[str, float] = Field(default_factory=dict)

@@ -1,0 +1,188 @@
+"""Training rollouts end to end on the orchestrator's side: a job over a bandit dataset,
+a round rolled out against the deterministic OpenAI test server and the real executor,
+the ledger it leaves, and the trainer's claim and report of a step (PostgreSQL and SQLite).
+
+The "model" answers choice 0 wrong (n + 1), choice 1 right (2n), choice 2 with no code.
+The problem has 2 public and 2 hidden tests, so p is 0, 1 and 0 of 4.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+from tokenizers import Tokenizer, models, pre_tokenizers
+
+from cobalt.orchestrator.settings import OrchestratorSettings
+from cobalt.orchestrator.store import repo_bandit, repo_datasets, repo_runs
+from cobalt.orchestrator.store.models import Problem, TrainingGroup, TrainingSample
+from cobalt.orchestrator.store.repo_bandit import ContextRow
+from cobalt.orchestrator.training import service
+from cobalt.orchestrator.training.jobs import schedule_round
+from cobalt.shared.contracts.training import StepClaim, StepReport, TrainingJobCreate
+from cobalt.shared.errors import Conflict, InvalidInput
+from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
+
+RIGHT = "<think>Double it.</think>\n```python\nprint(2 * int(input()))\n```\n"
+WRONG = "<think>Add one, but verify.</think>\n```python\nprint(int(input()) + 1)\n```\n"
+NO_CODE = "I do not know."
+
+
+def answer(messages: list[dict[str, Any]], index: int) -> str:
+    return [WRONG, RIGHT, NO_CODE][index % 3]
+
+
+@pytest.fixture
+def model() -> Iterator[tuple[FakeOpenAI, str]]:
+    fake = FakeOpenAI(responder=answer)
+    with serve_fake_openai(fake) as url:
+        yield fake, url
+
+
+@pytest.fixture
+def policy_dir(tmp_path: Path) -> Path:
+    """A policy model directory as far as the reward needs it: its tokenizer.json."""
+    tokenizer = Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    return tmp_path
+
+
+def bandit_dataset(sessions: sessionmaker[Session]) -> str:
+    """Two contexts of one problem: the turn-0 context and one after a wrong first turn."""
+    public = [{"stdin": "2", "expected_stdout": "4"}, {"stdin": "3", "expected_stdout": "6"}]
+    hidden = [{"stdin": "5", "expected_stdout": "10"}, {"stdin": "0", "expected_stdout": "0"}]
+    prompt = [{"role": "user", "content": "Read n, print 2n."}]
+    with sessions.begin() as session:
+        dataset = repo_datasets.create_dataset(session, name="doubles", source="jsonl")
+        repo_datasets.insert_problems(
+            session,
+            dataset_id=dataset.id,
+            rows=[{"external_id": "double", "statement": "Read n, print 2n.",
+                   "test_style": "stdin", "public_tests": public, "hidden_tests": hidden}],
+        )  # fmt: skip
+        problem_id = session.scalars(select(Problem.id)).one()
+        run = repo_runs.create_run(
+            session, kind="sample", dataset_id=dataset.id, base_url="http://x/v1", model="m",
+            params={"n": 1, "turns": 2}, template_name="default", template_sha256="ab" * 32,
+            total_trajectories=1,
+        )  # fmt: skip
+        later = [*prompt, {"role": "assistant", "content": WRONG}, {"role": "user", "content": "3"}]
+        repo_bandit.create_bandit_dataset(
+            session, name="ctx", source_run_id=run.id, split="train", params={}, counts={},
+            contexts=[
+                ContextRow(problem_id=problem_id, source_run_id=run.id, trajectory_id=None,
+                           assistant_turns=turns, messages=messages, prev_best=best,
+                           prompt_tokens=10, template_sha256="ab" * 32)
+                for turns, messages, best in ((0, prompt, 0.0), (1, later, 0.25))
+            ],
+        )  # fmt: skip
+    return "ctx"
+
+
+def start_job(sessions: sessionmaker[Session], url: str, policy_dir: Path, **params: Any) -> int:
+    bandit_dataset(sessions)
+    request = TrainingJobCreate(
+        name="job",
+        contexts="ctx",
+        model=str(policy_dir),
+        params={"base_url": url, "served_model": "fake-model", "n_samples": 3,
+                "contexts_per_step": 2, **params},
+    )  # fmt: skip
+    return service.create_job(sessions, request)
+
+
+def groups(sessions: sessionmaker[Session]) -> list[TrainingGroup]:
+    with sessions() as session:
+        found = session.scalars(select(TrainingGroup).order_by(TrainingGroup.id)).all()
+        for group in found:
+            group.samples  # load them before the session closes  # noqa: B018
+        return list(found)
+
+
+def test_a_round_samples_executes_scores_and_records_every_group(
+    sessions: sessionmaker[Session],
+    store_url: str,
+    executor_url: str,
+    model: tuple[FakeOpenAI, str],
+    policy_dir: Path,
+) -> None:
+    fake, url = model
+    job_id = start_job(sessions, url, policy_dir)
+    settings = OrchestratorSettings(database_url=store_url, redis_url=None)
+    context_ids = schedule_round(settings, job_id, 1, executor=(executor_url, None))
+    assert len(context_ids) == 2 and len(fake.requests) == 2
+    assert all(request["n"] == 3 for request in fake.requests)
+    recorded = groups(sessions)
+    assert [g.context_key for g in recorded] == [f"bandit:{i}" for i in context_ids]
+    assert {g.policy_version for g in recorded} == {7}  # the server's header
+    wrong, right, no_code = recorded[1].samples  # the context with prev_best 0.25
+    assert right.verdicts == ["accepted"] * 4 and right.total == 1.0
+    assert no_code.no_code and no_code.total == -1.0 and no_code.verdicts == []
+    assert wrong.pass_rate == 0.0 and wrong.improvement_rule == "replaced"
+    assert wrong.before_format == pytest.approx(-0.2)  # -0.1 + 0.1 (0 - .25) / .25
+    assert wrong.response_token_ids == [ord(ch) for ch in WRONG]  # exactly what was sampled
+    assert len(wrong.response_logprobs) == len(WRONG)
+    assert wrong.prompt_token_ids and wrong.reflection_keywords == 2  # "but", "verify"
+
+    # Scheduling the round again (a restarted scheduler) writes nothing new.
+    assert schedule_round(settings, job_id, 1, executor=(executor_url, None)) == context_ids
+    with sessions() as session:
+        assert session.query(TrainingSample).count() == 6
+
+
+def test_the_trainer_claims_and_reports_a_step(
+    sessions: sessionmaker[Session],
+    store_url: str,
+    executor_url: str,
+    model: tuple[FakeOpenAI, str],
+    policy_dir: Path,
+) -> None:
+    _, url = model
+    job_id = start_job(sessions, url, policy_dir)
+    claim = StepClaim(groups=2, current_version=7, max_staleness=0)
+    assert not service.claim_step(sessions, job_id, 1, claim).ready  # nothing rolled out yet
+    with pytest.raises(Conflict, match="never claimed"):
+        service.report_step(sessions, job_id, StepReport(step=1, policy_version=8))
+    settings = OrchestratorSettings(database_url=store_url, redis_url=None)
+    schedule_round(settings, job_id, 1, executor=(executor_url, None))
+    batch = service.claim_step(sessions, job_id, 1, claim)
+    assert batch.ready and len(batch.groups) == 2 and batch.stale == 0
+    assert [s.reward for s in batch.groups[0].samples][1:] == [1.0, -1.0]
+    assert batch == service.claim_step(sessions, job_id, 1, claim)  # a resumed trainer
+    report = StepReport(step=1, policy_version=8, metrics={"reward_mean": 0.1})
+    service.report_step(sessions, job_id, report)
+    service.report_step(sessions, job_id, report)  # reported twice: recorded once
+    shown = service.job_public(sessions, job_id)
+    assert (shown.step, shown.policy_version, shown.status) == (1, 8, "running")
+    assert [s.step for s in shown.steps] == [1] and shown.steps[0].metrics == {"reward_mean": 0.1}
+    assert shown.groups == {"ready": 0, "consumed": 2, "stale": 0}
+    assert service.list_jobs(sessions).items[0].steps == []
+
+
+def test_round_slices_wrap_and_bad_jobs_are_refused(
+    sessions: sessionmaker[Session], model: tuple[FakeOpenAI, str], policy_dir: Path
+) -> None:
+    _, url = model
+    job_id = start_job(sessions, url, policy_dir, contexts_per_step=1)
+    with sessions() as session:
+        rounds = [service.context_ids_for_round(session, job_id=job_id, round=r) for r in (1, 2, 3)]
+    assert rounds[0] != rounds[1] and rounds[0] == rounds[2]  # two contexts: an epoch is 2
+    too_many = TrainingJobCreate(
+        name="big", contexts="ctx", model="m", params={"contexts_per_step": 3}
+    )
+    with pytest.raises(InvalidInput, match="has 2 contexts"):
+        service.create_job(sessions, too_many)
+    bad = TrainingJobCreate(name="bad", contexts="ctx", model="m", params={"n_samples": 1})
+    with pytest.raises(InvalidInput, match="n_samples"):
+        service.create_job(sessions, bad)
+    single = TrainingJobCreate(
+        name="single", contexts="ctx", model="m", mode="single-turn",
+        params={"contexts_per_step": 2},
+    )  # fmt: skip
+    with pytest.raises(InvalidInput, match="has 1 contexts for mode single-turn"):
+        service.create_job(sessions, single)
