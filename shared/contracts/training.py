@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 __all__ = [
+    "RoundStarted",
     "StepBatch",
     "StepClaim",
     "StepPublic",
@@ -49,6 +50,14 @@ class TrainingJobCreate(BaseModel):
         description="trainer settings (COBALT_TRAINER_* names, lower case) and rollout "
         "settings (temperature, top_p, max_tokens, max_staleness, seed)",
     )
+
+
+class RoundStarted(BaseModel):
+    """A rollout round handed to the workers (or to a thread of the API without Redis)."""
+
+    round: int
+    contexts: list[int] = Field(description="the bandit context ids of the round, in order")
+    queued: bool = Field(description="true: on the RQ queue; false: running in the API process")
 
 
 class StepPublic(BaseModel):

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from cobalt import __version__
+from cobalt.orchestrator.api import training
 from cobalt.orchestrator.api.routes import router
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
@@ -31,4 +32,5 @@ def create_app(settings: OrchestratorSettings) -> FastAPI:
     app = FastAPI(title="Cobalt orchestrator", version=__version__, lifespan=lifespan)
     install_error_handlers(app)
     app.include_router(router)
+    app.include_router(training.router)
     return app

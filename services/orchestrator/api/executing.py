@@ -15,8 +15,13 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.rollouts.jobs import finish_run_if_done
 from cobalt.orchestrator.runs import queueing, service
 from cobalt.orchestrator.settings import OrchestratorSettings
+from cobalt.orchestrator.store.models import TrainingJobStatus
+from cobalt.orchestrator.store.repo_training import get_job
+from cobalt.orchestrator.training import jobs as training_jobs
+from cobalt.orchestrator.training.service import begin_round
+from cobalt.shared.contracts.training import RoundStarted
 
-__all__ = ["start_run"]
+__all__ = ["start_round", "start_run"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,3 +53,31 @@ def start_run(
     thread = threading.Thread(target=run_here, name=f"run-{run_id}", daemon=True)
     thread.start()
     return thread
+
+
+def start_round(
+    settings: OrchestratorSettings, sessions: sessionmaker[Session], job_id: int, round: int
+) -> RoundStarted:
+    """Queue a training round's groups; without Redis, roll them out in a thread.
+
+    A round that fails in the thread marks the job failed with the reason, so the trainer
+    waiting for its step stops instead of waiting for ever.
+    """
+    contexts = begin_round(sessions, job_id, round)
+    if settings.redis_url:
+        training_jobs.schedule_round(settings, job_id, round)
+        return RoundStarted(round=round, contexts=contexts, queued=True)
+
+    def run_here() -> None:
+        try:
+            with queueing.job_executor() as executor:
+                training_jobs.schedule_round(settings, job_id, round, executor=executor)
+        except Exception as exc:
+            logger.exception("training job %d round %d failed", job_id, round)
+            with sessions.begin() as session:
+                job = get_job(session, job_id=job_id)
+                job.status = TrainingJobStatus.FAILED.value
+                job.error = f"round {round}: {type(exc).__name__}: {exc}"
+
+    threading.Thread(target=run_here, name=f"training-{job_id}-{round}", daemon=True).start()
+    return RoundStarted(round=round, contexts=contexts, queued=False)

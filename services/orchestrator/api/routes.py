@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request, status
-from sqlalchemy.orm import Session, sessionmaker
+from fastapi import APIRouter, Query, status
 
+from cobalt.orchestrator.api.deps import Sessions, Settings
 from cobalt.orchestrator.api.executing import start_run
 from cobalt.orchestrator.datasets import catalog
 from cobalt.orchestrator.runs import service
 from cobalt.orchestrator.runs.evaluation import evaluate_run
-from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store import repo_runs
 from cobalt.shared.clients import ExecutorClient, ExecutorClientSettings
 from cobalt.shared.contracts import DatasetsPublic, ProblemPublic
@@ -24,20 +23,6 @@ from cobalt.shared.contracts.runs import (
 from cobalt.shared.errors import Unavailable
 
 router = APIRouter()
-
-
-def sessions_of(request: Request) -> sessionmaker[Session]:
-    sessions: sessionmaker[Session] = request.app.state.sessions
-    return sessions
-
-
-def settings_of(request: Request) -> OrchestratorSettings:
-    settings: OrchestratorSettings = request.app.state.settings
-    return settings
-
-
-Sessions = Annotated[sessionmaker[Session], Depends(sessions_of)]
-Settings = Annotated[OrchestratorSettings, Depends(settings_of)]
 
 
 def _key(request: SampleRunRequest | RefineRunRequest) -> str | None:

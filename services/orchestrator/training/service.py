@@ -40,6 +40,7 @@ from cobalt.shared.errors import Conflict, InvalidInput
 
 __all__ = [
     "JobParams",
+    "begin_round",
     "claim_step",
     "context_ids_for_round",
     "create_job",
@@ -140,6 +141,23 @@ def context_ids_for_round(session: Session, *, job_id: int, round: int) -> list[
     )
     start = (round - 1) * per_step
     return [ordered[(start + i) % len(ordered)] for i in range(per_step)]
+
+
+def begin_round(sessions: sessionmaker[Session], job_id: int, round: int) -> list[int]:
+    """The contexts of a round about to be rolled out; a pending job becomes running.
+
+    Raises:
+        NotFound: no such job.
+        Conflict: the job is stopped, failed or finished (resume it first).
+    """
+    with sessions.begin() as session:
+        job = repo_training.get_job(session, job_id=job_id, for_update=True)
+        if job.status not in (TrainingJobStatus.PENDING, TrainingJobStatus.RUNNING):
+            raise Conflict(
+                f"training job {job_id} is {job.status}; `cobalt train resume {job_id}` first"
+            )
+        job.status = TrainingJobStatus.RUNNING.value
+        return context_ids_for_round(session, job_id=job_id, round=round)
 
 
 def set_job_status(sessions: sessionmaker[Session], job_id: int, status: TrainingJobStatus) -> None:

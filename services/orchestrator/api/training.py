@@ -1,0 +1,73 @@
+"""Training routes: jobs for people and the CLI, rounds and steps for the trainer."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, status
+
+from cobalt.orchestrator.api.deps import Sessions, Settings
+from cobalt.orchestrator.api.executing import start_round
+from cobalt.orchestrator.store.models import TrainingJobStatus
+from cobalt.orchestrator.training import service
+from cobalt.shared.contracts.training import (
+    RoundStarted,
+    StepBatch,
+    StepClaim,
+    StepReport,
+    TrainingJobCreate,
+    TrainingJobPublic,
+    TrainingJobsPublic,
+)
+
+router = APIRouter(prefix="/v1/training/jobs", tags=["training"])
+
+
+@router.post("", status_code=status.HTTP_201_CREATED)
+def create_job(body: TrainingJobCreate, sessions: Sessions) -> TrainingJobPublic:
+    """A pending job; its trainer (`cobalt trainer serve --job ID`) drives it."""
+    return service.job_public(sessions, service.create_job(sessions, body))
+
+
+@router.get("")
+def list_jobs(sessions: Sessions) -> TrainingJobsPublic:
+    return service.list_jobs(sessions)
+
+
+@router.get("/{job_id}")
+def show_job(job_id: int, sessions: Sessions) -> TrainingJobPublic:
+    """A job with every step's metrics."""
+    return service.job_public(sessions, job_id)
+
+
+@router.post("/{job_id}/stop")
+def stop_job(job_id: int, sessions: Sessions) -> TrainingJobPublic:
+    """The trainer stops after its current step; queued rollouts are skipped."""
+    service.set_job_status(sessions, job_id, TrainingJobStatus.STOPPED)
+    return service.job_public(sessions, job_id)
+
+
+@router.post("/{job_id}/resume")
+def resume_job(job_id: int, sessions: Sessions) -> TrainingJobPublic:
+    """Mark a stopped or failed job running again (then start its trainer with --resume)."""
+    service.set_job_status(sessions, job_id, TrainingJobStatus.RUNNING)
+    return service.job_public(sessions, job_id)
+
+
+@router.post("/{job_id}/rounds/{round}", status_code=status.HTTP_202_ACCEPTED)
+def start_rollout_round(
+    job_id: int, round: int, sessions: Sessions, settings: Settings
+) -> RoundStarted:
+    """Queue the rollouts of round `round` (the groups step `round` will train on)."""
+    return start_round(settings, sessions, job_id, round)
+
+
+@router.post("/{job_id}/steps/{step}/claim")
+def claim_step(job_id: int, step: int, body: StepClaim, sessions: Sessions) -> StepBatch:
+    """The groups of a step: the same ones on every call; `ready: false` means wait."""
+    return service.claim_step(sessions, job_id, step, body)
+
+
+@router.post("/{job_id}/steps")
+def report_step(job_id: int, body: StepReport, sessions: Sessions) -> TrainingJobPublic:
+    """A checkpointed step and the policy version it published."""
+    service.report_step(sessions, job_id, body)
+    return service.job_public(sessions, job_id)
