@@ -27,7 +27,7 @@ import torch
 from verl.trainer.ppo import core_algos
 from verl.workers.config import ActorConfig
 
-from cobalt.trainer.settings import TrainerSettings
+from cobalt.shared.contracts.training import TrainerHyperparameters
 
 __all__ = [
     "ADVANTAGE_EPSILON",
@@ -56,7 +56,7 @@ class GrpoLossConfig:
     entropy_coef: float = 0.0
 
     @classmethod
-    def from_settings(cls, settings: TrainerSettings) -> GrpoLossConfig:
+    def from_settings(cls, settings: TrainerHyperparameters) -> GrpoLossConfig:
         return cls(
             clip_ratio_low=settings.clip_ratio_low,
             clip_ratio_high=settings.clip_ratio_high,

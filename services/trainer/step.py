@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 import torch
 
+from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.trainer.grpo import GrpoLossConfig, group_advantages, grpo_loss
-from cobalt.trainer.settings import TrainerSettings
 
 __all__ = [
     "PackedBatch",
@@ -134,7 +134,9 @@ def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
     return reference
 
 
-def make_optimizer(model: torch.nn.Module, settings: TrainerSettings) -> torch.optim.Optimizer:
+def make_optimizer(
+    model: torch.nn.Module, settings: TrainerHyperparameters
+) -> torch.optim.Optimizer:
     """AdamW at a constant learning rate with decoupled weight decay."""
     return torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
 
@@ -162,7 +164,7 @@ def train_step(
     reference: torch.nn.Module | None,
     optimizer: torch.optim.Optimizer,
     rollouts: Rollouts,
-    settings: TrainerSettings,
+    settings: TrainerHyperparameters,
     pad_id: int = 0,
 ) -> list[dict[str, float]]:
     """One GRPO step: `settings.updates_per_step` AdamW updates; metrics of each update."""

@@ -12,7 +12,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "RoundStarted",
@@ -21,12 +21,62 @@ __all__ = [
     "StepPublic",
     "StepReport",
     "TrainingGroupPublic",
+    "TrainerHyperparameters",
     "TrainingJobCreate",
     "TrainingJobPublic",
     "TrainingJobsPublic",
     "TrainingMode",
     "TrainingSamplePublic",
 ]
+
+
+class TrainerHyperparameters(BaseModel):
+    """GRPO's settings (defaults: METHOD.md's paper values), as a job stores them and the
+    trainer reads them; `cobalt.trainer.settings.TrainerSettings` adds `COBALT_TRAINER_*`
+    variables on top of the same fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    lr: float = Field(default=1e-6, gt=0)
+    """AdamW learning rate, constant (no schedule)."""
+    weight_decay: float = Field(default=0.01, ge=0)
+    """AdamW decoupled weight decay."""
+    clip_ratio_low: float = Field(default=0.2, ge=0, lt=1)
+    """PPO clip below: the ratio is kept >= 1 - clip_ratio_low."""
+    clip_ratio_high: float = Field(default=0.4, ge=0)
+    """PPO clip above (clip-higher): the ratio is kept <= 1 + clip_ratio_high."""
+    dual_clip: float = Field(default=3.0, gt=1)
+    """Dual-clip constant c: for negative advantages the loss is capped at -c * A."""
+    kl_coef: float = Field(default=1e-4, ge=0)
+    """Weight of the KL-to-reference loss (k2, squared log-ratio); 0 skips the reference."""
+    entropy_coef: float = Field(default=0.0, ge=0)
+    """Weight of the entropy bonus (the paper uses none)."""
+    grad_clip: float = Field(default=1.0, gt=0)
+    """Largest global gradient norm before an optimizer update."""
+    n_samples: int = Field(default=16, ge=2)
+    """Responses sampled per context (the GRPO group size)."""
+    contexts_per_step: int = Field(default=128, ge=1)
+    """Contexts (groups) per training step."""
+    updates_per_step: int = Field(default=2, ge=1)
+    """Optimizer updates per step: the step's groups are split into this many mini-batches."""
+    max_prompt_tokens: int = Field(default=10_240, ge=1)
+    """Longest prompt (context) in tokens."""
+    max_response_tokens: int = Field(default=6_144, ge=1)
+    """Longest sampled response in tokens (the sampler's max_tokens)."""
+
+    @model_validator(mode="after")
+    def _mini_batches_split_evenly(self) -> TrainerHyperparameters:
+        if self.contexts_per_step % self.updates_per_step:
+            raise ValueError(
+                f"contexts_per_step ({self.contexts_per_step}) must divide into "
+                f"updates_per_step ({self.updates_per_step}) equal mini-batches"
+            )
+        return self
+
+    @property
+    def contexts_per_update(self) -> int:
+        """Contexts in one mini-batch (64 with the defaults)."""
+        return self.contexts_per_step // self.updates_per_step
 
 
 class TrainingMode(StrEnum):
@@ -47,8 +97,8 @@ class TrainingJobCreate(BaseModel):
     mode: TrainingMode = TrainingMode.COBALT
     params: dict[str, Any] = Field(
         default_factory=dict,
-        description="trainer settings (COBALT_TRAINER_* names, lower case) and rollout "
-        "settings (temperature, top_p, max_tokens, max_staleness, seed)",
+        description="rollout settings (base_url, served_model, temperature, top_p, "
+        "max_staleness, seed) and `trainer`: TrainerHyperparameters",
     )
 
 

@@ -93,10 +93,10 @@ def run_group_job(
         api_key=SecretStr(api_key) if api_key else None,
     )
     sampling = SamplingParams(
-        n=params.n_samples,
+        n=params.trainer.n_samples,
         temperature=params.temperature,
         top_p=params.top_p,
-        max_tokens=params.max_tokens,
+        max_tokens=params.trainer.max_response_tokens,
         seed=params.seed,
     )
     tokens = _token_counter(model_dir)

@@ -29,6 +29,7 @@ from cobalt.shared.contracts.training import (
     StepClaim,
     StepPublic,
     StepReport,
+    TrainerHyperparameters,
     TrainingGroupPublic,
     TrainingJobCreate,
     TrainingJobPublic,
@@ -52,24 +53,25 @@ __all__ = [
 
 
 class JobParams(BaseModel):
-    """A job's rollout settings (defaults: METHOD.md's training values). Trainer settings
-    (`COBALT_TRAINER_*` names in lower case) ride along and are passed to the trainer."""
+    """A job's settings: rollouts here, GRPO's in `trainer` (defaults: METHOD.md's values).
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    Unknown names are refused, so a misspelt setting never silently keeps its default.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     base_url: str = Field(
         default="http://127.0.0.1:8000/v1", description="the inference service (vLLM) /v1 URL"
     )
     served_model: str = Field(default="policy", description="the model name it serves")
-    n_samples: int = Field(default=16, ge=2, description="responses per context (group size)")
-    contexts_per_step: int = Field(default=128, ge=1, description="groups per step")
     temperature: float = Field(default=0.6, ge=0)
     top_p: float = Field(default=0.95, gt=0, le=1)
-    max_tokens: int = Field(default=6144, ge=1, description="longest response")
     max_staleness: int = Field(
         default=0, ge=0, description="policy-version lag a sample may have (0: synchronous)"
     )
     seed: int | None = Field(default=None, description="sampling seed (per request)")
+    trainer: TrainerHyperparameters = Field(default_factory=TrainerHyperparameters)
+    """Group size (n_samples), contexts per step, the response cap and GRPO's settings."""
 
 
 def _params(raw: dict[str, Any]) -> JobParams:
@@ -93,10 +95,10 @@ def create_job(sessions: sessionmaker[Session], request: TrainingJobCreate) -> i
     with sessions.begin() as session:
         dataset = repo_bandit.get_bandit_dataset(session, name=request.contexts)
         available = _context_count(session, dataset.id, request.mode)
-        if params.contexts_per_step > available:
+        if params.trainer.contexts_per_step > available:
             raise InvalidInput(
                 f"bandit dataset {request.contexts!r} has {available} contexts for mode "
-                f"{request.mode}; contexts_per_step ({params.contexts_per_step}) must not "
+                f"{request.mode}; contexts_per_step ({params.trainer.contexts_per_step}) must not "
                 "exceed that (a step takes each context at most once)"
             )
         job = repo_training.create_job(
@@ -133,7 +135,7 @@ def context_ids_for_round(session: Session, *, job_id: int, round: int) -> list[
     job = repo_training.get_job(session, job_id=job_id)
     if job.bandit_dataset_id is None:
         raise InvalidInput(f"training job {job_id} has no bandit dataset")
-    per_step = _params(job.params).contexts_per_step
+    per_step = _params(job.params).trainer.contexts_per_step
     ordered = list(
         session.scalars(
             _contexts_query(job.bandit_dataset_id, job.mode).order_by(BanditContext.position)

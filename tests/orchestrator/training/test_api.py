@@ -41,8 +41,8 @@ def job_body(url: str, policy_dir: Path, name: str = "job") -> dict[str, Any]:
         "name": name,
         "contexts": "ctx",
         "model": str(policy_dir),
-        "params": {"base_url": url, "served_model": "fake-model", "n_samples": 3,
-                   "contexts_per_step": 2},
+        "params": {"base_url": url, "served_model": "fake-model",
+                   "trainer": {"n_samples": 3, "contexts_per_step": 2}},
     }  # fmt: skip
 
 
@@ -105,7 +105,7 @@ def test_bad_requests_get_4xx_with_a_message(
     unknown = api.post("/v1/training/jobs", json={**job_body(url, policy_dir), "contexts": "no"})
     assert unknown.status_code == 404 and "no" in unknown.json()["error"]["message"]
     body = job_body(url, policy_dir)
-    body["params"]["n_samples"] = 1
+    body["params"]["trainer"]["n_samples"] = 1
     one_sample = api.post("/v1/training/jobs", json=body)
     assert one_sample.status_code == 422 and "n_samples" in one_sample.json()["error"]["message"]
     job_id = api.post("/v1/training/jobs", json=job_body(url, policy_dir)).json()["id"]

@@ -31,8 +31,8 @@ def start_job(sessions: sessionmaker[Session], url: str, policy_dir: Path, **par
         name="job",
         contexts="ctx",
         model=str(policy_dir),
-        params={"base_url": url, "served_model": "fake-model", "n_samples": 3,
-                "contexts_per_step": 2, **params},
+        params={"base_url": url, "served_model": "fake-model",
+                "trainer": {"n_samples": 3, "contexts_per_step": 2, **params}},
     )  # fmt: skip
     return service.create_job(sessions, request)
 
@@ -109,21 +109,26 @@ def test_round_slices_wrap_and_bad_jobs_are_refused(
     sessions: sessionmaker[Session], model: tuple[FakeOpenAI, str], policy_dir: Path
 ) -> None:
     _, url = model
-    job_id = start_job(sessions, url, policy_dir, contexts_per_step=1)
+    job_id = start_job(sessions, url, policy_dir, contexts_per_step=1, updates_per_step=1)
     with sessions() as session:
         rounds = [service.context_ids_for_round(session, job_id=job_id, round=r) for r in (1, 2, 3)]
     assert rounds[0] != rounds[1] and rounds[0] == rounds[2]  # two contexts: an epoch is 2
     too_many = TrainingJobCreate(
-        name="big", contexts="ctx", model="m", params={"contexts_per_step": 3}
+        name="big",
+        contexts="ctx",
+        model="m",
+        params={"trainer": {"contexts_per_step": 3, "updates_per_step": 1}},
     )
     with pytest.raises(InvalidInput, match="has 2 contexts"):
         service.create_job(sessions, too_many)
-    bad = TrainingJobCreate(name="bad", contexts="ctx", model="m", params={"n_samples": 1})
+    bad = TrainingJobCreate(
+        name="bad", contexts="ctx", model="m", params={"trainer": {"n_samples": 1}}
+    )
     with pytest.raises(InvalidInput, match="n_samples"):
         service.create_job(sessions, bad)
     single = TrainingJobCreate(
         name="single", contexts="ctx", model="m", mode="single-turn",
-        params={"contexts_per_step": 2},
+        params={"trainer": {"contexts_per_step": 2}},
     )  # fmt: skip
     with pytest.raises(InvalidInput, match="has 1 contexts for mode single-turn"):
         service.create_job(sessions, single)
