@@ -13,6 +13,7 @@ from cobalt.orchestrator.bandit.cli import bandit_app
 from cobalt.orchestrator.cli import data_app
 from cobalt.orchestrator.runs.cli import run_app, worker_command
 from cobalt.orchestrator.scoring.cli import reward_app
+from cobalt.orchestrator.training.cli import train_app
 
 __all__ = ["app", "main"]
 
@@ -36,6 +37,7 @@ app.command("worker")(worker_command)
 app.add_typer(bandit_app, name="bandit")
 app.add_typer(reward_app, name="reward")
 app.add_typer(analyze_app, name="analyze")
+app.add_typer(train_app, name="train")
 
 
 def _version(value: bool) -> None:

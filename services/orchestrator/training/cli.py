@@ -1,0 +1,183 @@
+"""`cobalt train start|list|show|stop|resume`: training jobs in the store.
+
+A job only describes the training; its trainer process (`cobalt trainer serve --job ID`)
+drives it: schedules rollout rounds, claims steps, trains and publishes weights.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from cobalt.orchestrator.console import StoreContext, echo_json, handled, settings_or_exit
+from cobalt.orchestrator.store.models import TrainingJobStatus
+from cobalt.orchestrator.training import service
+from cobalt.shared.contracts.training import TrainingJobCreate, TrainingJobPublic, TrainingMode
+
+__all__ = ["train_app"]
+
+train_app = typer.Typer(
+    help=(
+        "GRPO training jobs on a bandit dataset: start one, then run its trainer "
+        "(`cobalt trainer serve --job ID`); list, show (metrics per step), stop, resume."
+    ),
+    no_args_is_help=True,
+)
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+
+
+def _store() -> StoreContext:
+    return StoreContext(settings=settings_or_exit())
+
+
+@train_app.command("start")
+def start(
+    contexts: Annotated[str, typer.Option("--contexts", help="The bandit dataset's name.")],
+    model: Annotated[
+        Path, typer.Option("--model", help="The policy model's directory (trainer, reward).")
+    ],
+    name: Annotated[str | None, typer.Option(help="Job name (default: CONTEXTS-<time>).")] = None,
+    mode: Annotated[
+        TrainingMode, typer.Option(help="cobalt: every context; single-turn: turn-0 only.")
+    ] = TrainingMode.COBALT,
+    base_url: Annotated[
+        str | None,
+        typer.Option(envvar="COBALT_POLICY_BASE_URL", help="The inference service's /v1 URL."),
+    ] = None,
+    served_model: Annotated[
+        str | None, typer.Option(envvar="COBALT_POLICY_MODEL", help="The name it serves.")
+    ] = None,
+    n_samples: Annotated[int | None, typer.Option(help="Group size n [16].")] = None,
+    contexts_per_step: Annotated[int | None, typer.Option(help="Groups per step [128].")] = None,
+    updates_per_step: Annotated[
+        int | None, typer.Option(help="Optimizer updates per step [2].")
+    ] = None,
+    lr: Annotated[float | None, typer.Option(help="AdamW learning rate [1e-6].")] = None,
+    kl_coef: Annotated[float | None, typer.Option(help="k2 KL weight [1e-4].")] = None,
+    max_response_tokens: Annotated[
+        int | None, typer.Option(help="Longest sampled response [6144].")
+    ] = None,
+    max_staleness: Annotated[
+        int | None, typer.Option(help="Policy-version lag a sample may have [0: synchronous].")
+    ] = None,
+    temperature: Annotated[float | None, typer.Option(help="Sampling temperature [0.6].")] = None,
+    top_p: Annotated[float | None, typer.Option(help="Sampling top_p [0.95].")] = None,
+    seed: Annotated[int | None, typer.Option(help="Sampling seed.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Create a pending training job (defaults: the paper's settings)."""
+    trainer = {
+        "n_samples": n_samples,
+        "contexts_per_step": contexts_per_step,
+        "updates_per_step": updates_per_step,
+        "lr": lr,
+        "kl_coef": kl_coef,
+        "max_response_tokens": max_response_tokens,
+    }
+    rollouts: dict[str, Any] = {
+        "base_url": base_url,
+        "served_model": served_model,
+        "max_staleness": max_staleness,
+        "temperature": temperature,
+        "top_p": top_p,
+        "seed": seed,
+        "trainer": {k: v for k, v in trainer.items() if v is not None},
+    }
+    request = TrainingJobCreate(
+        name=name or f"{contexts}-{datetime.now(UTC):%Y%m%d-%H%M%S}",
+        contexts=contexts,
+        model=str(model.expanduser().resolve()),
+        mode=mode,
+        params={k: v for k, v in rollouts.items() if v is not None},
+    )
+    store = _store()
+    sessions = store.sessions()
+    with handled():
+        job = service.job_public(sessions, service.create_job(sessions, request))
+    _show(job, as_json=as_json)
+    if not as_json:
+        typer.echo(f"next: cobalt trainer serve --job {job.id}")
+
+
+@train_app.command("list")
+def list_jobs(as_json: JsonOption = False) -> None:
+    """Every training job, newest first."""
+    store = _store()
+    with handled():
+        jobs = service.list_jobs(store.sessions())
+    if as_json:
+        echo_json(jobs.model_dump(mode="json"))
+        return
+    table = Table("id", "name", "mode", "status", "step", "policy", "contexts", "groups r/c/s")
+    for job in jobs.items:
+        groups = f"{job.groups['ready']}/{job.groups['consumed']}/{job.groups['stale']}"
+        table.add_row(
+            str(job.id), job.name, job.mode, job.status, str(job.step),
+            str(job.policy_version), job.contexts or "-", groups,
+        )  # fmt: skip
+    Console().print(table)
+
+
+@train_app.command("show")
+def show(job_id: Annotated[int, typer.Argument()], as_json: JsonOption = False) -> None:
+    """A job: status, policy version and every step's metrics."""
+    store = _store()
+    with handled():
+        job = service.job_public(store.sessions(), job_id)
+    _show(job, as_json=as_json)
+
+
+def _set_status(job_id: int, status: TrainingJobStatus, as_json: bool) -> None:
+    store = _store()
+    sessions = store.sessions()
+    with handled():
+        service.set_job_status(sessions, job_id, status)
+        job = service.job_public(sessions, job_id)
+    _show(job, as_json=as_json)
+
+
+@train_app.command("stop")
+def stop(job_id: Annotated[int, typer.Argument()], as_json: JsonOption = False) -> None:
+    """Stop a job: its trainer ends after the current step, queued rollouts are skipped."""
+    _set_status(job_id, TrainingJobStatus.STOPPED, as_json)
+
+
+@train_app.command("resume")
+def resume(job_id: Annotated[int, typer.Argument()], as_json: JsonOption = False) -> None:
+    """Mark a stopped or failed job running; then `cobalt trainer serve --job ID --resume`."""
+    _set_status(job_id, TrainingJobStatus.RUNNING, as_json)
+
+
+_SHOWN_METRICS = ("reward_mean", "pass_rate", "kl_ref", "pg_clipfrac", "step_seconds")
+
+
+def _show(job: TrainingJobPublic, *, as_json: bool) -> None:
+    if as_json:
+        echo_json(job.model_dump(mode="json"))
+        return
+    typer.echo(
+        f"training job {job.id} {job.name!r}: {job.status}, mode {job.mode}, contexts "
+        f"{job.contexts}, step {job.step}, policy version {job.policy_version}"
+    )
+    typer.echo(
+        f"groups: {job.groups['ready']} ready, {job.groups['consumed']} consumed, "
+        f"{job.groups['stale']} dropped as stale"
+    )
+    if job.error:
+        typer.echo(f"error: {job.error}")
+    if job.steps:
+        table = Table("step", "policy", *_SHOWN_METRICS)
+        for step in job.steps:
+            values = [step.metrics.get(key) for key in _SHOWN_METRICS]
+            table.add_row(
+                str(step.step),
+                str(step.policy_version),
+                *("-" if v is None else f"{v:.4g}" for v in values),
+            )
+        Console().print(table)

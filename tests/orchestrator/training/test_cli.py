@@ -1,0 +1,51 @@
+"""`cobalt train start|list|show|stop|resume` as a user runs them (subprocesses)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from tests.orchestrator.test_runs import cobalt, json_out
+from tests.orchestrator.training.conftest import bandit_dataset
+
+
+def test_a_job_from_start_to_resume(
+    cli_env: dict[str, str], sessions: sessionmaker[Session], policy_dir: Path
+) -> None:
+    bandit_dataset(sessions)
+    started = json_out(
+        cobalt(
+            cli_env, "train", "start", "--contexts", "ctx", "--model", str(policy_dir),
+            "--name", "first", "--n-samples", "4", "--contexts-per-step", "2",
+            "--base-url", "http://127.0.0.1:9/v1", "--served-model", "policy",
+            "--max-staleness", "1", "--lr", "1e-5", "--json",
+        )
+    )  # fmt: skip
+    assert started["status"] == "pending" and started["contexts"] == "ctx"
+    assert started["params"]["trainer"]["n_samples"] == 4
+    assert started["params"]["trainer"]["lr"] == 1e-5
+    assert started["params"]["trainer"]["kl_coef"] == 1e-4  # the paper's default
+    assert started["params"]["max_staleness"] == 1
+    job = str(started["id"])
+    shown = cobalt(cli_env, "train", "show", job)
+    assert shown.returncode == 0 and "first" in shown.stdout and "0 consumed" in shown.stdout
+    listed = json_out(cobalt(cli_env, "train", "list", "--json"))
+    assert [item["name"] for item in listed["items"]] == ["first"]
+    assert json_out(cobalt(cli_env, "train", "stop", job, "--json"))["status"] == "stopped"
+    assert json_out(cobalt(cli_env, "train", "resume", job, "--json"))["status"] == "running"
+
+
+def test_mistakes_exit_2_with_a_message(
+    cli_env: dict[str, str], sessions: sessionmaker[Session], policy_dir: Path
+) -> None:
+    bandit_dataset(sessions)
+    base = ["train", "start", "--model", str(policy_dir), "--contexts-per-step", "2"]
+    unknown = cobalt(cli_env, *base, "--contexts", "nope")
+    assert unknown.returncode == 2 and "nope" in unknown.stderr
+    too_many = cobalt(cli_env, *base[:-1], "4", "--contexts", "ctx")
+    assert too_many.returncode == 2 and "has 2 contexts" in too_many.stderr
+    odd = cobalt(cli_env, *base, "--contexts", "ctx", "--updates-per-step", "3")
+    assert odd.returncode == 2 and "updates_per_step" in odd.stderr
+    missing = cobalt(cli_env, "train", "show", "41")
+    assert missing.returncode == 2 and "41" in missing.stderr
