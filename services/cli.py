@@ -14,6 +14,7 @@ from cobalt.orchestrator.cli import data_app
 from cobalt.orchestrator.runs.cli import run_app, worker_command
 from cobalt.orchestrator.scoring.cli import reward_app
 from cobalt.orchestrator.training.cli import train_app
+from cobalt.trainer.cli import trainer_app
 
 __all__ = ["app", "main"]
 
@@ -38,6 +39,7 @@ app.add_typer(bandit_app, name="bandit")
 app.add_typer(reward_app, name="reward")
 app.add_typer(analyze_app, name="analyze")
 app.add_typer(train_app, name="train")
+app.add_typer(trainer_app, name="trainer")
 
 
 def _version(value: bool) -> None:

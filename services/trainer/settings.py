@@ -1,22 +1,54 @@
-"""Trainer settings, read from `COBALT_TRAINER_*` environment variables.
+"""The trainer process's settings, from `COBALT_TRAINER_*` environment variables.
 
-The GRPO hyperparameters are `cobalt.shared.contracts.training.TrainerHyperparameters`
-(the orchestrator validates a job's with the same model); defaults are the paper's
-(METHOD.md, "Training"), every one configurable. The entry point builds this once and
-passes it down.
+Where things are (orchestrator, inference service, checkpoints) and how the process runs
+(device, polling, metrics port). GRPO's hyperparameters are not here: they belong to the
+job (`cobalt train start --lr ...`, `TrainerHyperparameters`), so every trainer that
+resumes a job trains it the same way. The entry point builds this once and passes it down.
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+from pydantic import Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
-from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.shared.settings import CobaltSettings
 
-__all__ = ["TrainerSettings"]
+__all__ = ["TrainerSettings", "default_checkpoint_dir"]
 
 
-class TrainerSettings(CobaltSettings, TrainerHyperparameters):
-    """Everything one GRPO run can be told: the hyperparameters, from the environment."""
+def default_checkpoint_dir() -> Path:
+    """Checkpoints under the user's data directory, beside the embedded database."""
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "cobalt" / "checkpoints"
+
+
+class TrainerSettings(CobaltSettings):
+    """Everything the trainer process needs besides its job."""
 
     model_config = SettingsConfigDict(env_prefix="COBALT_TRAINER_", frozen=True, extra="ignore")
+
+    orchestrator_url: str = "http://127.0.0.1:8200"
+    """The orchestrator API (`cobalt orchestrator serve`), without /v1."""
+    inference_url: str | None = "http://127.0.0.1:8000"
+    """The inference service's root (its control path loads the new weights); empty: do
+    not publish (train and checkpoint only)."""
+    inference_token: SecretStr | None = None
+    """Bearer token of the inference service's control path, if it has one."""
+    checkpoint_dir: Path = Field(default_factory=default_checkpoint_dir)
+    """Where step checkpoints go; the inference service must read the same path."""
+    keep_checkpoints: int = Field(default=2, ge=1)
+    """Newest step checkpoints kept (older ones are deleted after each new one)."""
+    device: str = "cpu"
+    """torch device of the policy and reference ("cuda" on a GPU node)."""
+    poll_interval_s: float = Field(default=0.5, gt=0)
+    """Seconds between asks for a step whose rollouts are not finished."""
+    step_timeout_s: float = Field(default=6 * 3600.0, gt=0)
+    """Longest wait for one step's rollouts before the trainer gives up with an error."""
+    metrics_port: int | None = Field(default=None, ge=1, le=65535)
+    """Serve Prometheus metrics on this port (unset: no metrics server)."""
+    python: Path | None = None
+    """Interpreter of the trainer environment for `cobalt trainer serve` started elsewhere.
+    Unset: `.venv-trainer/bin/python` of this checkout."""

@@ -15,6 +15,7 @@ from cobalt.shared.clients.inference import (
     ReferenceEndpointSettings,
     policy_version_of,
 )
+from cobalt.shared.clients.training import TrainingClient
 
 __all__ = [
     "AsyncExecutorClient",
@@ -27,5 +28,6 @@ __all__ = [
     "ModelEndpoint",
     "PolicyEndpointSettings",
     "ReferenceEndpointSettings",
+    "TrainingClient",
     "policy_version_of",
 ]

@@ -10,28 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import Self
 
 import httpx
-from pydantic import BaseModel, Field, SecretStr, ValidationError
+from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
-from cobalt.shared.clients.responses import error_envelope
+from cobalt.shared.clients.responses import parse_contract, raise_for_error
 from cobalt.shared.contracts.inference import (
     POLICY_VERSION_HEADER,
     LoadWeightsRequest,
     LoadWeightsResponse,
     PolicyStatus,
 )
-from cobalt.shared.errors import (
-    CobaltError,
-    Conflict,
-    InvalidInput,
-    NotFound,
-    Unauthorized,
-    Unavailable,
-    UpstreamError,
-)
+from cobalt.shared.errors import Unavailable
 from cobalt.shared.settings import CobaltSettings
 
 __all__ = [
@@ -41,18 +33,6 @@ __all__ = [
     "ReferenceEndpointSettings",
     "policy_version_of",
 ]
-
-_Model = TypeVar("_Model", bound=BaseModel)
-
-_STATUS_ERRORS: dict[int, type[CobaltError]] = {
-    400: InvalidInput,
-    401: Unauthorized,
-    404: NotFound,
-    409: Conflict,
-    413: InvalidInput,
-    422: InvalidInput,
-    503: Unavailable,
-}
 
 
 class ModelEndpoint(BaseModel):
@@ -176,37 +156,18 @@ class InferenceControlClient:
                 f"cannot reach the inference service at {url} ({type(exc).__name__}: "
                 f"{exc or 'no detail'}); check that `cobalt inference serve` is running"
             ) from exc
-        if response.is_success:
-            return response
-        message, detail = error_envelope(response)
-        if response.status_code == 404:
-            message += f" ({url}); is this a Cobalt inference service?"
-        error_class = _STATUS_ERRORS.get(response.status_code)
-        if error_class is not None:
-            raise error_class(message, detail=detail)
-        raise UpstreamError(
-            f"inference service at {url} answered {response.status_code}: {message}",
-            status_code=response.status_code,
-            detail=detail,
-        )
+        raise_for_error(response, not_found_hint="is this a Cobalt inference service?")
+        return response
 
     def status(self) -> PolicyStatus:
         """What is serving: policy version, weights directory, state."""
-        return _parse(self._call("GET", "/v1/policy"), PolicyStatus)
+        return parse_contract(self._call("GET", "/v1/policy"), PolicyStatus)
 
     def load_weights(
         self, path: str, *, version: int | None = None, check: bool = True
     ) -> LoadWeightsResponse:
         """Load a checkpoint directory (as the server sees it) and return the new version."""
         request = LoadWeightsRequest(path=path, version=version, check=check)
-        return _parse(self._call("POST", "/v1/policy/weights", request), LoadWeightsResponse)
-
-
-def _parse(response: httpx.Response, model: type[_Model]) -> _Model:
-    try:
-        return model.model_validate_json(response.content)
-    except ValidationError as exc:
-        raise UpstreamError(
-            f"{response.request.url} answered a body that is not a {model.__name__}",
-            status_code=response.status_code,
-        ) from exc
+        return parse_contract(
+            self._call("POST", "/v1/policy/weights", request), LoadWeightsResponse
+        )

@@ -161,6 +161,9 @@ class TrainingGroupPublic(BaseModel):
     id: int
     context_key: str
     policy_version: int
+    phase_seconds: dict[str, float] = Field(
+        default_factory=dict, description="the rollout's wall seconds: generate, execute, score"
+    )
     samples: list[TrainingSamplePublic]
 
 

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.trainer.grpo import (
     GrpoLossConfig,
     group_advantages,
@@ -257,14 +258,8 @@ def test_missing_reference_or_entropy_is_an_error_when_weighted() -> None:
 # --- settings -----------------------------------------------------------------------------
 
 
-def test_settings_defaults_are_the_paper_values(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in [
-        "LR", "WEIGHT_DECAY", "CLIP_RATIO_LOW", "CLIP_RATIO_HIGH", "DUAL_CLIP", "KL_COEF",
-        "ENTROPY_COEF", "GRAD_CLIP", "N_SAMPLES", "CONTEXTS_PER_STEP", "UPDATES_PER_STEP",
-        "MAX_PROMPT_TOKENS", "MAX_RESPONSE_TOKENS",
-    ]:  # fmt: skip
-        monkeypatch.delenv(f"COBALT_TRAINER_{name}", raising=False)
-    settings = TrainerSettings()
+def test_hyperparameter_defaults_are_the_paper_values() -> None:
+    settings = TrainerHyperparameters()
     assert (settings.lr, settings.weight_decay, settings.grad_clip) == (1e-6, 0.01, 1.0)
     assert (settings.n_samples, settings.contexts_per_step, settings.updates_per_step) == (
         16,
@@ -274,16 +269,23 @@ def test_settings_defaults_are_the_paper_values(monkeypatch: pytest.MonkeyPatch)
     assert settings.contexts_per_update == 64
     assert (settings.max_prompt_tokens, settings.max_response_tokens) == (10_240, 6_144)
     assert GrpoLossConfig.from_settings(settings) == PAPER
+    assert GrpoLossConfig.from_settings(TrainerHyperparameters(clip_ratio_high=0.28)) == (
+        GrpoLossConfig(clip_ratio_high=0.28)
+    )
 
 
-def test_settings_read_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("COBALT_TRAINER_LR", "3e-6")
-    monkeypatch.setenv("COBALT_TRAINER_CLIP_RATIO_HIGH", "0.28")
+def test_process_settings_read_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COBALT_TRAINER_ORCHESTRATOR_URL", "http://orchestrator:8200")
+    monkeypatch.setenv("COBALT_TRAINER_DEVICE", "cuda")
+    monkeypatch.setenv("COBALT_TRAINER_KEEP_CHECKPOINTS", "5")
     settings = TrainerSettings()
-    assert settings.lr == 3e-6
-    assert GrpoLossConfig.from_settings(settings).clip_ratio_high == 0.28
+    assert settings.orchestrator_url == "http://orchestrator:8200"
+    assert (settings.device, settings.keep_checkpoints) == ("cuda", 5)
+    monkeypatch.setenv("COBALT_TRAINER_KEEP_CHECKPOINTS", "0")
+    with pytest.raises(ValueError, match="keep_checkpoints"):
+        TrainerSettings()
 
 
 def test_settings_refuse_uneven_mini_batches() -> None:
     with pytest.raises(ValueError, match="equal mini-batches"):
-        TrainerSettings(contexts_per_step=5, updates_per_step=2)
+        TrainerHyperparameters(contexts_per_step=5, updates_per_step=2)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import Qwen2ForCausalLM
 
-from cobalt.trainer.settings import TrainerSettings
+from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.trainer.step import (
     Rollouts,
     frozen_copy,
@@ -76,7 +76,7 @@ def test_response_log_probs_match_unpadded_forward(tiny_model: Qwen2ForCausalLM)
 
 def test_one_step_raises_best_and_lowers_worst(tiny_model: Qwen2ForCausalLM) -> None:
     rollouts = one_group()
-    settings = TrainerSettings(lr=1e-3, contexts_per_step=1, updates_per_step=1, n_samples=4)
+    settings = TrainerHyperparameters(lr=1e-3, contexts_per_step=1, updates_per_step=1, n_samples=4)
     reference = frozen_copy(tiny_model)
     optimizer = make_optimizer(tiny_model, settings)
     before = all_log_probs(tiny_model, rollouts)
@@ -105,7 +105,7 @@ def test_sampler_log_probs_set_the_ratio(tiny_model: Qwen2ForCausalLM) -> None:
         group_ids=base.group_ids,
         old_log_probs=[[0.0] * len(r) for r in base.response_ids],
     )
-    settings = TrainerSettings(lr=1e-3, contexts_per_step=1, updates_per_step=1, kl_coef=0.0)
+    settings = TrainerHyperparameters(lr=1e-3, contexts_per_step=1, updates_per_step=1, kl_coef=0.0)
     optimizer = make_optimizer(tiny_model, settings)
 
     (update,) = train_step(tiny_model, None, optimizer, rollouts, settings, pad_id=PAD)
@@ -124,7 +124,7 @@ def test_groups_split_into_updates(tiny_model: Qwen2ForCausalLM) -> None:
         rewards=[*first.rewards, 1.0, 1.0, 0.0, 0.0],
         group_ids=["g0", "g1", "g0", "g1", "g0", "g1", "g0", "g1"],
     )
-    settings = TrainerSettings(lr=1e-4, contexts_per_step=2, updates_per_step=2)
+    settings = TrainerHyperparameters(lr=1e-4, contexts_per_step=2, updates_per_step=2)
     reference = frozen_copy(tiny_model)
     optimizer = make_optimizer(tiny_model, settings)
 

@@ -519,6 +519,8 @@ class TrainingGroup(Base):
     status: Mapped[str] = mapped_column(String(20), default=TrainingGroupStatus.READY.value)
     step: Mapped[int | None] = mapped_column(Integer, default=None)
     """The step that consumed it (or dropped it as stale); None while ready."""
+    phase_seconds: Mapped[dict[str, float]] = mapped_column(JsonValue, default=dict)
+    """Wall seconds the rollout spent per phase (generate, execute, score)."""
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
     samples: Mapped[list[TrainingSample]] = relationship(

@@ -113,6 +113,7 @@ def record_group(
     problem_id: int,
     policy_version: int,
     samples: Sequence[SampleRow],
+    phase_seconds: dict[str, float] | None = None,
 ) -> int | None:
     """Store a scored group with its samples, unless (job, context, round) is stored.
 
@@ -139,6 +140,7 @@ def record_group(
             problem_id=problem_id,
             policy_version=policy_version,
             status=TrainingGroupStatus.READY.value,
+            phase_seconds=phase_seconds or {},
         )
         .on_conflict_do_nothing(index_elements=["job_id", "context_key", "round"])
         .returning(TrainingGroup.id)

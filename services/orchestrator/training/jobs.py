@@ -119,6 +119,7 @@ def run_group_job(
             problem_id=group_context.problem_id,
             policy_version=version,
             samples=group.samples,
+            phase_seconds=group.seconds,
         )
     if group_id is not None and settings.redis_url:
         from redis import Redis

@@ -202,6 +202,7 @@ def claim_step(
                     id=group.id,
                     context_key=group.context_key,
                     policy_version=group.policy_version,
+                    phase_seconds=group.phase_seconds,
                     samples=[
                         TrainingSamplePublic(
                             sample_index=sample.sample_index,

@@ -60,6 +60,7 @@ def upgrade() -> None:
         sa.Column("policy_version", sa.Integer(), nullable=False),
         sa.Column("status", sa.String(length=20), nullable=False),
         sa.Column("step", sa.Integer(), nullable=True),
+        sa.Column("phase_seconds", sa.JSON(), nullable=False),
         sa.Column(
             "created_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False
         ),

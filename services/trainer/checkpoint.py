@@ -1,0 +1,191 @@
+"""Step checkpoints: everything to resume a job exactly, and the weights inference loads.
+
+Layout under the checkpoint root, one directory per job:
+
+    job-<id>/step-<k>/policy/            the Hugging Face model directory inference loads:
+                                         config.json, model.safetensors (embeddings
+                                         untied), the base model's tokenizer files and
+                                         cobalt-policy.json {"version", "step", "job"}
+    job-<id>/step-<k>/trainer-state.pt   optimizer state, step, policy version, the RNG
+                                         states (torch, numpy, python) and the settings
+
+A checkpoint is written into `.step-<k>.partial` and renamed when complete, so a directory
+named `step-<k>` is always whole: a trainer killed while writing leaves only a partial
+directory, which the next write replaces. Only the newest `keep` checkpoints are kept.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from cobalt.shared.checkpoints import write_policy_version
+
+__all__ = [
+    "POLICY_DIR",
+    "STATE_FILE",
+    "Checkpoint",
+    "job_checkpoint_root",
+    "latest_checkpoint",
+    "load_checkpoint",
+    "save_checkpoint",
+]
+
+POLICY_DIR = "policy"
+STATE_FILE = "trainer-state.pt"
+_STEP = re.compile(r"^step-(\d+)$")
+_WEIGHT_FILES = re.compile(r"(\.safetensors|\.bin|\.pt|\.index\.json)$|^config\.json$")
+"""Files of the base model directory that the checkpoint writes itself."""
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A complete checkpoint on disk."""
+
+    path: Path
+    step: int
+    policy_version: int
+
+    @property
+    def policy_dir(self) -> Path:
+        """The model directory the inference service loads."""
+        return self.path / POLICY_DIR
+
+
+def job_checkpoint_root(root: Path, job_id: int) -> Path:
+    return root / f"job-{job_id}"
+
+
+def _rng_state() -> dict[str, Any]:
+    return {
+        "torch": torch.get_rng_state(),
+        "numpy": np.random.get_state(),
+        "python": random.getstate(),
+    }
+
+
+def _restore_rng(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+
+
+def save_checkpoint(
+    root: Path,
+    *,
+    job_id: int,
+    step: int,
+    policy_version: int,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    base_model_dir: Path,
+    settings: dict[str, Any],
+    keep: int = 2,
+    serve_dtype: torch.dtype | None = None,
+) -> Checkpoint:
+    """Write step `step`'s checkpoint atomically and delete all but the newest `keep`.
+
+    `policy_version` is the version the saved weights will be served as. With
+    `serve_dtype` (the base model's, e.g. bfloat16) the policy directory holds the weights
+    in that dtype, as the inference service's pre-checks require, and the trainer's own
+    full-precision weights go into the trainer state, so a resume is still exact.
+    """
+    job_root = job_checkpoint_root(root, job_id)
+    job_root.mkdir(parents=True, exist_ok=True)
+    partial = job_root / f".step-{step}.partial"
+    if partial.exists():
+        shutil.rmtree(partial)
+    policy = partial / POLICY_DIR
+    weights = model.state_dict()
+    converted = serve_dtype is not None and any(
+        t.is_floating_point() and t.dtype != serve_dtype for t in weights.values()
+    )
+    if converted:
+        served = {k: t.to(serve_dtype) if t.is_floating_point() else t for k, t in weights.items()}
+        model.save_pretrained(policy, state_dict=served, safe_serialization=True)
+    else:
+        model.save_pretrained(policy, safe_serialization=True)
+    for item in Path(base_model_dir).iterdir():  # tokenizer, chat template, generation config
+        if (
+            item.is_file()
+            and not _WEIGHT_FILES.search(item.name)
+            and not (policy / item.name).exists()
+        ):
+            shutil.copy2(item, policy / item.name)
+    write_policy_version(policy, policy_version, step=step, job=job_id)
+    torch.save(
+        {
+            "step": step,
+            "policy_version": policy_version,
+            "optimizer": optimizer.state_dict(),
+            "rng": _rng_state(),
+            "settings": settings,
+            "master_weights": {k: t.detach().cpu() for k, t in weights.items()}
+            if converted
+            else None,
+        },
+        partial / STATE_FILE,
+    )
+    final = job_root / f"step-{step}"
+    if final.exists():  # the same step written again after a crash: replace it whole
+        shutil.rmtree(final)
+    partial.rename(final)
+    for old in _complete_steps(job_root)[:-keep]:
+        shutil.rmtree(job_root / f"step-{old}", ignore_errors=True)
+    return Checkpoint(final, step, policy_version)
+
+
+def _complete_steps(job_root: Path) -> list[int]:
+    steps = []
+    for entry in job_root.iterdir() if job_root.is_dir() else []:
+        match = _STEP.match(entry.name)
+        if match and (entry / STATE_FILE).is_file() and (entry / POLICY_DIR).is_dir():
+            steps.append(int(match.group(1)))
+    return sorted(steps)
+
+
+def latest_checkpoint(root: Path, job_id: int) -> Checkpoint | None:
+    """The newest complete checkpoint of the job, or None."""
+    job_root = job_checkpoint_root(root, job_id)
+    steps = _complete_steps(job_root)
+    if not steps:
+        return None
+    path = job_root / f"step-{steps[-1]}"
+    state = torch.load(path / STATE_FILE, map_location="cpu", weights_only=False)
+    return Checkpoint(path, int(state["step"]), int(state["policy_version"]))
+
+
+def load_checkpoint(
+    checkpoint: Checkpoint, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer
+) -> dict[str, Any]:
+    """Put the checkpoint's weights, optimizer and RNG states back; returns its state.
+
+    The weights (the full-precision copy when the served ones were converted, else the
+    policy directory's safetensors) are copied into the live model, so the model object
+    and the optimizer's references to its parameters stay the same.
+    """
+    from safetensors.torch import load_file
+
+    state: dict[str, Any] = torch.load(
+        checkpoint.path / STATE_FILE, map_location="cpu", weights_only=False
+    )
+    weights: dict[str, torch.Tensor] = state.get("master_weights") or {}
+    if not weights:
+        for file in sorted(checkpoint.policy_dir.glob("*.safetensors")):
+            weights.update(load_file(file))
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    if unexpected or [name for name in missing if not name.endswith("rotary_emb.inv_freq")]:
+        raise ValueError(
+            f"{checkpoint.policy_dir} does not fit the model: missing {missing[:5]}, "
+            f"unexpected {unexpected[:5]}"
+        )
+    optimizer.load_state_dict(state["optimizer"])
+    _restore_rng(state["rng"])
+    return state

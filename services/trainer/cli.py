@@ -1,0 +1,116 @@
+"""`cobalt trainer serve`: the trainer process of one training job.
+
+The trainer needs torch, transformers and verl, which live in `.venv-trainer` (their pins
+clash with vLLM's). Run from another environment, the command re-executes itself with
+that environment's interpreter (`COBALT_TRAINER_PYTHON`, default `.venv-trainer/bin/python`
+of this checkout), so `cobalt trainer serve` works from the core `cobalt` command too.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from pydantic import ValidationError
+
+from cobalt.shared.errors import CobaltError, Unavailable, UpstreamError
+from cobalt.shared.logging import configure_logging
+from cobalt.trainer.settings import TrainerSettings
+
+__all__ = ["trainer_app"]
+
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+
+trainer_app = typer.Typer(
+    help="The GRPO trainer process (torch, verl; runs in .venv-trainer).",
+    no_args_is_help=True,
+)
+
+
+def _fail(code: int, message: str) -> typer.Exit:
+    typer.echo(f"error: {' '.join(message.split())}", err=True)
+    return typer.Exit(code)
+
+
+def _settings() -> TrainerSettings:
+    try:
+        return TrainerSettings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "value"
+        raise _fail(EXIT_USAGE, f"bad COBALT_TRAINER_* setting {where}: {first['msg']}") from exc
+
+
+def _has_trainer_packages() -> bool:
+    return all(importlib.util.find_spec(name) is not None for name in ("torch", "verl"))
+
+
+def _trainer_python(settings: TrainerSettings) -> Path:
+    return settings.python or _REPO_ROOT / ".venv-trainer" / "bin" / "python"
+
+
+@trainer_app.command("serve")
+def serve(
+    job: Annotated[int, typer.Option("--job", help="The training job (`cobalt train start`).")],
+    steps: Annotated[
+        int | None, typer.Option("--steps", help="Stop after this many steps (default: run).")
+    ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume/--no-resume",
+            help="Continue from the job's newest checkpoint (default), or start over.",
+        ),
+    ] = True,
+) -> None:
+    """Train job JOB: start rollout rounds, claim each step's scored groups, take the GRPO
+    updates, checkpoint, load the new weights into the inference service, report the step.
+    Settings: COBALT_TRAINER_ORCHESTRATOR_URL, _INFERENCE_URL, _CHECKPOINT_DIR, _DEVICE."""
+    settings = _settings()
+    if not _has_trainer_packages():
+        python = _trainer_python(settings)
+        if not python.exists() or python.resolve() == Path(sys.executable).resolve():
+            raise _fail(EXIT_USAGE, f"torch and verl are not installed here and {python} does not "
+                        "exist; run `make setup` (it creates .venv-trainer)")  # fmt: skip
+        arguments = ["serve", "--job", str(job), "--resume" if resume else "--no-resume"]
+        if steps is not None:
+            arguments += ["--steps", str(steps)]
+        os.execv(str(python), [str(python), "-m", "cobalt.trainer", *arguments])
+    configure_logging(settings.log_level, json_lines=settings.log_json)
+    _run(settings, job, steps=steps, resume=resume)
+
+
+def _run(settings: TrainerSettings, job_id: int, *, steps: int | None, resume: bool) -> None:
+    from cobalt.shared.clients import InferenceControlClient, TrainingClient
+    from cobalt.trainer.loop import JobStopped, TrainerRun
+    from cobalt.trainer.metrics import StepGauges
+
+    gauges = StepGauges(job_id)
+    if settings.metrics_port is not None:
+        gauges.serve(settings.metrics_port)
+    inference = (
+        InferenceControlClient(settings.inference_url, token=settings.inference_token)
+        if settings.inference_url
+        else None
+    )
+    with TrainingClient(settings.orchestrator_url) as orchestrator:
+        run = TrainerRun(settings, job_id, orchestrator, inference, on_step=gauges.record)
+        try:
+            last = run.run(resume=resume, max_steps=steps)
+        except JobStopped as stopped:
+            typer.echo(f"stopped: {stopped}")
+            return
+        except (Unavailable, UpstreamError) as exc:
+            raise _fail(EXIT_UNREACHABLE, str(exc)) from exc
+        except CobaltError as exc:
+            raise _fail(EXIT_USAGE, str(exc)) from exc
+        finally:
+            if inference is not None:
+                inference.close()
+    typer.echo(f"training job {job_id}: step {last} done")

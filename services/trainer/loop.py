@@ -1,0 +1,271 @@
+"""The trainer process: one training job, read top to bottom.
+
+1. Config: the job (its model and GRPO hyperparameters) from the orchestrator, and this
+   process's settings (where the orchestrator, inference and checkpoints are).
+2. Setup: seed, the policy from the job's model directory, the frozen reference (always
+   the starting weights, also on resume), AdamW; on resume, the newest complete
+   checkpoint's weights, optimizer, RNG and step, and the inference service is brought to
+   those weights if it serves older ones.
+3. The loop, one step at a time:
+   a. rollouts: rounds up to `step + max_staleness` are started (the workers sample at the
+      version being served, execute and score, and write the ledger);
+   b. claim step k's groups from the ledger (the same groups on every ask, so a trainer
+      killed anywhere in step k trains on exactly them after resume); wait until ready;
+   c. GRPO: `step.train_step` on exactly the sampled token ids, the sampler's logprobs as
+      the ratio's denominator;
+   d. checkpoint (atomic), then publish: the inference service loads the new weights and
+      serves them as version + 1;
+   e. report the step with its metrics; the job's step and policy version move forward.
+4. Teardown: on `stop` (the job was stopped), on `max_steps`, or on an error (re-raised
+   after the metrics server closes).
+
+Exactly once: a step's samples are fixed by the ledger at claim time, and the step only
+counts once reported after its checkpoint. A trainer killed between checkpoint and report
+resumes from that checkpoint and reports it again (recorded once).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from cobalt.shared.clients import InferenceControlClient, TrainingClient
+from cobalt.shared.contracts.training import (
+    StepBatch,
+    StepClaim,
+    StepReport,
+    TrainerHyperparameters,
+    TrainingJobPublic,
+)
+from cobalt.shared.errors import Conflict, UpstreamError
+from cobalt.trainer.checkpoint import (
+    Checkpoint,
+    latest_checkpoint,
+    load_checkpoint,
+    save_checkpoint,
+)
+from cobalt.trainer.settings import TrainerSettings
+from cobalt.trainer.step import Rollouts, frozen_copy, make_optimizer, train_step
+
+__all__ = ["JobStopped", "TrainerRun", "rollouts_of", "step_metrics"]
+
+logger = logging.getLogger(__name__)
+
+
+class JobStopped(Exception):
+    """The job was stopped (or finished) from outside; the trainer ends cleanly."""
+
+
+def rollouts_of(batch: StepBatch) -> Rollouts:
+    """The claimed groups as `train_step` takes them: exactly the sampled tokens."""
+    samples = [(group.id, sample) for group in batch.groups for sample in group.samples]
+    return Rollouts(
+        prompt_ids=[sample.prompt_token_ids for _, sample in samples],
+        response_ids=[sample.response_token_ids for _, sample in samples],
+        rewards=[sample.reward for _, sample in samples],
+        group_ids=[group_id for group_id, _ in samples],
+        old_log_probs=[sample.response_logprobs for _, sample in samples],
+    )
+
+
+def _advantage_stats(batch: StepBatch) -> dict[str, float]:
+    """Group-normalised advantages as GRPO computes them, summarised."""
+    advantages = []
+    for group in batch.groups:
+        rewards = [sample.reward for sample in group.samples]
+        mean, spread = statistics.fmean(rewards), statistics.stdev(rewards)
+        flat = all(r == rewards[0] for r in rewards)
+        advantages += [0.0 if flat else (r - mean) / (spread + 1e-6) for r in rewards]
+    return {
+        "advantage_mean": statistics.fmean(advantages),
+        "advantage_abs_mean": statistics.fmean(abs(a) for a in advantages),
+        "advantage_zero_fraction": sum(a == 0.0 for a in advantages) / len(advantages),
+    }
+
+
+def step_metrics(
+    batch: StepBatch,
+    updates: list[dict[str, float]],
+    seconds: dict[str, float],
+    current_version: int,
+) -> dict[str, float]:
+    """One step's metrics as reported and shown (`cobalt train show`)."""
+    rewards = [s.reward for g in batch.groups for s in g.samples]
+    tokens = sum(len(s.response_token_ids) for g in batch.groups for s in g.samples)
+    metrics = {
+        "reward_mean": statistics.fmean(rewards),
+        "reward_std": statistics.pstdev(rewards),
+        "pass_rate": statistics.fmean(s.pass_rate for g in batch.groups for s in g.samples),
+        "solved_fraction": statistics.fmean(
+            s.pass_rate == 1.0 for g in batch.groups for s in g.samples
+        ),
+        **_advantage_stats(batch),
+        "samples": float(len(rewards)),
+        "response_tokens": float(tokens),
+        "dropped_stale": float(batch.stale),
+        "max_policy_lag": float(max(current_version - g.policy_version for g in batch.groups)),
+    }
+    update_keys = ("loss", "pg_loss", "pg_clipfrac", "pg_clipfrac_lower", "ppo_kl", "kl_ref")
+    for key in (*update_keys, "entropy", "grad_norm"):
+        values = [update[key] for update in updates if key in update]
+        if values:
+            metrics[key] = statistics.fmean(values)
+    for phase in ("generate", "execute", "score"):
+        values = [g.phase_seconds[phase] for g in batch.groups if phase in g.phase_seconds]
+        if values:
+            metrics[f"{phase}_seconds"] = statistics.fmean(values)
+    metrics.update({f"{name}_seconds": value for name, value in seconds.items()})
+    metrics["train_tokens_per_second"] = tokens / max(seconds.get("train", 0.0), 1e-9)
+    return {k: v for k, v in metrics.items() if math.isfinite(v)}
+
+
+@dataclass
+class TrainerRun:
+    """One trainer process for one job (built by `cobalt trainer serve`)."""
+
+    settings: TrainerSettings
+    job_id: int
+    orchestrator: TrainingClient
+    inference: InferenceControlClient | None
+    on_step: Callable[[int, int, dict[str, float]], None] | None = None
+    """Called after each reported step with (step, policy version, metrics)."""
+
+    def run(self, *, resume: bool = True, max_steps: int | None = None) -> int:
+        """Train until the job is stopped or `max_steps` steps are done; the last step."""
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        # 1. config
+        job = self.orchestrator.job(self.job_id)
+        hyper = TrainerHyperparameters.model_validate(job.params.get("trainer", {}))
+        max_staleness = int(job.params.get("max_staleness", 0))
+        model_dir = Path(job.model)
+
+        # 2. setup
+        torch.manual_seed(self.job_id)
+        device = torch.device(self.settings.device)
+        # Trained in float32; checkpoints are written in the base model's dtype for serving.
+        serve_dtype = getattr(AutoConfig.from_pretrained(model_dir), "dtype", None)
+        policy = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(device)
+        reference = frozen_copy(policy) if hyper.kl_coef > 0 else None
+        optimizer = make_optimizer(policy, hyper)
+        pad_id = _pad_id(policy.config)
+        step, version = 0, self._serving_version(job)
+        checkpoint = latest_checkpoint(self.settings.checkpoint_dir, self.job_id)
+        if resume and checkpoint is not None:
+            load_checkpoint(checkpoint, model=policy, optimizer=optimizer)
+            step, version = checkpoint.step, checkpoint.policy_version
+            self._serve(checkpoint, at_least=version)
+            logger.info("job %d resumed at step %d, policy version %d", self.job_id, step, version)
+        rounds_started = step
+
+        # 3. the loop
+        last = step + max_steps if max_steps is not None else None
+        while last is None or step < last:
+            step += 1
+            started = time.perf_counter()
+            while rounds_started < step + max_staleness:  # a. rollouts
+                rounds_started += 1
+                self.orchestrator.start_round(self.job_id, rounds_started)
+            claim = StepClaim(
+                groups=hyper.contexts_per_step,
+                current_version=version,
+                max_staleness=max_staleness,
+            )
+            batch = self._wait_for(step, claim)  # b. the step's groups
+            claimed = time.perf_counter()
+            updates = train_step(  # c. GRPO
+                policy, reference, optimizer, rollouts_of(batch), hyper, pad_id=pad_id
+            )
+            trained = time.perf_counter()
+            saved = save_checkpoint(  # d. checkpoint, then publish
+                self.settings.checkpoint_dir,
+                job_id=self.job_id,
+                step=step,
+                policy_version=version + 1,
+                model=policy,
+                optimizer=optimizer,
+                base_model_dir=model_dir,
+                settings={"hyperparameters": hyper.model_dump(), "job": job.params},
+                keep=self.settings.keep_checkpoints,
+                serve_dtype=serve_dtype if isinstance(serve_dtype, torch.dtype) else None,
+            )
+            checkpointed = time.perf_counter()
+            version = self._serve(saved, at_least=saved.policy_version)
+            synced = time.perf_counter()
+            seconds = {
+                "wait": claimed - started,
+                "train": trained - claimed,
+                "checkpoint": checkpointed - trained,
+                "sync": synced - checkpointed,
+                "step": synced - started,
+            }
+            metrics = step_metrics(batch, updates, seconds, claim.current_version)
+            self.orchestrator.report_step(  # e. report
+                self.job_id, StepReport(step=step, policy_version=version, metrics=metrics)
+            )
+            logger.info(
+                "job %d step %d: reward %.3f, pass rate %.3f, policy version %d (%.1f s)",
+                self.job_id, step, metrics["reward_mean"], metrics["pass_rate"], version,
+                seconds["step"],
+            )  # fmt: skip
+            if self.on_step is not None:
+                self.on_step(step, version, metrics)
+        return step
+
+    def _serving_version(self, job: TrainingJobPublic) -> int:
+        if self.inference is None:
+            return job.policy_version
+        return self.inference.status().version
+
+    def _serve(self, checkpoint: Checkpoint, *, at_least: int) -> int:
+        """Have inference serve the checkpoint's weights (unless it serves >= `at_least`)."""
+        if self.inference is None:
+            return checkpoint.policy_version
+        serving = self.inference.status().version
+        if serving >= at_least:
+            return serving
+        loaded = self.inference.load_weights(
+            str(checkpoint.policy_dir), version=checkpoint.policy_version
+        )
+        return loaded.version
+
+    def _wait_for(self, step: int, claim: StepClaim) -> StepBatch:
+        """The step's groups, once its rollouts are done; raises `JobStopped` on a stop."""
+        deadline = time.monotonic() + self.settings.step_timeout_s
+        while True:
+            try:
+                batch = self.orchestrator.claim_step(self.job_id, step, claim)
+            except Conflict as exc:
+                raise JobStopped(str(exc)) from exc
+            if batch.ready:
+                return batch
+            job = self.orchestrator.job(self.job_id)
+            if job.status in ("stopped", "finished"):
+                raise JobStopped(f"training job {self.job_id} is {job.status}")
+            if job.status == "failed":
+                raise UpstreamError(f"training job {self.job_id} failed: {job.error}")
+            if time.monotonic() > deadline:
+                raise UpstreamError(
+                    f"step {step} of job {self.job_id} got no rollouts in "
+                    f"{self.settings.step_timeout_s:.0f} s ({job.groups}); are workers running?"
+                )
+            time.sleep(self.settings.poll_interval_s)
+
+
+def _pad_id(config: Any) -> int:
+    """A token id for padding (masked out everywhere, so any valid id does)."""
+    for name in ("pad_token_id", "eos_token_id", "bos_token_id"):
+        value = getattr(config, name, None)
+        if isinstance(value, list):
+            value = value[0] if value else None
+        if isinstance(value, int):
+            return value
+    return 0

@@ -1,0 +1,185 @@
+"""The trainer process (cobalt.trainer.loop) against an orchestrator faked over
+httpx.MockTransport: steps claimed in order, trained, checkpointed, reported; an exact
+resume; rollouts started ahead by the staleness bound; a stopped job ends the trainer."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+import httpx
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, Qwen2ForCausalLM
+
+from cobalt.shared.clients import TrainingClient
+from cobalt.shared.contracts.training import (
+    RoundStarted,
+    StepBatch,
+    StepReport,
+    TrainingGroupPublic,
+    TrainingJobPublic,
+    TrainingSamplePublic,
+)
+from cobalt.trainer.checkpoint import latest_checkpoint
+from cobalt.trainer.loop import JobStopped, TrainerRun
+from cobalt.trainer.settings import TrainerSettings
+
+JOB = 4
+
+
+class FakeOrchestrator:
+    """The training API in memory. Step k's groups are fixed (seeded by k) and exist once
+    round k was started; reports are kept."""
+
+    def __init__(self, model_dir: Path, *, max_staleness: int = 0) -> None:
+        self.model_dir = model_dir
+        self.params = {
+            "max_staleness": max_staleness,
+            "trainer": {"n_samples": 4, "contexts_per_step": 2, "updates_per_step": 2,
+                        "lr": 1e-3, "kl_coef": 1e-3},
+        }  # fmt: skip
+        self.status = "running"
+        self.rounds: list[int] = []
+        self.claims: list[int] = []
+        self.reports: list[StepReport] = []
+
+    def job(self) -> TrainingJobPublic:
+        return TrainingJobPublic(
+            id=JOB, name="j", mode="cobalt", status=self.status, contexts="ctx",
+            model=str(self.model_dir), params=self.params,
+            step=self.reports[-1].step if self.reports else 0,
+            policy_version=self.reports[-1].policy_version if self.reports else 0,
+            groups={"ready": 0, "consumed": 0, "stale": 0}, error=None,
+            created_at="2026-11-23T00:00:00Z",
+        )  # fmt: skip
+
+    def batch(self, step: int, version: int) -> StepBatch:
+        rng = random.Random(step)
+        groups = []
+        for g in range(2):
+            prompt = [5, 9, 3, 17, step, g]
+            samples = [
+                TrainingSamplePublic(
+                    sample_index=i,
+                    prompt_token_ids=prompt,
+                    response_token_ids=[rng.randrange(1, 48) for _ in range(rng.randint(2, 6))],
+                    response_logprobs=[],  # filled below
+                    reward=rng.choice([-0.1, 0.0, 0.2, 1.0]) + 0.01 * i,
+                    pass_rate=rng.random(),
+                )
+                for i in range(4)
+            ]
+            for sample in samples:
+                sample.response_logprobs = [-3.5] * len(sample.response_token_ids)
+            groups.append(
+                TrainingGroupPublic(
+                    id=step * 10 + g, context_key=f"bandit:{g}", policy_version=version,
+                    phase_seconds={"generate": 1.5, "execute": 0.25}, samples=samples,
+                )
+            )  # fmt: skip
+        return StepBatch(step=step, ready=True, stale=0, groups=groups)
+
+    def handler(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if request.method == "GET" and path == f"/v1/training/jobs/{JOB}":
+            return httpx.Response(200, json=self.job().model_dump(mode="json"))
+        if match := re.fullmatch(rf"/v1/training/jobs/{JOB}/rounds/(\d+)", path):
+            self.rounds.append(int(match.group(1)))
+            started = RoundStarted(round=int(match.group(1)), contexts=[1, 2], queued=True)
+            return httpx.Response(202, json=started.model_dump())
+        if match := re.fullmatch(rf"/v1/training/jobs/{JOB}/steps/(\d+)/claim", path):
+            step = int(match.group(1))
+            self.claims.append(step)
+            if step not in self.rounds:
+                return httpx.Response(200, json={"step": step, "ready": False, "stale": 0})
+            body = json.loads(request.content)
+            return httpx.Response(200, json=self.batch(step, body["current_version"]).model_dump())
+        if path == f"/v1/training/jobs/{JOB}/steps":
+            self.reports.append(StepReport.model_validate_json(request.content))
+            return httpx.Response(200, json=self.job().model_dump(mode="json"))
+        return httpx.Response(404, json={"error": {"message": f"no route {path}"}})
+
+
+@pytest.fixture
+def model_dir(tiny_model: Qwen2ForCausalLM, tmp_path: Path) -> Path:
+    directory = tmp_path / "model"
+    tiny_model.save_pretrained(directory)
+    return directory
+
+
+def trainer(fake: FakeOrchestrator, checkpoints: Path) -> TrainerRun:
+    client = TrainingClient("http://orchestrator", transport=httpx.MockTransport(fake.handler))
+    settings = TrainerSettings(checkpoint_dir=checkpoints, inference_url=None, poll_interval_s=0.01)
+    return TrainerRun(settings, JOB, client, inference=None)
+
+
+def weights(directory: Path) -> dict[str, torch.Tensor]:
+    return AutoModelForCausalLM.from_pretrained(directory).state_dict()  # type: ignore[no-any-return]
+
+
+def test_each_step_is_claimed_trained_checkpointed_and_reported(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    fake = FakeOrchestrator(model_dir)
+    assert trainer(fake, tmp_path / "ckpt").run(max_steps=2) == 2
+    assert fake.rounds == [1, 2] and fake.claims == [1, 2]
+    assert [(r.step, r.policy_version) for r in fake.reports] == [(1, 1), (2, 2)]
+    metrics = fake.reports[0].metrics
+    for key in ("reward_mean", "reward_std", "pass_rate", "advantage_abs_mean", "pg_clipfrac",
+                "kl_ref", "entropy", "grad_norm", "train_seconds", "sync_seconds",
+                "generate_seconds", "execute_seconds", "train_tokens_per_second"):  # fmt: skip
+        assert key in metrics, key
+    assert metrics["generate_seconds"] == 1.5 and metrics["dropped_stale"] == 0
+    assert metrics["pg_clipfrac"] > 0  # logprobs of -3.5 against the policy's: clipped
+    latest = latest_checkpoint(tmp_path / "ckpt", JOB)
+    assert latest is not None and (latest.step, latest.policy_version) == (2, 2)
+    changed = weights(latest.policy_dir)
+    start = weights(model_dir)
+    assert any(not torch.equal(changed[name], start[name]) for name in start)
+
+
+def test_a_resumed_trainer_ends_where_an_uninterrupted_one_does(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    straight = FakeOrchestrator(model_dir)
+    trainer(straight, tmp_path / "straight").run(max_steps=2)
+    interrupted = FakeOrchestrator(model_dir)
+    trainer(interrupted, tmp_path / "resumed").run(max_steps=1)
+    trainer(interrupted, tmp_path / "resumed").run(max_steps=1)  # a new process, resuming
+    assert interrupted.claims == [1, 2]  # step 1 was not trained again
+    assert [r.step for r in interrupted.reports] == [1, 2]
+    one = latest_checkpoint(tmp_path / "straight", JOB)
+    two = latest_checkpoint(tmp_path / "resumed", JOB)
+    assert one is not None and two is not None
+    expected, got = weights(one.policy_dir), weights(two.policy_dir)
+    for name, tensor in expected.items():
+        assert torch.allclose(tensor, got[name], atol=1e-6), name
+
+
+def test_rollouts_run_ahead_by_the_staleness_bound(model_dir: Path, tmp_path: Path) -> None:
+    fake = FakeOrchestrator(model_dir, max_staleness=1)
+    trainer(fake, tmp_path / "ckpt").run(max_steps=2)
+    assert fake.rounds == [1, 2, 3]  # round k + 1 is sampled while step k trains
+    assert fake.reports[1].metrics["max_policy_lag"] == 0  # the fake samples at the current one
+
+
+def test_a_stopped_job_ends_the_trainer(model_dir: Path, tmp_path: Path) -> None:
+    fake = FakeOrchestrator(model_dir)
+    run = trainer(fake, tmp_path / "ckpt")
+    original = fake.handler
+
+    def no_rollouts(request: httpx.Request) -> httpx.Response:
+        if "/rounds/" in request.url.path:
+            fake.status = "stopped"  # stopped from outside while the step waits
+            return httpx.Response(202, json={"round": 1, "contexts": [], "queued": True})
+        return original(request)
+
+    run.orchestrator = TrainingClient(
+        "http://orchestrator", transport=httpx.MockTransport(no_rollouts)
+    )
+    with pytest.raises(JobStopped, match="stopped"):
+        run.run(max_steps=1)
+    assert fake.reports == []
