@@ -33,6 +33,12 @@ trainer_app = typer.Typer(
 )
 
 
+@trainer_app.callback()
+def trainer_group() -> None:
+    """The GRPO trainer process (torch, verl; runs in .venv-trainer)."""
+    # A callback keeps `serve` a subcommand when this app runs alone (python -m).
+
+
 def _fail(code: int, message: str) -> typer.Exit:
     typer.echo(f"error: {' '.join(message.split())}", err=True)
     return typer.Exit(code)

