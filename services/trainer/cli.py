@@ -67,6 +67,10 @@ def serve(
     steps: Annotated[
         int | None, typer.Option("--steps", help="Stop after this many steps (default: run).")
     ] = None,
+    until_step: Annotated[
+        int | None,
+        typer.Option("--until-step", help="Stop once the job has done this many steps."),
+    ] = None,
     resume: Annotated[
         bool,
         typer.Option(
@@ -87,12 +91,21 @@ def serve(
         arguments = ["serve", "--job", str(job), "--resume" if resume else "--no-resume"]
         if steps is not None:
             arguments += ["--steps", str(steps)]
+        if until_step is not None:
+            arguments += ["--until-step", str(until_step)]
         os.execv(str(python), [str(python), "-m", "cobalt.trainer", *arguments])
     configure_logging(settings.log_level, json_lines=settings.log_json)
-    _run(settings, job, steps=steps, resume=resume)
+    _run(settings, job, steps=steps, until_step=until_step, resume=resume)
 
 
-def _run(settings: TrainerSettings, job_id: int, *, steps: int | None, resume: bool) -> None:
+def _run(
+    settings: TrainerSettings,
+    job_id: int,
+    *,
+    steps: int | None,
+    until_step: int | None,
+    resume: bool,
+) -> None:
     from cobalt.shared.clients import InferenceControlClient, TrainingClient
     from cobalt.trainer.loop import JobStopped, TrainerRun
     from cobalt.trainer.metrics import StepGauges
@@ -108,7 +121,7 @@ def _run(settings: TrainerSettings, job_id: int, *, steps: int | None, resume: b
     with TrainingClient(settings.orchestrator_url) as orchestrator:
         run = TrainerRun(settings, job_id, orchestrator, inference, on_step=gauges.record)
         try:
-            last = run.run(resume=resume, max_steps=steps)
+            last = run.run(resume=resume, max_steps=steps, until_step=until_step)
         except JobStopped as stopped:
             typer.echo(f"stopped: {stopped}")
             return

@@ -138,8 +138,11 @@ class TrainerRun:
     on_step: Callable[[int, int, dict[str, float]], None] | None = None
     """Called after each reported step with (step, policy version, metrics)."""
 
-    def run(self, *, resume: bool = True, max_steps: int | None = None) -> int:
-        """Train until the job is stopped or `max_steps` steps are done; the last step."""
+    def run(
+        self, *, resume: bool = True, max_steps: int | None = None, until_step: int | None = None
+    ) -> int:
+        """Train until the job is stopped, `max_steps` more steps are done, or the job has
+        reached step `until_step`; returns the last step done."""
         from transformers import AutoConfig, AutoModelForCausalLM
 
         # 1. config
@@ -167,7 +170,8 @@ class TrainerRun:
         rounds_started = step
 
         # 3. the loop
-        last = step + max_steps if max_steps is not None else None
+        limits = [step + max_steps if max_steps is not None else None, until_step]
+        last = min((limit for limit in limits if limit is not None), default=None)
         while last is None or step < last:
             step += 1
             started = time.perf_counter()
@@ -179,7 +183,7 @@ class TrainerRun:
                 current_version=version,
                 max_staleness=max_staleness,
             )
-            batch = self._wait_for(step, claim)  # b. the step's groups
+            batch = self._wait_for(step, claim, rounds_started)  # b. the step's groups
             claimed = time.perf_counter()
             updates = train_step(  # c. GRPO
                 policy, reference, optimizer, rollouts_of(batch), hyper, pad_id=pad_id
@@ -237,9 +241,15 @@ class TrainerRun:
         )
         return loaded.version
 
-    def _wait_for(self, step: int, claim: StepClaim) -> StepBatch:
-        """The step's groups, once its rollouts are done; raises `JobStopped` on a stop."""
+    def _wait_for(self, step: int, claim: StepClaim, rounds_started: int) -> StepBatch:
+        """The step's groups, once its rollouts are done; raises `JobStopped` on a stop.
+
+        Every `round_retry_s` of waiting the open rounds are started again: a rollout job
+        whose worker died is then done by another (groups already written are kept, so
+        this costs at most the repeated work of jobs still running).
+        """
         deadline = time.monotonic() + self.settings.step_timeout_s
+        retry_at = time.monotonic() + self.settings.round_retry_s
         while True:
             try:
                 batch = self.orchestrator.claim_step(self.job_id, step, claim)
@@ -252,6 +262,12 @@ class TrainerRun:
                 raise JobStopped(f"training job {self.job_id} is {job.status}")
             if job.status == "failed":
                 raise UpstreamError(f"training job {self.job_id} failed: {job.error}")
+            if time.monotonic() > retry_at:
+                logger.info("job %d step %d: starting rounds %d-%d again", self.job_id, step,
+                            step, rounds_started)  # fmt: skip
+                for round in range(step, rounds_started + 1):
+                    self.orchestrator.start_round(self.job_id, round)
+                retry_at = time.monotonic() + self.settings.round_retry_s
             if time.monotonic() > deadline:
                 raise UpstreamError(
                     f"step {step} of job {self.job_id} got no rollouts in "

@@ -47,6 +47,9 @@ class TrainerSettings(CobaltSettings):
     """Seconds between asks for a step whose rollouts are not finished."""
     step_timeout_s: float = Field(default=6 * 3600.0, gt=0)
     """Longest wait for one step's rollouts before the trainer gives up with an error."""
+    round_retry_s: float = Field(default=1800.0, gt=0)
+    """Waiting this long for a step, the trainer starts its rounds again (a rollout job
+    whose worker died is re-queued; the ledger keeps groups already written)."""
     metrics_port: int | None = Field(default=None, ge=1, le=65535)
     """Serve Prometheus metrics on this port (unset: no metrics server)."""
     python: Path | None = None

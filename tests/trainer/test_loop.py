@@ -110,10 +110,12 @@ def model_dir(tiny_model: Qwen2ForCausalLM, tmp_path: Path) -> Path:
     return directory
 
 
-def trainer(fake: FakeOrchestrator, checkpoints: Path) -> TrainerRun:
+def trainer(fake: FakeOrchestrator, checkpoints: Path, **settings: float) -> TrainerRun:
     client = TrainingClient("http://orchestrator", transport=httpx.MockTransport(fake.handler))
-    settings = TrainerSettings(checkpoint_dir=checkpoints, inference_url=None, poll_interval_s=0.01)
-    return TrainerRun(settings, JOB, client, inference=None)
+    options = TrainerSettings(
+        checkpoint_dir=checkpoints, inference_url=None, poll_interval_s=0.01, **settings
+    )
+    return TrainerRun(options, JOB, client, inference=None)
 
 
 def weights(directory: Path) -> dict[str, torch.Tensor]:
@@ -183,3 +185,24 @@ def test_a_stopped_job_ends_the_trainer(model_dir: Path, tmp_path: Path) -> None
     with pytest.raises(JobStopped, match="stopped"):
         run.run(max_steps=1)
     assert fake.reports == []
+
+
+def test_a_lost_round_is_started_again_after_the_retry_interval(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    fake = FakeOrchestrator(model_dir)
+    original = fake.handler
+    lost = []
+
+    def first_start_lost(request: httpx.Request) -> httpx.Response:
+        if "/rounds/" in request.url.path and not lost:
+            lost.append(request.url.path)  # the worker died: its groups never come
+            return httpx.Response(202, json={"round": 1, "contexts": [], "queued": True})
+        return original(request)
+
+    run = trainer(fake, tmp_path / "ckpt", round_retry_s=0.05)
+    run.orchestrator = TrainingClient(
+        "http://orchestrator", transport=httpx.MockTransport(first_start_lost)
+    )
+    assert run.run(max_steps=1) == 1
+    assert lost and fake.rounds == [1] and [r.step for r in fake.reports] == [1]
