@@ -1,0 +1,142 @@
+"""kill -9 of the trainer and of a rollout worker in the middle of a run, then resume: the
+ledger ends with exactly the groups an uninterrupted run consumed, step by step, each
+consumed once. Real processes: the API (PostgreSQL, Redis), `cobalt worker` processes,
+the trainer in .venv-trainer; the deterministic test model stands in for vLLM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from redis import Redis
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from cobalt.orchestrator.api.app import create_app
+from cobalt.orchestrator.settings import OrchestratorSettings
+from cobalt.orchestrator.store.models import TrainingGroup
+from tests.conftest import serve_asgi
+from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
+from tests.orchestrator.test_runs import REDIS_URL, worker
+from tests.orchestrator.training.conftest import answer, bandit_dataset
+from tests.orchestrator.training.test_trainer_vllm import TRAINER_PYTHON
+
+pytestmark = pytest.mark.slow
+
+STEPS = 4
+
+
+@pytest.fixture
+def slow_model() -> Iterator[str]:
+    """The scripted model, slow enough (0.3 s a request) for a kill to land mid-step."""
+    with serve_fake_openai(FakeOpenAI(responder=answer, delay_s=0.3)) as url:
+        yield url
+
+
+def trainer(env: dict[str, str], job_id: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [str(TRAINER_PYTHON), "-m", "cobalt.trainer", "serve", "--job", str(job_id),
+         "--until-step", str(STEPS)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+def kill_9(process: subprocess.Popen[str]) -> None:
+    os.killpg(process.pid, signal.SIGKILL)
+    process.communicate(timeout=30)
+
+
+def wait_for_step(api: httpx.Client, job_id: int, step: int, process: Any) -> None:
+    deadline = time.monotonic() + 300
+    while api.get(f"/v1/training/jobs/{job_id}").json()["step"] < step:
+        assert process.poll() is None, process.communicate()[0][-3000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+
+def consumed(sessions: sessionmaker[Session], job_id: int) -> list[tuple[int, str, int]]:
+    """(step, context, round) of every group the job trained on, in step order."""
+    with sessions() as session:
+        rows = session.execute(
+            select(TrainingGroup.step, TrainingGroup.context_key, TrainingGroup.round)
+            .where(TrainingGroup.job_id == job_id, TrainingGroup.status == "consumed")
+            .order_by(TrainingGroup.step, TrainingGroup.id)
+        ).all()
+    return [(int(step), key, int(round)) for step, key, round in rows]
+
+
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
+def test_kill_9_and_resume_consume_what_an_uninterrupted_run_does(
+    tiny_model: Path,
+    store_url: str,
+    executor_url: str,
+    sessions: sessionmaker[Session],
+    slow_model: str,
+    tmp_path: Path,
+) -> None:
+    bandit_dataset(sessions)
+    redis = Redis.from_url(REDIS_URL)
+    redis.flushdb()
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
+    services = {
+        **base_env,
+        "COBALT_DATABASE_URL": store_url,
+        "COBALT_EXECUTOR_URL": executor_url,
+        "COBALT_REDIS_URL": REDIS_URL,
+    }
+    settings = OrchestratorSettings(database_url=store_url, redis_url=REDIS_URL)
+    workers = [worker(services), worker(services)]
+    try:
+        with serve_asgi(create_app(settings)) as url, httpx.Client(base_url=url) as api:
+            params = {"base_url": slow_model, "served_model": "fake-model",
+                      "trainer": {"n_samples": 3, "contexts_per_step": 1,
+                                  "updates_per_step": 1, "lr": 1e-3}}  # fmt: skip
+            jobs = [
+                api.post(
+                    "/v1/training/jobs",
+                    json={"name": name, "contexts": "ctx", "model": str(tiny_model),
+                          "params": params},
+                ).json()["id"]
+                for name in ("straight", "killed")
+            ]  # fmt: skip
+            env = {
+                **base_env,
+                "COBALT_TRAINER_ORCHESTRATOR_URL": url,
+                "COBALT_TRAINER_INFERENCE_URL": "",
+                "COBALT_TRAINER_CHECKPOINT_DIR": str(tmp_path / "checkpoints"),
+                "COBALT_TRAINER_POLL_INTERVAL_S": "0.05",
+                "COBALT_TRAINER_ROUND_RETRY_S": "5",
+            }
+            straight = trainer(env, jobs[0])
+            output, _ = straight.communicate(timeout=600)
+            assert straight.returncode == 0, output[-3000:]
+
+            killed = trainer(env, jobs[1])
+            wait_for_step(api, jobs[1], 2, killed)
+            kill_9(killed)  # somewhere in step 3: claiming, training or checkpointing
+            kill_9(workers[0])  # and a worker, perhaps in the middle of a rollout
+            workers[0] = worker(services)
+            resumed = trainer(env, jobs[1])
+            output, _ = resumed.communicate(timeout=600)
+            assert resumed.returncode == 0, output[-3000:]
+            shown = [api.get(f"/v1/training/jobs/{job}").json() for job in jobs]
+    finally:
+        for process in workers:
+            if process.poll() is None:
+                kill_9(process)
+        redis.flushdb()
+        redis.close()
+
+    assert [job["step"] for job in shown] == [STEPS, STEPS]
+    assert [[s["step"] for s in job["steps"]] for job in shown] == [[1, 2, 3, 4]] * 2
+    straight_run, killed_run = consumed(sessions, jobs[0]), consumed(sessions, jobs[1])
+    assert [step for step, _, _ in straight_run] == [1, 2, 3, 4]  # one group a step
+    assert killed_run == straight_run
