@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 INFERENCE_STAMP := .venv-inference/.installed
 TRAINER_STAMP := .venv-trainer/.installed
 
-.PHONY: setup test lint typecheck pytest services bench clean
+.PHONY: setup test lint typecheck pytest services bench bench-trainer clean
 
 setup: $(STAMP) $(INFERENCE_STAMP) $(TRAINER_STAMP)
 
@@ -48,6 +48,11 @@ test: lint typecheck pytest
 
 bench: setup
 	$(BIN)/python bench/executor.py
+
+# Trainer step time and TRL's GRPOTrainer side by side (TRL only for this benchmark).
+bench-trainer: setup
+	.venv-trainer/bin/pip install --quiet trl==1.16.0
+	.venv-trainer/bin/python bench/trainer.py --model tiny --trl
 
 clean:
 	rm -rf $(VENV) .venv-inference .venv-trainer .pytest_cache .ruff_cache .mypy_cache
