@@ -206,3 +206,18 @@ def test_a_lost_round_is_started_again_after_the_retry_interval(
     )
     assert run.run(max_steps=1) == 1
     assert lost and fake.rounds == [1] and [r.step for r in fake.reports] == [1]
+
+
+def test_step_metrics_reach_prometheus() -> None:
+    from prometheus_client import generate_latest
+
+    from cobalt.trainer.metrics import StepGauges
+
+    gauges = StepGauges(JOB)
+    gauges.record(3, 4, {"reward_mean": 0.25, "sync_seconds": 1.5, "Bad Name": 1.0})
+    text = generate_latest(gauges.registry).decode()
+    assert 'cobalt_trainer_reward_mean{job="4"} 0.25' in text
+    assert 'cobalt_trainer_sync_seconds{job="4"} 1.5' in text
+    assert 'cobalt_trainer_step{job="4"} 3.0' in text
+    assert 'cobalt_trainer_policy_version{job="4"} 4.0' in text
+    assert "Bad Name" not in text

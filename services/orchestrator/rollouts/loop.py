@@ -22,7 +22,6 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from cobalt.orchestrator.rollouts.conversation import TurnRecord, next_turn_messages
-from cobalt.orchestrator.rollouts.execution import execute_programs
 from cobalt.orchestrator.rollouts.feedback import feedback_for_first_failure
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.rollouts.sampling import ChatSampler, Sample, SamplingParams
@@ -33,6 +32,7 @@ from cobalt.shared.contracts import (
     Limits,
     ProblemRow,
 )
+from cobalt.shared.execution import execute_programs
 from cobalt.shared.extraction import extract_program, history_text
 
 __all__ = ["RolloutSpec", "RunCancelled", "TurnStore", "roll_out_problem"]

@@ -18,13 +18,13 @@ from math import comb
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from cobalt.orchestrator.rollouts.execution import PlannedRequest, merge_responses, plan_requests
 from cobalt.orchestrator.runs.rewards import mean_reward_per_turn, score_turn_rewards
 from cobalt.orchestrator.store import repo_runs
 from cobalt.orchestrator.store.models import Problem, Trajectory, Turn
 from cobalt.shared.clients import ExecutorClient
 from cobalt.shared.contracts import BatchExecuteRequest, Compare, Limits, ProblemRow
 from cobalt.shared.contracts.runs import EvaluationReport
+from cobalt.shared.execution import PlannedRequest, merge_responses, plan_requests
 from cobalt.shared.reward import TokenCounter
 
 __all__ = ["evaluate_run", "pass_at_k", "per_turn_rates"]

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cobalt.orchestrator.rollouts.execution import merge_responses, plan_requests
 from cobalt.shared.clients import ExecutorClient
 from cobalt.shared.contracts import BatchExecuteRequest, Limits, StoredTest, Verdict
+from cobalt.shared.execution import merge_responses, plan_requests
 from cobalt.shared.extraction import extract_program
 from cobalt.shared.reward import RewardBreakdown, TokenCounter, score_response
 

@@ -14,10 +14,23 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cobalt.orchestrator.console import StoreContext, echo_json, handled, settings_or_exit
+from cobalt.orchestrator.console import (
+    EXIT_USAGE,
+    StoreContext,
+    echo_json,
+    fail,
+    handled,
+    settings_or_exit,
+)
 from cobalt.orchestrator.store.models import TrainingJobStatus
 from cobalt.orchestrator.training import service
-from cobalt.shared.contracts.training import TrainingJobCreate, TrainingJobPublic, TrainingMode
+from cobalt.orchestrator.training.verl_export import export_for_verl
+from cobalt.shared.contracts.training import (
+    TrainerHyperparameters,
+    TrainingJobCreate,
+    TrainingJobPublic,
+    TrainingMode,
+)
 
 __all__ = ["train_app"]
 
@@ -152,6 +165,50 @@ def stop(job_id: Annotated[int, typer.Argument()], as_json: JsonOption = False) 
 def resume(job_id: Annotated[int, typer.Argument()], as_json: JsonOption = False) -> None:
     """Mark a stopped or failed job running; then `cobalt trainer serve --job ID --resume`."""
     _set_status(job_id, TrainingJobStatus.RUNNING, as_json)
+
+
+@train_app.command("export-verl")
+def export_verl(
+    contexts: Annotated[str, typer.Option("--contexts", help="The bandit dataset to train on.")],
+    out: Annotated[Path, typer.Option("--out", help="Directory to write into.")],
+    model: Annotated[
+        str, typer.Option("--model", help="The policy model's path as the cluster sees it.")
+    ],
+    validation: Annotated[
+        str | None, typer.Option(help="A validation bandit dataset (`bandit build --validation`).")
+    ] = None,
+    n_samples: Annotated[int, typer.Option(help="Group size n.")] = 16,
+    contexts_per_step: Annotated[int, typer.Option(help="Contexts per step.")] = 128,
+    updates_per_step: Annotated[int, typer.Option(help="Optimizer updates per step.")] = 2,
+    lr: Annotated[float, typer.Option(help="Learning rate.")] = 1e-6,
+    kl_coef: Annotated[float, typer.Option(help="k2 KL weight.")] = 1e-4,
+    max_response_tokens: Annotated[int, typer.Option(help="Longest response.")] = 6144,
+    gpus_per_node: Annotated[int, typer.Option(help="GPUs per node.")] = 4,
+    nodes: Annotated[int, typer.Option(help="Nodes.")] = 1,
+) -> None:
+    """Write verl parquet, the Cobalt reward function for verl and a launch script with the
+    paper's hyperparameters, for GRPO with verl on a Ray cluster."""
+    try:
+        hyper = TrainerHyperparameters(
+            n_samples=n_samples, contexts_per_step=contexts_per_step,
+            updates_per_step=updates_per_step, lr=lr, kl_coef=kl_coef,
+            max_response_tokens=max_response_tokens,
+        )  # fmt: skip
+    except ValueError as exc:
+        raise fail(EXIT_USAGE, str(exc).splitlines()[-1]) from exc
+    store = _store()
+    with handled():
+        written = export_for_verl(
+            store.sessions(), contexts=contexts, out_dir=out, model=model, hyper=hyper,
+            validation=validation, gpus_per_node=gpus_per_node, nodes=nodes,
+        )  # fmt: skip
+    for path in (written.train, written.validation, written.reward, written.script):
+        if path is not None:
+            typer.echo(f"wrote {path}")
+    typer.echo(
+        f"next: copy {out} to the cluster, set COBALT_EXECUTOR_URL and COBALT_POLICY_TOKENIZER, "
+        f"run {written.script.name}"
+    )
 
 
 _SHOWN_METRICS = ("reward_mean", "pass_rate", "kl_ref", "pg_clipfrac", "step_seconds")

@@ -20,12 +20,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cobalt.orchestrator.rollouts.execution import execute_programs
 from cobalt.orchestrator.rollouts.sampling import ChatSampler, Sample, SamplingParams
 from cobalt.orchestrator.store.repo_training import SampleRow
 from cobalt.shared.clients import AsyncExecutorClient
 from cobalt.shared.contracts import Compare, Limits, StoredTest
 from cobalt.shared.errors import UpstreamError
+from cobalt.shared.execution import execute_programs
 from cobalt.shared.extraction import extract_program
 from cobalt.shared.reward import ScoreInput, TokenCounter, score_responses
 

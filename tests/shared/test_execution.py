@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cobalt.orchestrator.rollouts.execution import merge_responses, plan_requests
 from cobalt.shared.clients import ExecutorClient
 from cobalt.shared.contracts import CallTest, ProgramTest, StdinTest, Verdict
+from cobalt.shared.execution import merge_responses, plan_requests
 
 PROGRAM = """
 import sys
