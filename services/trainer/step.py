@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import torch
 
 from cobalt.shared.contracts.training import TrainerHyperparameters
+from cobalt.trainer.distributed import all_reduce_token_weighted, rank_and_size
 from cobalt.trainer.grpo import GrpoLossConfig, group_advantages, grpo_loss
 
 __all__ = [
@@ -175,17 +176,26 @@ def train_step(
     rewards = torch.tensor(list(rollouts.rewards), dtype=torch.float32)
     advantages = group_advantages(rewards, rollouts.group_ids, batch.response_mask)
 
+    # With several ranks each takes every world-th row of a mini-batch (distributed.py).
+    rank, world = rank_and_size()
+    minis = _mini_batches(rollouts.group_ids, settings.updates_per_step)
+    if any(len(rows) < world for rows in minis):
+        raise ValueError(f"a mini-batch has fewer rows than the {world} ranks sharing it")
+    shards = [rows[rank::world] for rows in minis]
+
     # The ratio's denominator: the sampler's log-probs, or the policy before this step.
     if rollouts.old_log_probs is not None:
         old_log_probs = _pad_rows(rollouts.old_log_probs, batch.response_ids.shape[1])
     else:
+        old_log_probs = torch.zeros_like(batch.response_mask)
         with torch.no_grad():
-            old_log_probs, _ = response_log_probs(policy, batch)
+            for local in shards:
+                old_log_probs[local] = response_log_probs(policy, batch.rows(local))[0]
 
     metrics = []
     policy.train()
-    for rows in _mini_batches(rollouts.group_ids, settings.updates_per_step):
-        mini = batch.rows(rows)
+    for rows, local in zip(minis, shards, strict=True):
+        mini = batch.rows(local)
         log_probs, entropy = response_log_probs(policy, mini)
         ref_log_probs = None
         if reference is not None:
@@ -193,18 +203,25 @@ def train_step(
                 ref_log_probs, _ = response_log_probs(reference, mini)
         loss, update_metrics = grpo_loss(
             log_probs=log_probs,
-            old_log_probs=old_log_probs[rows],
-            advantages=advantages[rows],
+            old_log_probs=old_log_probs[local],
+            advantages=advantages[local],
             response_mask=mini.response_mask,
             config=config,
             ref_log_probs=ref_log_probs,
             entropy=entropy if config.entropy_coef > 0 else entropy.detach(),
         )
+        # Token-mean over the whole mini-batch: this rank's share of its tokens, times the
+        # ranks FSDP averages the gradients over (1 in a single process).
+        local_tokens = float(mini.response_mask.sum())
+        global_tokens = float(batch.response_mask[rows].sum())
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        (loss * (local_tokens * world / global_tokens)).backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.grad_clip)
         optimizer.step()
-        update_metrics["grad_norm"] = float(grad_norm)
+        update_metrics = all_reduce_token_weighted(update_metrics, local_tokens, global_tokens)
+        # Under FSDP the norm is a DTensor; its full value is the same on every rank.
+        norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
+        update_metrics["grad_norm"] = float(norm)
         update_metrics["responses"] = float(len(rows))
         metrics.append(update_metrics)
     return metrics

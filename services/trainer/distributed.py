@@ -1,0 +1,65 @@
+"""Several processes, one policy: torchrun + FSDP (fully_shard) for GPUs, gloo on the CPU.
+
+`torchrun --nproc-per-node G -m cobalt.trainer serve --job ID` starts G trainer processes.
+Each holds a shard of the policy's (and the reference's) parameters (FSDP2
+`fully_shard`, one unit per decoder layer plus the root) and takes a share of every
+mini-batch's rows (row i goes to rank i mod G); FSDP averages the gradients over ranks.
+Because the GRPO loss is a token-mean over the whole mini-batch, each rank scales its
+local token-mean by (its tokens x G / all tokens), so the averaged gradient is exactly
+the single-process one (`step.train_step` does this). The backend is NCCL on CUDA and
+gloo on the CPU, which is how the tests run this path here (no GPU).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["all_reduce_token_weighted", "init_from_env", "rank_and_size", "shard_model"]
+
+
+def rank_and_size() -> tuple[int, int]:
+    """(rank, world size); (0, 1) in a single process."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def init_from_env(device: torch.device) -> bool:
+    """Join the process group torchrun describes (WORLD_SIZE > 1); False when alone."""
+    if dist.is_initialized():
+        return True
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return False
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    dist.init_process_group(backend=backend)
+    if device.type == "cuda":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    return True
+
+
+def shard_model(model: torch.nn.Module) -> torch.nn.Module:
+    """FSDP2 over `model`: one unit per decoder layer, then the rest (embeddings, head)."""
+    from torch.distributed.fsdp import fully_shard
+
+    layers: Any = getattr(getattr(model, "model", None), "layers", None)
+    for layer in layers or []:
+        fully_shard(layer)
+    fully_shard(model)
+    return model
+
+
+def all_reduce_token_weighted(
+    metrics: dict[str, float], local_tokens: float, global_tokens: float
+) -> dict[str, float]:
+    """Per-token metrics of the whole mini-batch from each rank's own (exact for means)."""
+    _, size = rank_and_size()
+    if size == 1:
+        return metrics
+    names = sorted(metrics)
+    values = torch.tensor([metrics[name] * local_tokens for name in names], dtype=torch.float64)
+    dist.all_reduce(values)
+    return {name: float(value) / global_tokens for name, value in zip(names, values, strict=True)}
