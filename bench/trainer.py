@@ -195,7 +195,7 @@ def main() -> None:
             save_checkpoint(
                 Path(scratch) / "ckpt", job_id=1, step=step, policy_version=step,
                 model=policy, optimizer=optimizer, base_model_dir=model_dir, settings={},
-                keep=1,
+                keep=2,
             )  # fmt: skip
 
         train_step(policy, reference, optimizer, rollouts, hyper)  # warm-up (allocations)

@@ -16,6 +16,7 @@ directory, which the next write replaces. Only the newest `keep` checkpoints are
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import shutil
@@ -92,11 +93,16 @@ def save_checkpoint(
 ) -> Checkpoint:
     """Write step `step`'s checkpoint atomically and delete all but the newest `keep`.
 
+    `keep` is at least 2: the inference service serves the previous step's directory and
+    reads it again to check the next load against, so it must outlive the next write.
+
     `policy_version` is the version the saved weights will be served as. With
     `serve_dtype` (the base model's, e.g. bfloat16) the policy directory holds the weights
     in that dtype, as the inference service's pre-checks require, and the trainer's own
     full-precision weights go into the trainer state, so a resume is still exact.
     """
+    if keep < 2:
+        raise ValueError("keep at least 2 checkpoints: the serving one must outlive the next")
     job_root = job_checkpoint_root(root, job_id)
     job_root.mkdir(parents=True, exist_ok=True)
     partial = job_root / f".step-{step}.partial"
@@ -110,6 +116,9 @@ def save_checkpoint(
     if converted:
         served = {k: t.to(serve_dtype) if t.is_floating_point() else t for k, t in weights.items()}
         model.save_pretrained(policy, state_dict=served, safe_serialization=True)
+        config = json.loads((policy / "config.json").read_text(encoding="utf-8"))
+        config["dtype"] = str(serve_dtype).removeprefix("torch.")  # what the file holds
+        (policy / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     else:
         model.save_pretrained(policy, safe_serialization=True)
     for item in Path(base_model_dir).iterdir():  # tokenizer, chat template, generation config

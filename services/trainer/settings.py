@@ -39,8 +39,9 @@ class TrainerSettings(CobaltSettings):
     """Bearer token of the inference service's control path, if it has one."""
     checkpoint_dir: Path = Field(default_factory=default_checkpoint_dir)
     """Where step checkpoints go; the inference service must read the same path."""
-    keep_checkpoints: int = Field(default=2, ge=1)
-    """Newest step checkpoints kept (older ones are deleted after each new one)."""
+    keep_checkpoints: int = Field(default=2, ge=2)
+    """Newest step checkpoints kept (older ones are deleted after each new one); at least
+    2, since the inference service reads the one it serves when checking the next load."""
     device: str = "cpu"
     """torch device of the policy and reference ("cuda" on a GPU node)."""
     poll_interval_s: float = Field(default=0.5, gt=0)

@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from transformers import Qwen2ForCausalLM
 
@@ -96,6 +97,11 @@ def test_only_complete_checkpoints_count_and_old_ones_go(
     (job_root / "step-5").mkdir()  # not a checkpoint: no state file
     latest = latest_checkpoint(root, 7)
     assert latest is not None and latest.step == 3
+    with pytest.raises(ValueError, match="at least 2"):
+        save_checkpoint(
+            root, job_id=7, step=4, policy_version=4, model=tiny_model, optimizer=optimizer,
+            base_model_dir=base, settings={}, keep=1,
+        )  # fmt: skip
 
 
 def test_served_weights_take_the_base_dtype_and_resume_keeps_full_precision(
@@ -112,6 +118,7 @@ def test_served_weights_take_the_base_dtype_and_resume_keeps_full_precision(
     )  # fmt: skip
     served = load_file(saved.policy_dir / "model.safetensors")
     assert {t.dtype for t in served.values()} == {torch.bfloat16}
+    assert json.loads((saved.policy_dir / "config.json").read_text())["dtype"] == "bfloat16"
     fresh = Qwen2ForCausalLM.from_pretrained(base)
     load_checkpoint(saved, model=fresh, optimizer=torch.optim.AdamW(fresh.parameters()))
     restored = fresh.state_dict()

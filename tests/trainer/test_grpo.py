@@ -281,7 +281,7 @@ def test_process_settings_read_the_environment(monkeypatch: pytest.MonkeyPatch) 
     settings = TrainerSettings()
     assert settings.orchestrator_url == "http://orchestrator:8200"
     assert (settings.device, settings.keep_checkpoints) == ("cuda", 5)
-    monkeypatch.setenv("COBALT_TRAINER_KEEP_CHECKPOINTS", "0")
+    monkeypatch.setenv("COBALT_TRAINER_KEEP_CHECKPOINTS", "1")  # the served one would go
     with pytest.raises(ValueError, match="keep_checkpoints"):
         TrainerSettings()
 
