@@ -14,6 +14,7 @@ import contextlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -36,6 +37,7 @@ from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade
 from cobalt.shared.clients import ExecutorClient, ExecutorClientSettings
 from cobalt.shared.clients.local_executor import local_executor
 from cobalt.shared.errors import CobaltError, Overloaded, Unavailable, UpstreamError
+from cobalt.shared.reward import RewardSettings, TokenizerCounter
 
 __all__ = [
     "EXIT_UNREACHABLE",
@@ -46,6 +48,7 @@ __all__ = [
     "handled",
     "open_executor",
     "progress_bar",
+    "reward_tokenizer",
     "settings_or_exit",
 ]
 
@@ -159,6 +162,21 @@ def progress_bar(*extra: TextColumn) -> Progress:
         transient=True,
         disable=not console.is_terminal,
     )
+
+
+def reward_tokenizer(given: Path | None) -> tuple[TokenizerCounter, Path] | None:
+    """The reward's token counter: `given` (--tokenizer), else COBALT_REWARD_TOKENIZER,
+    else COBALT_POLICY_TOKENIZER; None when none is set (the caller says what that means).
+    A bad setting or a directory without tokenizer.json exits 2."""
+    if given is None:
+        try:
+            given = RewardSettings().tokenizer
+        except ValidationError as exc:
+            raise fail(EXIT_USAGE, f"bad COBALT_REWARD_/COBALT_POLICY_TOKENIZER: {exc}") from exc
+    if given is None:
+        return None
+    with handled():
+        return TokenizerCounter.from_path(given), given
 
 
 def echo_json(value: Any) -> None:

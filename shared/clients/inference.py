@@ -9,13 +9,12 @@ Control (load weights, read the policy version) exists only on Cobalt's inferenc
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import TracebackType
-from typing import Self
 
 import httpx
 from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
+from cobalt.shared.clients._service import ServiceClient
 from cobalt.shared.clients.responses import parse_contract, raise_for_error
 from cobalt.shared.contracts.inference import (
     POLICY_VERSION_HEADER,
@@ -103,7 +102,7 @@ def policy_version_of(headers: Mapping[str, str]) -> int | None:
         return None
 
 
-class InferenceControlClient:
+class InferenceControlClient(ServiceClient):
     """Blocking client for the inference service's control path.
 
     `base_url` is the server root (http://host:8000), without /v1. No retries: a weight
@@ -121,26 +120,7 @@ class InferenceControlClient:
         if isinstance(token, SecretStr):
             token = token.get_secret_value()
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._client = httpx.Client(
-            base_url=base_url.rstrip("/"),
-            headers=headers,
-            timeout=httpx.Timeout(timeout_s, connect=5.0),
-            transport=transport,
-        )
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._client.close()
+        super().__init__(base_url, timeout_s=timeout_s, headers=headers, transport=transport)
 
     def _call(self, method: str, path: str, body: BaseModel | None = None) -> httpx.Response:
         url = f"{self._client.base_url}{path}"

@@ -10,12 +10,11 @@ is recorded once), then raise `Unavailable`.
 from __future__ import annotations
 
 import time
-from types import TracebackType
-from typing import Self
 
 import httpx
 from pydantic import BaseModel
 
+from cobalt.shared.clients._service import ServiceClient
 from cobalt.shared.clients.responses import parse_contract, raise_for_error
 from cobalt.shared.contracts.training import (
     RoundStarted,
@@ -32,7 +31,7 @@ DEFAULT_ATTEMPTS = 5
 """Tries per call when the orchestrator cannot be reached (backoff 0.5 s, doubling)."""
 
 
-class TrainingClient:
+class TrainingClient(ServiceClient):
     """Blocking client of one orchestrator (`base_url` without /v1, e.g. http://host:8200)."""
 
     def __init__(
@@ -43,26 +42,8 @@ class TrainingClient:
         attempts: int = DEFAULT_ATTEMPTS,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
+        super().__init__(base_url, timeout_s=timeout_s, transport=transport)
         self._attempts = max(1, attempts)
-        self._client = httpx.Client(
-            base_url=base_url.rstrip("/"),
-            timeout=httpx.Timeout(timeout_s, connect=5.0),
-            transport=transport,
-        )
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        self._client.close()
 
     def _call(self, method: str, path: str, body: BaseModel | None = None) -> httpx.Response:
         delay = 0.5

@@ -32,6 +32,7 @@ from cobalt.orchestrator.console import (
     handled,
     open_executor,
     progress_bar,
+    reward_tokenizer,
     settings_or_exit,
 )
 from cobalt.orchestrator.runs import queueing, service
@@ -44,7 +45,6 @@ from cobalt.shared.contracts.runs import (
     RunPublic,
     SampleRunRequest,
 )
-from cobalt.shared.reward import RewardSettings, TokenizerCounter
 
 __all__ = ["run_app", "worker_command"]
 
@@ -375,7 +375,14 @@ def evaluate(
     tokenizer every turn's reward components."""
     store = _store()
     sessions = store.sessions()
-    reward_tokens, tokenizer_path = _reward_tokens(tokenizer)
+    found = reward_tokenizer(tokenizer)
+    if found is None:
+        typer.echo(
+            "note: rewards not scored; pass --tokenizer (the policy model's directory) or set "
+            "COBALT_POLICY_TOKENIZER to store every turn's reward components",
+            err=True,
+        )
+    reward_tokens, tokenizer_path = found or (None, None)
     with open_executor() as executor, handled():
         with progress_bar() as bars:
             task = bars.add_task(f"evaluating run {run_id}", total=None)
@@ -418,24 +425,6 @@ def evaluate(
         typer.echo(f"{report.failed_trajectories} trajectories failed (see `cobalt run show`)")
     if plot is not None:
         typer.echo(f"plot written to {plot}")
-
-
-def _reward_tokens(tokenizer: Path | None) -> tuple[TokenizerCounter | None, Path | None]:
-    """The tokenizer for turn rewards: --tokenizer, else the settings; None: not scored."""
-    if tokenizer is None:
-        try:
-            tokenizer = RewardSettings().tokenizer
-        except ValidationError as exc:
-            raise fail(EXIT_USAGE, f"bad COBALT_REWARD_*/COBALT_POLICY_* setting: {exc}") from exc
-    if tokenizer is None:
-        typer.echo(
-            "note: rewards not scored; pass --tokenizer (the policy model's directory) or set "
-            "COBALT_POLICY_TOKENIZER to store every turn's reward components",
-            err=True,
-        )
-        return None, None
-    with handled():
-        return TokenizerCounter.from_path(tokenizer), tokenizer
 
 
 def worker_command(

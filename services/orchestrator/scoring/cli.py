@@ -16,10 +16,17 @@ from pydantic import TypeAdapter, ValidationError
 from rich.console import Console
 from rich.table import Table
 
-from cobalt.orchestrator.console import EXIT_USAGE, echo_json, fail, handled, open_executor
+from cobalt.orchestrator.console import (
+    EXIT_USAGE,
+    echo_json,
+    fail,
+    handled,
+    open_executor,
+    reward_tokenizer,
+)
 from cobalt.orchestrator.scoring.score import score_with_executor
 from cobalt.shared.contracts import StoredTest
-from cobalt.shared.reward import RewardSettings, TokenizerCounter
+from cobalt.shared.reward import TokenizerCounter
 
 __all__ = ["reward_app"]
 
@@ -59,19 +66,14 @@ def _read_response(path: Path) -> str:
 
 
 def _token_counter(tokenizer: Path | None) -> TokenizerCounter:
-    if tokenizer is None:
-        try:
-            tokenizer = RewardSettings().tokenizer
-        except ValidationError as exc:
-            raise fail(EXIT_USAGE, f"bad COBALT_REWARD_* setting: {exc}") from exc
-    if tokenizer is None:
+    found = reward_tokenizer(tokenizer)
+    if found is None:
         raise fail(
             EXIT_USAGE,
             "the length terms count tokens with the policy's tokenizer: pass --tokenizer "
             "with the policy model's directory (or set COBALT_POLICY_TOKENIZER)",
         )
-    with handled():
-        return TokenizerCounter.from_path(tokenizer)
+    return found[0]
 
 
 def _shown(value: Any) -> str:
