@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from cobalt.shared.checkpoints import write_policy_version
+from cobalt.shared.checkpoints import read_policy_version, write_policy_version
 
 __all__ = [
     "POLICY_DIR",
@@ -167,8 +167,12 @@ def latest_checkpoint(root: Path, job_id: int) -> Checkpoint | None:
     if not steps:
         return None
     path = job_root / f"step-{steps[-1]}"
-    state = torch.load(path / STATE_FILE, map_location="cpu", weights_only=False)
-    return Checkpoint(path, int(state["step"]), int(state["policy_version"]))
+    # The version is in the small policy file; the trainer state (GBs for a real model)
+    # is read once, by load_checkpoint.
+    version = read_policy_version(path / POLICY_DIR)
+    if version is None:
+        raise ValueError(f"{path / POLICY_DIR} has no policy version file")
+    return Checkpoint(path, steps[-1], version)
 
 
 def load_checkpoint(

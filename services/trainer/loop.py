@@ -76,21 +76,6 @@ def rollouts_of(batch: StepBatch) -> Rollouts:
     )
 
 
-def _advantage_stats(batch: StepBatch) -> dict[str, float]:
-    """Group-normalised advantages as GRPO computes them, summarised."""
-    advantages = []
-    for group in batch.groups:
-        rewards = [sample.reward for sample in group.samples]
-        mean, spread = statistics.fmean(rewards), statistics.stdev(rewards)
-        flat = all(r == rewards[0] for r in rewards)
-        advantages += [0.0 if flat else (r - mean) / (spread + 1e-6) for r in rewards]
-    return {
-        "advantage_mean": statistics.fmean(advantages),
-        "advantage_abs_mean": statistics.fmean(abs(a) for a in advantages),
-        "advantage_zero_fraction": sum(a == 0.0 for a in advantages) / len(advantages),
-    }
-
-
 def step_metrics(
     batch: StepBatch,
     updates: list[dict[str, float]],
@@ -107,7 +92,7 @@ def step_metrics(
         "solved_fraction": statistics.fmean(
             s.pass_rate == 1.0 for g in batch.groups for s in g.samples
         ),
-        **_advantage_stats(batch),
+        **{k: v for k, v in updates[0].items() if k.startswith("advantage_")},
         "samples": float(len(rewards)),
         "response_tokens": float(tokens),
         "dropped_stale": float(batch.stale),

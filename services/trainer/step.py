@@ -168,13 +168,20 @@ def train_step(
     settings: TrainerHyperparameters,
     pad_id: int = 0,
 ) -> list[dict[str, float]]:
-    """One GRPO step: `settings.updates_per_step` AdamW updates; metrics of each update."""
+    """One GRPO step: `settings.updates_per_step` AdamW updates; metrics of each update
+    (with the step's advantage statistics, which all updates share)."""
     config = GrpoLossConfig.from_settings(settings)
     if reference is None and config.kl_coef > 0:
         raise ValueError("kl_coef > 0 needs a reference model (frozen_copy of the start)")
     batch = pack(rollouts, pad_id)
     rewards = torch.tensor(list(rollouts.rewards), dtype=torch.float32)
     advantages = group_advantages(rewards, rollouts.group_ids, batch.response_mask)
+    per_response = advantages[:, 0]  # (B,) the same value sits on every token of a row
+    advantage_stats = {
+        "advantage_mean": float(per_response.mean()),
+        "advantage_abs_mean": float(per_response.abs().mean()),
+        "advantage_zero_fraction": float((per_response == 0).float().mean()),
+    }
 
     # With several ranks each takes every world-th row of a mini-batch (distributed.py).
     rank, world = rank_and_size()
@@ -223,5 +230,5 @@ def train_step(
         norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
         update_metrics["grad_norm"] = float(norm)
         update_metrics["responses"] = float(len(rows))
-        metrics.append(update_metrics)
+        metrics.append(update_metrics | advantage_stats)
     return metrics
