@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -26,6 +25,7 @@ __all__ = ["trainer_app"]
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 _REPO_ROOT = Path(__file__).resolve().parents[2]
+_REEXEC_MARKER = "COBALT_TRAINER_REEXECUTED"
 
 trainer_app = typer.Typer(
     help="The GRPO trainer process (torch, verl; runs in .venv-trainer).",
@@ -85,14 +85,17 @@ def serve(
     settings = _settings()
     if not _has_trainer_packages():
         python = _trainer_python(settings)
-        if not python.exists() or python.resolve() == Path(sys.executable).resolve():
+        # Not resolved: every venv's python links to the same base interpreter. The marker
+        # stops an environment without torch from re-executing itself for ever.
+        if not python.exists() or os.environ.get(_REEXEC_MARKER):
             raise _fail(EXIT_USAGE, f"torch and verl are not installed here and {python} does not "
-                        "exist; run `make setup` (it creates .venv-trainer)")  # fmt: skip
+                        "have them; run `make setup` (it creates .venv-trainer)")  # fmt: skip
         arguments = ["serve", "--job", str(job), "--resume" if resume else "--no-resume"]
         if steps is not None:
             arguments += ["--steps", str(steps)]
         if until_step is not None:
             arguments += ["--until-step", str(until_step)]
+        os.environ[_REEXEC_MARKER] = "1"
         os.execv(str(python), [str(python), "-m", "cobalt.trainer", *arguments])
     configure_logging(settings.log_level, json_lines=settings.log_json)
     _run(settings, job, steps=steps, until_step=until_step, resume=resume)

@@ -156,3 +156,20 @@ def test_a_round_on_redis_is_rolled_out_by_an_rq_worker(
     assert pushed == sorted(g["id"] for g in batch["groups"]), output
     redis.flushdb()
     redis.close()
+
+
+def test_a_round_that_fails_in_the_api_process_fails_the_job(
+    api: httpx.Client, sessions: sessionmaker[Session], policy_dir: Path
+) -> None:
+    """No model where the job points: the round's thread marks the job failed with the
+    reason, so a trainer waiting for the step stops instead of waiting for ever."""
+    bandit_dataset(sessions)
+    body = job_body("http://127.0.0.1:9/v1", policy_dir)
+    job_id = api.post("/v1/training/jobs", json=body).json()["id"]
+    assert api.post(f"/v1/training/jobs/{job_id}/rounds/1").status_code == 202
+    deadline = time.monotonic() + 120
+    while (job := api.get(f"/v1/training/jobs/{job_id}").json())["status"] != "failed":
+        assert time.monotonic() < deadline, job
+        time.sleep(0.1)
+    assert "round 1" in job["error"] and "cannot reach the model endpoint" in job["error"]
+    assert job["groups"] == {"ready": 0, "consumed": 0, "stale": 0}

@@ -1,0 +1,28 @@
+"""`cobalt trainer serve` from the core environment: it re-executes itself in
+.venv-trainer (torch, verl), and an unreachable orchestrator exits 3 with a message."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from tests.orchestrator.test_runs import cobalt
+
+
+def test_serve_runs_in_the_trainer_environment_and_says_what_is_unreachable() -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
+    env["COBALT_TRAINER_ORCHESTRATOR_URL"] = f"http://127.0.0.1:{port}"
+    done = cobalt(env, "trainer", "serve", "--job", "1", "--steps", "1")
+    assert done.returncode == 3, done.stderr
+    assert "cannot reach the orchestrator" in done.stderr
+    assert "cobalt orchestrator serve" in done.stderr
+
+
+def test_bad_trainer_settings_exit_2() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
+    env["COBALT_TRAINER_KEEP_CHECKPOINTS"] = "1"
+    done = cobalt(env, "trainer", "serve", "--job", "1")
+    assert done.returncode == 2 and "keep_checkpoints" in done.stderr
