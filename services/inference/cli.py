@@ -52,7 +52,9 @@ def _in_inference_environment(settings: InferenceSettings, argv: list[str]) -> b
     from cobalt.inference.launcher import inference_python
 
     python = inference_python(settings)
-    if Path(python).resolve() == Path(sys.executable).resolve():
+    # Not resolved: every venv's python links to the same base interpreter, so resolving
+    # made the core environment look like the inference one and this always refused.
+    if Path(python).absolute() == Path(sys.executable).absolute():
         raise _fail("transformers is not installed here; run `make setup` (.venv-inference)")
     completed = subprocess.run([str(python), "-m", "cobalt.inference.cli", *argv], check=False)
     raise typer.Exit(completed.returncode)
