@@ -12,6 +12,14 @@ Layout under the checkpoint root, one directory per job:
 A checkpoint is written into `.step-<k>.partial` and renamed when complete, so a directory
 named `step-<k>` is always whole: a trainer killed while writing leaves only a partial
 directory, which the next write replaces. Only the newest `keep` checkpoints are kept.
+
+Under torchrun (FSDP) the weights and optimizer state are sharded over the ranks. Saving
+gathers full (unsharded) state dicts onto rank 0's CPU (`torch.distributed.checkpoint`'s
+`get_*_state_dict`, a collective every rank joins), and rank 0 alone writes; loading reads
+on rank 0 and scatters to the shards (`broadcast_from_rank0`). One format serves one
+process and many: the optimizer state is keyed by parameter name, so a job checkpointed
+on G GPUs resumes on any other count. The RNG states saved are rank 0's (a GRPO step
+draws no random numbers: sampling happened in vLLM, dropout is off).
 """
 
 from __future__ import annotations
@@ -26,8 +34,17 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
 
 from cobalt.shared.checkpoints import read_policy_version, write_policy_version
+from cobalt.trainer.distributed import rank_and_size
 
 __all__ = [
     "POLICY_DIR",
@@ -104,23 +121,55 @@ def save_checkpoint(
     if keep < 2:
         raise ValueError("keep at least 2 checkpoints: the serving one must outlive the next")
     job_root = job_checkpoint_root(root, job_id)
+    final = job_root / f"step-{step}"
+    # Every rank joins the gathering; the full state lands on rank 0 only.
+    full = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    weights = get_model_state_dict(model, options=full)
+    optimizer_state = get_optimizer_state_dict(model, optimizer, options=full)
+    rank, world = rank_and_size()
+    if rank == 0:
+        _write(
+            job_root, final, step=step, policy_version=policy_version, model=model,
+            weights=weights, optimizer_state=optimizer_state, base_model_dir=base_model_dir,
+            settings=settings, keep=keep, serve_dtype=serve_dtype, job_id=job_id,
+        )  # fmt: skip
+    if world > 1:
+        dist.barrier()  # no rank goes on (and no inference load starts) before it is whole
+    return Checkpoint(final, step, policy_version)
+
+
+def _write(
+    job_root: Path,
+    final: Path,
+    *,
+    job_id: int,
+    step: int,
+    policy_version: int,
+    model: torch.nn.Module,
+    weights: dict[str, Any],
+    optimizer_state: dict[str, Any],
+    base_model_dir: Path,
+    settings: dict[str, Any],
+    keep: int,
+    serve_dtype: torch.dtype | None,
+) -> None:
     job_root.mkdir(parents=True, exist_ok=True)
     partial = job_root / f".step-{step}.partial"
     if partial.exists():
         shutil.rmtree(partial)
     policy = partial / POLICY_DIR
-    weights = model.state_dict()
     converted = serve_dtype is not None and any(
         t.is_floating_point() and t.dtype != serve_dtype for t in weights.values()
     )
+    served = weights
     if converted:
         served = {k: t.to(serve_dtype) if t.is_floating_point() else t for k, t in weights.items()}
-        model.save_pretrained(policy, state_dict=served, safe_serialization=True)
+    # The gathered dict, not the (possibly sharded) module's own state.
+    model.save_pretrained(policy, state_dict=served, safe_serialization=True)
+    if converted:
         config = json.loads((policy / "config.json").read_text(encoding="utf-8"))
         config["dtype"] = str(serve_dtype).removeprefix("torch.")  # what the file holds
         (policy / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    else:
-        model.save_pretrained(policy, safe_serialization=True)
     for item in Path(base_model_dir).iterdir():  # tokenizer, chat template, generation config
         if (
             item.is_file()
@@ -133,7 +182,7 @@ def save_checkpoint(
         {
             "step": step,
             "policy_version": policy_version,
-            "optimizer": optimizer.state_dict(),
+            "optimizer": optimizer_state,
             "rng": _rng_state(),
             "settings": settings,
             "master_weights": {k: t.detach().cpu() for k, t in weights.items()}
@@ -142,13 +191,11 @@ def save_checkpoint(
         },
         partial / STATE_FILE,
     )
-    final = job_root / f"step-{step}"
     if final.exists():  # the same step written again after a crash: replace it whole
         shutil.rmtree(final)
     partial.rename(final)
     for old in _complete_steps(job_root)[:-keep]:
         shutil.rmtree(job_root / f"step-{old}", ignore_errors=True)
-    return Checkpoint(final, step, policy_version)
 
 
 def _complete_steps(job_root: Path) -> list[int]:
@@ -178,27 +225,53 @@ def latest_checkpoint(root: Path, job_id: int) -> Checkpoint | None:
 def load_checkpoint(
     checkpoint: Checkpoint, *, model: torch.nn.Module, optimizer: torch.optim.Optimizer
 ) -> dict[str, Any]:
-    """Put the checkpoint's weights, optimizer and RNG states back; returns its state.
+    """Put the checkpoint's weights, optimizer and RNG states back; returns its state
+    (without the weights; under torchrun, every rank gets rank 0's step and version).
 
     The weights (the full-precision copy when the served ones were converted, else the
     policy directory's safetensors) are copied into the live model, so the model object
-    and the optimizer's references to its parameters stay the same.
+    and the optimizer's references to its parameters stay the same. Every rank calls this;
+    only rank 0 reads the files.
     """
+    rank, world = rank_and_size()
+    weights: dict[str, torch.Tensor] = {}
+    optimizer_state: dict[str, Any] = {}
+    summary: dict[str, Any] = {}
+    if rank == 0:
+        state, weights = _read(checkpoint)
+        optimizer_state = state.pop("optimizer")
+        summary = state
+        expected = set(get_model_state_dict(model).keys()) if world == 1 else None
+        if expected is not None:
+            missing = [n for n in expected - weights.keys() if not n.endswith("inv_freq")]
+            if missing or weights.keys() - expected:
+                raise ValueError(
+                    f"{checkpoint.policy_dir} does not fit the model: missing "
+                    f"{sorted(missing)[:5]}, unexpected {sorted(weights.keys() - expected)[:5]}"
+                )
+    options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=world > 1, strict=False)
+    set_model_state_dict(model, weights, options=options)
+    set_optimizer_state_dict(model, optimizer, optimizer_state, options=options)
+    if world > 1:
+        shared = [summary]
+        dist.broadcast_object_list(shared, src=0)
+        summary = shared[0]
+    if rank == 0:
+        _restore_rng(summary.pop("rng"))
+    else:
+        summary.pop("rng", None)
+    return summary
+
+
+def _read(checkpoint: Checkpoint) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+    """The trainer state and the full-precision weights of a checkpoint."""
     from safetensors.torch import load_file
 
     state: dict[str, Any] = torch.load(
         checkpoint.path / STATE_FILE, map_location="cpu", weights_only=False
     )
-    weights: dict[str, torch.Tensor] = state.get("master_weights") or {}
+    weights: dict[str, torch.Tensor] = state.pop("master_weights", None) or {}
     if not weights:
         for file in sorted(checkpoint.policy_dir.glob("*.safetensors")):
             weights.update(load_file(file))
-    missing, unexpected = model.load_state_dict(weights, strict=False)
-    if unexpected or [name for name in missing if not name.endswith("rotary_emb.inv_freq")]:
-        raise ValueError(
-            f"{checkpoint.policy_dir} does not fit the model: missing {missing[:5]}, "
-            f"unexpected {unexpected[:5]}"
-        )
-    optimizer.load_state_dict(state["optimizer"])
-    _restore_rng(state["rng"])
-    return state
+    return state, weights

@@ -114,7 +114,8 @@ def _run(
     from cobalt.trainer.metrics import StepGauges
 
     gauges = StepGauges(job_id)
-    if settings.metrics_port is not None:
+    # Under torchrun the ranks share one host's ports: rank 0 serves the metrics.
+    if settings.metrics_port is not None and os.environ.get("RANK", "0") == "0":
         gauges.serve(settings.metrics_port)
     inference = (
         InferenceControlClient(settings.inference_url, token=settings.inference_token)

@@ -8,17 +8,31 @@ Because the GRPO loss is a token-mean over the whole mini-batch, each rank scale
 local token-mean by (its tokens x G / all tokens), so the averaged gradient is exactly
 the single-process one (`step.train_step` does this). The backend is NCCL on CUDA and
 gloo on the CPU, which is how the tests run this path here (no GPU).
+
+Only rank 0 talks to the orchestrator and the inference service (`on_rank_zero`): it
+claims each step and hands the batch to the other ranks, so G processes act as one
+trainer towards the ledger; checkpoints are gathered to and written by rank 0
+(checkpoint.py).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
 
-__all__ = ["all_reduce_token_weighted", "init_from_env", "rank_and_size", "shard_model"]
+__all__ = [
+    "all_reduce_token_weighted",
+    "init_from_env",
+    "on_rank_zero",
+    "rank_and_size",
+    "shard_model",
+]
+
+T = TypeVar("T")
 
 
 def rank_and_size() -> tuple[int, int]:
@@ -63,3 +77,26 @@ def all_reduce_token_weighted(
     values = torch.tensor([metrics[name] * local_tokens for name in names], dtype=torch.float64)
     dist.all_reduce(values)
     return {name: float(value) / global_tokens for name, value in zip(names, values, strict=True)}
+
+
+def on_rank_zero(work: Callable[[], T]) -> T:
+    """Run `work` on rank 0 only and give its result to every rank (picklable).
+
+    When it raises on rank 0, every rank raises that error, so a stopped job or an
+    unreachable orchestrator ends all G processes alike instead of leaving G - 1 waiting
+    in the next collective forever.
+    """
+    rank, size = rank_and_size()
+    if size == 1:
+        return work()
+    outcome: list[Any] = [None]
+    if rank == 0:
+        try:
+            outcome[0] = (True, work())
+        except Exception as exc:  # handed on, and re-raised on rank 0 too
+            outcome[0] = (False, exc)
+    dist.broadcast_object_list(outcome, src=0)
+    succeeded, value = outcome[0]
+    if not succeeded:
+        raise value
+    return value  # type: ignore[no-any-return]

@@ -22,6 +22,10 @@
 Exactly once: a step's samples are fixed by the ledger at claim time, and the step only
 counts once reported after its checkpoint. A trainer killed between checkpoint and report
 resumes from that checkpoint and reports it again (recorded once).
+
+Under torchrun (`torchrun --nproc-per-node G -m cobalt.trainer serve --job ID`) every rank
+runs this loop on its shard of the policy (distributed.py); rank 0 alone talks to the
+orchestrator and the inference service and hands the answers to the others.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +57,7 @@ from cobalt.trainer.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
+from cobalt.trainer.distributed import init_from_env, on_rank_zero, shard_model
 from cobalt.trainer.settings import TrainerSettings
 from cobalt.trainer.step import Rollouts, frozen_copy, make_optimizer, train_step
 
@@ -73,6 +79,7 @@ def rollouts_of(batch: StepBatch) -> Rollouts:
         rewards=[sample.reward for _, sample in samples],
         group_ids=[group_id for group_id, _ in samples],
         old_log_probs=[sample.response_logprobs for _, sample in samples],
+        episode_ids=[(group_id, sample.sample_index) for group_id, sample in samples],
     )
 
 
@@ -82,18 +89,24 @@ def step_metrics(
     seconds: dict[str, float],
     current_version: int,
 ) -> dict[str, float]:
-    """One step's metrics as reported and shown (`cobalt train show`)."""
-    rewards = [s.reward for g in batch.groups for s in g.samples]
+    """One step's metrics as reported and shown (`cobalt train show`).
+
+    Reward and pass rate are per episode (a multi-turn episode's turns share its reward
+    and count once); `samples` counts the responses trained on, every turn included.
+    """
+    episodes = {(g.id, s.sample_index): s for g in batch.groups for s in g.samples}
+    rewards = [s.reward for s in episodes.values()]
+    responses = sum(len(g.samples) for g in batch.groups)
     tokens = sum(len(s.response_token_ids) for g in batch.groups for s in g.samples)
     metrics = {
         "reward_mean": statistics.fmean(rewards),
         "reward_std": statistics.pstdev(rewards),
-        "pass_rate": statistics.fmean(s.pass_rate for g in batch.groups for s in g.samples),
-        "solved_fraction": statistics.fmean(
-            s.pass_rate == 1.0 for g in batch.groups for s in g.samples
-        ),
+        "pass_rate": statistics.fmean(s.pass_rate for s in episodes.values()),
+        "solved_fraction": statistics.fmean(s.pass_rate == 1.0 for s in episodes.values()),
         **{k: v for k, v in updates[0].items() if k.startswith("advantage_")},
-        "samples": float(len(rewards)),
+        "samples": float(responses),
+        "episodes": float(len(episodes)),
+        "turns_per_episode": responses / len(episodes),
         "response_tokens": float(tokens),
         "dropped_stale": float(batch.stale),
         "max_policy_lag": float(max(current_version - g.policy_version for g in batch.groups)),
@@ -131,7 +144,7 @@ class TrainerRun:
         from transformers import AutoConfig, AutoModelForCausalLM
 
         # 1. config
-        job = self.orchestrator.job(self.job_id)
+        job = on_rank_zero(lambda: self.orchestrator.job(self.job_id))
         hyper = TrainerHyperparameters.model_validate(job.params.get("trainer", {}))
         max_staleness = int(job.params.get("max_staleness", 0))
         model_dir = Path(job.model)
@@ -139,18 +152,25 @@ class TrainerRun:
         # 2. setup
         torch.manual_seed(self.job_id)
         device = torch.device(self.settings.device)
+        distributed = init_from_env(device)
         # Trained in float32; checkpoints are written in the base model's dtype for serving.
         serve_dtype = getattr(AutoConfig.from_pretrained(model_dir), "dtype", None)
         policy = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(device)
         reference = frozen_copy(policy) if hyper.kl_coef > 0 else None
+        if distributed:  # shard after copying: the reference is sharded the same way
+            shard_model(policy)
+            if reference is not None:
+                shard_model(reference)
         optimizer = make_optimizer(policy, hyper)
         pad_id = _pad_id(policy.config)
-        step, version = 0, self._serving_version(job)
-        checkpoint = latest_checkpoint(self.settings.checkpoint_dir, self.job_id)
+        step, version = 0, on_rank_zero(lambda: self._serving_version(job))
+        checkpoint = on_rank_zero(
+            lambda: latest_checkpoint(self.settings.checkpoint_dir, self.job_id)
+        )
         if resume and checkpoint is not None:
             load_checkpoint(checkpoint, model=policy, optimizer=optimizer)
             step, version = checkpoint.step, checkpoint.policy_version
-            self._serve(checkpoint, at_least=version)
+            on_rank_zero(lambda: self._serve(checkpoint, at_least=version))
             logger.info("job %d resumed at step %d, policy version %d", self.job_id, step, version)
         rounds_started = step
 
@@ -160,15 +180,19 @@ class TrainerRun:
         while last is None or step < last:
             step += 1
             started = time.perf_counter()
-            while rounds_started < step + max_staleness:  # a. rollouts
-                rounds_started += 1
-                self.orchestrator.start_round(self.job_id, rounds_started)
+            first_new, rounds_started = (
+                rounds_started + 1,
+                max(rounds_started, step + max_staleness),
+            )
             claim = StepClaim(
                 groups=hyper.contexts_per_step,
                 current_version=version,
                 max_staleness=max_staleness,
             )
-            batch = self._wait_for(step, claim, rounds_started)  # b. the step's groups
+            # a. rollouts, b. the step's groups
+            batch = on_rank_zero(
+                partial(self._start_rounds_and_claim, step, claim, first_new, rounds_started)
+            )
             claimed = time.perf_counter()
             updates = train_step(  # c. GRPO
                 policy, reference, optimizer, rollouts_of(batch), hyper, pad_id=pad_id
@@ -187,7 +211,7 @@ class TrainerRun:
                 serve_dtype=serve_dtype if isinstance(serve_dtype, torch.dtype) else None,
             )
             checkpointed = time.perf_counter()
-            version = self._serve(saved, at_least=saved.policy_version)
+            version = on_rank_zero(partial(self._serve, saved, at_least=saved.policy_version))
             synced = time.perf_counter()
             seconds = {
                 "wait": claimed - started,
@@ -197,9 +221,8 @@ class TrainerRun:
                 "step": synced - started,
             }
             metrics = step_metrics(batch, updates, seconds, claim.current_version)
-            self.orchestrator.report_step(  # e. report
-                self.job_id, StepReport(step=step, policy_version=version, metrics=metrics)
-            )
+            report = StepReport(step=step, policy_version=version, metrics=metrics)
+            on_rank_zero(partial(self.orchestrator.report_step, self.job_id, report))  # e.
             logger.info(
                 "job %d step %d: reward %.3f, pass rate %.3f, policy version %d (%.1f s)",
                 self.job_id, step, metrics["reward_mean"], metrics["pass_rate"], version,
@@ -208,6 +231,13 @@ class TrainerRun:
             if self.on_step is not None:
                 self.on_step(step, version, metrics)
         return step
+
+    def _start_rounds_and_claim(
+        self, step: int, claim: StepClaim, first_round: int, last_round: int
+    ) -> StepBatch:
+        for round in range(first_round, last_round + 1):
+            self.orchestrator.start_round(self.job_id, round)
+        return self._wait_for(step, claim, last_round)
 
     def _serving_version(self, job: TrainingJobPublic) -> int:
         if self.inference is None:

@@ -5,7 +5,8 @@ sampler's log-probabilities, one reward each, and the context each was sampled f
 `train_step` then:
 
 1. pads prompt + response into one right-padded batch (`pack`);
-2. computes group-normalised advantages over the whole step (`grpo.group_advantages`);
+2. computes group-normalised advantages over the whole step (`grpo.group_advantages`),
+   one per episode (a multi-turn episode's turns share it; otherwise one per response);
 3. splits the groups into `updates_per_step` mini-batches, and for each one:
    new log-probabilities of exactly the sampled response tokens (with gradient), the
    frozen reference's log-probabilities (without), the loss (`grpo.grpo_loss`),
@@ -35,6 +36,7 @@ __all__ = [
     "make_optimizer",
     "pack",
     "response_log_probs",
+    "episode_advantages",
     "train_step",
 ]
 
@@ -51,12 +53,27 @@ class Rollouts:
     old_log_probs: Sequence[Sequence[float]] | None = None
     """Log-probability of each response token under the sampling policy. None: computed
     by the policy itself at the start of the step (before any update)."""
+    episode_ids: Sequence[Hashable] | None = None
+    """The episode each response belongs to (multi-turn: every assistant turn of an
+    episode is a response with the episode's reward). GRPO normalises over a group's
+    episodes, each counted once, and puts an episode's advantage on all of its turns.
+    None: every response is its own episode."""
 
     def __post_init__(self) -> None:
         sizes = {len(self.prompt_ids), len(self.response_ids), len(self.rewards)}
         sizes.add(len(self.group_ids))
+        if self.episode_ids is not None:
+            sizes.add(len(self.episode_ids))
         if len(sizes) != 1:
-            raise ValueError("prompt_ids, response_ids, rewards, group_ids differ in length")
+            raise ValueError(
+                "prompt_ids, response_ids, rewards, group_ids, episode_ids differ in length"
+            )
+        if self.episode_ids is not None:
+            seen: dict[Hashable, tuple[float, Hashable]] = {}
+            for i, episode in enumerate(self.episode_ids):
+                first = seen.setdefault(episode, (self.rewards[i], self.group_ids[i]))
+                if first != (self.rewards[i], self.group_ids[i]):
+                    raise ValueError(f"episode {episode!r}: its turns differ in reward or group")
         for i, response in enumerate(self.response_ids):
             if not response or not self.prompt_ids[i]:
                 raise ValueError(f"response {i} has an empty prompt or response")
@@ -142,6 +159,24 @@ def make_optimizer(
     return torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
 
 
+def episode_advantages(rollouts: Rollouts, response_mask: torch.Tensor) -> torch.Tensor:
+    """Per-token advantages (B, T): GRPO over the episodes, each episode's on its turns."""
+    episode_ids = rollouts.episode_ids
+    if episode_ids is None:
+        episode_ids = range(len(rollouts.rewards))
+    first_row: dict[Hashable, int] = {}  # episode -> its first response's row
+    for row, episode in enumerate(episode_ids):
+        first_row.setdefault(episode, row)
+    position = {episode: k for k, episode in enumerate(first_row)}
+    row_episode = torch.tensor([position[episode] for episode in episode_ids])
+    firsts = list(first_row.values())
+    rewards = torch.tensor([float(rollouts.rewards[row]) for row in firsts], dtype=torch.float32)
+    per_episode = group_advantages(
+        rewards, [rollouts.group_ids[row] for row in firsts], torch.ones((len(firsts), 1))
+    )[:, 0]
+    return per_episode[row_episode].unsqueeze(-1) * response_mask
+
+
 def _pad_rows(rows: Sequence[Sequence[float]], width: int) -> torch.Tensor:
     out = torch.zeros((len(rows), width), dtype=torch.float32)
     for i, row in enumerate(rows):
@@ -174,8 +209,7 @@ def train_step(
     if reference is None and config.kl_coef > 0:
         raise ValueError("kl_coef > 0 needs a reference model (frozen_copy of the start)")
     batch = pack(rollouts, pad_id)
-    rewards = torch.tensor(list(rollouts.rewards), dtype=torch.float32)
-    advantages = group_advantages(rewards, rollouts.group_ids, batch.response_mask)
+    advantages = episode_advantages(rollouts, batch.response_mask)
     per_response = advantages[:, 0]  # (B,) the same value sits on every token of a row
     advantage_stats = {
         "advantage_mean": float(per_response.mean()),

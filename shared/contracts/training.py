@@ -86,6 +86,10 @@ class TrainingMode(StrEnum):
     """Every context of a bandit dataset (partial trajectories with prev_best)."""
     SINGLE_TURN = "single-turn"
     """Only the bandit dataset's turn-0 contexts (problem alone): single-turn GRPO."""
+    MULTI_TURN = "multi-turn"
+    """Online episodes from the turn-0 contexts: up to `turns` turns with the current
+    policy and execution feedback, each episode rewarded by its last turn, the loss on
+    every assistant turn (multi-turn online GRPO)."""
 
 
 class TrainingJobCreate(BaseModel):
@@ -149,7 +153,12 @@ class StepClaim(BaseModel):
 
 
 class TrainingSamplePublic(BaseModel):
+    """One response to train on. In a multi-turn group, one assistant turn of episode
+    `sample_index`: every turn of an episode has the episode's reward, and GRPO normalises
+    over episodes, not turns."""
+
     sample_index: int
+    turn: int = 0
     prompt_token_ids: list[int]
     response_token_ids: list[int]
     response_logprobs: list[float]

@@ -1,5 +1,7 @@
 """The multi-process path's CPU twin: a GRPO step on 2 ranks with FSDP2 over gloo gives
-the weights and metrics of the same step in one process."""
+the weights and metrics of the same step in one process; the whole trainer loop under
+torchrun (rank 0 talking to the orchestrator, checkpoints gathered to rank 0 and scattered
+back on resume) ends where one process does."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from cobalt.shared.contracts.training import TrainerHyperparameters
+from cobalt.trainer.checkpoint import latest_checkpoint
 from cobalt.trainer.step import Rollouts, frozen_copy, make_optimizer, train_step
+from tests.trainer.test_loop import JOB, FakeOrchestrator, trainer, weights
 
 HYPER = TrainerHyperparameters(
     lr=1e-3, weight_decay=0.0, n_samples=4, contexts_per_step=2, updates_per_step=2
@@ -46,15 +50,20 @@ def rollouts() -> Rollouts:
     )
 
 
-def test_two_ranks_on_gloo_take_the_single_process_step(tmp_path: Path) -> None:
+def torchrun(script: str, *arguments: object) -> None:
+    """Run tests/trainer/`script` on 2 CPU ranks; fail with its stderr."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    torchrun = Path(sys.executable).parent / "torchrun"
+    launcher = Path(sys.executable).parent / "torchrun"
     done = subprocess.run(
-        [str(torchrun), "--nproc-per-node", "2", "--standalone",
-         str(ROOT / "tests" / "trainer" / "distributed_step.py"), str(tmp_path)],
+        [str(launcher), "--nproc-per-node", "2", "--standalone",
+         str(ROOT / "tests" / "trainer" / script), *map(str, arguments)],
         env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_two_ranks_on_gloo_take_the_single_process_step(tmp_path: Path) -> None:
+    torchrun("distributed_step.py", tmp_path)
     distributed = torch.load(tmp_path / "weights.pt")
     report = json.loads((tmp_path / "metrics.json").read_text())
     assert report["world"] == 2
@@ -62,10 +71,48 @@ def test_two_ranks_on_gloo_take_the_single_process_step(tmp_path: Path) -> None:
     policy = tiny()
     reference = frozen_copy(policy)
     single = train_step(policy, reference, make_optimizer(policy, HYPER), rollouts(), HYPER)
-    for name, weights in policy.state_dict().items():
-        assert torch.allclose(weights, distributed[name], atol=1e-5), name
+    for name, tensor in policy.state_dict().items():
+        assert torch.allclose(tensor, distributed[name], atol=1e-5), name
     start = tiny().state_dict()
     assert any(not torch.equal(start[name], distributed[name]) for name in start)  # it moved
     for ours, theirs in zip(single, report["metrics"], strict=True):
         for key in ("loss", "pg_loss", "pg_clipfrac", "kl_ref", "grad_norm", "responses"):
             assert abs(ours[key] - theirs[key]) < 1e-4, (key, ours[key], theirs[key])
+
+
+def test_the_trainer_under_torchrun_ends_where_one_process_does(
+    tiny_model: Qwen2ForCausalLM, tmp_path: Path
+) -> None:
+    model_dir = tmp_path / "model"
+    tiny_model.save_pretrained(model_dir)
+    single = FakeOrchestrator(model_dir)
+    trainer(single, tmp_path / "single").run(max_steps=2)
+
+    torchrun("distributed_serve.py", model_dir, tmp_path / "two", tmp_path / "two.json", 2)
+    two = json.loads((tmp_path / "two.json").read_text())
+    assert two["world"] == 2 and two["last"] == 2
+    # One trainer towards the orchestrator: each round started, step claimed and reported once.
+    assert two["rounds"] == [1, 2] and two["claims"] == [1, 2]
+    assert two["reports"] == [[1, 1], [2, 2]]
+    for ours, theirs in zip(single.reports, two["metrics"], strict=True):
+        assert abs(ours.metrics["loss"] - theirs["loss"]) < 1e-4
+
+    # Killed after step 1 and resumed on 2 ranks: weights and AdamW moments scattered back.
+    torchrun("distributed_serve.py", model_dir, tmp_path / "resumed", tmp_path / "r1.json", 1)
+    torchrun("distributed_serve.py", model_dir, tmp_path / "resumed", tmp_path / "r2.json", 1)
+    resumed = json.loads((tmp_path / "r2.json").read_text())
+    assert resumed["claims"] == [2] and resumed["reports"] == [[2, 2]]
+
+    expected = weights(checkpoint_dir(tmp_path / "single"))
+    for run in ("two", "resumed"):
+        got = weights(checkpoint_dir(tmp_path / run))
+        for name, tensor in expected.items():
+            assert torch.allclose(tensor, got[name], atol=1e-5), (run, name)
+    start = weights(model_dir)
+    assert any(not torch.equal(start[name], expected[name]) for name in start)
+
+
+def checkpoint_dir(root: Path) -> Path:
+    latest = latest_checkpoint(root, JOB)
+    assert latest is not None and latest.step == 2
+    return latest.policy_dir

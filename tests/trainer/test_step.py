@@ -9,6 +9,7 @@ from transformers import Qwen2ForCausalLM
 from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.trainer.step import (
     Rollouts,
+    episode_advantages,
     frozen_copy,
     make_optimizer,
     pack,
@@ -148,3 +149,82 @@ def test_rollouts_validate_lengths() -> None:
             group_ids=["a", "a"],
             old_log_probs=[[-1.0], [-1.0]],
         )
+
+
+def multi_turn_group() -> Rollouts:
+    """Two groups of episodes; episode e0 has 3 turns, e1 and e2 one each, e3 two."""
+    return Rollouts(
+        prompt_ids=[[1], [1, 2], [1, 2, 3], [1], [1], [4], [4, 5]],
+        response_ids=[[2], [3, 3], [4], [5], [6, 6], [7], [8]],
+        rewards=[1.0, 1.0, 1.0, 0.0, -1.0, 0.5, 0.5],
+        group_ids=["g"] * 5 + ["h"] * 2,
+        episode_ids=["e0", "e0", "e0", "e1", "e2", "e3", "e3"],
+    )
+
+
+def test_episode_advantages_normalise_over_episodes_not_turns() -> None:
+    rollouts = multi_turn_group()
+    batch = pack(rollouts, PAD)
+    # Reference: group g holds 3 episodes (1, 0, -1): mean 0, std 1 (Bessel); e0's three
+    # turns count once. Group h holds one episode: a lone episode has no baseline.
+    expected = [1 / (1 + 1e-6)] * 3 + [0.0, -1 / (1 + 1e-6)]
+    with pytest.raises(ValueError, match="single response"):
+        episode_advantages(rollouts, batch.response_mask)  # h has only e3
+    kept = Rollouts(
+        prompt_ids=rollouts.prompt_ids[:5],
+        response_ids=rollouts.response_ids[:5],
+        rewards=rollouts.rewards[:5],
+        group_ids=rollouts.group_ids[:5],
+        episode_ids=rollouts.episode_ids[:5] if rollouts.episode_ids else None,
+    )
+    batch = pack(kept, PAD)
+    advantages = episode_advantages(kept, batch.response_mask)
+    assert advantages[:, 0].tolist() == pytest.approx(expected)
+    # Every token of a turn carries its episode's advantage; padding carries 0.
+    assert advantages[1].tolist() == pytest.approx([expected[1]] * 2)
+    assert advantages[0, 1] == 0.0
+    # Counting turns as samples would weigh e0 three times: a different, wrong baseline.
+    per_turn = Rollouts(
+        prompt_ids=kept.prompt_ids,
+        response_ids=kept.response_ids,
+        rewards=kept.rewards,
+        group_ids=kept.group_ids,
+    )
+    assert episode_advantages(per_turn, batch.response_mask)[:, 0].tolist() != pytest.approx(
+        expected
+    )
+
+
+def test_episode_turns_must_share_reward_and_group() -> None:
+    with pytest.raises(ValueError, match="episode 'e0': its turns differ"):
+        Rollouts(
+            prompt_ids=[[1], [1]],
+            response_ids=[[2], [3]],
+            rewards=[1.0, 0.0],
+            group_ids=["g", "g"],
+            episode_ids=["e0", "e0"],
+        )
+
+
+def test_one_step_on_episodes_moves_every_turn_of_the_best_episode(
+    tiny_model: Qwen2ForCausalLM,
+) -> None:
+    rollouts = Rollouts(
+        prompt_ids=[[5, 9, 3], [5, 9, 3, 7, 7, 2], [5, 9, 3], [5, 9, 3, 40, 2]],
+        response_ids=[[7, 7], [11, 2, 30], [40], [25, 13]],
+        rewards=[1.0, 1.0, -1.0, -1.0],
+        group_ids=["g"] * 4,
+        episode_ids=["good", "good", "bad", "bad"],
+    )
+    settings = TrainerHyperparameters(
+        lr=1e-3, contexts_per_step=1, updates_per_step=1, n_samples=2, kl_coef=0.0
+    )
+    optimizer = make_optimizer(tiny_model, settings)
+    before = all_log_probs(tiny_model, rollouts)
+
+    (update,) = train_step(tiny_model, None, optimizer, rollouts, settings, pad_id=PAD)
+
+    after = all_log_probs(tiny_model, rollouts)
+    assert after[0] > before[0] and after[1] > before[1]  # both turns of the good episode
+    assert after[2] < before[2] and after[3] < before[3]  # both turns of the bad one
+    assert update["responses"] == 4

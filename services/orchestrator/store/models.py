@@ -19,12 +19,14 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     String,
     Text,
     UniqueConstraint,
     func,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -71,6 +73,13 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
 
 
+def _full_text_index(name: str, column: str) -> Index:
+    """A GIN index on the English tsvector of `column`, for `datasets.search` (PostgreSQL
+    only: SQLite searches with LIKE). Migration 0009 creates it."""
+    expression = text(f"to_tsvector('english'::regconfig, {column})")
+    return Index(name, expression, postgresql_using="gin").ddl_if(dialect="postgresql")
+
+
 class Dataset(Base):
     """A named set of problems imported from one source (or derived from another)."""
 
@@ -99,7 +108,10 @@ class Problem(Base):
     """One programming problem with its public (feedback) and hidden (reward) tests."""
 
     __tablename__ = "problems"
-    __table_args__ = (UniqueConstraint("dataset_id", "external_id"),)
+    __table_args__ = (
+        UniqueConstraint("dataset_id", "external_id"),
+        _full_text_index("ix_problems_statement_fts", "statement"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     dataset_id: Mapped[int] = mapped_column(
@@ -246,7 +258,10 @@ class Turn(Base):
     """
 
     __tablename__ = "turns"
-    __table_args__ = (UniqueConstraint("run_id", "problem_id", "sample_index", "turn_index"),)
+    __table_args__ = (
+        UniqueConstraint("run_id", "problem_id", "sample_index", "turn_index"),
+        _full_text_index("ix_turns_raw_response_fts", "raw_response"),
+    )
 
     id: Mapped[int] = mapped_column(TurnId, primary_key=True)
     # Indexed: the cascade from a deleted trajectory looks turns up by it.
@@ -527,7 +542,7 @@ class TrainingGroup(Base):
         back_populates="group",
         cascade="all, delete-orphan",
         passive_deletes=True,
-        order_by="TrainingSample.sample_index",
+        order_by=lambda: [TrainingSample.sample_index, TrainingSample.turn],
     )
 
 
@@ -536,11 +551,14 @@ class TrainingSample(RewardComponents, Base):
     the sampler's log-probabilities, the executor's verdicts and every reward component."""
 
     __tablename__ = "training_samples"
-    __table_args__ = (UniqueConstraint("group_id", "sample_index"),)
+    __table_args__ = (UniqueConstraint("group_id", "sample_index", "turn"),)
 
     id: Mapped[int] = mapped_column(TurnId, primary_key=True)
     group_id: Mapped[int] = mapped_column(ForeignKey("training_groups.id", ondelete="CASCADE"))
     sample_index: Mapped[int] = mapped_column(Integer)
+    """The response's index in its group; in a multi-turn group, its episode's."""
+    turn: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """The assistant turn within the episode (always 0 outside multi-turn jobs)."""
     response: Mapped[str] = mapped_column(Text)
     prompt_token_ids: Mapped[list[int]] = mapped_column(PackedInt32List)
     response_token_ids: Mapped[list[int]] = mapped_column(PackedInt32List)

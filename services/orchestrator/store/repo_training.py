@@ -45,7 +45,11 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class SampleRow:
-    """One scored response of a group, as a rollout worker hands it to the ledger."""
+    """One scored response of a group, as a rollout worker hands it to the ledger.
+
+    In a multi-turn group `sample_index` is the episode and `turn` the assistant turn in
+    it; every turn of an episode carries the episode's reward (its last turn's).
+    """
 
     sample_index: int
     response: str
@@ -54,6 +58,7 @@ class SampleRow:
     response_logprobs: Sequence[float]
     verdicts: Sequence[str]
     reward: RewardBreakdown
+    turn: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,12 +127,17 @@ def record_group(
         so a retried rollout job changes nothing).
 
     Raises:
-        InvalidInput: fewer than two samples (GRPO needs a baseline), or repeated indexes.
+        InvalidInput: fewer than two responses (episodes: GRPO needs a baseline), a repeated
+            (sample_index, turn), or an episode whose turns carry different rewards.
     """
-    indexes = [sample.sample_index for sample in samples]
-    if len(samples) < 2 or len(set(indexes)) != len(indexes):
+    keys = [(sample.sample_index, sample.turn) for sample in samples]
+    episodes: dict[int, float] = {}
+    for sample in samples:
+        if episodes.setdefault(sample.sample_index, sample.reward.total) != sample.reward.total:
+            raise InvalidInput(f"episode {sample.sample_index}: its turns carry different rewards")
+    if len(episodes) < 2 or len(set(keys)) != len(keys):
         raise InvalidInput(
-            f"a group needs two or more samples with distinct indexes, got {sorted(indexes)}"
+            f"a group needs two or more samples with distinct (index, turn), got {sorted(keys)}"
         )
     dialect = session.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
@@ -152,6 +162,7 @@ def record_group(
         TrainingSample(
             group_id=group_id,
             sample_index=sample.sample_index,
+            turn=sample.turn,
             response=sample.response,
             prompt_token_ids=list(sample.prompt_token_ids),
             response_token_ids=list(sample.response_token_ids),

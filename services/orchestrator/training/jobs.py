@@ -16,22 +16,31 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from pydantic import SecretStr
+from sqlalchemy.orm import Session
 
 from cobalt.orchestrator.rollouts.jobs import sessions_for
+from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.rollouts.runtime import runtime
 from cobalt.orchestrator.rollouts.sampling import SamplingParams
 from cobalt.orchestrator.runs.queueing import worker_queue
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store import repo_training
-from cobalt.orchestrator.store.models import BanditContext, Problem, TrainingJobStatus
+from cobalt.orchestrator.store.models import (
+    BanditContext,
+    Problem,
+    Run,
+    TrainingJobStatus,
+)
+from cobalt.orchestrator.training.episodes import EpisodeSpec, roll_out_episodes
 from cobalt.orchestrator.training.rollout import GroupContext, ScoredGroup, roll_out_group
 from cobalt.orchestrator.training.service import JobParams, context_ids_for_round
 from cobalt.shared.clients import ModelEndpoint
 from cobalt.shared.contracts import ProblemRow
-from cobalt.shared.errors import NotFound
+from cobalt.shared.contracts.training import TrainingMode
+from cobalt.shared.errors import InvalidInput, NotFound
 from cobalt.shared.reward import TokenizerCounter
 
-__all__ = ["group_list_key", "rq_job_id", "run_group_job", "schedule_round"]
+__all__ = ["feedback_template", "group_list_key", "rq_job_id", "run_group_job", "schedule_round"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +58,33 @@ def rq_job_id(job_id: int, round: int, context_id: int) -> str:
 def _token_counter(model_dir: str) -> TokenizerCounter:
     """The policy's tokenizer, read once per process (rewards count with it)."""
     return TokenizerCounter.from_path(model_dir)
+
+
+def feedback_template(
+    session: Session, params: JobParams, context: BanditContext
+) -> PromptTemplate:
+    """The wording of a multi-turn episode's feedback: the job's `template`, or the one the
+    context's source run used (checked against the hash the context recorded).
+
+    Raises:
+        NotFound: the source run is gone and the job names no template.
+        InvalidInput: that template's file changed since the contexts were built.
+    """
+    if params.template is not None:
+        return PromptTemplate.load(params.template)
+    run = session.get(Run, context.source_run_id)
+    if run is None:
+        raise NotFound(
+            f"run {context.source_run_id}, whose template the contexts used, no longer exists; "
+            "give the job a `template`"
+        )
+    template = PromptTemplate.load(run.template_name)
+    if template.sha256 != context.template_sha256:
+        raise InvalidInput(
+            f"template {run.template_name!r} changed since bandit context {context.id} was "
+            "built; give the job a `template` explicitly"
+        )
+    return template
 
 
 def run_group_job(
@@ -85,7 +121,10 @@ def run_group_job(
             messages=list(context.messages),
             prev_best=context.prev_best,
             tests=[*row.public_tests, *row.hidden_tests],
+            public_count=len(row.public_tests),
         )
+        multi_turn = job.mode == TrainingMode.MULTI_TURN
+        template = feedback_template(session, params, context) if multi_turn else None
         scheduled_version, model_dir = job.policy_version, job.model
     endpoint = ModelEndpoint(
         base_url=params.base_url,
@@ -104,6 +143,20 @@ def run_group_job(
     async def roll_out() -> ScoredGroup:
         sampler = await runtime().sampler(endpoint)
         executor = await runtime().executor_client(executor_url, executor_token)
+        if template is not None:
+            return await roll_out_episodes(
+                group_context,
+                sampler=sampler,
+                executor=executor,
+                tokens=tokens,
+                params=sampling,
+                template=template,
+                spec=EpisodeSpec(
+                    turns=params.turns,
+                    stop_on_pass=params.stop_on_pass,
+                    think_cap_chars=params.think_cap_chars,
+                ),
+            )
         return await roll_out_group(
             group_context, sampler=sampler, executor=executor, tokens=tokens, params=sampling
         )

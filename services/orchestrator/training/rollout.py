@@ -29,7 +29,7 @@ from cobalt.shared.execution import execute_programs
 from cobalt.shared.extraction import extract_program
 from cobalt.shared.reward import ScoreInput, TokenCounter, score_responses
 
-__all__ = ["GroupContext", "ScoredGroup", "roll_out_group"]
+__all__ = ["GroupContext", "ScoredGroup", "checked_samples", "roll_out_group"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +42,8 @@ class GroupContext:
     prev_best: float
     tests: Sequence[StoredTest]
     """Every test of the problem, public then hidden: the reward's p is over all of them."""
+    public_count: int
+    """How many of `tests` are public (the feedback of multi-turn episodes shows those)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,8 +57,13 @@ class ScoredGroup:
     """Wall seconds per phase: generate, execute, score."""
 
 
-def _checked(samples: Sequence[Sample], endpoint: str) -> int | None:
-    """The group's policy version, after checking the samples can be trained on."""
+def checked_samples(
+    samples: Sequence[Sample], endpoint: str, *, one_version: bool = True
+) -> set[int | None]:
+    """The policy versions of `samples`, after checking they can be trained on.
+
+    `one_version`: the samples are the choices of one request, so they must share one.
+    """
     for sample in samples:
         if (
             sample.prompt_token_ids is None
@@ -72,9 +79,9 @@ def _checked(samples: Sequence[Sample], endpoint: str) -> int | None:
         if not sample.completion_token_ids:
             raise UpstreamError(f"{endpoint} returned an empty completion")
     versions = {sample.policy_version for sample in samples}
-    if len(versions) != 1:
+    if one_version and len(versions) != 1:
         raise UpstreamError(f"one request's choices came from policy versions {versions}")
-    return versions.pop()
+    return versions
 
 
 async def roll_out_group(
@@ -100,7 +107,7 @@ async def roll_out_group(
         raise ValueError("a GRPO group needs n >= 2 samples")
     started = time.perf_counter()
     samples = await sampler.sample(context.messages, params)
-    version = _checked(samples, sampler.endpoint.base_url)
+    version = checked_samples(samples, sampler.endpoint.base_url).pop()
     generated = time.perf_counter()
 
     codes = [extract_program(sample.text) for sample in samples]

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.store import repo_bandit, repo_training
 from cobalt.orchestrator.store.models import (
     BanditContext,
@@ -72,6 +73,21 @@ class JobParams(BaseModel):
     seed: int | None = Field(default=None, description="sampling seed (per request)")
     trainer: TrainerHyperparameters = Field(default_factory=TrainerHyperparameters)
     """Group size (n_samples), contexts per step, the response cap and GRPO's settings."""
+    # Multi-turn mode only (refused in the others, where they would mean nothing).
+    turns: int = Field(default=3, ge=1, description="multi-turn: turns per episode, turn 0 too")
+    stop_on_pass: bool = Field(
+        default=True, description="multi-turn: end an episode once every public test passes"
+    )
+    think_cap_chars: int = Field(
+        default=6000, ge=1, description="multi-turn: characters of an answer the history keeps"
+    )
+    template: str | None = Field(
+        default=None,
+        description="multi-turn: feedback template (default: the contexts' source run's)",
+    )
+
+
+MULTI_TURN_PARAMS = frozenset({"turns", "stop_on_pass", "think_cap_chars", "template"})
 
 
 def _params(raw: dict[str, Any]) -> JobParams:
@@ -92,6 +108,13 @@ def create_job(sessions: sessionmaker[Session], request: TrainingJobCreate) -> i
         Conflict: a job of that name exists.
     """
     params = _params(request.params)
+    misplaced = sorted(MULTI_TURN_PARAMS & request.params.keys())
+    if misplaced and request.mode != TrainingMode.MULTI_TURN:
+        raise InvalidInput(
+            f"{', '.join(misplaced)}: multi-turn settings, but the job's mode is {request.mode}"
+        )
+    if params.template is not None:
+        PromptTemplate.load(params.template)  # a bad name fails here, not in every rollout
     with sessions.begin() as session:
         dataset = repo_bandit.get_bandit_dataset(session, name=request.contexts)
         available = _context_count(session, dataset.id, request.mode)
@@ -114,7 +137,7 @@ def create_job(sessions: sessionmaker[Session], request: TrainingJobCreate) -> i
 
 def _contexts_query(dataset_id: int, mode: str) -> Any:
     query = select(BanditContext.id).where(BanditContext.bandit_dataset_id == dataset_id)
-    if mode == TrainingMode.SINGLE_TURN:
+    if mode in (TrainingMode.SINGLE_TURN, TrainingMode.MULTI_TURN):
         query = query.where(BanditContext.assistant_turns == 0)
     return query
 
@@ -206,6 +229,7 @@ def claim_step(
                     samples=[
                         TrainingSamplePublic(
                             sample_index=sample.sample_index,
+                            turn=sample.turn,
                             prompt_token_ids=sample.prompt_token_ids,
                             response_token_ids=sample.response_token_ids,
                             response_logprobs=sample.response_logprobs,
