@@ -20,5 +20,7 @@ setup(
     package_data={
         "cobalt.orchestrator.store.migrations": ["script.py.mako"],
         "cobalt.orchestrator.rollouts": ["templates/*.toml"],
+        # The web UI's static files (HTML, CSS, ES modules; no build step).
+        "cobalt.orchestrator": ["ui/*", "ui/js/*"],
     },
 )

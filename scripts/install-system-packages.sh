@@ -3,12 +3,15 @@
 #   bubblewrap  the executor's sandbox
 #   libseccomp2 the executor's seccomp filter (loaded through pyseccomp)
 #   postgresql, redis-server  the orchestrator's store and queue (tests use real ones)
+#   chromium, chromium-driver  headless browser for the web UI's tests (tests/ui)
 set -euo pipefail
 need=()
 command -v bwrap >/dev/null || need+=(bubblewrap)
 ldconfig -p 2>/dev/null | grep -q libseccomp.so.2 || need+=(libseccomp2)
 command -v redis-server >/dev/null || need+=(redis-server)
 ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || need+=(postgresql)
+command -v chromium >/dev/null || need+=(chromium)
+command -v chromedriver >/dev/null || need+=(chromium-driver)
 /usr/bin/python3 -c 'import sys' 2>/dev/null || need+=(python3)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 echo "installing system packages: ${need[*]}"

@@ -8,8 +8,9 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from cobalt import __version__
-from cobalt.orchestrator.api import training
+from cobalt.orchestrator.api import browse, training
 from cobalt.orchestrator.api.routes import router
+from cobalt.orchestrator.api.ui import install_ui
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
 from cobalt.shared.http import install_error_handlers
@@ -33,4 +34,6 @@ def create_app(settings: OrchestratorSettings) -> FastAPI:
     install_error_handlers(app)
     app.include_router(router)
     app.include_router(training.router)
+    app.include_router(browse.router)
+    install_ui(app)
     return app

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 from itertools import islice
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.store import repo_datasets
 from cobalt.orchestrator.store.models import Dataset, Problem
 from cobalt.shared.contracts import DatasetPublic, DatasetsPublic, ProblemPublic
+from cobalt.shared.contracts.browse import ProblemsPage, ProblemSummary
 from cobalt.shared.errors import NotFound
 
-__all__ = ["dataset_summary", "list_datasets", "problem_public"]
+__all__ = ["dataset_summary", "list_datasets", "problem_public", "problems_page"]
 
 
 def _dataset_public(dataset: Dataset, count: int) -> DatasetPublic:
@@ -93,3 +95,52 @@ def problem_public(
         if row is None:
             raise NotFound(f"dataset {dataset!r} has no problem {external_id!r}")
         return _problem_public(row, dataset)
+
+
+def problems_page(
+    sessions: sessionmaker[Session],
+    *,
+    dataset: str,
+    offset: int = 0,
+    limit: int = 100,
+    difficulty: str | None = None,
+) -> ProblemsPage:
+    """A page of a dataset's problems (in id order), optionally of one difficulty.
+
+    Raises:
+        NotFound: no such dataset.
+    """
+    with sessions() as session:
+        stored = _require_dataset(session, dataset)
+        where = [Problem.dataset_id == stored.id]
+        if difficulty is not None:
+            where.append(Problem.difficulty == difficulty)
+        total = session.scalar(select(func.count(Problem.id)).where(*where)) or 0
+        rows = session.scalars(
+            select(Problem).where(*where).order_by(Problem.id).offset(offset).limit(limit)
+        )
+        difficulties = session.scalars(
+            select(Problem.difficulty)
+            .where(Problem.dataset_id == stored.id, Problem.difficulty.is_not(None))
+            .distinct()
+            .order_by(Problem.difficulty)
+        )
+        return ProblemsPage(
+            dataset=dataset,
+            items=[
+                ProblemSummary(
+                    id=p.id,
+                    external_id=p.external_id,
+                    difficulty=p.difficulty,
+                    test_style=p.test_style,
+                    public_tests=len(p.public_tests),
+                    hidden_tests=len(p.hidden_tests),
+                    perturbed=p.perturbation is not None,
+                    statement_start=p.statement[:200],
+                )
+                for p in rows
+            ],
+            total=int(total),
+            offset=offset,
+            difficulties=[d for d in difficulties if d is not None],
+        )

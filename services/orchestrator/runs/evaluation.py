@@ -20,14 +20,14 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.runs.rewards import mean_reward_per_turn, score_turn_rewards
 from cobalt.orchestrator.store import repo_runs
-from cobalt.orchestrator.store.models import Problem, Trajectory, Turn
+from cobalt.orchestrator.store.models import Problem, Trajectory, Turn, TurnReward
 from cobalt.shared.clients import ExecutorClient
 from cobalt.shared.contracts import BatchExecuteRequest, Compare, Limits, ProblemRow
 from cobalt.shared.contracts.runs import EvaluationReport
 from cobalt.shared.execution import PlannedRequest, merge_responses, plan_requests
 from cobalt.shared.reward import TokenCounter
 
-__all__ = ["evaluate_run", "pass_at_k", "per_turn_rates"]
+__all__ = ["evaluate_run", "pass_at_k", "per_turn_rates", "stored_report"]
 
 _PROGRAMS_PER_CALL = 32
 
@@ -142,6 +142,22 @@ def evaluate_run(
     if reward_tokens is not None:
         score_turn_rewards(sessions, run_id, reward_tokens, tokenizer=tokenizer)
     return _report(sessions, run_id, params, ks, with_rewards=reward_tokens is not None)
+
+
+def stored_report(
+    sessions: sessionmaker[Session], run_id: int, *, ks: Sequence[int] = (1, 5, 10)
+) -> EvaluationReport:
+    """The report of the hidden results stored so far, without running anything.
+
+    Problems with no hidden result yet are left out, as problems without hidden tests
+    are; the mean reward is there when any turn of the run has a stored reward.
+    """
+    with sessions() as session:
+        params = dict(repo_runs.get_run(session, run_id=run_id).params)
+        scored = session.scalar(
+            select(TurnReward.turn_id).where(TurnReward.run_id == run_id).limit(1)
+        )
+    return _report(sessions, run_id, params, ks, with_rewards=scored is not None)
 
 
 def _report(

@@ -258,10 +258,9 @@ class Turn(Base):
     """
 
     __tablename__ = "turns"
-    __table_args__ = (
-        UniqueConstraint("run_id", "problem_id", "sample_index", "turn_index"),
-        _full_text_index("ix_turns_raw_response_fts", "raw_response"),
-    )
+    __table_args__ = (UniqueConstraint("run_id", "problem_id", "sample_index", "turn_index"),)
+    # No full-text index on raw_response: measured with bench/turn_writes.py, a GIN index
+    # there cut batched turn writes from 13,700 to 2,600 rows/s (docs/benchmarks.md).
 
     id: Mapped[int] = mapped_column(TurnId, primary_key=True)
     # Indexed: the cascade from a deleted trajectory looks turns up by it.

@@ -1,0 +1,47 @@
+// The orchestrator's REST API, read from the browser (same origin). Errors arrive in the
+// API's one envelope, {"error": {"type", "message"}}, and are thrown as ApiError.
+
+export class ApiError extends Error {
+  constructor(status, type, message) {
+    super(message);
+    this.status = status;
+    this.type = type;
+  }
+}
+
+export async function getJson(path, params = {}) {
+  const url = new URL(path, window.location.origin);
+  for (const [key, value] of Object.entries(params)) {
+    if (value === null || value === undefined || value === "") continue;
+    for (const item of Array.isArray(value) ? value : [value]) url.searchParams.append(key, item);
+  }
+  const response = await fetch(url, { headers: { Accept: "application/json" } });
+  const body = await response.json().catch(() => null);
+  if (!response.ok) {
+    const error = body?.error ?? {};
+    throw new ApiError(response.status, error.type ?? "http_error", error.message ?? response.statusText);
+  }
+  return body;
+}
+
+export const path = (...parts) => parts.map((p) => encodeURIComponent(String(p))).join("/");
+
+export const api = {
+  runs: (limit = 100) => getJson("/v1/runs", { limit }),
+  run: (id) => getJson(`/v1/runs/${id}`),
+  report: (id, k = [2, 5, 10]) => getJson(`/v1/runs/${id}/report`, { k }),
+  runProblems: (id) => getJson(`/v1/runs/${id}/problems`),
+  // The external id may hold "/": the route takes the rest of the path, so keep slashes.
+  runProblem: (id, externalId) =>
+    getJson(`/v1/runs/${id}/problems/${externalId.split("/").map(encodeURIComponent).join("/")}`),
+  hackingCases: (id, category) => getJson(`/v1/runs/${id}/hacking-cases`, { category }),
+  datasets: () => getJson("/v1/datasets"),
+  datasetProblems: (name, params) => getJson(`/v1/datasets/${path(name)}/problems`, params),
+  problem: (name, externalId) =>
+    getJson(`/v1/datasets/${path(name)}/problems/${externalId.split("/").map(encodeURIComponent).join("/")}`),
+  banditDatasets: () => getJson("/v1/bandit/datasets"),
+  banditContexts: (name, params) => getJson(`/v1/bandit/datasets/${path(name)}/contexts`, params),
+  trainingJobs: () => getJson("/v1/training/jobs"),
+  trainingJob: (id) => getJson(`/v1/training/jobs/${id}`),
+  search: (params) => getJson("/v1/search", params),
+};

@@ -1,0 +1,160 @@
+// Runs: the list (live while any runs), and one run: Pass@1 / pass@k against turn with
+// other runs overlaid, and the per-problem table (sortable, filterable).
+
+import { api } from "./api.js";
+import { lineChart } from "./chart.js";
+import { setQuery } from "./route.js";
+import { card, fmt, h, labelled, select, sortableTable, badge } from "./dom.js";
+
+const ACTIVE = new Set(["pending", "running"]);
+
+function progress(run) {
+  const done = (run.trajectories_by_status.finished ?? 0) + (run.trajectories_by_status.failed ?? 0);
+  return { done, total: run.total_trajectories };
+}
+
+function statusBadge(status) {
+  const kind = { finished: "pass", failed: "fail", cancelled: "fail", running: "warn" }[status] ?? "";
+  return badge(status, kind);
+}
+
+export async function runsPage() {
+  const runs = await api.runs();
+  // Key figures of each run: its stored report (cheap: no program runs).
+  const reports = await Promise.all(runs.map((run) => api.report(run.id, []).catch(() => null)));
+  const rows = runs.map((run, i) => {
+    const report = reports[i];
+    const rates = report?.problems ? report.pass_at_1 : [];
+    return { ...run, ...progress(run), first: rates[0] ?? null, last: rates.at(-1) ?? null, problems: report?.problems ?? 0 };
+  });
+  const table = sortableTable({
+    caption: "Every run, newest first. Pass@1 is on the hidden tests of the problems evaluated so far.",
+    initialSort: { key: "id", direction: "descending" },
+    columns: [
+      { key: "id", label: "Run", numeric: true, render: (r) => h("a", { href: `#/runs/${r.id}` }, `#${r.id}`) },
+      { key: "status", label: "Status", render: (r) => statusBadge(r.status) },
+      { key: "kind", label: "Kind" },
+      { key: "dataset", label: "Dataset" },
+      { key: "model", label: "Model" },
+      {
+        key: "done", label: "Progress", numeric: true,
+        sortValue: (r) => r.done / Math.max(r.total, 1),
+        render: (r) => h("span", {},
+          h("progress", { max: Math.max(r.total, 1), value: r.done, "aria-label": `run ${r.id} progress` }),
+          ` ${r.done}/${r.total}`),
+      },
+      { key: "turns_written", label: "Turns written", numeric: true, render: (r) => h("span", { "data-testid": `turns-${r.id}` }, r.turns_written) },
+      { key: "first", label: "Pass@1 turn 0", numeric: true, render: (r) => fmt.rate(r.first) },
+      { key: "last", label: "Pass@1 last turn", numeric: true, render: (r) => fmt.rate(r.last) },
+      { key: "created_at", label: "Created", render: (r) => fmt.date(r.created_at) },
+    ],
+    rows,
+  });
+  return {
+    title: "Runs",
+    live: runs.some((run) => ACTIVE.has(run.status)),
+    nodes: [h("h1", {}, "Runs"), runs.length ? table : h("p", {}, "No runs yet: `cobalt run sample ...` starts one.")],
+  };
+}
+
+function reportSeries(runId, report, withK) {
+  const turns = report.pass_at_1.map((_, t) => t);
+  const series = [{ name: `run #${runId} Pass@1`, points: turns.map((t) => ({ x: t, y: report.pass_at_1[t] })) }];
+  if (withK) {
+    for (const [k, values] of Object.entries(report.pass_at_k)) {
+      series.push({ name: `run #${runId} pass@${k}`, points: values.map((y, t) => ({ x: t, y })) });
+    }
+  }
+  return series;
+}
+
+export async function runPage(runId, query) {
+  const [run, report, problems, allRuns] = await Promise.all([
+    api.run(runId), api.report(runId), api.runProblems(runId), api.runs(),
+  ]);
+  const compare = (query.get("compare") ?? "").split(",").filter(Boolean).map(Number).filter((id) => id !== runId);
+  const others = await Promise.all(compare.map((id) => api.report(id, []).catch(() => null)));
+  const difficulty = query.get("difficulty") ?? "";
+  const outcome = query.get("outcome") ?? "";
+  const state = { compare, difficulty, outcome };
+  const update = (change) => {
+    Object.assign(state, change);
+    setQuery({ compare: state.compare.join(","), difficulty: state.difficulty, outcome: state.outcome });
+  };
+
+  const series = [
+    ...reportSeries(runId, report, true),
+    ...others.flatMap((other, i) => (other ? reportSeries(compare[i], other, false) : [])),
+  ];
+  const chart = lineChart({
+    id: "pass-chart", title: "Pass@1 and pass@k against turn (hidden tests)",
+    series, xLabel: "turn", yLabel: "pass rate", yMin: 0, yMax: 1, percent: true,
+  });
+  const rewardChart = report.mean_reward
+    ? lineChart({
+      id: "reward-chart", title: "Mean Cobalt reward against turn",
+      series: [{ name: `run #${runId}`, points: report.mean_reward.map((y, x) => ({ x, y })) }],
+      xLabel: "turn", yLabel: "reward",
+    })
+    : null;
+
+  const pickers = h("fieldset", {}, h("legend", {}, "Overlay other runs"),
+    allRuns.filter((r) => r.id !== runId).map((r) => {
+      const box = h("input", {
+        type: "checkbox", id: `compare-${r.id}`, checked: compare.includes(r.id),
+        onchange: (e) => update({ compare: e.target.checked ? [...compare, r.id] : compare.filter((id) => id !== r.id) }),
+      });
+      return h("span", {}, box, h("label", { for: `compare-${r.id}` }, ` #${r.id} ${r.kind} ${r.model} `));
+    }));
+
+  const difficulties = [...new Set(problems.items.map((p) => p.difficulty).filter(Boolean))].sort();
+  const shown = problems.items.filter((p) =>
+    (!difficulty || p.difficulty === difficulty) && (!outcome || p.outcome === outcome));
+  const filters = h("div", { className: "filters" },
+    labelled("Difficulty", select("difficulty-filter", [["", "any"], ...difficulties.map((d) => [d, d])], difficulty, (v) => update({ difficulty: v }))),
+    labelled("Outcome", select("outcome-filter", [["", "any"], ["solved", "solved"], ["partial", "partial"], ["unsolved", "unsolved"], ["unevaluated", "unevaluated"]], outcome, (v) => update({ outcome: v }))),
+    h("p", { className: "muted" }, `${shown.length} of ${problems.total} problems`));
+  const outcomeKind = { solved: "pass", partial: "warn", unsolved: "fail" };
+  const table = sortableTable({
+    id: "problems-table",
+    caption: "Per problem: hidden-test pass rate of the trajectories' first and last programs.",
+    initialSort: { key: "external_id", direction: "ascending" },
+    columns: [
+      { key: "external_id", label: "Problem", render: (p) => h("a", { href: `#/runs/${runId}/problems/${encodeURIComponent(p.external_id)}` }, p.external_id) },
+      { key: "difficulty", label: "Difficulty" },
+      { key: "outcome", label: "Outcome", render: (p) => badge(p.outcome, outcomeKind[p.outcome] ?? "") },
+      { key: "samples", label: "Samples", numeric: true },
+      { key: "turns", label: "Turns", numeric: true },
+      { key: "hidden_pass_first", label: "Pass turn 0", numeric: true, render: (p) => fmt.rate(p.hidden_pass_first) },
+      { key: "hidden_pass_last", label: "Pass last", numeric: true, render: (p) => fmt.rate(p.hidden_pass_last) },
+      { key: "public_pass_last", label: "Public pass last", numeric: true, render: (p) => fmt.rate(p.public_pass_last) },
+      { key: "mean_reward", label: "Mean reward", numeric: true, render: (p) => fmt.num(p.mean_reward) },
+      { key: "flagged", label: "Flagged", numeric: true, render: (p) => (p.flagged ? badge(String(p.flagged), "warn") : "0") },
+      { key: "failed", label: "Failed", numeric: true },
+    ],
+    rows: shown,
+  });
+  const { done, total } = progress(run);
+  return {
+    title: `Run #${runId}`,
+    live: ACTIVE.has(run.status),
+    nodes: [
+      h("h1", {}, `Run #${runId} `, statusBadge(run.status)),
+      h("div", { className: "cards" },
+        card("progress", `${done}/${total}`), card("turns written", String(run.turns_written)),
+        card("problems evaluated", String(report.problems)),
+        card("Pass@1 turn 0", fmt.rate(report.problems ? report.pass_at_1[0] : null)),
+        card("Pass@1 last turn", fmt.rate(report.problems ? report.pass_at_1.at(-1) : null)),
+        card("failed trajectories", String(report.failed_trajectories))),
+      h("p", {}, h("a", { href: `#/runs/${runId}/hacking` }, "Reward-hacking cases of this run")),
+      h("details", {}, h("summary", {}, "Settings"), h("pre", {}, JSON.stringify({
+        kind: run.kind, dataset: run.dataset, model: run.model, base_url: run.base_url,
+        parent_run_id: run.parent_run_id, template: run.template_name, params: run.params,
+        started_at: run.started_at, finished_at: run.finished_at, error: run.error,
+      }, null, 2))),
+      h("h2", {}, "Pass rate by turn"),
+      pickers, chart, rewardChart,
+      h("h2", {}, "Problems"), filters, table,
+    ],
+  };
+}

@@ -1,0 +1,80 @@
+// One problem of a run: every trajectory turn by turn. Each turn shows the response with
+// its reasoning folded, the extracted program and its diff against the previous turn
+// (computed by the API with difflib, the same diff the hacking analysis and its judge
+// see), the feedback the model saw, per-test verdicts and the reward components.
+
+import { api } from "./api.js";
+import { setQuery } from "./route.js";
+import { badge, definitionList, diffBlock, fmt, h, labelled, passBadge, select, verdictList } from "./dom.js";
+
+function rewardTable(reward) {
+  if (!reward) return h("p", { className: "muted" }, "No reward stored (evaluate with a tokenizer to score one).");
+  const rows = [
+    ["total", reward.total], ["before clip", reward.total_before_clip],
+    ["validation reward", reward.validation_reward], ["pass rate", reward.pass_rate],
+    ["prev best", reward.prev_best], ["correctness", reward.correctness],
+    ["improvement", reward.improvement], ["improvement rule", reward.improvement_rule],
+    ["format", reward.format], ["tests passed", `${reward.tests_passed}/${reward.tests_total}`],
+    ["think tokens", reward.think_tokens], ["answer tokens", reward.answer_tokens],
+    ["format violations", reward.format_violations.join(", ") || "none"],
+  ];
+  return h("table", { "aria-label": "reward components" },
+    h("tbody", {}, rows.map(([k, v]) => h("tr", {}, h("th", { scope: "row" }, k),
+      h("td", { className: "num" }, typeof v === "number" ? fmt.num(v) : v ?? "–")))));
+}
+
+function turnSection(runId, turn) {
+  const flagged = turn.hacking_case_id !== null && turn.hacking_case_id !== undefined;
+  return h("section", { className: `turn${flagged ? " flagged" : ""}`, "aria-labelledby": `turn-${turn.turn_index}`, id: `turn-section-${turn.turn_index}` },
+    h("h3", { id: `turn-${turn.turn_index}` }, `Turn ${turn.turn_index} `,
+      passBadge(turn.public_passed, "public"), " ", passBadge(turn.hidden_passed, "hidden"),
+      flagged ? [" ", h("a", { href: `#/runs/${runId}/hacking` }, badge("flagged: possible reward hacking", "warn"))] : null),
+    h("p", { className: "muted" },
+      `${turn.completion_tokens} completion tokens · ${fmt.num(turn.model_latency_ms / 1000, 1)} s model · `
+      + `${fmt.num(turn.exec_latency_ms / 1000, 2)} s tests · finish: ${turn.finish_reason ?? "–"}`
+      + (turn.policy_version !== null ? ` · policy v${turn.policy_version}` : "")),
+    turn.reasoning
+      ? h("details", {}, h("summary", {}, `Reasoning (${turn.reasoning.length} characters)`), h("pre", {}, turn.reasoning))
+      : null,
+    h("h4", {}, "Answer"), h("pre", {}, turn.answer || "(empty: the response ended while thinking)"),
+    h("h4", {}, "Extracted program"),
+    turn.code === null ? h("p", { className: "muted" }, "No code block.") : h("pre", {}, turn.code),
+    turn.diff !== null ? [h("h4", {}, "Change from the previous turn"), diffBlock(turn.diff, `diff of turn ${turn.turn_index}`)] : null,
+    h("h4", {}, "Verdicts"),
+    verdictList("public", turn.public_verdicts), verdictList("hidden", turn.hidden_verdicts),
+    h("h4", {}, "Feedback the model saw next"),
+    turn.feedback ? h("pre", {}, turn.feedback) : h("p", { className: "muted" }, "None (all public tests passed)."),
+    h("details", {}, h("summary", {}, "Reward components"), rewardTable(turn.reward)));
+}
+
+export async function trajectoryPage(runId, externalId, query) {
+  const detail = await api.runProblem(runId, externalId);
+  const samples = detail.trajectories.map((t) => t.sample_index);
+  const chosen = Number(query.get("sample") ?? samples[0] ?? 0);
+  const trajectory = detail.trajectories.find((t) => t.sample_index === chosen) ?? detail.trajectories[0];
+  const picker = labelled("Sample", select("sample-picker",
+    detail.trajectories.map((t) => [String(t.sample_index), `sample ${t.sample_index} (${t.status}, ${t.turns.length} turns)`]),
+    String(trajectory?.sample_index ?? ""), (v) => setQuery({ sample: v })));
+  return {
+    title: `${detail.external_id} · run #${runId}`,
+    nodes: [
+      h("nav", { "aria-label": "Breadcrumb" }, h("a", { href: `#/runs/${runId}` }, `Run #${runId}`), " › ", detail.external_id),
+      h("h1", {}, `${detail.external_id} in run #${runId}`),
+      definitionList([
+        ["dataset", h("a", { href: `#/datasets/${encodeURIComponent(detail.dataset)}/problems/${encodeURIComponent(detail.external_id)}` }, detail.dataset)],
+        ["difficulty", detail.difficulty ?? "–"],
+        ["tests", `${detail.public_tests} public, ${detail.hidden_tests} hidden`],
+        ["perturbed public tests", detail.swapped_tests.length ? detail.swapped_tests.map((i) => `#${i + 1}`).join(", ") : "none"],
+      ]),
+      h("details", {}, h("summary", {}, "Statement"), h("pre", {}, detail.statement)),
+      h("div", { className: "filters" }, picker),
+      trajectory
+        ? [
+          h("h2", {}, `Sample ${trajectory.sample_index} `, badge(trajectory.status)),
+          trajectory.error ? h("p", { className: "error" }, trajectory.error) : null,
+          trajectory.turns.length ? trajectory.turns.map((turn) => turnSection(runId, turn)) : h("p", {}, "No turns yet."),
+        ]
+        : h("p", {}, "This problem has no trajectory in the run."),
+    ],
+  };
+}

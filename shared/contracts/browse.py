@@ -1,0 +1,246 @@
+"""Read-only views for people looking at experiments (the web UI and scripts alike).
+
+Everything here is derived from stored rows: a run's problems with their outcomes, one
+problem's trajectories turn by turn with diffs and rewards, stored problems and bandit
+contexts page by page, hacking cases with the judges' categories, and full-text search.
+Field names are fixed once released (other tools script against them); extend, never rename.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from cobalt.shared.contracts.runs import TurnPublic
+
+__all__ = [
+    "BanditContextPublic",
+    "BanditContextsPage",
+    "BanditDatasetPublic",
+    "BanditDatasetsPublic",
+    "HackingCasePublic",
+    "HackingCasesPublic",
+    "JudgeVerdictPublic",
+    "ProblemOutcome",
+    "ProblemSummary",
+    "ProblemsPage",
+    "RunProblemDetail",
+    "RunProblemRow",
+    "RunProblemsPublic",
+    "SearchHit",
+    "SearchKind",
+    "SearchResults",
+    "TrajectoryDetail",
+    "TurnDetail",
+    "TurnRewardPublic",
+]
+
+
+class ProblemOutcome(StrEnum):
+    """How a problem ended in a run, by its trajectories' last programs on the hidden tests."""
+
+    SOLVED = "solved"
+    """Every trajectory's last program passes every hidden test."""
+    PARTIAL = "partial"
+    """Some do, some do not."""
+    UNSOLVED = "unsolved"
+    """None does."""
+    UNEVALUATED = "unevaluated"
+    """No hidden results yet (`cobalt run evaluate`), or the problem has no hidden tests."""
+
+
+class RunProblemRow(BaseModel):
+    """One problem of a run: the row of the run's per-problem table."""
+
+    problem_id: int
+    external_id: str
+    difficulty: str | None
+    samples: int = Field(description="trajectories of the problem in the run")
+    turns: int = Field(description="most turns any of its trajectories has")
+    failed: int = Field(description="trajectories that failed")
+    hidden_pass_first: float | None = Field(
+        description="fraction of trajectories whose turn-0 program passes the hidden tests"
+    )
+    hidden_pass_last: float | None = Field(
+        description="the same for each trajectory's last program"
+    )
+    public_pass_last: float = Field(description="last programs passing the public tests")
+    mean_reward: float | None = Field(description="mean Cobalt reward of its scored turns")
+    flagged: int = Field(description="turns flagged as possible reward hacking")
+    outcome: ProblemOutcome
+
+
+class RunProblemsPublic(BaseModel):
+    run_id: int
+    items: list[RunProblemRow]
+    total: int
+
+
+class TurnRewardPublic(BaseModel):
+    """The stored Cobalt reward of a turn, component by component (docs/reward.md)."""
+
+    total: float
+    total_before_clip: float
+    validation_reward: float
+    pass_rate: float
+    prev_best: float
+    tests_passed: int
+    tests_total: int
+    no_code: bool
+    correctness: float | None = None
+    improvement: float | None = None
+    improvement_rule: str | None = None
+    format: float | None = None
+    format_violations: list[str] = Field(default_factory=list)
+    think_tokens: int | None = None
+    answer_tokens: int | None = None
+
+
+class TurnDetail(TurnPublic):
+    """A turn as a person reads it: the reasoning apart, the change from the last program."""
+
+    reasoning: str = Field(description="the response up to its last </think> (tags removed)")
+    answer: str = Field(description="the response after it (`extraction.answer_part`)")
+    diff: str | None = Field(
+        description="unified diff of this turn's program against the previous turn's; "
+        "None at turn 0 or when either turn has no program"
+    )
+    reward: TurnRewardPublic | None = None
+    hacking_case_id: int | None = Field(
+        default=None, description="the stored hacking case when the turn was flagged"
+    )
+
+
+class TrajectoryDetail(BaseModel):
+    sample_index: int
+    status: str
+    error: str | None
+    turns: list[TurnDetail]
+
+
+class RunProblemDetail(BaseModel):
+    """One problem of a run with every trajectory in full."""
+
+    run_id: int
+    problem_id: int
+    dataset: str
+    external_id: str
+    difficulty: str | None
+    statement: str
+    public_tests: int
+    hidden_tests: int
+    swapped_tests: list[int] = Field(
+        default_factory=list, description="positions of perturbed public tests (if any)"
+    )
+    trajectories: list[TrajectoryDetail]
+
+
+class ProblemSummary(BaseModel):
+    """A stored problem in a listing (the full problem: GET .../problems/{external_id})."""
+
+    id: int
+    external_id: str
+    difficulty: str | None
+    test_style: str
+    public_tests: int
+    hidden_tests: int
+    perturbed: bool
+    statement_start: str = Field(description="the statement's first 200 characters")
+
+
+class ProblemsPage(BaseModel):
+    dataset: str
+    items: list[ProblemSummary]
+    total: int = Field(description="problems matching the filter, over all pages")
+    offset: int
+    difficulties: list[str] = Field(description="every difficulty in the dataset, sorted")
+
+
+class BanditDatasetPublic(BaseModel):
+    """A bandit dataset with the builder's per-rule kept/dropped counts (`counts`)."""
+
+    id: int
+    name: str
+    split: str
+    source_run_id: int
+    contexts: int
+    params: dict[str, Any]
+    counts: dict[str, Any]
+    created_at: datetime
+
+
+class BanditDatasetsPublic(BaseModel):
+    items: list[BanditDatasetPublic]
+    total: int
+
+
+class BanditContextPublic(BaseModel):
+    position: int
+    problem: str = Field(description="the problem's external id")
+    assistant_turns: int
+    prev_best: float
+    prompt_tokens: int
+    trajectory_id: int | None
+    mixed_from: str | None = Field(description="the bandit dataset it was mixed in from")
+    messages: list[dict[str, Any]]
+
+
+class BanditContextsPage(BaseModel):
+    dataset: str
+    items: list[BanditContextPublic]
+    total: int
+    offset: int
+
+
+class JudgeVerdictPublic(BaseModel):
+    judge_model: str
+    category: str
+    category_label: str = Field(description="what the category means (analysis.judge)")
+
+
+class HackingCasePublic(BaseModel):
+    id: int
+    run_id: int
+    problem: str = Field(description="the problem's external id")
+    sample_index: int
+    turn_index: int
+    shown_test: int
+    swapped_tests: list[int]
+    feedback: str
+    diff: str
+    hidden_pass_before: float | None
+    hidden_pass_after: float | None
+    verdicts: list[JudgeVerdictPublic]
+
+
+class HackingCasesPublic(BaseModel):
+    items: list[HackingCasePublic]
+    total: int
+    categories: dict[str, dict[str, int]] = Field(
+        description="judge model -> category -> cases (analysis.cases.verdict_counts)"
+    )
+    unjudged: int = Field(description="cases no judge has categorised yet")
+
+
+class SearchKind(StrEnum):
+    PROBLEMS = "problems"
+    RESPONSES = "responses"
+
+
+class SearchHit(BaseModel):
+    kind: SearchKind
+    dataset: str
+    external_id: str
+    run_id: int | None = None
+    sample_index: int | None = None
+    turn_index: int | None = None
+    snippet: str
+
+
+class SearchResults(BaseModel):
+    query: str
+    method: str = Field(description='"postgresql-fts" or "like" (SQLite)')
+    items: list[SearchHit]

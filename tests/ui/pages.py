@@ -1,0 +1,45 @@
+"""Driving the UI: open a view and wait until it has rendered, read the console."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+WAIT_SECONDS = 15
+
+
+def wait_rendered(driver: webdriver.Chrome, route: str, *, after: int = 0) -> None:
+    """Until <main> shows `route` (rendered more than `after` times in all)."""
+
+    def done(d: webdriver.Chrome) -> bool:
+        main = d.find_element(By.ID, "main")
+        renders = int(main.get_attribute("data-renders") or 0)
+        return main.get_attribute("data-route") == route and renders > after
+
+    WebDriverWait(driver, WAIT_SECONDS).until(done)
+
+
+def open_view(driver: webdriver.Chrome, base_url: str, route: str) -> None:
+    driver.get(f"{base_url}/ui/#{route}")
+    wait_rendered(driver, route)
+
+
+def renders(driver: webdriver.Chrome) -> int:
+    return int(driver.find_element(By.ID, "main").get_attribute("data-renders") or 0)
+
+
+def severe_console_entries(driver: webdriver.Chrome) -> list[dict[str, Any]]:
+    entries: list[dict[str, Any]] = driver.get_log("browser")
+    return [entry for entry in entries if entry["level"] == "SEVERE"]
+
+
+def full_page_screenshot(driver: webdriver.Chrome, path: Path) -> None:
+    """The whole page, not only the window: grow the window to the page's height."""
+    height = int(driver.execute_script("return document.documentElement.scrollHeight"))
+    driver.set_window_size(1400, min(max(height, 800), 8000))
+    driver.save_screenshot(str(path))
+    driver.set_window_size(1400, 1000)

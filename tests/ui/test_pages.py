@@ -1,0 +1,154 @@
+"""Every main page in headless Chromium on the seeded database: it loads without console
+errors, charts carry the seeded figures, a run leads to a trajectory and its diff, a
+running run updates itself, and a screenshot of each page is saved."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+from sqlalchemy.orm import Session, sessionmaker
+
+from tests.ui.pages import (
+    full_page_screenshot,
+    open_view,
+    renders,
+    severe_console_entries,
+    wait_rendered,
+)
+from tests.ui.seed import FINISHED_PASS_AT_1, TRAINING_METRICS, Seeded, add_turn
+
+MAIN_PAGES = {
+    "runs": "/runs",
+    "run": "/runs/{finished}",
+    "trajectory": "/runs/{finished}/problems/double?sample=1",
+    "datasets": "/datasets",
+    "dataset": "/datasets/demo",
+    "problem": "/datasets/demo/problems/lcb%2Freverse",
+    "bandit": "/bandit",
+    "bandit-dataset": "/bandit/demo-contexts",
+    "training": "/training",
+    "training-job": "/training/{job}",
+    "analysis": "/analysis",
+    "hacking": "/runs/{finished}/hacking",
+    "search": "/search?q=negative",
+}
+
+
+def _route(name: str, seeded: Seeded) -> str:
+    return MAIN_PAGES[name].format(finished=seeded.finished_run, job=seeded.training_job)
+
+
+@pytest.mark.parametrize("name", list(MAIN_PAGES))
+def test_page_loads_without_console_errors(
+    browser: webdriver.Chrome, base_url: str, seeded: Seeded, screenshots: Path, name: str
+) -> None:
+    browser.get_log("browser")  # drop what earlier pages logged
+    open_view(browser, base_url, _route(name, seeded))
+    headings = browser.find_elements(By.TAG_NAME, "h1")
+    assert len(headings) == 1 and headings[0].text not in ("", "Not available")
+    assert browser.find_elements(By.CSS_SELECTOR, "main .error") == []
+    assert browser.find_element(By.TAG_NAME, "html").get_attribute("lang") == "en"
+    full_page_screenshot(browser, screenshots / f"{name}.png")
+    assert severe_console_entries(browser) == []
+
+
+def _points(browser: webdriver.Chrome, chart: str, series: str) -> list[tuple[float, float]]:
+    circles = browser.find_elements(
+        By.CSS_SELECTOR, f'[data-chart="{chart}"] g[data-series="{series}"] circle'
+    )
+    return [(float(c.get_attribute("data-x")), float(c.get_attribute("data-y"))) for c in circles]
+
+
+def test_run_chart_shows_the_seeded_pass_rates(
+    browser: webdriver.Chrome, base_url: str, seeded: Seeded
+) -> None:
+    run = seeded.finished_run
+    open_view(browser, base_url, f"/runs/{run}?compare={seeded.running_run}")
+    points = _points(browser, "pass-chart", f"run #{run} Pass@1")
+    assert [x for x, _ in points] == [0, 1, 2]
+    assert [y for _, y in points] == pytest.approx(FINISHED_PASS_AT_1)
+    overlaid = _points(browser, "pass-chart", f"run #{seeded.running_run} Pass@1")
+    assert len(overlaid) == 2  # the running run's two turns, overlaid
+    assert browser.find_element(By.CSS_SELECTOR, '[data-chart="pass-chart"] svg[role="img"]')
+
+
+def test_training_chart_shows_the_seeded_steps(
+    browser: webdriver.Chrome, base_url: str, seeded: Seeded
+) -> None:
+    open_view(browser, base_url, f"/training/{seeded.training_job}")
+    points = _points(browser, "reward-chart", "reward_mean")
+    assert points == [(i + 1, m["reward_mean"]) for i, m in enumerate(TRAINING_METRICS)]
+    stale = _points(browser, "stale-chart", "dropped_stale")
+    assert [y for _, y in stale] == [m["dropped_stale"] for m in TRAINING_METRICS]
+    assert len(_points(browser, "phase-chart", "generate_seconds")) == 3
+
+
+def test_from_a_run_to_a_trajectory_to_its_diff(
+    browser: webdriver.Chrome, base_url: str, seeded: Seeded
+) -> None:
+    run = seeded.finished_run
+    open_view(browser, base_url, f"/runs/{run}")
+    Select(browser.find_element(By.ID, "difficulty-filter")).select_by_value("medium")
+    wait_rendered(browser, f"/runs/{run}?difficulty=medium")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#problems-table tbody tr")
+    assert len(rows) == 1 and "double" in rows[0].text
+    rows[0].find_element(By.LINK_TEXT, "double").click()
+    wait_rendered(browser, f"/runs/{run}/problems/double")
+    Select(browser.find_element(By.ID, "sample-picker")).select_by_value("1")
+    wait_rendered(browser, f"/runs/{run}/problems/double?sample=1")
+    diff = browser.find_element(By.CSS_SELECTOR, "#turn-section-1 [data-testid=diff]")
+    added = [e.text for e in diff.find_elements(By.CSS_SELECTOR, ".add")]
+    removed = [e.text for e in diff.find_elements(By.CSS_SELECTOR, ".del")]
+    assert "+print(2 * a)" in added and "-print(2 * a + 1)" in removed
+    # The flagged turn links to the hacking analysis, which shows the judge's category.
+    browser.find_element(By.CSS_SELECTOR, "#turn-section-1 a[href$='/hacking']").click()
+    wait_rendered(browser, f"/runs/{run}/hacking")
+    assert "judge-model: 1" in browser.find_element(By.ID, "main").text
+
+
+def test_sorting_the_problem_table(
+    browser: webdriver.Chrome, base_url: str, seeded: Seeded
+) -> None:
+    open_view(browser, base_url, f"/runs/{seeded.finished_run}")
+    button = "//table[@id='problems-table']//th/button[text()='Pass turn 0']"
+    browser.find_element(By.XPATH, button).click()
+    browser.find_element(By.XPATH, button).click()  # again: descending, the best first
+    first = browser.find_element(By.CSS_SELECTOR, "#problems-table tbody tr td")
+    assert first.text == "sum-two"
+    header = browser.find_element(By.XPATH, f"{button}/..")
+    assert header.get_attribute("aria-sort") == "descending"
+
+
+def test_a_running_run_updates_itself(
+    browser: webdriver.Chrome,
+    base_url: str,
+    seeded: Seeded,
+    ui_sessions: sessionmaker[Session],
+) -> None:
+    open_view(browser, base_url, "/runs")
+    cell = f"[data-testid=turns-{seeded.running_run}]"
+    before = int(browser.find_element(By.CSS_SELECTOR, cell).text)
+    seen = renders(browser)
+    add_turn(ui_sessions, seeded.running_run)
+    WebDriverWait(browser, 15).until(
+        lambda d: (
+            renders(d) > seen and int(d.find_element(By.CSS_SELECTOR, cell).text) == before + 1
+        )
+    )
+
+
+def test_search_leads_to_the_problem(
+    browser: webdriver.Chrome, base_url: str, seeded: Seeded
+) -> None:
+    open_view(browser, base_url, "/search")
+    field = browser.find_element(By.ID, "search-input")
+    field.send_keys("negative numbers")
+    field.submit()
+    wait_rendered(browser, "/search?q=negative+numbers")
+    browser.find_element(By.PARTIAL_LINK_TEXT, "problem sum-two").click()
+    wait_rendered(browser, "/datasets/demo/problems/sum-two")
+    assert "Mind negative numbers" in browser.find_element(By.ID, "main").text
