@@ -27,7 +27,7 @@ if [ -d "$WHEELS" ]; then FIND_LINKS=(--find-links "$WHEELS"); fi
 # Our code, without the core environment's pins; only what cobalt.trainer and
 # cobalt.shared import (versions as in pyproject.toml's dependencies).
 "${PIP[@]}" "${FIND_LINKS[@]}" "$TORCH" pydantic==2.14.3 pydantic-settings==2.16.3 \
-  typer==0.29.2 rich==15.0.0 httpx==0.28.1 prometheus-client==0.26.0
+  typer==0.29.2 rich==15.0.0 httpx==0.28.1 prometheus-client==0.26.0 redis==8.1.0
 # cobalt itself declares the core environment's pins, which this environment deliberately
 # lacks; every other package's requirements must hold (a re-run finds cobalt installed).
 if ! problems=$("$VENV/bin/pip" check 2>&1); then

@@ -51,6 +51,7 @@ from cobalt.shared.contracts.training import (
     TrainingJobPublic,
 )
 from cobalt.shared.errors import Conflict, UpstreamError
+from cobalt.trainer.arrivals import GroupArrivals, group_arrivals
 from cobalt.trainer.checkpoint import (
     Checkpoint,
     latest_checkpoint,
@@ -135,6 +136,8 @@ class TrainerRun:
     inference: InferenceControlClient | None
     on_step: Callable[[int, int, dict[str, float]], None] | None = None
     """Called after each reported step with (step, policy version, metrics)."""
+    arrivals: GroupArrivals | None = None
+    """How rank 0 waits for rollouts (default: from the settings, see arrivals.py)."""
 
     def run(
         self, *, resume: bool = True, max_steps: int | None = None, until_step: int | None = None
@@ -263,6 +266,10 @@ class TrainerRun:
         whose worker died is then done by another (groups already written are kept, so
         this costs at most the repeated work of jobs still running).
         """
+        if self.arrivals is None:
+            self.arrivals = group_arrivals(
+                self.settings.redis_url, self.job_id, self.settings.poll_interval_s
+            )
         deadline = time.monotonic() + self.settings.step_timeout_s
         retry_at = time.monotonic() + self.settings.round_retry_s
         while True:
@@ -288,7 +295,7 @@ class TrainerRun:
                     f"step {step} of job {self.job_id} got no rollouts in "
                     f"{self.settings.step_timeout_s:.0f} s ({job.groups}); are workers running?"
                 )
-            time.sleep(self.settings.poll_interval_s)
+            self.arrivals.wait()
 
 
 def _pad_id(config: Any) -> int:

@@ -45,7 +45,11 @@ class TrainerSettings(CobaltSettings):
     device: str = "cpu"
     """torch device of the policy and reference ("cuda" on a GPU node)."""
     poll_interval_s: float = Field(default=0.5, gt=0)
-    """Seconds between asks for a step whose rollouts are not finished."""
+    """Seconds between asks for a step whose rollouts are not finished (without Redis)."""
+    redis_url: str | None = None
+    """The Redis the rollout workers push new group ids to (the orchestrator's
+    COBALT_REDIS_URL). Set: the trainer pops them and asks for its step as soon as a group
+    lands, and otherwise every 10 polling intervals; unset: it asks every interval."""
     step_timeout_s: float = Field(default=6 * 3600.0, gt=0)
     """Longest wait for one step's rollouts before the trainer gives up with an error."""
     round_retry_s: float = Field(default=1800.0, gt=0)

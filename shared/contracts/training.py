@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
+    "GROUP_LIST_MAX",
     "RoundStarted",
     "StepBatch",
     "StepClaim",
@@ -27,7 +28,18 @@ __all__ = [
     "TrainingJobsPublic",
     "TrainingMode",
     "TrainingSamplePublic",
+    "group_list_key",
 ]
+
+GROUP_LIST_MAX = 100_000
+"""Newest group ids a job's Redis list keeps: nothing unbounded builds up when no trainer
+pops them (the ledger, not the list, is what steps are claimed from)."""
+
+
+def group_list_key(job_id: int) -> str:
+    """The Redis list rollout workers push a job's new group ids on, and its trainer pops
+    to wake up and claim (cobalt.trainer.arrivals)."""
+    return f"cobalt:training:{job_id}:groups"
 
 
 class TrainerHyperparameters(BaseModel):

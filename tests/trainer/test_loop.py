@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 import random
 import re
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -23,6 +26,7 @@ from cobalt.shared.contracts.training import (
     TrainingJobPublic,
     TrainingSamplePublic,
 )
+from cobalt.trainer.arrivals import RedisArrivals
 from cobalt.trainer.checkpoint import latest_checkpoint
 from cobalt.trainer.loop import JobStopped, TrainerRun
 from cobalt.trainer.settings import TrainerSettings
@@ -110,10 +114,10 @@ def model_dir(tiny_model: Qwen2ForCausalLM, tmp_path: Path) -> Path:
     return directory
 
 
-def trainer(fake: FakeOrchestrator, checkpoints: Path, **settings: float) -> TrainerRun:
+def trainer(fake: FakeOrchestrator, checkpoints: Path, **settings: Any) -> TrainerRun:
     client = TrainingClient("http://orchestrator", transport=httpx.MockTransport(fake.handler))
     options = TrainerSettings(
-        checkpoint_dir=checkpoints, inference_url=None, poll_interval_s=0.01, **settings
+        checkpoint_dir=checkpoints, inference_url=None, **{"poll_interval_s": 0.01, **settings}
     )
     return TrainerRun(options, JOB, client, inference=None)
 
@@ -206,6 +210,51 @@ def test_a_lost_round_is_started_again_after_the_retry_interval(
     )
     assert run.run(max_steps=1) == 1
     assert lost and fake.rounds == [1] and [r.step for r in fake.reports] == [1]
+
+
+REDIS_URL = "redis://127.0.0.1:6379/13"  # the test database of tests/conftest.py
+
+
+def test_a_group_id_on_redis_wakes_the_waiting_trainer(model_dir: Path, tmp_path: Path) -> None:
+    """The rollouts land while the trainer waits; with the polling interval at 2 s (one
+    Redis wait: 20 s) and the step's timeout at 8 s, only the pushed id can wake it."""
+    from redis import Redis
+
+    from cobalt.shared.contracts.training import group_list_key
+
+    redis = Redis.from_url(REDIS_URL)
+    redis.delete(group_list_key(JOB))
+    fake = FakeOrchestrator(model_dir)
+    original = fake.handler
+    asked: list[str] = []
+
+    def groups_land_later(request: httpx.Request) -> httpx.Response:
+        if "/rounds/" in request.url.path:  # the round is queued; its groups land later
+
+            def land() -> None:
+                time.sleep(0.3)
+                fake.rounds.append(1)
+                redis.rpush(group_list_key(JOB), 11, 12)  # what a worker does per group
+
+            threading.Thread(target=land).start()
+            return httpx.Response(202, json={"round": 1, "contexts": [1, 2], "queued": True})
+        if request.url.path.endswith("/claim"):
+            asked.append(request.url.path)
+        return original(request)
+
+    run = trainer(
+        fake, tmp_path / "ckpt", poll_interval_s=2.0, step_timeout_s=8.0, redis_url=REDIS_URL
+    )
+    run.orchestrator = TrainingClient(
+        "http://orchestrator", transport=httpx.MockTransport(groups_land_later)
+    )
+    assert run.run(max_steps=1) == 1
+    assert [r.step for r in fake.reports] == [1]
+    assert len(asked) == 2  # once before the groups landed, once when woken
+    assert isinstance(run.arrivals, RedisArrivals) and run.arrivals.popped == 2
+    assert redis.llen(group_list_key(JOB)) == 0
+    run.arrivals.close()
+    redis.close()
 
 
 def test_step_metrics_reach_prometheus() -> None:

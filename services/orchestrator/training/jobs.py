@@ -36,18 +36,13 @@ from cobalt.orchestrator.training.rollout import GroupContext, ScoredGroup, roll
 from cobalt.orchestrator.training.service import JobParams, context_ids_for_round
 from cobalt.shared.clients import ModelEndpoint
 from cobalt.shared.contracts import ProblemRow
-from cobalt.shared.contracts.training import TrainingMode
+from cobalt.shared.contracts.training import GROUP_LIST_MAX, TrainingMode, group_list_key
 from cobalt.shared.errors import InvalidInput, NotFound
 from cobalt.shared.reward import TokenizerCounter
 
-__all__ = ["feedback_template", "group_list_key", "rq_job_id", "run_group_job", "schedule_round"]
+__all__ = ["feedback_template", "rq_job_id", "run_group_job", "schedule_round"]
 
 logger = logging.getLogger(__name__)
-
-
-def group_list_key(job_id: int) -> str:
-    """The Redis list a job's new group ids are pushed on (the trainer's wake-up)."""
-    return f"cobalt:training:{job_id}:groups"
 
 
 def rq_job_id(job_id: int, round: int, context_id: int) -> str:
@@ -177,8 +172,11 @@ def run_group_job(
     if group_id is not None and settings.redis_url:
         from redis import Redis
 
-        with Redis.from_url(settings.redis_url) as redis:
-            redis.rpush(group_list_key(job_id), group_id)
+        key = group_list_key(job_id)
+        with Redis.from_url(settings.redis_url) as redis, redis.pipeline() as pipe:
+            pipe.rpush(key, group_id)
+            pipe.ltrim(key, -GROUP_LIST_MAX, -1)
+            pipe.execute()
     logger.info(
         "training job %d round %d context %d: group %s at policy version %d",
         job_id, round, context_id, group_id, version,

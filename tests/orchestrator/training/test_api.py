@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.api.app import create_app
 from cobalt.orchestrator.settings import OrchestratorSettings
-from cobalt.orchestrator.training.jobs import group_list_key
+from cobalt.shared.contracts.training import group_list_key
 from tests.conftest import serve_asgi
 from tests.fakes.openai_server import FakeOpenAI
 from tests.orchestrator.test_runs import REDIS_URL, worker
