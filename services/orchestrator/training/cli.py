@@ -57,7 +57,11 @@ def start(
     ],
     name: Annotated[str | None, typer.Option(help="Job name (default: CONTEXTS-<time>).")] = None,
     mode: Annotated[
-        TrainingMode, typer.Option(help="cobalt: every context; single-turn: turn-0 only.")
+        TrainingMode,
+        typer.Option(
+            help="cobalt: every context; single-turn: turn-0 only; multi-turn: online "
+            "episodes from the turn-0 contexts, rewarded by their last turn."
+        ),
     ] = TrainingMode.COBALT,
     base_url: Annotated[
         str | None,
@@ -82,6 +86,20 @@ def start(
     temperature: Annotated[float | None, typer.Option(help="Sampling temperature [0.6].")] = None,
     top_p: Annotated[float | None, typer.Option(help="Sampling top_p [0.95].")] = None,
     seed: Annotated[int | None, typer.Option(help="Sampling seed.")] = None,
+    turns: Annotated[
+        int | None, typer.Option(help="multi-turn: turns per episode, turn 0 included [3].")
+    ] = None,
+    stop_on_pass: Annotated[
+        bool | None,
+        typer.Option(
+            "--stop-on-pass/--no-stop-on-pass",
+            help="multi-turn: end an episode once its program passes every public test [on].",
+        ),
+    ] = None,
+    template: Annotated[
+        str | None,
+        typer.Option(help="multi-turn: feedback template [the contexts' source run's]."),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Create a pending training job (defaults: the paper's settings)."""
@@ -100,6 +118,9 @@ def start(
         "temperature": temperature,
         "top_p": top_p,
         "seed": seed,
+        "turns": turns,
+        "stop_on_pass": stop_on_pass,
+        "template": template,
         "trainer": {k: v for k, v in trainer.items() if v is not None},
     }
     request = TrainingJobCreate(

@@ -49,3 +49,21 @@ def test_mistakes_exit_2_with_a_message(
     assert odd.returncode == 2 and "updates_per_step" in odd.stderr
     missing = cobalt(cli_env, "train", "show", "41")
     assert missing.returncode == 2 and "41" in missing.stderr
+    misplaced = cobalt(cli_env, *base, "--contexts", "ctx", "--turns", "4")
+    assert misplaced.returncode == 2 and "turns: multi-turn settings" in misplaced.stderr
+
+
+def test_a_multi_turn_job_keeps_its_episode_settings(
+    cli_env: dict[str, str], sessions: sessionmaker[Session], policy_dir: Path
+) -> None:
+    bandit_dataset(sessions)
+    started = json_out(
+        cobalt(
+            cli_env, "train", "start", "--contexts", "ctx", "--model", str(policy_dir),
+            "--mode", "multi-turn", "--contexts-per-step", "1", "--updates-per-step", "1",
+            "--turns", "4", "--no-stop-on-pass", "--template", "default", "--json",
+        )
+    )  # fmt: skip
+    assert started["mode"] == "multi-turn"
+    params = started["params"]
+    assert (params["turns"], params["stop_on_pass"], params["template"]) == (4, False, "default")

@@ -92,3 +92,68 @@ def test_one_step_trains_on_vllm_samples_and_vllm_serves_the_result(
             json={"path": str(tiny_server.model_dir), "version": tiny_server.version() + 1},
         )
     assert restored.status_code == 200, restored.text
+
+
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
+def test_a_multi_turn_step_trains_every_turn_that_vllm_sampled(
+    tiny_server: Server,
+    store_url: str,
+    executor_url: str,
+    sessions: sessionmaker[Session],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Episodes of 2 turns (no stop on pass): turn 1's prompt is vLLM's rendering of the
+    conversation with turn 0's answer and its feedback, and the trainer trains on both."""
+    bandit_dataset(sessions)
+    monkeypatch.setenv("COBALT_EXECUTOR_URL", executor_url)
+    settings = OrchestratorSettings(database_url=store_url, redis_url=None)
+    before = tiny_server.version()
+    with serve_asgi(create_app(settings)) as url, httpx.Client(base_url=url, timeout=60) as api:
+        job = api.post(
+            "/v1/training/jobs",
+            json={
+                "name": "episodes", "contexts": "ctx", "model": str(tiny_server.model_dir),
+                "mode": "multi-turn",
+                "params": {"base_url": tiny_server.v1, "served_model": SERVED_NAME,
+                           "temperature": 1.0, "turns": 2, "stop_on_pass": False,
+                           "template": "default",
+                           "trainer": {"n_samples": 2, "contexts_per_step": 1,
+                                       "updates_per_step": 1, "max_response_tokens": 16,
+                                       "lr": 1e-3}},
+            },
+        ).json()  # fmt: skip
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("COBALT_")},
+            "COBALT_TRAINER_ORCHESTRATOR_URL": url,
+            "COBALT_TRAINER_INFERENCE_URL": tiny_server.url,
+            "COBALT_TRAINER_INFERENCE_TOKEN": CONTROL_TOKEN,
+            "COBALT_TRAINER_CHECKPOINT_DIR": str(tmp_path / "checkpoints"),
+        }
+        done = subprocess.run(
+            [str(TRAINER_PYTHON), "-m", "cobalt.trainer", "serve", "--job", str(job["id"]),
+             "--steps", "1"],
+            env=env, capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        shown = api.get(f"/v1/training/jobs/{job['id']}").json()
+
+    assert shown["step"] == 1 and shown["policy_version"] == before + 1
+    metrics = shown["steps"][0]["metrics"]
+    assert (metrics["samples"], metrics["episodes"], metrics["turns_per_episode"]) == (4, 2, 2)
+    with sessions() as session:
+        rows = {(s.sample_index, s.turn): s for s in session.query(TrainingSample).all()}
+    assert sorted(rows) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    for episode in (0, 1):
+        first, second = rows[episode, 0], rows[episode, 1]
+        assert first.total == second.total  # the episode's reward on both turns
+        # Turn 1's prompt holds the problem, turn 0's answer and the feedback.
+        assert len(second.prompt_token_ids) > len(first.prompt_token_ids)
+        assert 0 < len(second.response_token_ids) == len(second.response_logprobs) <= 16
+
+    with tiny_server.control() as control:  # the next tests get the session's weights back
+        restored = control.post(
+            "/v1/policy/weights",
+            json={"path": str(tiny_server.model_dir), "version": tiny_server.version() + 1},
+        )
+    assert restored.status_code == 200, restored.text
