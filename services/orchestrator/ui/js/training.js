@@ -10,7 +10,8 @@ const CHARTS = [
   ["reward-chart", "Reward and pass rate", "value", ["reward_mean", "pass_rate", "solved_fraction"]],
   ["kl-chart", "KL divergence", "KL", ["ppo_kl", "kl_ref"]],
   ["clip-chart", "Clip fraction", "fraction", ["pg_clipfrac", "pg_clipfrac_lower"]],
-  ["phase-chart", "Phase times", "seconds", ["generate_seconds", "execute_seconds", "score_seconds", "train_seconds"]],
+  ["phase-chart", "Phase times", "seconds",
+    ["generate_seconds", "execute_seconds", "score_seconds", "wait_seconds", "train_seconds", "checkpoint_seconds", "sync_seconds"]],
   ["stale-chart", "Policy version and dropped stale groups", "count", ["policy_version", "dropped_stale", "max_policy_lag"]],
 ];
 
