@@ -30,6 +30,35 @@ pytestmark = pytest.mark.slow
 TRAINER_PYTHON = Path(__file__).resolve().parents[3] / ".venv-trainer" / "bin" / "python"
 
 
+def train_one_step(
+    tiny_server: Server, orchestrator_url: str, job_id: int, checkpoints: Path
+) -> None:
+    """`cobalt trainer serve --steps 1` in .venv-trainer, as a user starts it."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("COBALT_")},
+        "COBALT_TRAINER_ORCHESTRATOR_URL": orchestrator_url,
+        "COBALT_TRAINER_INFERENCE_URL": tiny_server.url,
+        "COBALT_TRAINER_INFERENCE_TOKEN": CONTROL_TOKEN,
+        "COBALT_TRAINER_CHECKPOINT_DIR": str(checkpoints),
+    }
+    done = subprocess.run(
+        [str(TRAINER_PYTHON), "-m", "cobalt.trainer", "serve", "--job", str(job_id),
+         "--steps", "1"],
+        env=env, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def restore_session_weights(tiny_server: Server) -> None:
+    """Serve the session's starting weights again, for the tests that come next."""
+    with tiny_server.control() as control:
+        restored = control.post(
+            "/v1/policy/weights",
+            json={"path": str(tiny_server.model_dir), "version": tiny_server.version() + 1},
+        )
+    assert restored.status_code == 200, restored.text
+
+
 @pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
 def test_one_step_trains_on_vllm_samples_and_vllm_serves_the_result(
     tiny_server: Server,
@@ -55,19 +84,7 @@ def test_one_step_trains_on_vllm_samples_and_vllm_serves_the_result(
                            "contexts_per_step": 2, "max_response_tokens": 16, "lr": 1e-3}},
             },
         ).json()  # fmt: skip
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("COBALT_")},
-            "COBALT_TRAINER_ORCHESTRATOR_URL": url,
-            "COBALT_TRAINER_INFERENCE_URL": tiny_server.url,
-            "COBALT_TRAINER_INFERENCE_TOKEN": CONTROL_TOKEN,
-            "COBALT_TRAINER_CHECKPOINT_DIR": str(tmp_path / "checkpoints"),
-        }
-        done = subprocess.run(
-            [str(TRAINER_PYTHON), "-m", "cobalt.trainer", "serve", "--job", str(job["id"]),
-             "--steps", "1"],
-            env=env, capture_output=True, text=True, timeout=600, check=False,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr[-3000:]
+        train_one_step(tiny_server, url, job["id"], tmp_path / "checkpoints")
         shown = api.get(f"/v1/training/jobs/{job['id']}").json()
 
     assert shown["step"] == 1 and shown["policy_version"] == before + 1
@@ -86,12 +103,7 @@ def test_one_step_trains_on_vllm_samples_and_vllm_serves_the_result(
     # The comparison can fail: the step really changed the weights (lr 1e-3).
     assert served != pytest.approx(hf_top_logprobs(tiny_server.model_dir), abs=1e-6)
 
-    with tiny_server.control() as control:  # the next tests get the session's weights back
-        restored = control.post(
-            "/v1/policy/weights",
-            json={"path": str(tiny_server.model_dir), "version": tiny_server.version() + 1},
-        )
-    assert restored.status_code == 200, restored.text
+    restore_session_weights(tiny_server)
 
 
 @pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
@@ -123,19 +135,7 @@ def test_a_multi_turn_step_trains_every_turn_that_vllm_sampled(
                                        "lr": 1e-3}},
             },
         ).json()  # fmt: skip
-        env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith("COBALT_")},
-            "COBALT_TRAINER_ORCHESTRATOR_URL": url,
-            "COBALT_TRAINER_INFERENCE_URL": tiny_server.url,
-            "COBALT_TRAINER_INFERENCE_TOKEN": CONTROL_TOKEN,
-            "COBALT_TRAINER_CHECKPOINT_DIR": str(tmp_path / "checkpoints"),
-        }
-        done = subprocess.run(
-            [str(TRAINER_PYTHON), "-m", "cobalt.trainer", "serve", "--job", str(job["id"]),
-             "--steps", "1"],
-            env=env, capture_output=True, text=True, timeout=600, check=False,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr[-3000:]
+        train_one_step(tiny_server, url, job["id"], tmp_path / "checkpoints")
         shown = api.get(f"/v1/training/jobs/{job['id']}").json()
 
     assert shown["step"] == 1 and shown["policy_version"] == before + 1
@@ -151,9 +151,4 @@ def test_a_multi_turn_step_trains_every_turn_that_vllm_sampled(
         assert len(second.prompt_token_ids) > len(first.prompt_token_ids)
         assert 0 < len(second.response_token_ids) == len(second.response_logprobs) <= 16
 
-    with tiny_server.control() as control:  # the next tests get the session's weights back
-        restored = control.post(
-            "/v1/policy/weights",
-            json={"path": str(tiny_server.model_dir), "version": tiny_server.version() + 1},
-        )
-    assert restored.status_code == 200, restored.text
+    restore_session_weights(tiny_server)
