@@ -2,6 +2,7 @@
 #   make setup   create .venv (core: executor, orchestrator, CLI), .venv-inference (vLLM),
 #                .venv-trainer (torch + verl) and install system packages
 #   make test    lint + type-check + the whole test suite (starts PostgreSQL/Redis if needed)
+#   make demo    set-up, then the whole Cobalt loop on embedded defaults and an HTML report
 
 PYTHON ?= $(shell scripts/find-python.sh)
 VENV   := .venv
@@ -10,7 +11,7 @@ STAMP  := $(VENV)/.installed
 INFERENCE_STAMP := .venv-inference/.installed
 TRAINER_STAMP := .venv-trainer/.installed
 
-.PHONY: setup test lint typecheck pytest services bench bench-trainer clean
+.PHONY: setup test lint typecheck pytest services bench bench-trainer clean demo
 
 setup: $(STAMP) $(INFERENCE_STAMP) $(TRAINER_STAMP)
 
@@ -45,6 +46,12 @@ pytest: setup services
 	.venv-trainer/bin/pytest --confcutdir=tests/trainer tests/trainer
 
 test: lint typecheck pytest
+
+# The whole Cobalt loop on this machine (docs: README "Two commands"); sizes pass through,
+# e.g. `make demo PROBLEMS=4 SAMPLES=2 STEPS=1`, any other option in DEMO_ARGS.
+demo: setup
+	$(BIN)/cobalt demo $(if $(PROBLEMS),--problems $(PROBLEMS)) $(if $(SAMPLES),--samples $(SAMPLES)) \
+		$(if $(TURNS),--turns $(TURNS)) $(if $(STEPS),--steps $(STEPS)) $(DEMO_ARGS)
 
 bench: setup
 	$(BIN)/python bench/executor.py

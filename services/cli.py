@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from cobalt import __version__
+from cobalt.demo.cli import demo_command, up_command
 from cobalt.executor.cli import exec_app, executor_app
 from cobalt.inference.cli import inference_app
 from cobalt.orchestrator.analysis.cli import analyze_app
@@ -40,6 +41,8 @@ app.add_typer(reward_app, name="reward")
 app.add_typer(analyze_app, name="analyze")
 app.add_typer(train_app, name="train")
 app.add_typer(trainer_app, name="trainer")
+app.command("demo")(demo_command)
+app.command("up")(up_command)
 
 
 def _version(value: bool) -> None:

