@@ -140,14 +140,20 @@ def run_up(plan: UpPlan, say: Callable[[str], None]) -> None:
         KeyboardInterrupt: Ctrl-C (or SIGTERM); the children are stopped first.
     """
     started: list[ChildProcess] = []
+    # Services (those with a readiness URL) start together; their clients (workers, the
+    # trainer) only once every service is ready: a worker checks the executor when it
+    # starts and exits if it cannot reach it.
+    services = [child for child in plan.children if child.ready_url is not None]
+    clients = [child for child in plan.children if child.ready_url is None]
     try:
-        for child in plan.children:
-            child.start()
-            started.append(child)
-        for child in plan.children:
-            timeout = INFERENCE_READY_TIMEOUT_S if "vLLM" in child.name else READY_TIMEOUT_S
-            seconds = child.wait_ready(timeout)
-            say(f"{child.name} ready ({seconds:.0f} s; log {child.log_path})")
+        for batch in (services, clients):
+            for child in batch:
+                child.start()
+                started.append(child)
+            for child in batch:
+                timeout = INFERENCE_READY_TIMEOUT_S if "vLLM" in child.name else READY_TIMEOUT_S
+                seconds = child.wait_ready(timeout)
+                say(f"{child.name} ready ({seconds:.0f} s; log {child.log_path})")
         for name, url in plan.urls.items():
             say(f"{name}: {url}")
         for note in plan.notes:
