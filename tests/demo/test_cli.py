@@ -4,20 +4,16 @@ and `cobalt up` started and stopped on SQLite (no vLLM)."""
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
 from cobalt.demo.processes import free_port, port_is_free
+from tests.up_support import COBALT, cobalt_up
 
-COBALT = [str(Path(sys.executable).parent / "cobalt")]
 TRAINER_PYTHON = Path(__file__).resolve().parents[2] / ".venv-trainer" / "bin" / "python"
 
 
@@ -110,31 +106,14 @@ def test_up_starts_the_services_on_sqlite_and_ctrl_c_stops_them(tmp_path: Path) 
         COBALT_ORCHESTRATOR_PORT=str(api_port),
         COBALT_EXECUTOR_SLOTS="1",
     )
-    up = subprocess.Popen(
-        [*COBALT, "up", "--no-inference", "--log-dir", str(tmp_path / "logs")],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(up.stderr.readline, "")))  # type: ignore[union-attr]
-    reader.start()
-    try:
-        deadline = time.monotonic() + 120
-        while not any(line.startswith("web UI: ") for line in lines):
-            assert up.poll() is None, "".join(lines)
-            assert time.monotonic() < deadline, "cobalt up did not start its services"
-            time.sleep(0.2)
+    with cobalt_up("--no-inference", "--log-dir", str(tmp_path / "logs"), env=env) as up:
         with httpx.Client(timeout=5) as client:
             assert client.get(f"http://127.0.0.1:{executor_port}/readyz").status_code == 200
             assert client.get(f"http://127.0.0.1:{api_port}/ui/").status_code == 200
             assert client.get(f"http://127.0.0.1:{api_port}/v1/datasets").status_code == 200
-    finally:
-        up.send_signal(signal.SIGINT)
-        up.wait(timeout=60)
-        reader.join(timeout=10)
-        up.stderr.close()  # type: ignore[union-attr]
-    stderr = "".join(lines)
+    stderr = up.stderr
 
-    assert up.returncode == 0, stderr
+    assert up.process.returncode == 0, stderr
     assert f"web UI: http://127.0.0.1:{api_port}/ui/" in stderr
     assert "stopped every service" in stderr
     assert port_is_free(executor_port) and port_is_free(api_port)

@@ -4,13 +4,8 @@ those workers from the queue, and Ctrl-C stops every service (workers leave RQ c
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -19,6 +14,7 @@ from rq import Worker
 
 from cobalt.demo.processes import free_port, port_is_free
 from tests.fakes.openai_server import FakeOpenAI
+from tests.orchestrator.test_api import wait_finished
 
 # The PostgreSQL + Redis fixtures of the RQ worker tests, shared as imports.
 from tests.orchestrator.test_runs import (  # noqa: F401
@@ -27,28 +23,9 @@ from tests.orchestrator.test_runs import (  # noqa: F401
     pg_sessions,
     rq_env,
 )
-
-COBALT = [str(Path(sys.executable).parent / "cobalt")]
+from tests.up_support import cobalt_up
 
 pytestmark = pytest.mark.slow
-
-
-def wait_for_line(lines: list[str], process: subprocess.Popen[str], prefix: str) -> None:
-    deadline = time.monotonic() + 120
-    while not any(line.startswith(prefix) for line in lines):
-        assert process.poll() is None, "".join(lines)
-        assert time.monotonic() < deadline, f"no {prefix!r} line: {''.join(lines)}"
-        time.sleep(0.2)
-
-
-def wait_finished(api: httpx.Client, run_id: int) -> dict[str, Any]:
-    deadline = time.monotonic() + 120
-    while True:
-        run: dict[str, Any] = api.get(f"/v1/runs/{run_id}").json()
-        if run["status"] in ("finished", "failed", "cancelled"):
-            return run
-        assert time.monotonic() < deadline, run
-        time.sleep(0.2)
 
 
 def test_up_with_postgresql_and_redis_rolls_a_run_out_on_its_workers(  # noqa: F811
@@ -65,19 +42,12 @@ def test_up_with_postgresql_and_redis_rolls_a_run_out_on_its_workers(  # noqa: F
         "COBALT_ORCHESTRATOR_PORT": str(api_port),
         "COBALT_EXECUTOR_SLOTS": "1",
     }
-    up = subprocess.Popen(
-        [*COBALT, "up", "--no-inference", "--workers", "2", "--log-dir", str(tmp_path / "logs")],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(up.stderr.readline, "")))  # type: ignore[union-attr]
-    reader.start()
     redis = Redis.from_url(REDIS_URL)
-    try:
-        wait_for_line(lines, up, "web UI: ")
+    logs = tmp_path / "logs"
+    with cobalt_up("--no-inference", "--workers", "2", "--log-dir", str(logs), env=env) as up:
         deadline = time.monotonic() + 60
         while len(Worker.all(connection=redis)) < 2:  # each registers once it has started
-            assert up.poll() is None and time.monotonic() < deadline, "".join(lines)
+            assert up.process.poll() is None and time.monotonic() < deadline, up.stderr
             time.sleep(0.2)
         with httpx.Client(base_url=f"http://127.0.0.1:{api_port}", timeout=30) as api:
             created = api.post(
@@ -89,15 +59,10 @@ def test_up_with_postgresql_and_redis_rolls_a_run_out_on_its_workers(  # noqa: F
             run = wait_finished(api, created.json()["id"])
         assert run["status"] == "finished" and run["turns_written"] == 2 * 2  # 2 problems
         assert len(fake.requests) == 2  # one request with n=2 per problem, from the workers
-        worker_logs = "".join((tmp_path / "logs" / f"worker-{i}.log").read_text() for i in (1, 2))
+        worker_logs = "".join((logs / f"worker-{i}.log").read_text() for i in (1, 2))
         assert "roll_out" in worker_logs or "Job OK" in worker_logs, worker_logs[-2000:]
-    finally:
-        up.send_signal(signal.SIGINT)
-        up.wait(timeout=60)
-        reader.join(timeout=10)
-        up.stderr.close()  # type: ignore[union-attr]
-    stderr = "".join(lines)
-    assert up.returncode == 0, stderr
+    stderr = up.stderr
+    assert up.process.returncode == 0, stderr
     assert "rollouts: 2 RQ workers on Redis" in stderr
     assert port_is_free(executor_port) and port_is_free(api_port)
     assert Worker.all(connection=redis) == []  # the workers unregistered on the way out

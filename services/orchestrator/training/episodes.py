@@ -26,7 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from cobalt.orchestrator.rollouts.conversation import TurnRecord, next_turn_messages
-from cobalt.orchestrator.rollouts.feedback import feedback_for_first_failure
+from cobalt.orchestrator.rollouts.feedback import (
+    feedback_for_first_failure,
+)
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.rollouts.sampling import ChatSampler, Sample, SamplingParams
 from cobalt.orchestrator.store.repo_training import SampleRow

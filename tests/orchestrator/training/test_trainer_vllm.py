@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -28,6 +29,22 @@ from tests.orchestrator.training.conftest import bandit_dataset
 pytestmark = pytest.mark.slow
 
 TRAINER_PYTHON = Path(__file__).resolve().parents[3] / ".venv-trainer" / "bin" / "python"
+
+
+@pytest.fixture
+def orchestrator(
+    store_url: str,
+    executor_url: str,
+    sessions: sessionmaker[Session],
+    monkeypatch: pytest.MonkeyPatch,
+) -> Iterator[tuple[str, httpx.Client]]:
+    """The orchestrator API over real HTTP (its URL and a client), with the training
+    fixtures' bandit dataset "ctx" in its store and the real executor behind it."""
+    bandit_dataset(sessions)
+    monkeypatch.setenv("COBALT_EXECUTOR_URL", executor_url)
+    settings = OrchestratorSettings(database_url=store_url, redis_url=None)
+    with serve_asgi(create_app(settings)) as url, httpx.Client(base_url=url, timeout=60) as api:
+        yield url, api
 
 
 def train_one_step(
@@ -62,30 +79,25 @@ def restore_session_weights(tiny_server: Server) -> None:
 @pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
 def test_one_step_trains_on_vllm_samples_and_vllm_serves_the_result(
     tiny_server: Server,
-    store_url: str,
-    executor_url: str,
+    orchestrator: tuple[str, httpx.Client],
     sessions: sessionmaker[Session],
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    bandit_dataset(sessions)
-    monkeypatch.setenv("COBALT_EXECUTOR_URL", executor_url)
-    settings = OrchestratorSettings(database_url=store_url, redis_url=None)
+    url, api = orchestrator
     before = tiny_server.version()
-    with serve_asgi(create_app(settings)) as url, httpx.Client(base_url=url, timeout=60) as api:
-        job = api.post(
-            "/v1/training/jobs",
-            json={
-                "name": "e2e",
-                "contexts": "ctx",
-                "model": str(tiny_server.model_dir),
-                "params": {"base_url": tiny_server.v1, "served_model": SERVED_NAME,
-                           "temperature": 1.0, "trainer": {"n_samples": 2,
-                           "contexts_per_step": 2, "max_response_tokens": 16, "lr": 1e-3}},
-            },
-        ).json()  # fmt: skip
-        train_one_step(tiny_server, url, job["id"], tmp_path / "checkpoints")
-        shown = api.get(f"/v1/training/jobs/{job['id']}").json()
+    job = api.post(
+        "/v1/training/jobs",
+        json={
+            "name": "e2e",
+            "contexts": "ctx",
+            "model": str(tiny_server.model_dir),
+            "params": {"base_url": tiny_server.v1, "served_model": SERVED_NAME,
+                       "temperature": 1.0, "trainer": {"n_samples": 2,
+                       "contexts_per_step": 2, "max_response_tokens": 16, "lr": 1e-3}},
+        },
+    ).json()  # fmt: skip
+    train_one_step(tiny_server, url, job["id"], tmp_path / "checkpoints")
+    shown = api.get(f"/v1/training/jobs/{job['id']}").json()
 
     assert shown["step"] == 1 and shown["policy_version"] == before + 1
     assert shown["groups"] == {"ready": 0, "consumed": 2, "stale": 0}
@@ -109,34 +121,29 @@ def test_one_step_trains_on_vllm_samples_and_vllm_serves_the_result(
 @pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
 def test_a_multi_turn_step_trains_every_turn_that_vllm_sampled(
     tiny_server: Server,
-    store_url: str,
-    executor_url: str,
+    orchestrator: tuple[str, httpx.Client],
     sessions: sessionmaker[Session],
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Episodes of 2 turns (no stop on pass): turn 1's prompt is vLLM's rendering of the
     conversation with turn 0's answer and its feedback, and the trainer trains on both."""
-    bandit_dataset(sessions)
-    monkeypatch.setenv("COBALT_EXECUTOR_URL", executor_url)
-    settings = OrchestratorSettings(database_url=store_url, redis_url=None)
+    url, api = orchestrator
     before = tiny_server.version()
-    with serve_asgi(create_app(settings)) as url, httpx.Client(base_url=url, timeout=60) as api:
-        job = api.post(
-            "/v1/training/jobs",
-            json={
-                "name": "episodes", "contexts": "ctx", "model": str(tiny_server.model_dir),
-                "mode": "multi-turn",
-                "params": {"base_url": tiny_server.v1, "served_model": SERVED_NAME,
-                           "temperature": 1.0, "turns": 2, "stop_on_pass": False,
-                           "template": "default",
-                           "trainer": {"n_samples": 2, "contexts_per_step": 1,
-                                       "updates_per_step": 1, "max_response_tokens": 16,
-                                       "lr": 1e-3}},
-            },
-        ).json()  # fmt: skip
-        train_one_step(tiny_server, url, job["id"], tmp_path / "checkpoints")
-        shown = api.get(f"/v1/training/jobs/{job['id']}").json()
+    job = api.post(
+        "/v1/training/jobs",
+        json={
+            "name": "episodes", "contexts": "ctx", "model": str(tiny_server.model_dir),
+            "mode": "multi-turn",
+            "params": {"base_url": tiny_server.v1, "served_model": SERVED_NAME,
+                       "temperature": 1.0, "turns": 2, "stop_on_pass": False,
+                       "template": "default",
+                       "trainer": {"n_samples": 2, "contexts_per_step": 1,
+                                   "updates_per_step": 1, "max_response_tokens": 16,
+                                   "lr": 1e-3}},
+        },
+    ).json()  # fmt: skip
+    train_one_step(tiny_server, url, job["id"], tmp_path / "checkpoints")
+    shown = api.get(f"/v1/training/jobs/{job['id']}").json()
 
     assert shown["step"] == 1 and shown["policy_version"] == before + 1
     metrics = shown["steps"][0]["metrics"]
