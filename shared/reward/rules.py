@@ -28,6 +28,7 @@ Decisions where METHOD.md is silent, and why:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ __all__ = [
     "FormatViolation",
     "ImprovementRule",
     "RewardBreakdown",
+    "RewardFormat",
     "ScoreInput",
     "apply_improvement",
     "check_format",
@@ -107,6 +109,21 @@ class FormatViolation(StrEnum):
     """A backtick inside the program."""
     REPETITION = "repetition"
     """A block of 32+ characters repeated 8+ times in a row."""
+
+
+class RewardFormat(StrEnum):
+    """Which responses the format term is written for (chosen per training job and in
+    `cobalt reward score`; docs/reward.md)."""
+
+    REASONING = "reasoning"
+    """The paper's rules, for reasoning models: exactly one `</think>`, and the thinking's
+    length and reflection words shape a negative reward."""
+    INSTRUCT = "instruct"
+    """For models that write no thinking block (instruct models such as SmolLM2-Instruct,
+    Qwen2.5-Coder-Instruct): the `</think>` rule is not checked and the thinking counts as
+    empty (T = 0, no reflection words); every other rule is unchanged. Under the paper's
+    rules such a model loses 0.9 on every response, so a correct program scores +0.1 and the
+    signal is mostly the format."""
 
 
 class ImprovementRule(StrEnum):
@@ -375,6 +392,7 @@ def _breakdown(
     tests_passed: int,
     tests_total: int,
     prev_best: float,
+    reward_format: RewardFormat,
 ) -> RewardBreakdown:
     pass_rate = _check_counts(tests_passed, tests_total, prev_best)
     counts: dict[str, Any] = {
@@ -393,6 +411,9 @@ def _breakdown(
     r, rule = apply_improvement(tier, pass_rate, prev_best)
     keywords = count_reflection_keywords(check.think)
     violations = check.violations
+    if reward_format is RewardFormat.INSTRUCT:  # no thinking block is expected or measured
+        violations = tuple(v for v in violations if v is not FormatViolation.THINK_DELIMITER)
+        lengths, keywords = dataclasses.replace(lengths, think=0), 0
     format_term = FORMAT_PENALTY if violations else length_shaping(r, lengths, keywords)
     unclipped = r + format_term
     return RewardBreakdown(
@@ -426,6 +447,7 @@ def score_response(
     tokens: TokenCounter | None = None,
     lengths: TokenLengths | None = None,
     token_ids: Sequence[int] | None = None,
+    reward_format: RewardFormat = RewardFormat.REASONING,
 ) -> RewardBreakdown:
     """The Cobalt reward of `response`, whose program passed `tests_passed` of the tests.
 
@@ -437,6 +459,8 @@ def score_response(
         tokens: The token counter (the policy's tokenizer) for T, A and E.
         lengths: T, A and E already counted; then `tokens` is not needed.
         token_ids: The ids the policy sampled; a `SampledTokenCounter` counts from them.
+        reward_format: The paper's rules for reasoning models, or the instruct mode for
+            models without a thinking block (`RewardFormat`).
 
     Returns:
         Every component; `total` is the training reward.
@@ -448,11 +472,15 @@ def score_response(
     return score_responses(
         [ScoreInput(response, tests_passed, tests_total, prev_best, lengths, token_ids)],
         tokens=tokens,
+        reward_format=reward_format,
     )[0]
 
 
 def score_responses(
-    items: Sequence[ScoreInput], *, tokens: TokenCounter | None = None
+    items: Sequence[ScoreInput],
+    *,
+    tokens: TokenCounter | None = None,
+    reward_format: RewardFormat = RewardFormat.REASONING,
 ) -> list[RewardBreakdown]:
     """The rewards of many responses (a training step), with one batched token count.
 
@@ -491,6 +519,7 @@ def score_responses(
                 tests_passed=item.tests_passed,
                 tests_total=item.tests_total,
                 prev_best=item.prev_best,
+                reward_format=reward_format,
             )
         )
     return scored

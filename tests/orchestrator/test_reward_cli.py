@@ -156,3 +156,25 @@ def test_an_unreachable_executor_exits_3(policy: Path, tmp_path: Path) -> None:
         "--tokenizer", str(policy),
     )  # fmt: skip
     assert done.returncode == 3 and "not ready" in done.stderr
+
+
+def test_instruct_format_scores_a_model_without_thinking_on_its_program(
+    env: dict[str, str], policy: Path, tmp_path: Path
+) -> None:
+    """The same correct answer without `</think>`: +0.1 under the paper's rules (the format
+    term's -0.9), 1.0 with --reward-format instruct."""
+    tests = write(tmp_path, "tests.json", STDIN_TESTS)
+    plain = write(tmp_path, "plain.txt", "Here:\n```python\nprint(2 * int(input()))\n```\n")
+    options = ("--prev-best", "0", "--tokenizer", str(policy))
+    paper = score(env, plain, tests, *options)
+    assert paper["verdicts"] == ["accepted"] * 4
+    assert paper["format_violations"] == ["think_delimiter"]
+    assert paper["total"] == pytest.approx(0.1)
+    instruct = score(env, plain, tests, *options, "--reward-format", "instruct")
+    assert instruct["format_violations"] == [] and instruct["think_tokens"] == 0
+    assert instruct["total"] == 1.0
+    refused = cobalt(
+        env, "reward", "score", "--response", str(plain), "--tests", str(tests), *options,
+        "--reward-format", "thinking",
+    )  # fmt: skip
+    assert refused.returncode == 2 and "instruct" in refused.stderr

@@ -26,7 +26,7 @@ from cobalt.orchestrator.console import (
 )
 from cobalt.orchestrator.scoring.score import score_with_executor
 from cobalt.shared.contracts import StoredTest
-from cobalt.shared.reward import TokenizerCounter
+from cobalt.shared.reward import RewardFormat, TokenizerCounter
 
 __all__ = ["reward_app"]
 
@@ -109,6 +109,14 @@ def score(
             "default COBALT_REWARD_TOKENIZER, else COBALT_POLICY_TOKENIZER.",
         ),
     ] = None,
+    reward_format: Annotated[
+        RewardFormat,
+        typer.Option(
+            "--reward-format",
+            help="reasoning: the paper's rules (exactly one </think>, thinking measured); "
+            "instruct: for models without a thinking block (no </think> required, T = 0).",
+        ),
+    ] = RewardFormat.REASONING,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Run RESPONSE's program on TESTS (the executor at COBALT_EXECUTOR_URL, else a local
@@ -118,7 +126,12 @@ def score(
     counter = _token_counter(tokenizer)
     with open_executor() as executor, handled():
         scored = score_with_executor(
-            text, test_list, prev_best=prev_best, executor=executor, tokens=counter
+            text,
+            test_list,
+            prev_best=prev_best,
+            executor=executor,
+            tokens=counter,
+            reward_format=reward_format,
         )
     components = scored.reward.to_dict() | {"verdicts": [str(v) for v in scored.verdicts]}
     if as_json:

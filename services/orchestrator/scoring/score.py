@@ -16,7 +16,7 @@ from cobalt.shared.clients import ExecutorClient
 from cobalt.shared.contracts import BatchExecuteRequest, Limits, StoredTest, Verdict
 from cobalt.shared.execution import merge_responses, plan_requests
 from cobalt.shared.extraction import extract_program
-from cobalt.shared.reward import RewardBreakdown, TokenCounter, score_response
+from cobalt.shared.reward import RewardBreakdown, RewardFormat, TokenCounter, score_response
 
 __all__ = ["ScoredResponse", "score_with_executor"]
 
@@ -38,6 +38,7 @@ def score_with_executor(
     executor: ExecutorClient,
     tokens: TokenCounter,
     limits: Limits | None = None,
+    reward_format: RewardFormat = RewardFormat.REASONING,
 ) -> ScoredResponse:
     """Run the response's program on `tests` and compute its reward.
 
@@ -48,6 +49,7 @@ def score_with_executor(
         executor: Where the program runs.
         tokens: The policy's token counter, for the length terms.
         limits: Per-test limits; the executor's defaults when None.
+        reward_format: The format rules to apply (`RewardFormat`).
 
     Returns:
         The reward breakdown and the per-test verdicts.
@@ -70,6 +72,11 @@ def score_with_executor(
         verdicts = tuple(result.verdict for result in merged.results)
         passed = merged.passed
     reward = score_response(
-        response, tests_passed=passed, tests_total=len(tests), prev_best=prev_best, tokens=tokens
+        response,
+        tests_passed=passed,
+        tests_total=len(tests),
+        prev_best=prev_best,
+        tokens=tokens,
+        reward_format=reward_format,
     )
     return ScoredResponse(reward=reward, verdicts=verdicts)

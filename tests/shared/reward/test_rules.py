@@ -14,6 +14,7 @@ from cobalt.shared.reward import (
     FormatViolation,
     ImprovementRule,
     RewardBreakdown,
+    RewardFormat,
     ScoreInput,
     TokenizerCounter,
     TokenLengths,
@@ -47,7 +48,12 @@ def distinct_words(count: int, stem: str = "w") -> str:
 
 
 def scored(
-    response: str = GOOD, p: Fraction = Fraction(0), b: float = 0.0, **lengths: int
+    response: str = GOOD,
+    p: Fraction = Fraction(0),
+    b: float = 0.0,
+    *,
+    reward_format: RewardFormat = RewardFormat.REASONING,
+    **lengths: int,
 ) -> RewardBreakdown:
     """The reward with explicit part lengths (T, A, E default to 10, 10, 1)."""
     given = TokenLengths(
@@ -61,6 +67,7 @@ def scored(
         tests_total=p.denominator,
         prev_best=b,
         lengths=given,
+        reward_format=reward_format,
     )
 
 
@@ -296,3 +303,71 @@ def test_the_judged_program_is_always_extract_programs() -> None:
     for _ in range(3000):
         response = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 6)))
         assert check_format(response).program == extract_program(response), repr(response)
+
+
+INSTRUCT_ANSWER = "Here is the program.\n```python\nprint(input())\n```\nIt echoes the input."
+"""How an instruct model answers: no thinking block at all."""
+
+
+@pytest.mark.parametrize(("p", "b", "expected"), WORKED_VALUES)
+def test_instruct_mode_gives_the_worked_values_to_answers_without_thinking(
+    p: Fraction, b: Fraction, expected: float
+) -> None:
+    instruct = scored(INSTRUCT_ANSWER, p, float(b), reward_format=RewardFormat.INSTRUCT)
+    assert instruct.format_violations == ()
+    assert instruct.think_tokens == 0 and instruct.reflection_keywords == 0
+    # r >= 0: no format term; r < 0: the thinking bonus of T = 0 is 0, so r stands.
+    assert instruct.total == pytest.approx(expected)
+    reasoning = scored(INSTRUCT_ANSWER, p, float(b), reward_format=RewardFormat.REASONING)
+    assert reasoning.format_violations == (FormatViolation.THINK_DELIMITER,)
+    assert reasoning.total == pytest.approx(max(-1.0, expected - 0.9))
+
+
+def test_instruct_mode_keeps_every_other_format_rule() -> None:
+    two_blocks = "```python\nprint(1)\n```\nor\n```python\nprint(2)\n```"
+    untagged = "```\nprint(1)\n```"
+    backticks = "```python\ns = `1`\n```"
+    repeated = "```python\nprint(1)\n```\n" + "this block of text repeats itself! " * 9
+    for response, violation in [
+        (two_blocks, FormatViolation.PYTHON_FENCE),
+        (untagged, FormatViolation.PYTHON_FENCE),
+        (backticks, FormatViolation.BACKTICKS_IN_CODE),
+        (repeated, FormatViolation.REPETITION),
+    ]:
+        breakdown = scored(response, Fraction(1), reward_format=RewardFormat.INSTRUCT)
+        assert breakdown.format_violations == (violation,), response
+        assert breakdown.total == pytest.approx(1.0 - 0.9)
+
+
+def test_instruct_mode_ignores_thinking_but_not_the_answer_length() -> None:
+    thought = "<think>wait, but however: verify it</think>\n```python\nprint(1)\n```"
+    instruct = scored(thought, Fraction(0), think=5000, reward_format=RewardFormat.INSTRUCT)
+    assert instruct.think_tokens == 0 and instruct.reflection_keywords == 0
+    assert instruct.format == 0.0 and instruct.total == pytest.approx(-0.1)
+    reasoning = scored(thought, Fraction(0), think=5000, reward_format=RewardFormat.REASONING)
+    assert reasoning.format == pytest.approx(-0.1)  # T > 4096 under the paper's rules
+    long_answer = scored(
+        INSTRUCT_ANSWER, Fraction(0), answer=2049, reward_format=RewardFormat.INSTRUCT
+    )
+    assert long_answer.format == pytest.approx(-0.1)
+    no_program = scored("no program here", Fraction(0), reward_format=RewardFormat.INSTRUCT)
+    assert no_program.total == -1.0
+
+
+def test_a_batch_in_instruct_mode_scores_like_one_at_a_time(words: TokenizerCounter) -> None:
+    responses = [INSTRUCT_ANSWER, GOOD, "```python\nx = 1\n```", "nothing"]
+    items = [ScoreInput(r, 1, 2, 0.25) for r in responses]
+    batch = score_responses(items, tokens=words, reward_format=RewardFormat.INSTRUCT)
+    singles = [
+        score_response(
+            r,
+            tests_passed=1,
+            tests_total=2,
+            prev_best=0.25,
+            tokens=words,
+            reward_format=RewardFormat.INSTRUCT,
+        )  # fmt: skip
+        for r in responses
+    ]
+    assert batch == singles
+    assert batch[0].think_tokens == 0 and batch[1].think_tokens == 0
