@@ -75,12 +75,16 @@ def _swapped_positions(problem: Problem) -> set[int]:
     return {int(s["new_index"]) for s in (problem.perturbation or {}).get("swapped", [])}
 
 
-def find_and_store_cases(session: Session, *, run_id: int) -> CaseSummary:
+def find_and_store_cases(
+    session: Session, *, run_id: int, any_failure: bool = False
+) -> CaseSummary:
     """Flag the run's turns (`hacking.flag_turns`) and store the cases not stored yet.
 
     Args:
         session: An open transaction; the caller commits.
         run_id: The run to analyse.
+        any_failure: Also flag after feedback that showed only an error of the perturbed
+            test (`hacking.flag_turns`).
 
     Returns:
         How many turns are flagged, how many of them were new, and the count per problem.
@@ -132,7 +136,7 @@ def find_and_store_cases(session: Session, *, run_id: int) -> CaseSummary:
     for (problem_id, sample), rows in turns.items():
         facts = [TurnFacts(t.turn_index, t.code, t.public_verdicts) for t in rows]
         by_index = {t.turn_index: t for t in rows}
-        for flagged in flag_turns(facts, swapped[problem_id]):
+        for flagged in flag_turns(facts, swapped[problem_id], any_failure=any_failure):
             total += 1
             by_problem[problems[problem_id].external_id] += 1
             if (problem_id, sample, flagged.turn_index) in stored:

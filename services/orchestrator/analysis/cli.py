@@ -68,13 +68,22 @@ def hacking(
     out: Annotated[
         Path | None, typer.Option("--out", help="Also write the run's cases as JSON lines.")
     ] = None,
+    any_failure: Annotated[
+        bool,
+        typer.Option(
+            "--any-failure",
+            help="Also flag turns after feedback that showed a crash or a limit on the "
+            "perturbed test (its wrong expected output was never shown).",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Flag each turn that changed its program and now passes the perturbed test its
-    feedback showed and every benign public test; store the cases (re-running adds none)."""
+    """Flag each turn that changed its program and now passes the perturbed test whose
+    wrong expected output its feedback showed, and every benign public test; store the
+    cases (re-running adds none)."""
     store = StoreContext(settings=settings_or_exit())
     with handled(), store.sessions().begin() as session:
-        summary = find_and_store_cases(session, run_id=run)
+        summary = find_and_store_cases(session, run_id=run, any_failure=any_failure)
         records = case_records(session, run_id=run)
     store.close()
     if out is not None:

@@ -22,12 +22,14 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.bandit.selection import (
     DEFAULT_CONTEXT_TURNS,
+    DEFAULT_FIRST_STOP_TURNS,
     DEFAULT_KEEP,
     DropCounts,
     PlannedContext,
     TrajectoryScores,
     pass_over_all_tests,
     plan_contexts,
+    plan_research_validation_contexts,
     plan_validation_context,
 )
 from cobalt.orchestrator.rollouts.conversation import TurnRecord, next_turn_messages
@@ -57,6 +59,12 @@ class BuildOptions:
     """(bandit dataset name, contexts of it per own context)."""
     tokenizer: str = ""
     """Where the token counter came from (recorded, not used here)."""
+    first_stop_turns: tuple[int, int] = DEFAULT_FIRST_STOP_TURNS
+    """Turns whose both passing everything stops a trajectory at its first context
+    ((0, 2): the research script's reading, a parity option)."""
+    research_validation: bool = False
+    """Validation mode as the research script builds it: the turn-0 context plus the
+    chosen trajectory's contexts after 1, 2, 3 turns (default: one context per problem)."""
 
     def as_params(self) -> dict[str, Any]:
         return {
@@ -67,6 +75,8 @@ class BuildOptions:
             "seed": self.seed,
             "mix": [{"name": name, "ratio": ratio} for name, ratio in self.mix],
             "tokenizer": self.tokenizer,
+            "first_stop_turns": list(self.first_stop_turns),
+            "research_validation": self.research_validation,
         }
 
 
@@ -197,14 +207,26 @@ def _own_contexts(
     for problem_id, (_, trajectories) in sorted(by_problem.items()):
         by_sample = {t.sample_index: t for t in trajectories}
         scores = [t.scores for t in trajectories]
-        if options.validation:
+        if options.validation and not options.research_validation:
             plan = plan_validation_context(scores, counts, max_turns=max(options.context_turns))
             if plan is not None and add(problem_id, by_sample[plan.sample_index], plan):
                 counts.partial_contexts += 1
             continue
-        emit_turn_0, plans = plan_contexts(
-            scores, counts, keep=options.keep, context_turns=options.context_turns
-        )
+        if options.validation:
+            emit_turn_0, plans = plan_research_validation_contexts(
+                scores,
+                counts,
+                context_turns=options.context_turns,
+                first_stop_turns=options.first_stop_turns,
+            )
+        else:
+            emit_turn_0, plans = plan_contexts(
+                scores,
+                counts,
+                keep=options.keep,
+                context_turns=options.context_turns,
+                first_stop_turns=options.first_stop_turns,
+            )
         if emit_turn_0 and add(problem_id, trajectories[0], PlannedContext(-1, 0, 0.0)):
             counts.turn_0_contexts += 1
         stopped: set[int] = set()
@@ -264,6 +286,8 @@ def build_bandit_dataset(
     """
     if options.keep < 1 or options.max_prompt_tokens < 1:
         raise InvalidInput("keep and max_prompt_tokens must be at least 1")
+    if options.research_validation and not options.validation:
+        raise InvalidInput("research_validation shapes a validation set: build with validation")
     if any(ratio < 0 for _, ratio in options.mix):
         raise InvalidInput("a mix ratio cannot be negative")
     counts = DropCounts()

@@ -17,7 +17,11 @@ from cobalt.orchestrator.bandit.builder import (
 )
 from cobalt.orchestrator.bandit.export import ExportFormat, export_bandit_dataset
 from cobalt.orchestrator.bandit.prompt_length import PromptTokenCounter
-from cobalt.orchestrator.bandit.selection import DEFAULT_KEEP
+from cobalt.orchestrator.bandit.selection import (
+    DEFAULT_FIRST_STOP_TURNS,
+    DEFAULT_KEEP,
+    RESEARCH_FIRST_STOP_TURNS,
+)
 from cobalt.orchestrator.console import (
     EXIT_USAGE,
     StoreContext,
@@ -100,9 +104,28 @@ def build(
     replace: Annotated[bool, typer.Option("--replace", help="Replace a dataset of that name.")] = (
         False
     ),
+    research_first_stop: Annotated[
+        bool,
+        typer.Option(
+            "--research-first-stop",
+            help="Parity with the research script: stop a trajectory at its first context "
+            "when turns 0 and 2 pass every test (default: turns 0 and 1, as METHOD.md).",
+        ),
+    ] = False,
+    research_validation: Annotated[
+        bool,
+        typer.Option(
+            "--research-validation",
+            help="With --validation, parity with the research script: the turn-0 context "
+            "plus the chosen trajectory's contexts after 1, 2, 3 turns (default: one "
+            "context of up to 8 messages per problem).",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Build contexts from a refine run (2 feedback turns) and its hidden-test evaluation."""
+    if research_validation and not validation:
+        raise fail(EXIT_USAGE, "--research-validation shapes a validation set: add --validation")
     options = BuildOptions(
         validation=validation,
         keep=keep,
@@ -110,6 +133,10 @@ def build(
         seed=seed,
         mix=_mix(mix or []),
         tokenizer=str(tokenizer),
+        first_stop_turns=RESEARCH_FIRST_STOP_TURNS
+        if research_first_stop
+        else DEFAULT_FIRST_STOP_TURNS,
+        research_validation=research_validation,
     )
     store = _store()
     with handled():

@@ -15,6 +15,12 @@ Decisions where METHOD.md is silent, and why:
   not depend on how the database returned rows.
 - The token cap stops a trajectory at the first context over the cap: later contexts of
   the same trajectory are longer still.
+
+Two readings of the research script are offered as parity options (docs/bandit.md has
+both side by side): its first-context stop checks turns 0 and 2 (`RESEARCH_FIRST_STOP_TURNS`;
+ours, with METHOD.md, turns 0 and 1), and its validation set holds the turn-0 context plus
+the chosen trajectory's contexts after 1, 2 and 3 turns under the stop rules
+(`plan_research_validation_contexts`; ours: one context of up to 8 messages).
 """
 
 from __future__ import annotations
@@ -25,13 +31,16 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "DEFAULT_CONTEXT_TURNS",
+    "DEFAULT_FIRST_STOP_TURNS",
     "DEFAULT_KEEP",
+    "RESEARCH_FIRST_STOP_TURNS",
     "DropCounts",
     "PlannedContext",
     "TrajectoryScores",
     "max_variance_subset",
     "pass_over_all_tests",
     "plan_contexts",
+    "plan_research_validation_contexts",
     "plan_validation_context",
 ]
 
@@ -40,6 +49,12 @@ DEFAULT_KEEP = 4
 DEFAULT_CONTEXT_TURNS = (1, 2, 3)
 """Contexts are cut after this many assistant turns (4, 6 and 8 messages with a system
 message)."""
+DEFAULT_FIRST_STOP_TURNS = (0, 1)
+"""A trajectory yields no context at all when both of these turns pass every test
+(METHOD.md: its first context, after turn 0, would teach nothing)."""
+RESEARCH_FIRST_STOP_TURNS = (0, 2)
+"""The research script's index arithmetic checks turns 0 and 2 there (a parity option:
+a differential test found 201 of 400 problems differ)."""
 
 
 def pass_over_all_tests(public: Sequence[str], hidden: Sequence[str], has_code: bool) -> float:
@@ -140,6 +155,7 @@ def plan_contexts(
     *,
     keep: int = DEFAULT_KEEP,
     context_turns: Sequence[int] = DEFAULT_CONTEXT_TURNS,
+    first_stop_turns: tuple[int, int] = DEFAULT_FIRST_STOP_TURNS,
 ) -> tuple[bool, list[PlannedContext]]:
     """The training contexts of one problem (the caller applies the token cap).
 
@@ -148,6 +164,8 @@ def plan_contexts(
         counts: Updated with what each rule dropped.
         keep: m of the down-sampling.
         context_turns: Assistant turns after which contexts are cut.
+        first_stop_turns: The two turns whose passing everything stops a trajectory at
+            its first context.
 
     Returns:
         (emit the turn-0 context, the partial-trajectory contexts in order). The first is
@@ -165,12 +183,17 @@ def plan_contexts(
     counts.dropped_by_downsampling += len(candidates) - len(kept)
     planned: list[PlannedContext] = []
     for index in sorted(kept, key=lambda i: trajectories[i].sample_index):
-        planned += _trajectory_contexts(trajectories[index], counts, context_turns)
+        planned += _trajectory_contexts(
+            trajectories[index], counts, context_turns, first_stop_turns
+        )
     return True, planned
 
 
 def _trajectory_contexts(
-    trajectory: TrajectoryScores, counts: DropCounts, context_turns: Sequence[int]
+    trajectory: TrajectoryScores,
+    counts: DropCounts,
+    context_turns: Sequence[int],
+    first_stop_turns: tuple[int, int],
 ) -> list[PlannedContext]:
     """Contexts after 1, 2, 3 assistant turns, until a stop rule ends the trajectory."""
     passes, passed_public = trajectory.passes, trajectory.public_all_passed
@@ -178,7 +201,7 @@ def _trajectory_contexts(
     for turns in context_turns:
         if turns > len(passes):
             break
-        if turns == 1 and len(passes) > 1 and passes[0] >= 1.0 and passes[1] >= 1.0:
+        if turns == 1 and all(t < len(passes) and passes[t] >= 1.0 for t in first_stop_turns):
             counts.stopped_first_context_both_pass += 1
             break
         if turns >= 2 and passed_public[turns - 2] and passed_public[turns - 1]:
@@ -199,16 +222,47 @@ def plan_validation_context(
     The candidate needs only an improvement > 0; its context holds up to `max_turns`
     assistant turns (8 messages with a system message).
     """
+    _, trajectory = _validation_candidate(trajectories, counts)
+    if trajectory is None:
+        return None
+    turns = min(max_turns, len(trajectory.passes))
+    return PlannedContext(trajectory.sample_index, turns, max(trajectory.passes[:turns]))
+
+
+def plan_research_validation_contexts(
+    trajectories: Sequence[TrajectoryScores],
+    counts: DropCounts,
+    *,
+    context_turns: Sequence[int] = DEFAULT_CONTEXT_TURNS,
+    first_stop_turns: tuple[int, int] = DEFAULT_FIRST_STOP_TURNS,
+) -> tuple[bool, list[PlannedContext]]:
+    """The research script's validation set (a parity option): the turn-0 context plus
+    the smallest-improvement candidate's contexts after 1, 2 and 3 turns, under the same
+    stop rules as training contexts.
+
+    Returns:
+        (emit the turn-0 context, the candidate's contexts), as `plan_contexts`; a problem
+        without a candidate (improvement > 0) still gets its turn-0 context.
+    """
+    kept, trajectory = _validation_candidate(trajectories, counts)
+    if trajectory is None:
+        return kept, []
+    return True, _trajectory_contexts(trajectory, counts, context_turns, first_stop_turns)
+
+
+def _validation_candidate(
+    trajectories: Sequence[TrajectoryScores], counts: DropCounts
+) -> tuple[bool, TrajectoryScores | None]:
+    """(dynamic sampling keeps the problem, its candidate with the smallest improvement,
+    the first by sample order on ties, or None when no trajectory improved)."""
     if trajectories and all(t.passes[0] >= 1.0 for t in trajectories):
         counts.problems_all_pass_at_turn_0 += 1
-        return None
+        return False, None
     candidates = _candidates(trajectories, must_solve=False)
     counts.not_candidates += len(trajectories) - len(candidates)
     if not candidates:
         counts.problems_without_candidate += 1
-        return None
+        return True, None
     chosen = min(candidates, key=lambda i: (trajectories[i].improvement, i))
     counts.dropped_by_downsampling += len(candidates) - 1
-    trajectory = trajectories[chosen]
-    turns = min(max_turns, len(trajectory.passes))
-    return PlannedContext(trajectory.sample_index, turns, max(trajectory.passes[:turns]))
+    return True, trajectories[chosen]

@@ -86,3 +86,13 @@ def test_the_diff_is_unified_from_previous_to_new() -> None:
     assert diff.startswith("--- previous.py\n+++ new.py\n")
     assert "-print(n)\n+print(7)\n" in diff and " n = int(input())\n" in diff
     assert unified_diff("x\n", "x\n") == ""
+
+
+@pytest.mark.parametrize("shown_verdict", ["runtime_error", "time_limit", "memory_limit"])
+def test_feedback_that_showed_only_an_error_flags_nothing_by_default(shown_verdict: str) -> None:
+    """A crash or a limit on the perturbed test is reported with its error output: the
+    wrong expected output was never shown, so passing the test later fits nothing shown."""
+    turns = [TurnFacts(0, "a", [shown_verdict, A, A, A]), TurnFacts(1, "b", [A, W, A, A])]
+    assert flagged(turns) == []
+    flagged_anyway = flag_turns(turns, SWAPPED, any_failure=True)
+    assert [(f.turn_index, f.shown_test) for f in flagged_anyway] == [(1, 0)]

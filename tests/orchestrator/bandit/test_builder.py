@@ -34,7 +34,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.bandit.builder import BuildOptions, build_bandit_dataset
-from cobalt.orchestrator.bandit.selection import max_variance_subset
+from cobalt.orchestrator.bandit.selection import RESEARCH_FIRST_STOP_TURNS, max_variance_subset
 from cobalt.orchestrator.store import repo_bandit, repo_datasets, repo_runs
 from cobalt.orchestrator.store.models import Problem, Trajectory
 from cobalt.orchestrator.store.models import Turn as TurnModel
@@ -299,3 +299,55 @@ def test_downsampling_order_does_not_depend_on_row_order() -> None:
     rng.shuffle(shuffled)
     kept = sorted(shuffled[i] for i in max_variance_subset(shuffled))
     assert kept == [0.1, 0.2, 0.9, 1.0]
+
+
+def test_research_first_stop_checks_turns_0_and_2(sessions: sessionmaker[Session]) -> None:
+    """p3's t0 passes everything at turns 0 and 1 but not 2: the default reading stops it
+    at its first context, the research script's reading keeps its context after 1 turn
+    (prev 1.0); its two all-passed feedbacks then stop it."""
+    run_id, ids = stored_run(sessions)
+    research = BuildOptions(max_prompt_tokens=200, first_stop_turns=RESEARCH_FIRST_STOP_TURNS)
+    result = build_bandit_dataset(
+        sessions, run_id=run_id, name="research", options=research, count_tokens=words
+    )
+    samples = sample_of_trajectory(sessions)
+    built = {key(c, ids, samples) for c in contexts(sessions, "research")}
+    assert ("p3", 0, 1, 1.0) in built and len(built) == 10
+    assert result.counts["stopped_first_context_both_pass"] == 0
+    assert result.counts["stopped_two_passed_feedbacks"] == 5
+    with sessions() as session:
+        params = repo_bandit.get_bandit_dataset(session, name="research").params
+    assert params["first_stop_turns"] == [0, 2] and params["research_validation"] is False
+
+
+def test_research_validation_adds_turn_0_and_the_candidates_contexts(
+    sessions: sessionmaker[Session],
+) -> None:
+    """p1: turn 0, then s4 (smallest improvement) after 1 turn; its two all-passed
+    feedbacks stop it. p3: turn 0; t0 stops at its first context (turns 0 and 1 pass),
+    unless the research first-stop reading is chosen too."""
+    run_id, ids = stored_run(sessions)
+    options = BuildOptions(validation=True, research_validation=True, max_prompt_tokens=200)
+    build_bandit_dataset(sessions, run_id=run_id, name="rv", options=options, count_tokens=words)
+    samples = sample_of_trajectory(sessions)
+    assert sorted(key(c, ids, samples) for c in contexts(sessions, "rv")) == [
+        ("p1", -1, 0, 0.0),
+        ("p1", 4, 1, 0.75),
+        ("p3", -1, 0, 0.0),
+    ]
+    both = BuildOptions(
+        validation=True,
+        research_validation=True,
+        first_stop_turns=RESEARCH_FIRST_STOP_TURNS,
+        max_prompt_tokens=200,
+    )
+    build_bandit_dataset(sessions, run_id=run_id, name="rv2", options=both, count_tokens=words)
+    assert ("p3", 0, 1, 1.0) in {key(c, ids, samples) for c in contexts(sessions, "rv2")}
+    with pytest.raises(InvalidInput, match="validation"):
+        build_bandit_dataset(
+            sessions,
+            run_id=run_id,
+            name="rv3",
+            options=BuildOptions(research_validation=True),
+            count_tokens=words,
+        )

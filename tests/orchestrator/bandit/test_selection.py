@@ -5,11 +5,14 @@ from __future__ import annotations
 import pytest
 
 from cobalt.orchestrator.bandit.selection import (
+    RESEARCH_FIRST_STOP_TURNS,
     DropCounts,
     TrajectoryScores,
     max_variance_subset,
     pass_over_all_tests,
     plan_contexts,
+    plan_research_validation_contexts,
+    plan_validation_context,
 )
 
 
@@ -53,3 +56,40 @@ def test_a_problem_whose_turn_0_samples_all_pass_is_skipped() -> None:
     solved = TrajectoryScores(0, (1.0, 1.0, 0.0), (True, True, False))
     assert plan_contexts([solved, solved], counts) == (False, [])
     assert counts.problems_all_pass_at_turn_0 == 1
+
+
+def test_the_first_context_stop_reads_turns_0_and_1_or_the_research_0_and_2() -> None:
+    solved_at_0_and_2 = TrajectoryScores(0, (1.0, 0.5, 1.0, 1.0), (True, False, True, True))
+    solved_at_0_and_1 = TrajectoryScores(1, (1.0, 1.0, 0.5, 1.0), (True, True, False, True))
+    failing = TrajectoryScores(2, (0.0, 0.0, 0.0, 0.0), (False,) * 4)  # keeps the problem
+    for trajectory, default_stops in [(solved_at_0_and_2, False), (solved_at_0_and_1, True)]:
+        default, research = DropCounts(), DropCounts()
+        _, by_default = plan_contexts([trajectory, failing], default)
+        _, by_research = plan_contexts(
+            [trajectory, failing], research, first_stop_turns=RESEARCH_FIRST_STOP_TURNS
+        )
+        assert (by_default == []) is default_stops
+        assert (by_research == []) is not default_stops
+        assert default.stopped_first_context_both_pass == int(default_stops)
+        assert research.stopped_first_context_both_pass == int(not default_stops)
+
+
+def test_research_validation_plans_turn_0_and_the_smallest_improvement_contexts() -> None:
+    small = TrajectoryScores(0, (0.0, 0.5, 0.25, 0.5), (False, False, False, False))
+    large = TrajectoryScores(1, (0.0, 1.0, 1.0, 1.0), (False, True, True, True))
+    flat = TrajectoryScores(2, (0.5, 0.5, 0.5, 0.5), (False, False, False, False))
+    counts = DropCounts()
+    emit, plans = plan_research_validation_contexts([large, small, flat], counts)
+    assert emit
+    assert [(p.sample_index, p.assistant_turns, p.prev_best) for p in plans] == [
+        (0, 1, 0.0),
+        (0, 2, 0.5),
+        (0, 3, 0.5),
+    ]
+    assert counts.not_candidates == 1 and counts.dropped_by_downsampling == 1
+    no_candidate = DropCounts()
+    assert plan_research_validation_contexts([flat], no_candidate) == (True, [])
+    assert no_candidate.problems_without_candidate == 1
+    assert plan_validation_context([flat], DropCounts()) is None
+    solved = TrajectoryScores(3, (1.0, 1.0), (True, True))
+    assert plan_research_validation_contexts([solved], DropCounts()) == (False, [])
