@@ -142,6 +142,7 @@ def test_bad_arguments_exit_2_with_a_message(
         (["--run", str(run_id), "--name", "x", "--mix", "other:0.5"], "no bandit dataset"),
         (["--run", "999", "--name", "x"], "run 999 does not exist"),
         (["--run", str(run_id), "--name", "x", "--tokenizer", "/nonexistent"], "tokenizer.json"),
+        (["--run", str(run_id), "--name", "x", "--research-validation"], "add --validation"),
     ]
     for args, message in cases:
         done = cobalt(env, "bandit", "build", *args)
