@@ -12,12 +12,13 @@ Protocol, over an AF_UNIX SOCK_SEQPACKET socket inherited as fd `argv[1]`:
                       {"op": "kill"}   kill the running test and everything it started
                       {"op": "exit"}   shut down
     zygote -> server  {"event": "ready", ...} once, then per test
-                      {"event": "exited", "id": N, "status": S, "cpu_ns": ..., ...}
+                      {"event": "started", "id": N} when untrusted code is about to run
+                      {"event": "exited", "id": N, "status": S, "started": bool, ...}
 
 The forked child reads its command (program, mode, limits, nonce) from the command pipe,
-sets its own resource limits, and writes harness records to fd 3 (the result pipe):
-first "<nonce> start" before any untrusted code runs, and at the end
-"<nonce> {status json}" followed by the serialized return value for call tests.
+sets its own resource limits, tells the zygote "started" on its private socket (closed
+before any untrusted code runs), and at the end writes "<nonce> {status json}" followed
+by the serialized return value for call tests to fd 3 (the result pipe).
 Verdicts are decided by the server from these records and the exit status the zygote
 reports; nothing the program prints on stdout can pass for a record.
 
@@ -66,6 +67,7 @@ WORKDIR = "/tmp/run"
 HIGH_FD = 100
 RECORD_FD = 3
 COMMAND_FD = 4
+STARTED_FD = 5
 MAX_MESSAGE = 65536
 WARM_UP_AFTER_IDLE_S = 0.005
 """A spare warms up only after this long without a test (see `_warm_up`)."""
@@ -230,39 +232,45 @@ def _spare_main(channel: socket.socket) -> NoReturn:
             sys.set_int_max_str_digits(0)
         os.chdir(WORKDIR)
         _warm_up(channel)
-        mapped = _mapped_bytes()
         message, fds, _, _ = socket.recv_fds(channel, 64, 8)
         if not message or len(fds) != 5:
             os._exit(0)
-        channel.close()
     except BaseException:
         os._exit(125)
-    _run_child(fds, mapped)
+    _run_child(fds, channel)
 
 
-def _run_child(fds: list[int], mapped: int) -> NoReturn:
+def _run_child(fds: list[int], channel: socket.socket) -> NoReturn:
     """Never returns: becomes the test process and exits with its status."""
     try:
+        fds = [*fds, channel.detach()]
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD, HIGH_FD + i) for i, fd in enumerate(fds)]
-        cmd_r, stdin_r, stdout_w, stderr_w, result_w = high
+        cmd_r, stdin_r, stdout_w, stderr_w, result_w, started_w = high
         os.dup2(stdin_r, 0)
         os.dup2(stdout_w, 1)
         os.dup2(stderr_w, 2)
         os.dup2(result_w, RECORD_FD)
         os.dup2(cmd_r, COMMAND_FD)
-        os.closerange(COMMAND_FD + 1, 65536)
+        os.dup2(started_w, STARTED_FD)
+        os.closerange(STARTED_FD + 1, 65536)
+        channel = socket.socket(fileno=STARTED_FD)
         command = json.loads(_read_all(COMMAND_FD))
         os.close(COMMAND_FD)
         nonce = command["nonce"]
-        _apply_limits(command["limits"], mapped)
+        # Measured after the command is in memory: the program's limit is for its own
+        # data, on top of what its source already takes here.
+        _apply_limits(command["limits"], _mapped_bytes())
         sys.stdin = _stdio(0, "r")
         sys.stdout = _stdio(1, "w")
         sys.stderr = _stdio(2, "w")
         sys.argv = ["solution.py"]
         memory_record = (nonce + ' {"status": "memory_error"}\n').encode()
-        _write_all(RECORD_FD, (nonce + " start\n").encode())
+        # "Untrusted code runs from here" goes to the zygote on a socket the program never
+        # holds: a record pipe can be reopened (and drained) through /proc/self/fd.
+        channel.send(b"started")
+        channel.close()
     except BaseException:
-        # The harness itself failed before any untrusted code ran: no "start" record, so
+        # The harness itself failed before any untrusted code ran: no "started" message, so
         # the server reports a sandbox error instead of blaming the program.
         try:
             traceback.print_exc()
@@ -297,7 +305,7 @@ def _run_child(fds: list[int], mapped: int) -> NoReturn:
                 value = target(*command["args"], **command["kwargs"])
                 try:
                     serialized = json.dumps(value)
-                except (TypeError, ValueError) as exc:
+                except (TypeError, ValueError, RecursionError) as exc:
                     record = {"status": "unserializable", "type": type(value).__name__}
                     record["error"] = str(exc)[:200]
                 else:
@@ -467,6 +475,14 @@ class _Spare:
         os.close(self.pidfd)
 
 
+def _harness_started(channel: socket.socket) -> bool:
+    """Whether the test's harness said it is about to run untrusted code (non-blocking)."""
+    try:
+        return channel.recv(16, socket.MSG_DONTWAIT) == b"started"
+    except OSError:
+        return False
+
+
 def _kill_group(pid: int) -> None:
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -515,7 +531,7 @@ def _run_one(
     """Hand the test to the spare child, wait for it, clean up. False means shut down."""
     # The spare already used some CPU (fork, warm-up); the test is charged from here on.
     cpu_before_ns = _cpu_ns(spare.pid)
-    started = time.monotonic_ns()
+    started_ns = time.monotonic_ns()
     try:
         socket.send_fds(spare.channel, [b"run"], fds)
     except OSError:
@@ -531,11 +547,18 @@ def _run_one(
     poller = select.poll()
     poller.register(ctl.fileno(), select.POLLIN)
     poller.register(spare.pidfd, select.POLLIN)
+    poller.register(spare.channel.fileno(), select.POLLIN)
+    started = False
     killed = False
     memory_exceeded = False
     shutdown = False
     while True:
         events = dict(poller.poll(MEMORY_POLL_MS))
+        if spare.channel.fileno() in events:
+            poller.unregister(spare.channel.fileno())
+            started = _harness_started(spare.channel)
+            if started:
+                _send(ctl, {"event": "started", "id": test_id})
         if spare.pidfd in events:
             break
         if not events:
@@ -556,7 +579,8 @@ def _run_one(
                 if not message:
                     poller.unregister(ctl.fileno())
     _, status, usage = os.wait4(pid, 0)
-    wall_ns = time.monotonic_ns() - started
+    wall_ns = time.monotonic_ns() - started_ns
+    started = started or _harness_started(spare.channel)
     spare.close()
     _kill_everything_else()
     clean = _wipe_writable_dirs()
@@ -573,6 +597,7 @@ def _run_one(
             "wall_ns": wall_ns,
             "killed": killed,
             "memory_exceeded": memory_exceeded,
+            "started": started,
         },
     )
     # A jail we could not clean is retired; the server starts a fresh one.

@@ -35,6 +35,7 @@ from cobalt.executor.errors import SandboxUnavailable
 from cobalt.executor.interpreter import Interpreter
 from cobalt.executor.seccomp import seccomp_memfd
 from cobalt.executor.streams import JobPipes, JobStreams
+from cobalt.executor.values import dumps_value
 
 __all__ = [
     "SANDBOX_ENV",
@@ -123,7 +124,8 @@ class RawRun:
     slot_died: bool = False
     """The jail itself ended or stopped answering while this job ran."""
     started: bool = False
-    """The harness wrote its start record: untrusted code may have run from here on."""
+    """The zygote saw the harness start: untrusted code may have run from here on. Only
+    the trusted side says so; nothing the program can reach decides it."""
 
     @property
     def exit_code(self) -> int | None:
@@ -322,7 +324,7 @@ class SandboxSlot:
         self._next_id += 1
         nonce = secrets.token_hex(16)
         raw = RawRun(nonce=nonce)
-        command = json.dumps(
+        command = dumps_value(
             {
                 "nonce": nonce,
                 "mode": job.mode,
@@ -405,7 +407,10 @@ class SandboxSlot:
                     io.poller.unregister(fd)
                     exited_at = exited_at or time.monotonic()
                     self.close()
+                elif reply.get("event") == "started":
+                    raw.started = True
                 elif reply.get("event") == "exited":
+                    raw.started = raw.started or bool(reply.get("started"))
                     exited_at = time.monotonic()
                     raw.status = int(reply["status"])
                     raw.cpu_ms = reply["cpu_ns"] / 1e6
@@ -414,7 +419,6 @@ class SandboxSlot:
                     raw.memory_exceeded = bool(reply.get("memory_exceeded"))
         raw.output_exceeded = raw.output_exceeded or io.overflowed
         raw.stdout, raw.stderr, raw.record = io.outputs()
-        raw.started = raw.record.startswith(f"{raw.nonce} start\n".encode())
         if raw.status is None and raw.wall_ms == 0.0:
             raw.wall_ms = (time.monotonic() - begin) * 1000
 

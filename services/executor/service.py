@@ -17,7 +17,7 @@ from contextlib import contextmanager
 
 from cobalt import __version__
 from cobalt.executor.errors import LimitTooHigh, UnsupportedFeature
-from cobalt.executor.judge import judge, skipped
+from cobalt.executor.judge import judge, sandbox_error, skipped
 from cobalt.executor.metrics import ExecutorMetrics
 from cobalt.executor.pool import SandboxPool
 from cobalt.executor.sandbox import RawRun, SandboxJob
@@ -64,7 +64,9 @@ def job_for_test(test: StdinTest | CallTest, request: ExecuteRequest, wall_s: fl
         "output_bytes": limits.output_kb * 1024,
     }
     if isinstance(test, StdinTest):
-        return SandboxJob(mode="stdin", stdin=test.stdin.encode(), **common)  # type: ignore[arg-type]
+        # Lone surrogates (valid in JSON, not in UTF-8) pass through as their raw code units.
+        stdin = test.stdin.encode("utf-8", "surrogatepass")
+        return SandboxJob(mode="stdin", stdin=stdin, **common)  # type: ignore[arg-type]
     return SandboxJob(
         mode="call",
         fn_name=test.fn_name,
@@ -201,6 +203,17 @@ class ExecutorService:
         return result
 
     def _run_test_blocking(
+        self, test: StdinTest | CallTest, request: ExecuteRequest, deadline: float
+    ) -> TestResult:
+        # The last line of defence: whatever goes wrong in running or judging one test
+        # is that test's sandbox error; its siblings and other programs keep theirs.
+        try:
+            return self._run_and_judge(test, request, deadline)
+        except Exception:
+            logger.exception("running or judging a test failed; reporting a sandbox error")
+            return sandbox_error("The executor failed while running or judging this test.")
+
+    def _run_and_judge(
         self, test: StdinTest | CallTest, request: ExecuteRequest, deadline: float
     ) -> TestResult:
         remaining = deadline - time.monotonic()

@@ -1,0 +1,210 @@
+"""Executor integrity through HTTP against the real sandbox, in both uid modes.
+
+Each test is a class of finding from the red-team pass of issue 18: a program must not
+be able to crash the judge (class 1) nor shift the blame onto the sandbox (class 2).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+QUICK = {"wall_s": 5.0, "memory_mb": 128}
+
+
+def _post(client: httpx.Client, path: str, body: Any) -> dict[str, Any]:
+    content = body if isinstance(body, str | bytes) else json.dumps(body)
+    response = client.post(path, content=content, headers={"content-type": "application/json"})
+    assert response.status_code == 200, response.text[:2000]
+    result: dict[str, Any] = response.json()
+    return result
+
+
+def _run(client: httpx.Client, code: str, tests: list[dict[str, Any]], **extra: Any) -> list[str]:
+    body = _post(client, "/v1/execute", {"code": code, "tests": tests, "limits": QUICK, **extra})
+    return [r["verdict"] for r in body["results"]]
+
+
+CORRECT = "def f(x):\n    return x\n"
+
+
+# --- class 1: the judge is total ------------------------------------------------------
+
+
+@pytest.mark.parametrize("number", [34, 40, 64])
+def test_death_by_a_real_time_signal_is_a_runtime_error_and_siblings_keep_theirs(
+    executor_http: httpx.Client, number: int
+) -> None:
+    hostile = f"import os\ndef f(x):\n    os.kill(os.getpid(), {number})\n"
+    body = _post(
+        executor_http,
+        "/v1/execute/batch",
+        {
+            "requests": [
+                {"code": hostile, "tests": [{"fn_name": "f", "args": [1], "expected": 1}]},
+                {"code": CORRECT, "tests": [{"fn_name": "f", "args": [1], "expected": 1}]},
+            ]
+        },
+    )
+    killed, sibling = (response["results"][0] for response in body["results"])
+    assert killed["verdict"] == "runtime_error", killed
+    assert killed["signal"] == number and "SIGRTM" in killed["feedback"], killed
+    assert sibling["verdict"] == "accepted"
+
+
+def test_a_deeply_nested_return_value_is_a_wrong_answer(executor_http: httpx.Client) -> None:
+    code = "def f(x):\n    v = []\n    for _ in range(100000):\n        v = [v]\n    return v\n"
+    verdicts = _run(
+        executor_http,
+        code,
+        [{"fn_name": "f", "args": [1], "expected": []}, {"stdin": "", "expected_stdout": ""}],
+    )
+    assert verdicts == ["wrong_answer", "accepted"]
+
+
+def test_a_forged_deeply_nested_record_line_is_the_programs_failure(
+    executor_http: httpx.Client,
+) -> None:
+    # The program reads the nonce from the harness's frame and writes a record nested far
+    # deeper than any decoder's stack, then leaves without a result.
+    code = (
+        "import os, sys\n"
+        "def f(x):\n"
+        "    frame = sys._getframe(1)\n"
+        "    while 'nonce' not in frame.f_locals:\n"
+        "        frame = frame.f_back\n"
+        "    deep = '[' * 200000 + ']' * 200000\n"
+        "    os.write(3, (frame.f_locals['nonce'] + ' ' + deep + '\\n').encode())\n"
+        "    os.write(3, (frame.f_locals['nonce'] + ' {\"status\": \"returned\"}\\n').encode())\n"
+        "    os.write(3, deep.encode())\n"
+        "    os._exit(0)\n"
+    )
+    verdicts = _run(executor_http, code, [{"fn_name": "f", "args": [1], "expected": []}])
+    assert verdicts == ["wrong_answer"]
+
+
+def test_huge_integers_under_the_float_comparator(executor_http: httpx.Client) -> None:
+    code = "def f(x):\n    return 10 ** 400\n"
+    body = (
+        '{"code": ' + json.dumps(code) + ', "compare": "float", "tests": ['
+        '{"fn_name": "f", "args": [1], "expected": 1' + "0" * 400 + "}, "
+        '{"fn_name": "f", "args": [1], "expected": 1.0}]}'
+    )
+    result = _post(executor_http, "/v1/execute", body)
+    assert [r["verdict"] for r in result["results"]] == ["accepted", "wrong_answer"]
+
+
+def test_a_correct_answer_over_4300_digits_is_accepted(executor_http: httpx.Client) -> None:
+    digits = "1" + "0" * 5000
+    call = (
+        '{"code": "def f(n):\\n    return 10 ** n\\n", "tests": ['
+        '{"fn_name": "f", "args": [5000], "expected": ' + digits + "}, "
+        '{"fn_name": "f", "args": [5001], "expected": ' + digits + "}, "
+        '{"fn_name": "f", "args": [' + digits + "], " + '"expected": 0}]}'
+    )
+    verdicts = [r["verdict"] for r in _post(executor_http, "/v1/execute", call)["results"]]
+    # The third passes a 5,001-digit argument: 10 ** it does not finish in time.
+    assert verdicts[:2] == ["accepted", "wrong_answer"]
+    assert verdicts[2] in ("time_limit", "memory_limit")
+    stdin = _run(
+        executor_http, "print(10 ** int(input()))", [{"stdin": "5000", "expected_stdout": digits}]
+    )
+    assert stdin == ["accepted"]
+
+
+def test_lone_surrogates_in_test_data_get_verdicts_or_a_clear_422(
+    executor_http: httpx.Client,
+) -> None:
+    # Returned values and call arguments are JSON, where lone surrogates are legal.
+    calls = _run(
+        executor_http,
+        CORRECT,
+        [
+            {"fn_name": "f", "args": ["\ud800x"], "expected": "\ud800x"},
+            {"fn_name": "f", "args": ["\ud800"], "expected": "\udc00"},
+        ],
+    )
+    assert calls == ["accepted", "wrong_answer"]
+    # stdin and expected stdout are text a program reads and prints as UTF-8, which
+    # cannot hold a lone surrogate: refused, naming the field.
+    for test in ({"stdin": "\ud800", "expected_stdout": "3"}, {"expected_stdout": "\udfff"}):
+        response = executor_http.post(
+            "/v1/execute",
+            content=json.dumps({"code": "pass", "tests": [test]}),
+            headers={"content-type": "application/json"},
+        )
+        assert response.status_code == 422, response.text
+        assert "unicode" in response.json()["error"]["message"]
+
+
+def test_non_finite_floats_are_judged(executor_http: httpx.Client) -> None:
+    code = "def f(x):\n    return [float('nan'), float('inf'), -float('inf')]\n"
+    body = (
+        '{"code": ' + json.dumps(code) + ', "compare": "float", "tests": ['
+        '{"fn_name": "f", "args": [1], "expected": [NaN, Infinity, -Infinity]}, '
+        '{"fn_name": "f", "args": [1], "expected": [NaN, Infinity, Infinity]}]}'
+    )
+    result = _post(executor_http, "/v1/execute", body)
+    assert [r["verdict"] for r in result["results"]] == ["accepted", "wrong_answer"]
+
+
+def test_a_call_test_without_expected_is_refused(executor_http: httpx.Client) -> None:
+    response = executor_http.post(
+        "/v1/execute", json={"code": "def f():\n    pass\n", "tests": [{"fn_name": "f"}]}
+    )
+    assert response.status_code == 422, response.text
+    assert "expected" in response.text
+    # An explicit null is a test of a function that returns None.
+    verdicts = _run(executor_http, "def f():\n    pass\n", [{"fn_name": "f", "expected": None}])
+    assert verdicts == ["accepted"]
+
+
+# --- class 2: only the trusted side decides that the harness started -------------------
+
+DRAIN_RECORD_PIPE = """
+import os
+for fd in range(0, 64):
+    for path in (f"/proc/self/fd/{fd}", f"/proc/{os.getppid()}/fd/{fd}", f"/proc/1/fd/{fd}"):
+        try:
+            reader = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            while os.read(reader, 65536):
+                pass
+        except OSError:
+            pass
+print("wrong")
+"""
+
+
+def test_draining_the_record_pipe_cannot_turn_a_wrong_answer_into_a_sandbox_error(
+    executor_http: httpx.Client,
+) -> None:
+    tests = [{"stdin": "", "expected_stdout": "right"}] * 12
+    verdicts = _run(executor_http, DRAIN_RECORD_PIPE, tests)
+    assert verdicts == ["wrong_answer"] * 12
+    call = "def f(x):\n" + "".join(f"    {line}\n" for line in DRAIN_RECORD_PIPE.splitlines())
+    call += "    return x + 1\n"
+    verdicts = _run(executor_http, call, [{"fn_name": "f", "args": [1], "expected": 1}] * 12)
+    assert set(verdicts) <= {"wrong_answer", "runtime_error"}, verdicts
+
+
+def test_a_huge_program_under_a_small_memory_limit_is_the_programs_failure(
+    executor_http: httpx.Client,
+) -> None:
+    huge = "x = [" + "1234567, " * 400_000 + "]\nprint(len(x))\n"
+    body = _post(
+        executor_http,
+        "/v1/execute",
+        {
+            "code": huge,
+            "tests": [{"stdin": "", "expected_stdout": "400000"}] * 2,
+            "limits": {"wall_s": 10.0, "memory_mb": 16},
+        },
+    )
+    verdicts = [r["verdict"] for r in body["results"]]
+    assert set(verdicts) <= {"memory_limit", "runtime_error", "accepted"}, body["results"][0]
