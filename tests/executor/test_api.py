@@ -306,12 +306,15 @@ def test_oversized_body_is_413(strict_client: TestClient) -> None:
     assert streamed.status_code == 413
 
 
-def test_more_tests_than_the_queue_holds_is_429(strict_client: TestClient) -> None:
+def test_a_program_larger_than_the_queue_runs_alone_on_an_idle_server(
+    strict_client: TestClient,
+) -> None:
+    # The queue holds 3 tests. Refusing 4 on an idle server would refuse them forever;
+    # the 429 of a full queue is in test_integrity.py.
     payload = {"code": "print(1)", "tests": [{"expected_stdout": "1"}] * 4}
     response = strict_client.post("/v1/execute", json=payload, headers=AUTH)
-    assert response.status_code == 429
-    assert int(response.headers["Retry-After"]) >= 1
-    assert response.json()["error"]["type"] == "overloaded"
+    assert response.status_code == 200, response.text
+    assert response.json()["passed"] == 4
 
 
 # --- batch, info, metrics ---------------------------------------------------------------

@@ -7,6 +7,11 @@ be able to crash the judge (class 1) nor shift the blame onto the sandbox (class
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
+import threading
+import time
 from typing import Any
 
 import httpx
@@ -208,3 +213,113 @@ def test_a_huge_program_under_a_small_memory_limit_is_the_programs_failure(
     )
     verdicts = [r["verdict"] for r in body["results"]]
     assert set(verdicts) <= {"memory_limit", "runtime_error", "accepted"}, body["results"][0]
+
+
+# --- class 4 of the issue: request shape and admission -----------------------------------
+
+
+def test_a_batch_larger_than_the_queue_runs_in_pieces(executor_http: httpx.Client) -> None:
+    # The servers hold 40 tests; this batch has 60 and the server is idle.
+    program = {"code": "print(int(input()) + 1)", "tests": [{"stdin": "1", "expected_stdout": "2"}]}
+    program["tests"] = program["tests"] * 20  # type: ignore[operator]
+    body = _post(executor_http, "/v1/execute/batch", {"requests": [program] * 3})
+    assert [r["passed"] for r in body["results"]] == [20, 20, 20]
+
+
+def test_a_full_queue_is_429_with_retry_after(executor_http: httpx.Client) -> None:
+    filler = {
+        "code": "import time\ntime.sleep(2)",
+        "tests": [{"stdin": "", "expected_stdout": ""}] * 40,
+        "limits": {"wall_s": 3, "total_s": 3},
+    }
+    with httpx.Client(base_url=executor_http.base_url, timeout=60) as other:
+        thread = threading.Thread(target=other.post, args=("/v1/execute",), kwargs={"json": filler})
+        thread.start()
+        try:
+            deadline = time.monotonic() + 30
+            while "cobalt_executor_pending_tests 40.0" not in executor_http.get("/metrics").text:
+                assert time.monotonic() < deadline, "the filler request never held the queue"
+                time.sleep(0.05)
+            response = executor_http.post(
+                "/v1/execute", json={"code": "print(1)", "tests": [{"expected_stdout": "1"}]}
+            )
+        finally:
+            thread.join()
+    assert response.status_code == 429, response.text
+    assert int(response.headers["Retry-After"]) >= 1
+
+
+def test_a_small_request_cannot_ask_for_a_huge_response(executor_http: httpx.Client) -> None:
+    body = _post(
+        executor_http,
+        "/v1/execute",
+        {
+            "code": "print('x' * 100000)",
+            "tests": [{"stdin": "", "expected_stdout": "y"}] * 10,
+            "stream_chars": 1 << 20,
+            "feedback_chars": 100_000,
+        },
+    )
+    text = sum(len(r["stdout"]) + len(r["stderr"]) + len(r["feedback"]) for r in body["results"])
+    assert text <= 200_000 + 10 * 3 * 100  # the cap, plus the truncation markers
+    assert all(r["verdict"] == "wrong_answer" for r in body["results"])
+
+
+def _closed_by_server(sock: socket.socket, drip: bytes) -> bool:
+    """Send `drip` a byte at a time; True once the server closes or answers."""
+    sock.settimeout(0.5)
+    for byte in drip:
+        try:
+            sock.send(bytes([byte]))
+            if sock.recv(4096) is not None:
+                return True
+        except TimeoutError:
+            continue
+        except OSError:
+            return True
+    return False
+
+
+def test_slowloris_headers_are_cut_off(executor_http: httpx.Client) -> None:
+    host, port = executor_http.base_url.host, executor_http.base_url.port
+    assert port is not None
+    with socket.create_connection((host, port)) as sock:
+        # 60 bytes at one per half second would take 30 s; the header deadline is 2 s.
+        assert _closed_by_server(sock, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 60)
+    assert executor_http.get("/healthz").status_code == 200
+
+
+def test_a_stalled_body_is_408(executor_http: httpx.Client) -> None:
+    host, port = executor_http.base_url.host, executor_http.base_url.port
+    assert port is not None
+    with socket.create_connection((host, port)) as sock:
+        sock.sendall(
+            b"POST /v1/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 1000\r\n\r\n{"code": '
+        )
+        sock.settimeout(30)
+        answer = sock.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+
+
+FD_EXHAUSTION = """
+import os, resource
+from cobalt.executor.errors import FileDescriptorsExhausted
+from cobalt.executor.streams import JobPipes
+
+before = len(os.listdir("/proc/self/fd"))
+resource.setrlimit(resource.RLIMIT_NOFILE, (before + 6, before + 6))
+try:
+    JobPipes.open()
+except FileDescriptorsExhausted:
+    print("refused", len(os.listdir("/proc/self/fd")) - before)
+"""
+
+
+def test_out_of_file_descriptors_is_retryable_and_leaks_none() -> None:
+    # Room for three of a test's five pipes: the three opened are closed again, and the
+    # error is the retryable one (a 503 with Retry-After at the HTTP boundary).
+    done = subprocess.run(
+        [sys.executable, "-c", FD_EXHAUSTION], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == ["refused", "0"], done.stderr
