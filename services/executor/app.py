@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -41,9 +42,13 @@ def create_app(settings: ExecutorSettings, *, pool: SandboxPool | None = None) -
             sandboxes.start()
         service = ExecutorService(settings=settings, pool=sandboxes, metrics=ExecutorMetrics())
         app.state.service = service
+        # One canary before serving, so /readyz is right from the first call.
+        await service.readiness.check(service.run_canary)
+        watcher = asyncio.create_task(service.readiness.watch(service.run_canary))
         try:
             yield
         finally:
+            watcher.cancel()
             service.close()
             if own_pool:
                 sandboxes.close()

@@ -21,6 +21,7 @@ from cobalt.executor.errors import FileDescriptorsExhausted, LimitTooHigh, Unsup
 from cobalt.executor.judge import judge, sandbox_error, skipped
 from cobalt.executor.metrics import ExecutorMetrics
 from cobalt.executor.pool import SandboxPool
+from cobalt.executor.readiness import Readiness, ReadyState
 from cobalt.executor.sandbox import RawRun, SandboxJob
 from cobalt.executor.settings import ExecutorSettings
 from cobalt.shared.contracts import (
@@ -98,6 +99,11 @@ class ExecutorService:
             slots=len(pool.slots),
         )
         admission = self.admission
+        self.readiness = Readiness(
+            interval_s=settings.readiness_interval_s,
+            timeout_s=settings.readiness_timeout_s,
+            busy=lambda: pool.busy >= len(pool.slots),
+        )
         metrics.slots.set(len(pool.slots))
         metrics.pending_tests.set_function(lambda: admission.tests)
         metrics.busy_slots.set_function(lambda: pool.busy)
@@ -220,6 +226,7 @@ class ExecutorService:
             self._threads, self._run_test_blocking, test, request, deadline, abandoned
         )
         self.metrics.verdicts.labels(verdict=result.verdict.value).inc()
+        self.readiness.observe(result.verdict)
         return result
 
     def _run_test_blocking(
@@ -324,15 +331,13 @@ class ExecutorService:
             python=self.pool.interpreter.version,
         )
 
-    async def is_ready(self) -> bool:
-        """Run a canary program through a real sandbox: ready only if it is judged right."""
-        try:
-            response = await asyncio.wait_for(
-                self.execute(CANARY), timeout=self.settings.readiness_timeout_s
-            )
-        except (TimeoutError, Overloaded):
-            return False
-        return response.passed == response.total
+    def readiness_state(self) -> tuple[ReadyState, str]:
+        """Cached readiness (see readiness.py); costs no sandbox run."""
+        return self.readiness.state()
+
+    async def run_canary(self) -> ExecuteResponse:
+        """The canary program through the normal path (admission, sandbox, judge)."""
+        return await self.execute(CANARY)
 
 
 async def _all_or_none(coroutines: list[Coroutine[Any, Any, Result]]) -> list[Result]:

@@ -56,7 +56,10 @@ class ExecutorSettings(CobaltSettings):
     file_size_mb: int = Field(default=64, ge=1)
     unsafe_no_sandbox: bool = False
     """Run without bubblewrap (rlimits and seccomp only). Never for untrusted code."""
-    readiness_timeout_s: float = 10.0
+    readiness_timeout_s: float = Field(default=10.0, gt=0)
+    """How long the readiness canary may take on an idle executor before it counts as broken."""
+    readiness_interval_s: float = Field(default=10.0, gt=0)
+    """The canary runs when no test has finished for this long (real tests are evidence)."""
 
     @model_validator(mode="after")
     def _sane(self) -> ExecutorSettings:

@@ -22,6 +22,7 @@ INTEGRITY_LIMITS = {
     "MAX_RESPONSE_CHARS": "200000",
     "HEADER_TIMEOUT_S": "2",
     "BODY_TIMEOUT_S": "2",
+    "READINESS_INTERVAL_S": "1",
 }
 """Server settings of the integrity tests (small, so that limits are reached quickly)."""
 

@@ -12,10 +12,17 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
+
+from cobalt.executor.app import create_app
+from cobalt.executor.pool import SandboxPool
+from cobalt.executor.settings import ExecutorSettings
+from tests.executor.helpers import wait_ready
 
 QUICK = {"wall_s": 5.0, "memory_mb": 128}
 
@@ -323,3 +330,69 @@ def test_out_of_file_descriptors_is_retryable_and_leaks_none() -> None:
         [sys.executable, "-c", FD_EXHAUSTION], capture_output=True, text=True, check=True
     )
     assert done.stdout.split() == ["refused", "0"], done.stderr
+
+
+# --- class 5 of the issue: readiness ----------------------------------------------------
+
+
+def _verdicts_counted(client: httpx.Client) -> float:
+    lines = client.get("/metrics").text.splitlines()
+    return sum(
+        float(line.split()[-1])
+        for line in lines
+        if line.startswith("cobalt_executor_verdicts_total{")
+    )
+
+
+def test_readyz_runs_no_sandbox_per_call(executor_http: httpx.Client) -> None:
+    before = _verdicts_counted(executor_http)
+    for _ in range(200):
+        response = executor_http.get("/readyz")
+        assert response.status_code == 200, response.text
+    # Before: 200 calls ran 200 canaries. Now only the schedule (one per idle second) runs.
+    assert _verdicts_counted(executor_http) - before <= 5
+
+
+def test_busy_is_still_ready(executor_http: httpx.Client) -> None:
+    long_tests = {
+        "code": "import time\ntime.sleep(3)",
+        "tests": [{"stdin": "", "expected_stdout": ""}] * 4,
+        "limits": {"wall_s": 4},
+    }
+    states = []
+    with httpx.Client(base_url=executor_http.base_url, timeout=60) as other:
+        thread = threading.Thread(
+            target=other.post, args=("/v1/execute",), kwargs={"json": long_tests}
+        )
+        thread.start()
+        while thread.is_alive():
+            response = executor_http.get("/readyz")
+            assert response.status_code == 200, response.text
+            states.append(response.json()["state"])
+            time.sleep(0.1)
+        thread.join()
+    assert "busy" in states
+
+
+def test_a_broken_sandbox_is_not_ready_and_recovers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = ExecutorSettings(slots=1, readiness_interval_s=0.2, readiness_timeout_s=5)
+    pool = SandboxPool(settings.sandbox_config())
+    pool.start()
+    try:
+        with TestClient(create_app(settings, pool=pool)) as client:
+            assert wait_ready(client)["state"] in ("ready", "busy")
+            # bubblewrap disappears and the jail dies: the slot cannot be rebuilt.
+            monkeypatch.setenv("PATH", str(tmp_path))
+            pool.slots[0].close()
+            deadline = time.monotonic() + 30
+            while (response := client.get("/readyz")).status_code == 200:
+                assert time.monotonic() < deadline, "never noticed the broken sandbox"
+                time.sleep(0.1)
+            assert response.status_code == 503
+            assert "broken" in response.json()["error"]["message"]
+            monkeypatch.undo()
+            assert wait_ready(client)["status"] == "ready"
+    finally:
+        pool.close()
