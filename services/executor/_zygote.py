@@ -133,8 +133,33 @@ def _apply_limits(limits: dict[str, int], mapped: int) -> None:
     resource.setrlimit(resource.RLIMIT_MEMLOCK, (0, 0))
 
 
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+
+
+def _install_test_filter(program: bytes) -> None:
+    """Stack the server's per-test seccomp filter (no setsid, no inotify) on this process.
+
+    The jail's filter must allow what the zygote itself does (setsid for each test); this
+    one covers only the test and what it starts. No-new-privs is already set.
+    """
+    if not program:
+        return
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.addressof(buffer))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "installing the test's seccomp filter failed")
+
+
 def _reset_signals() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM, signal.SIGXCPU):
+        signal.signal(sig, signal.SIG_DFL)
+    for sig in (signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, signal.SIG_DFL)
 
 
@@ -265,6 +290,7 @@ def _run_child(fds: list[int], channel: socket.socket) -> NoReturn:
         sys.stderr = _stdio(2, "w")
         sys.argv = ["solution.py"]
         memory_record = (nonce + ' {"status": "memory_error"}\n').encode()
+        _install_test_filter(bytes.fromhex(command.get("test_filter", "")))
         # "Untrusted code runs from here" goes to the zygote on a socket the program never
         # holds: a record pipe can be reopened (and drained) through /proc/self/fd.
         channel.send(b"started")
@@ -448,9 +474,18 @@ def _wipe(root: str) -> bool:
         os.close(fd)
 
 
+WRITABLE_MODES: dict[str, int] = {}
+"""The permission bits of each writable dir as the jail started (a test may chmod them)."""
+
+
 def _wipe_writable_dirs() -> bool:
-    clean = all([_wipe(path) for path in WRITABLE_DIRS])
-    os.makedirs(WORKDIR, exist_ok=True)
+    try:
+        for path in WRITABLE_DIRS:
+            os.chmod(path, WRITABLE_MODES.get(path, 0o755))
+        clean = all([_wipe(path) for path in WRITABLE_DIRS])
+        os.makedirs(WORKDIR, exist_ok=True)
+    except OSError:
+        return False  # the jail is retired and replaced
     return clean
 
 
@@ -511,26 +546,61 @@ def _anon_kb(pid: str) -> int:
     return anon
 
 
-def _jail_memory_kb(baseline_kb: int) -> int:
-    """Memory the test's processes hold together, beyond the copy of our own heap.
+INODE_KB = 1
+"""Kernel memory charged per file in the writable tmpfs dirs (inode + dentry, roughly)."""
+CLOCK_TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
-    RLIMIT_AS bounds each process, but a test may fork: this sums the anonymous and
-    shared-memory pages of every process in the jail (the kernel does this in a cgroup;
-    we may have none), minus the interpreter pages each forked process starts with.
+
+def _tick_ns(fields: list[str]) -> int:
+    # utime, stime, cutime, cstime: this process and its reaped children.
+    return sum(int(value) for value in fields[11:15]) * CLOCK_TICK_NS
+
+
+def _jail_usage(baseline_kb: int) -> tuple[int, int]:
+    """Memory (KiB) and CPU (ns) the test's processes hold and used together.
+
+    RLIMIT_AS and RLIMIT_CPU bound each process, but a test may fork, catch SIGXCPU or
+    fill the tmpfs: this sums the anonymous and shared-memory pages of every process in
+    the jail (minus the interpreter pages each forked process starts with), the files and
+    inodes in the writable tmpfs dirs (memory too), and every process's CPU time with its
+    reaped children's. A kernel cgroup does this where the host offers one.
     """
-    total = 0
+    memory_kb = 0
+    cpu_ns = 0
     for entry in os.listdir("/proc"):
-        if entry.isdigit() and entry != "1":
-            total += max(0, _anon_kb(entry) - baseline_kb)
-    return total
+        if not entry.isdigit() or entry == "1":
+            continue
+        memory_kb += max(0, _anon_kb(entry) - baseline_kb)
+        try:
+            with open("/proc/" + entry + "/stat") as fh:
+                cpu_ns += _tick_ns(fh.read().rsplit(")", 1)[1].split())
+        except (OSError, ValueError, IndexError):
+            pass
+    for path in WRITABLE_DIRS:
+        try:
+            usage = os.statvfs(path)
+        except OSError:
+            continue
+        memory_kb += (usage.f_blocks - usage.f_bfree) * usage.f_frsize // 1024
+        memory_kb += (usage.f_files - usage.f_ffree) * INODE_KB
+    return memory_kb, cpu_ns
+
+
+def _reaped_cpu_ns() -> int:
+    """CPU time of the processes we (the jail's init) reaped: orphans of tests."""
+    times = os.times()
+    return int((times.children_user + times.children_system) * 1e9)
 
 
 def _run_one(
-    ctl: socket.socket, spare: _Spare, test_id: int, fds: list[int], memory_kb: int
+    ctl: socket.socket, spare: _Spare, test_id: int, fds: list[int], limits: dict[str, int]
 ) -> bool:
     """Hand the test to the spare child, wait for it, clean up. False means shut down."""
     # The spare already used some CPU (fork, warm-up); the test is charged from here on.
     cpu_before_ns = _cpu_ns(spare.pid)
+    reaped_before_ns = _reaped_cpu_ns()
+    memory_kb = int(limits.get("memory_kb", 0))
+    cpu_limit_ns = int(limits.get("cpu_ms", 0)) * 1_000_000
     started_ns = time.monotonic_ns()
     try:
         socket.send_fds(spare.channel, [b"run"], fds)
@@ -551,6 +621,8 @@ def _run_one(
     started = False
     killed = False
     memory_exceeded = False
+    cpu_exceeded = False
+    polled_cpu_ns = 0
     shutdown = False
     while True:
         events = dict(poller.poll(MEMORY_POLL_MS))
@@ -562,9 +634,16 @@ def _run_one(
         if spare.pidfd in events:
             break
         if not events:
-            # Still running after a while: check the jail's total memory.
-            if memory_kb and _jail_memory_kb(spare.baseline_kb) > memory_kb:
-                memory_exceeded = killed = True
+            # Still running after a while: check what the whole jail uses. CPU is judged
+            # on time used, so a test that catches SIGXCPU or forks is still stopped.
+            used_kb, used_ns = _jail_usage(spare.baseline_kb)
+            used_ns += _reaped_cpu_ns() - reaped_before_ns - cpu_before_ns
+            polled_cpu_ns = max(polled_cpu_ns, used_ns)
+            over_memory = memory_kb and used_kb > memory_kb
+            over_cpu = cpu_limit_ns and used_ns > cpu_limit_ns
+            if (over_memory or over_cpu) and not killed:
+                memory_exceeded, cpu_exceeded = bool(over_memory), bool(over_cpu)
+                killed = True
                 _kill_group(pid)
                 _kill_all()
             continue
@@ -592,11 +671,14 @@ def _run_one(
             "event": "exited",
             "id": test_id,
             "status": status,
-            "cpu_ns": max(0, int((usage.ru_utime + usage.ru_stime) * 1e9) - cpu_before_ns),
+            "cpu_ns": max(
+                0, int((usage.ru_utime + usage.ru_stime) * 1e9) - cpu_before_ns, polled_cpu_ns
+            ),
             "maxrss_kb": usage.ru_maxrss,
             "wall_ns": wall_ns,
             "killed": killed,
             "memory_exceeded": memory_exceeded,
+            "cpu_exceeded": cpu_exceeded,
             "started": started,
         },
     )
@@ -617,11 +699,23 @@ def main() -> None:
     ctl.close()
     ctl = socket.socket(fileno=ctl_fd)
     _make_non_dumpable()
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    # The kernel drops signals sent to a namespace's init from inside it unless init has
+    # a handler: Python installs one for SIGINT, so kill(1, SIGINT) would stop us.
+    for sig in (
+        signal.SIGPIPE,
+        signal.SIGINT,
+        signal.SIGTERM,
+        signal.SIGHUP,
+        signal.SIGUSR1,
+        signal.SIGUSR2,
+    ):
+        signal.signal(sig, signal.SIG_IGN)
     # Move every object made so far out of the collector's reach: a collection in a
     # forked child would otherwise touch (and copy) every page of the zygote's heap.
     gc.collect()
     gc.freeze()
+    for path in WRITABLE_DIRS:
+        WRITABLE_MODES[path] = os.stat(path).st_mode & 0o7777
     os.makedirs(WORKDIR, exist_ok=True)
     spare = _Spare(ctl)
     _send(
@@ -640,7 +734,7 @@ def main() -> None:
             break
         op = json.loads(message)
         if op.get("op") == "run" and len(fds) == 5:
-            if not _run_one(ctl, spare, op["id"], fds, int(op.get("memory_kb", 0))):
+            if not _run_one(ctl, spare, op["id"], fds, op):
                 return
             # Fork the next test's process now, while the server reads this result.
             spare = _Spare(ctl)

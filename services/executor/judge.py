@@ -110,7 +110,8 @@ def _is_memory_failure(raw: RawRun, record: HarnessRecord, job: SandboxJob, stde
 
 
 def _is_cpu_timeout(raw: RawRun, job: SandboxJob) -> bool:
-    if raw.signal == signal.SIGXCPU:
+    # Judged on CPU time used, whatever the program did with SIGXCPU.
+    if raw.cpu_exceeded or raw.signal == signal.SIGXCPU or raw.cpu_ms > job.cpu_s * 1000:
         return True
     return raw.signal == signal.SIGKILL and raw.cpu_ms >= job.cpu_s * 1000 * 0.95
 

@@ -121,6 +121,8 @@ class RawRun:
     output_exceeded: bool = False
     memory_exceeded: bool = False
     """The test's processes together held more than its memory limit."""
+    cpu_exceeded: bool = False
+    """The test's processes together used more CPU time than its limit."""
     slot_died: bool = False
     """The jail itself ended or stopped answering while this job ran."""
     started: bool = False
@@ -204,12 +206,19 @@ class SandboxSlot:
     """
 
     def __init__(
-        self, *, index: int, config: SandboxConfig, interpreter: Interpreter, seccomp: bytes
+        self,
+        *,
+        index: int,
+        config: SandboxConfig,
+        interpreter: Interpreter,
+        seccomp: bytes,
+        test_filter: bytes = b"",
     ) -> None:
         self.index = index
         self.config = config
         self.interpreter = interpreter
         self._seccomp = seccomp
+        self._test_filter = test_filter.hex()
         self._process: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
         self._next_id = 0
@@ -332,6 +341,7 @@ class SandboxSlot:
                 "fn_name": job.fn_name,
                 "args": job.args,
                 "kwargs": job.kwargs,
+                "test_filter": self._test_filter,
                 "limits": {
                     "cpu_s": max(1, int(job.cpu_s + 0.999)),
                     "memory_bytes": job.memory_mb << 20,
@@ -347,7 +357,12 @@ class SandboxSlot:
                 self._control,
                 [
                     json.dumps(
-                        {"op": "run", "id": self._next_id, "memory_kb": job.memory_mb * 1024}
+                        {
+                            "op": "run",
+                            "id": self._next_id,
+                            "memory_kb": job.memory_mb * 1024,
+                            "cpu_ms": max(1, round(job.cpu_s * 1000)),
+                        }
                     ).encode()
                 ],
                 pipes.child_ends(),
@@ -417,6 +432,7 @@ class SandboxSlot:
                     raw.wall_ms = reply["wall_ns"] / 1e6
                     raw.max_rss_kb = int(reply["maxrss_kb"])
                     raw.memory_exceeded = bool(reply.get("memory_exceeded"))
+                    raw.cpu_exceeded = bool(reply.get("cpu_exceeded"))
         raw.output_exceeded = raw.output_exceeded or io.overflowed
         raw.stdout, raw.stderr, raw.record = io.outputs()
         if raw.status is None and raw.wall_ms == 0.0:

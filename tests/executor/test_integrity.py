@@ -396,3 +396,106 @@ def test_a_broken_sandbox_is_not_ready_and_recovers(
             assert wait_ready(client)["status"] == "ready"
     finally:
         pool.close()
+
+
+# --- class 3 of the issue: limits that hold ---------------------------------------------
+
+FORKED_CPU_BURNERS = """
+import os, signal, time
+
+signal.signal(signal.SIGXCPU, lambda *_: None)
+children = []
+for _ in range(3):
+    pid = os.fork()
+    if pid == 0:
+        signal.signal(signal.SIGXCPU, lambda *_: None)
+        start = time.process_time()
+        while time.process_time() - start < 0.9:
+            pass
+        os._exit(0)
+    children.append(pid)
+for pid in children:
+    os.waitpid(pid, 0)
+print(42)
+"""
+
+
+def test_cpu_time_is_judged_across_forks_and_caught_sigxcpu(executor_http: httpx.Client) -> None:
+    # Each child stays under its own RLIMIT_CPU of 1 s; together they use 2.7 s.
+    body = _post(
+        executor_http,
+        "/v1/execute",
+        {
+            "code": FORKED_CPU_BURNERS,
+            "tests": [{"stdin": "", "expected_stdout": "42"}],
+            "limits": {"wall_s": 10, "cpu_s": 1},
+        },
+    )
+    (result,) = body["results"]
+    assert result["verdict"] == "time_limit", result
+    assert result["cpu_ms"] > 1000, result
+
+
+def test_tmpfs_files_count_against_the_memory_limit(executor_http: httpx.Client) -> None:
+    code = (
+        "import os\nfor i in range(150000):\n    open(f'/tmp/f{i}', 'w').close()\nprint('done')\n"
+    )
+    verdicts = _run(
+        executor_http,
+        code,
+        [{"stdin": "", "expected_stdout": "done"}],
+        limits={"wall_s": 20, "memory_mb": 16},
+    )
+    assert verdicts == ["memory_limit"]
+
+
+PROBE_DENIED = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+denied = []
+if libc.inotify_init1(0) < 0 and ctypes.get_errno() == 1:
+    denied.append("inotify")
+pid = os.fork()
+if pid == 0:
+    try:
+        os.setsid()
+        os._exit(0)
+    except PermissionError:
+        os._exit(7)
+denied.append("setsid" if os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 7 else "")
+print(*denied)
+"""
+
+
+def test_tests_cannot_start_sessions_or_watch_files(executor_http: httpx.Client) -> None:
+    verdicts = _run(
+        executor_http, PROBE_DENIED, [{"stdin": "", "expected_stdout": "inotify setsid"}]
+    )
+    assert verdicts == ["accepted"]
+
+
+def _restarts(client: httpx.Client) -> float:
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith("cobalt_executor_sandbox_restarts "):
+            return float(line.split()[-1])
+    raise AssertionError("no restart metric")
+
+
+def test_the_zygote_survives_signals_and_a_locked_tmp(executor_http: httpx.Client) -> None:
+    hostile = (
+        "import os, signal\n"
+        "for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):\n"
+        "    os.kill(1, sig)\n"
+        "os.chmod('/tmp', 0)\n"
+        "os.chmod('/dev/shm', 0)\n"
+        "print('x')\n"
+    )
+    before = _restarts(executor_http)
+    _run(executor_http, hostile, [{"stdin": "", "expected_stdout": "y"}] * 4)
+    verdicts = _run(
+        executor_http,
+        "print(open('/tmp/a', 'w').write('ok'))",
+        [{"stdin": "", "expected_stdout": "2"}] * 4,
+    )
+    assert verdicts == ["accepted"] * 4
+    assert _restarts(executor_http) == before
