@@ -12,12 +12,13 @@ Protocol, over an AF_UNIX SOCK_SEQPACKET socket inherited as fd `argv[1]`:
                       {"op": "kill"}   kill the running test and everything it started
                       {"op": "exit"}   shut down
     zygote -> server  {"event": "ready", ...} once, then per test
-                      {"event": "exited", "id": N, "status": S, "cpu_ns": ..., ...}
+                      {"event": "started", "id": N} when untrusted code is about to run
+                      {"event": "exited", "id": N, "status": S, "started": bool, ...}
 
 The forked child reads its command (program, mode, limits, nonce) from the command pipe,
-sets its own resource limits, and writes harness records to fd 3 (the result pipe):
-first "<nonce> start" before any untrusted code runs, and at the end
-"<nonce> {status json}" followed by the serialized return value for call tests.
+sets its own resource limits, tells the zygote "started" on its private socket (closed
+before any untrusted code runs), and at the end writes "<nonce> {status json}" followed
+by the serialized return value for call tests to fd 3 (the result pipe).
 Verdicts are decided by the server from these records and the exit status the zygote
 reports; nothing the program prints on stdout can pass for a record.
 
@@ -66,6 +67,7 @@ WORKDIR = "/tmp/run"
 HIGH_FD = 100
 RECORD_FD = 3
 COMMAND_FD = 4
+STARTED_FD = 5
 MAX_MESSAGE = 65536
 WARM_UP_AFTER_IDLE_S = 0.005
 """A spare warms up only after this long without a test (see `_warm_up`)."""
@@ -131,8 +133,33 @@ def _apply_limits(limits: dict[str, int], mapped: int) -> None:
     resource.setrlimit(resource.RLIMIT_MEMLOCK, (0, 0))
 
 
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+
+
+def _install_test_filter(program: bytes) -> None:
+    """Stack the server's per-test seccomp filter (no setsid, no inotify) on this process.
+
+    The jail's filter must allow what the zygote itself does (setsid for each test); this
+    one covers only the test and what it starts. No-new-privs is already set.
+    """
+    if not program:
+        return
+    buffer = ctypes.create_string_buffer(program, len(program))
+    fprog = _SockFprog(len(program) // 8, ctypes.addressof(buffer))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "installing the test's seccomp filter failed")
+
+
 def _reset_signals() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM, signal.SIGXCPU):
+        signal.signal(sig, signal.SIG_DFL)
+    for sig in (signal.SIGUSR1, signal.SIGUSR2):
         signal.signal(sig, signal.SIG_DFL)
 
 
@@ -230,39 +257,46 @@ def _spare_main(channel: socket.socket) -> NoReturn:
             sys.set_int_max_str_digits(0)
         os.chdir(WORKDIR)
         _warm_up(channel)
-        mapped = _mapped_bytes()
         message, fds, _, _ = socket.recv_fds(channel, 64, 8)
         if not message or len(fds) != 5:
             os._exit(0)
-        channel.close()
     except BaseException:
         os._exit(125)
-    _run_child(fds, mapped)
+    _run_child(fds, channel)
 
 
-def _run_child(fds: list[int], mapped: int) -> NoReturn:
+def _run_child(fds: list[int], channel: socket.socket) -> NoReturn:
     """Never returns: becomes the test process and exits with its status."""
     try:
+        fds = [*fds, channel.detach()]
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD, HIGH_FD + i) for i, fd in enumerate(fds)]
-        cmd_r, stdin_r, stdout_w, stderr_w, result_w = high
+        cmd_r, stdin_r, stdout_w, stderr_w, result_w, started_w = high
         os.dup2(stdin_r, 0)
         os.dup2(stdout_w, 1)
         os.dup2(stderr_w, 2)
         os.dup2(result_w, RECORD_FD)
         os.dup2(cmd_r, COMMAND_FD)
-        os.closerange(COMMAND_FD + 1, 65536)
+        os.dup2(started_w, STARTED_FD)
+        os.closerange(STARTED_FD + 1, 65536)
+        channel = socket.socket(fileno=STARTED_FD)
         command = json.loads(_read_all(COMMAND_FD))
         os.close(COMMAND_FD)
         nonce = command["nonce"]
-        _apply_limits(command["limits"], mapped)
+        # Measured after the command is in memory: the program's limit is for its own
+        # data, on top of what its source already takes here.
+        _apply_limits(command["limits"], _mapped_bytes())
         sys.stdin = _stdio(0, "r")
         sys.stdout = _stdio(1, "w")
         sys.stderr = _stdio(2, "w")
         sys.argv = ["solution.py"]
         memory_record = (nonce + ' {"status": "memory_error"}\n').encode()
-        _write_all(RECORD_FD, (nonce + " start\n").encode())
+        _install_test_filter(bytes.fromhex(command.get("test_filter", "")))
+        # "Untrusted code runs from here" goes to the zygote on a socket the program never
+        # holds: a record pipe can be reopened (and drained) through /proc/self/fd.
+        channel.send(b"started")
+        channel.close()
     except BaseException:
-        # The harness itself failed before any untrusted code ran: no "start" record, so
+        # The harness itself failed before any untrusted code ran: no "started" message, so
         # the server reports a sandbox error instead of blaming the program.
         try:
             traceback.print_exc()
@@ -297,7 +331,7 @@ def _run_child(fds: list[int], mapped: int) -> NoReturn:
                 value = target(*command["args"], **command["kwargs"])
                 try:
                     serialized = json.dumps(value)
-                except (TypeError, ValueError) as exc:
+                except (TypeError, ValueError, RecursionError) as exc:
                     record = {"status": "unserializable", "type": type(value).__name__}
                     record["error"] = str(exc)[:200]
                 else:
@@ -440,9 +474,18 @@ def _wipe(root: str) -> bool:
         os.close(fd)
 
 
+WRITABLE_MODES: dict[str, int] = {}
+"""The permission bits of each writable dir as the jail started (a test may chmod them)."""
+
+
 def _wipe_writable_dirs() -> bool:
-    clean = all([_wipe(path) for path in WRITABLE_DIRS])
-    os.makedirs(WORKDIR, exist_ok=True)
+    try:
+        for path in WRITABLE_DIRS:
+            os.chmod(path, WRITABLE_MODES.get(path, 0o755))
+        clean = all([_wipe(path) for path in WRITABLE_DIRS])
+        os.makedirs(WORKDIR, exist_ok=True)
+    except OSError:
+        return False  # the jail is retired and replaced
     return clean
 
 
@@ -465,6 +508,14 @@ class _Spare:
     def close(self) -> None:
         self.channel.close()
         os.close(self.pidfd)
+
+
+def _harness_started(channel: socket.socket) -> bool:
+    """Whether the test's harness said it is about to run untrusted code (non-blocking)."""
+    try:
+        return channel.recv(16, socket.MSG_DONTWAIT) == b"started"
+    except OSError:
+        return False
 
 
 def _kill_group(pid: int) -> None:
@@ -495,27 +546,62 @@ def _anon_kb(pid: str) -> int:
     return anon
 
 
-def _jail_memory_kb(baseline_kb: int) -> int:
-    """Memory the test's processes hold together, beyond the copy of our own heap.
+INODE_KB = 1
+"""Kernel memory charged per file in the writable tmpfs dirs (inode + dentry, roughly)."""
+CLOCK_TICK_NS = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
-    RLIMIT_AS bounds each process, but a test may fork: this sums the anonymous and
-    shared-memory pages of every process in the jail (the kernel does this in a cgroup;
-    we may have none), minus the interpreter pages each forked process starts with.
+
+def _tick_ns(fields: list[str]) -> int:
+    # utime, stime, cutime, cstime: this process and its reaped children.
+    return sum(int(value) for value in fields[11:15]) * CLOCK_TICK_NS
+
+
+def _jail_usage(baseline_kb: int) -> tuple[int, int]:
+    """Memory (KiB) and CPU (ns) the test's processes hold and used together.
+
+    RLIMIT_AS and RLIMIT_CPU bound each process, but a test may fork, catch SIGXCPU or
+    fill the tmpfs: this sums the anonymous and shared-memory pages of every process in
+    the jail (minus the interpreter pages each forked process starts with), the files and
+    inodes in the writable tmpfs dirs (memory too), and every process's CPU time with its
+    reaped children's. A kernel cgroup does this where the host offers one.
     """
-    total = 0
+    memory_kb = 0
+    cpu_ns = 0
     for entry in os.listdir("/proc"):
-        if entry.isdigit() and entry != "1":
-            total += max(0, _anon_kb(entry) - baseline_kb)
-    return total
+        if not entry.isdigit() or entry == "1":
+            continue
+        memory_kb += max(0, _anon_kb(entry) - baseline_kb)
+        try:
+            with open("/proc/" + entry + "/stat") as fh:
+                cpu_ns += _tick_ns(fh.read().rsplit(")", 1)[1].split())
+        except (OSError, ValueError, IndexError):
+            pass
+    for path in WRITABLE_DIRS:
+        try:
+            usage = os.statvfs(path)
+        except OSError:
+            continue
+        memory_kb += (usage.f_blocks - usage.f_bfree) * usage.f_frsize // 1024
+        memory_kb += (usage.f_files - usage.f_ffree) * INODE_KB
+    return memory_kb, cpu_ns
+
+
+def _reaped_cpu_ns() -> int:
+    """CPU time of the processes we (the jail's init) reaped: orphans of tests."""
+    times = os.times()
+    return int((times.children_user + times.children_system) * 1e9)
 
 
 def _run_one(
-    ctl: socket.socket, spare: _Spare, test_id: int, fds: list[int], memory_kb: int
+    ctl: socket.socket, spare: _Spare, test_id: int, fds: list[int], limits: dict[str, int]
 ) -> bool:
     """Hand the test to the spare child, wait for it, clean up. False means shut down."""
     # The spare already used some CPU (fork, warm-up); the test is charged from here on.
     cpu_before_ns = _cpu_ns(spare.pid)
-    started = time.monotonic_ns()
+    reaped_before_ns = _reaped_cpu_ns()
+    memory_kb = int(limits.get("memory_kb", 0))
+    cpu_limit_ns = int(limits.get("cpu_ms", 0)) * 1_000_000
+    started_ns = time.monotonic_ns()
     try:
         socket.send_fds(spare.channel, [b"run"], fds)
     except OSError:
@@ -531,17 +617,33 @@ def _run_one(
     poller = select.poll()
     poller.register(ctl.fileno(), select.POLLIN)
     poller.register(spare.pidfd, select.POLLIN)
+    poller.register(spare.channel.fileno(), select.POLLIN)
+    started = False
     killed = False
     memory_exceeded = False
+    cpu_exceeded = False
+    polled_cpu_ns = 0
     shutdown = False
     while True:
         events = dict(poller.poll(MEMORY_POLL_MS))
+        if spare.channel.fileno() in events:
+            poller.unregister(spare.channel.fileno())
+            started = _harness_started(spare.channel)
+            if started:
+                _send(ctl, {"event": "started", "id": test_id})
         if spare.pidfd in events:
             break
         if not events:
-            # Still running after a while: check the jail's total memory.
-            if memory_kb and _jail_memory_kb(spare.baseline_kb) > memory_kb:
-                memory_exceeded = killed = True
+            # Still running after a while: check what the whole jail uses. CPU is judged
+            # on time used, so a test that catches SIGXCPU or forks is still stopped.
+            used_kb, used_ns = _jail_usage(spare.baseline_kb)
+            used_ns += _reaped_cpu_ns() - reaped_before_ns - cpu_before_ns
+            polled_cpu_ns = max(polled_cpu_ns, used_ns)
+            over_memory = memory_kb and used_kb > memory_kb
+            over_cpu = cpu_limit_ns and used_ns > cpu_limit_ns
+            if (over_memory or over_cpu) and not killed:
+                memory_exceeded, cpu_exceeded = bool(over_memory), bool(over_cpu)
+                killed = True
                 _kill_group(pid)
                 _kill_all()
             continue
@@ -556,7 +658,8 @@ def _run_one(
                 if not message:
                     poller.unregister(ctl.fileno())
     _, status, usage = os.wait4(pid, 0)
-    wall_ns = time.monotonic_ns() - started
+    wall_ns = time.monotonic_ns() - started_ns
+    started = started or _harness_started(spare.channel)
     spare.close()
     _kill_everything_else()
     clean = _wipe_writable_dirs()
@@ -568,11 +671,15 @@ def _run_one(
             "event": "exited",
             "id": test_id,
             "status": status,
-            "cpu_ns": max(0, int((usage.ru_utime + usage.ru_stime) * 1e9) - cpu_before_ns),
+            "cpu_ns": max(
+                0, int((usage.ru_utime + usage.ru_stime) * 1e9) - cpu_before_ns, polled_cpu_ns
+            ),
             "maxrss_kb": usage.ru_maxrss,
             "wall_ns": wall_ns,
             "killed": killed,
             "memory_exceeded": memory_exceeded,
+            "cpu_exceeded": cpu_exceeded,
+            "started": started,
         },
     )
     # A jail we could not clean is retired; the server starts a fresh one.
@@ -592,11 +699,23 @@ def main() -> None:
     ctl.close()
     ctl = socket.socket(fileno=ctl_fd)
     _make_non_dumpable()
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    # The kernel drops signals sent to a namespace's init from inside it unless init has
+    # a handler: Python installs one for SIGINT, so kill(1, SIGINT) would stop us.
+    for sig in (
+        signal.SIGPIPE,
+        signal.SIGINT,
+        signal.SIGTERM,
+        signal.SIGHUP,
+        signal.SIGUSR1,
+        signal.SIGUSR2,
+    ):
+        signal.signal(sig, signal.SIG_IGN)
     # Move every object made so far out of the collector's reach: a collection in a
     # forked child would otherwise touch (and copy) every page of the zygote's heap.
     gc.collect()
     gc.freeze()
+    for path in WRITABLE_DIRS:
+        WRITABLE_MODES[path] = os.stat(path).st_mode & 0o7777
     os.makedirs(WORKDIR, exist_ok=True)
     spare = _Spare(ctl)
     _send(
@@ -615,7 +734,7 @@ def main() -> None:
             break
         op = json.loads(message)
         if op.get("op") == "run" and len(fds) == 5:
-            if not _run_one(ctl, spare, op["id"], fds, int(op.get("memory_kb", 0))):
+            if not _run_one(ctl, spare, op["id"], fds, op):
                 return
             # Fork the next test's process now, while the server reads this result.
             spare = _Spare(ctl)

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 
 from cobalt import __version__
 from cobalt.executor.api.routes import execute, ops, sandboxfusion
+from cobalt.executor.connections import BodyDeadline
+from cobalt.executor.errors import FileDescriptorsExhausted
 from cobalt.executor.metrics import ExecutorMetrics
 from cobalt.executor.pool import SandboxPool
 from cobalt.executor.service import ExecutorService
 from cobalt.executor.settings import ExecutorSettings
-from cobalt.shared.http import BodySizeLimit, install_error_handlers
+from cobalt.shared.http import BodySizeLimit, error_response, install_error_handlers
 
 __all__ = ["create_app"]
 
@@ -38,9 +42,13 @@ def create_app(settings: ExecutorSettings, *, pool: SandboxPool | None = None) -
             sandboxes.start()
         service = ExecutorService(settings=settings, pool=sandboxes, metrics=ExecutorMetrics())
         app.state.service = service
+        # One canary before serving, so /readyz is right from the first call.
+        await service.readiness.check(service.run_canary)
+        watcher = asyncio.create_task(service.readiness.watch(service.run_canary))
         try:
             yield
         finally:
+            watcher.cancel()
             service.close()
             if own_pool:
                 sandboxes.close()
@@ -52,7 +60,16 @@ def create_app(settings: ExecutorSettings, *, pool: SandboxPool | None = None) -
         lifespan=lifespan,
     )
     install_error_handlers(app)
+
+    @app.exception_handler(FileDescriptorsExhausted)
+    async def _out_of_fds(request: Request, exc: FileDescriptorsExhausted) -> JSONResponse:
+        # A retryable 503: the caller's retry policy honours Retry-After.
+        headers = {"Retry-After": str(max(1, round(exc.retry_after_s)))}
+        return error_response(503, exc.error_type, exc.message, exc.detail, headers)
+
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    # Outermost: the body deadline covers the size limit's own reading of chunked bodies.
+    app.add_middleware(BodyDeadline, timeout_s=settings.body_timeout_s)
     app.include_router(execute.router)
     app.include_router(sandboxfusion.router)
     app.include_router(ops.router)

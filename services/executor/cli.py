@@ -50,6 +50,7 @@ def serve(
     import uvicorn
 
     from cobalt.executor.app import create_app
+    from cobalt.executor.connections import header_deadline_protocol
 
     overrides: dict[str, Any] = {
         key: value
@@ -67,6 +68,7 @@ def serve(
             port=settings.port,
             log_config=None,
             timeout_graceful_shutdown=10,
+            http=header_deadline_protocol(settings.header_timeout_s),
         )
     except SandboxUnavailable as exc:
         typer.echo(f"error: {exc}", err=True)

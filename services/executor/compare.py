@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from decimal import Decimal, localcontext
 from typing import Any
 
+from cobalt.executor.values import LargeInt
 from cobalt.shared.contracts import Compare
 
 __all__ = [
@@ -20,6 +22,8 @@ __all__ = [
 
 FLOAT_TOLERANCE = 1e-6
 """Absolute or relative tolerance of the `float` comparator."""
+
+Number = int | float | LargeInt
 
 
 def _match_cobalt(actual: str, expected: str) -> bool:
@@ -80,27 +84,65 @@ def outputs_match(actual: str, expected: str, mode: Compare) -> bool:
 def values_match(actual: Any, expected: Any, mode: Compare) -> bool:
     """Whether a returned JSON value equals the expected JSON value.
 
-    Both sides are plain JSON data (dict, list, str, int, float, bool, None), so Python's
-    equality is safe here. Booleans only equal booleans (True is not 1). With
-    `Compare.FLOAT`, numbers nested anywhere compare within the tolerance; strings compare
-    with the output comparator of `mode`, so "lines" also applies inside returned strings.
+    Both sides are plain JSON data (dict, list, str, int, float, bool, None, and
+    `LargeInt` for integers too long for CPython's int<->str limit), so Python's equality
+    is safe here. Booleans only equal booleans (True is not 1). With `Compare.FLOAT`,
+    numbers nested anywhere compare within the tolerance; strings compare with the output
+    comparator of `mode`, so "lines" also applies inside returned strings. The walk uses
+    an explicit stack, so no nesting depth can overflow the interpreter's.
     """
-    if isinstance(expected, bool) or isinstance(actual, bool):
-        return isinstance(expected, bool) and isinstance(actual, bool) and actual == expected
-    if isinstance(expected, int | float) and isinstance(actual, int | float):
-        if mode is Compare.FLOAT:
-            return _numbers_close(float(actual), float(expected))
-        return actual == expected
-    if isinstance(expected, list) and isinstance(actual, list):
-        return len(actual) == len(expected) and all(
-            values_match(a, e, mode) for a, e in zip(actual, expected, strict=True)
-        )
-    if isinstance(expected, dict) and isinstance(actual, dict):
-        return actual.keys() == expected.keys() and all(
-            values_match(actual[key], expected[key], mode) for key in expected
-        )
-    if isinstance(expected, str) and isinstance(actual, str):
-        return (
-            actual == expected if mode is Compare.COBALT else outputs_match(actual, expected, mode)
-        )
-    return type(actual) is type(expected) and actual == expected
+    pending = [(actual, expected)]
+    while pending:
+        got, want = pending.pop()
+        if isinstance(want, bool) or isinstance(got, bool):
+            if not (isinstance(want, bool) and isinstance(got, bool) and got == want):
+                return False
+        elif _is_number(want) and _is_number(got):
+            if not _numbers_equal(got, want, mode):
+                return False
+        elif isinstance(want, list) and isinstance(got, list):
+            if len(got) != len(want):
+                return False
+            pending.extend(zip(got, want, strict=True))
+        elif isinstance(want, dict) and isinstance(got, dict):
+            if got.keys() != want.keys():
+                return False
+            pending.extend((got[key], want[key]) for key in want)
+        elif isinstance(want, str) and isinstance(got, str):
+            same = got == want if mode is Compare.COBALT else outputs_match(got, want, mode)
+            if not same:
+                return False
+        elif not (type(got) is type(want) and got == want):
+            return False
+    return True
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float | LargeInt)
+
+
+def _as_decimal(value: Number) -> Decimal:
+    return Decimal(value.text) if isinstance(value, LargeInt) else Decimal(value)
+
+
+def _numbers_equal(got: Number, want: Number, mode: Compare) -> bool:
+    if isinstance(got, LargeInt) or isinstance(want, LargeInt):
+        if mode is not Compare.FLOAT:
+            return got == want
+    elif mode is not Compare.FLOAT:
+        return got == want
+    else:
+        try:
+            return _numbers_close(float(got), float(want))
+        except OverflowError:
+            pass  # an integer beyond float's range: compare exactly below
+    a, b = _as_decimal(got), _as_decimal(want)
+    if a.is_nan() or b.is_nan():
+        return a.is_nan() and b.is_nan()
+    if a.is_infinite() or b.is_infinite():
+        return a == b
+    with localcontext() as context:
+        context.prec = 50
+        difference = abs(a - b)
+        tolerance = Decimal(FLOAT_TOLERANCE)
+        return difference <= tolerance or difference <= tolerance * max(abs(a), abs(b))

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from cobalt.shared.errors import InvalidInput, Unavailable
 
-__all__ = ["LimitTooHigh", "SandboxUnavailable", "UnsupportedFeature"]
+__all__ = [
+    "BodyTimeout",
+    "FileDescriptorsExhausted",
+    "LimitTooHigh",
+    "SandboxUnavailable",
+    "UnsupportedFeature",
+]
 
 
 class SandboxUnavailable(Unavailable):
@@ -23,3 +29,17 @@ class UnsupportedFeature(InvalidInput):
     """The request asks for something this executor does not offer."""
 
     error_type = "unsupported"
+
+
+class FileDescriptorsExhausted(Unavailable):
+    """The server has no file descriptors left for a test's pipes: retry shortly."""
+
+    error_type = "out_of_file_descriptors"
+    retry_after_s = 1.0
+
+
+class BodyTimeout(InvalidInput):
+    """The client did not send its request body in time."""
+
+    status_code = 408
+    error_type = "body_timeout"

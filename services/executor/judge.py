@@ -8,50 +8,92 @@ harness's record (tagged with the per-test nonce) holding a matching return valu
 
 from __future__ import annotations
 
-import json
 import signal
 from dataclasses import dataclass
 from typing import Any
 
 from cobalt.executor.compare import outputs_match, values_match
 from cobalt.executor.sandbox import RawRun, SandboxJob
+from cobalt.executor.values import dumps_value, loads_value
 from cobalt.shared.contracts import CallTest, Compare, StdinTest, TestResult, Verdict
 from cobalt.shared.text import truncate_middle
 
-__all__ = ["HarnessRecord", "judge", "parse_record", "skipped"]
+__all__ = [
+    "HarnessRecord",
+    "judge",
+    "parse_record",
+    "printable",
+    "sandbox_error",
+    "signal_name",
+    "skipped",
+]
 
 MEMORY_SIGNALS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGKILL}
 
 
 @dataclass(frozen=True)
 class HarnessRecord:
-    """What the in-sandbox harness reported, once its nonce has been checked."""
+    """What the in-sandbox harness reported at the end of a test, nonce checked.
 
-    started: bool
+    Whether the harness *started* (so that untrusted code may have run) is not in here:
+    the record pipe is open in the program's process, which can read and write it. The
+    zygote tells the server directly (`RawRun.started`).
+    """
+
     status: str | None = None
     info: dict[str, Any] | None = None
     value: str | None = None
 
 
 def parse_record(data: bytes, nonce: str) -> HarnessRecord:
-    """Read the harness channel; anything without our nonce is ignored."""
-    text = data.decode("utf-8", errors="replace")
-    first, _, rest = text.partition("\n")
-    if not nonce or first != f"{nonce} start":
-        return HarnessRecord(started=False)
-    prefix = f"{nonce} {{"
-    position = rest.rfind("\n" + prefix)
-    start = position + 1 if position >= 0 else (0 if rest.startswith(prefix) else -1)
-    if start < 0:
-        return HarnessRecord(started=True)
-    line, _, value = rest[start:].partition("\n")
+    """The last well-formed `<nonce> {json}` line of the harness channel, and the value
+    after it; anything else the channel holds is ignored. Never raises."""
+    prefix = f"{nonce} {{".encode()
+    if not nonce:
+        return HarnessRecord()
+    if data.startswith(prefix):
+        start = 0
+    else:
+        position = data.rfind(b"\n" + prefix)
+        if position < 0:
+            return HarnessRecord()
+        start = position + 1
+    line, _, value = data[start:].partition(b"\n")
     try:
-        info = json.loads(line[len(nonce) + 1 :])
+        info = loads_value(line[len(nonce) + 1 :])
     except ValueError:
-        return HarnessRecord(started=True)
+        return HarnessRecord()
     if not isinstance(info, dict):
-        return HarnessRecord(started=True)
-    return HarnessRecord(started=True, status=str(info.get("status")), info=info, value=value)
+        return HarnessRecord()
+    return HarnessRecord(
+        status=str(info.get("status")), info=info, value=value.decode("utf-8", "replace")
+    )
+
+
+def signal_name(number: int) -> str:
+    """A signal's name, for any number the kernel can deliver (real-time ones included)."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        if signal.SIGRTMIN <= number <= signal.SIGRTMAX:
+            return f"SIGRTMIN+{number - signal.SIGRTMIN}"
+        return f"signal {number}"
+
+
+def printable(text: str) -> str:
+    """`text` with lone surrogates replaced, so that it can be encoded as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def _as_json_text(value: Any) -> str:
+    try:
+        return dumps_value(value)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def _decode(data: bytes) -> str:
@@ -68,14 +110,15 @@ def _is_memory_failure(raw: RawRun, record: HarnessRecord, job: SandboxJob, stde
 
 
 def _is_cpu_timeout(raw: RawRun, job: SandboxJob) -> bool:
-    if raw.signal == signal.SIGXCPU:
+    # Judged on CPU time used, whatever the program did with SIGXCPU.
+    if raw.cpu_exceeded or raw.signal == signal.SIGXCPU or raw.cpu_ms > job.cpu_s * 1000:
         return True
     return raw.signal == signal.SIGKILL and raw.cpu_ms >= job.cpu_s * 1000 * 0.95
 
 
 def _crash_description(raw: RawRun, record: HarnessRecord) -> str:
     if raw.signal is not None:
-        return f"killed by signal {raw.signal} ({signal.Signals(raw.signal).name})"
+        return f"killed by signal {raw.signal} ({signal_name(raw.signal)})"
     if record.status == "syntax_error":
         return "syntax error"
     return f"exit code {raw.exit_code}"
@@ -93,7 +136,7 @@ def _decide(
     stderr: str,
 ) -> _Outcome:  # fmt: skip
     record = parse_record(raw.record, raw.nonce)
-    if not record.started:
+    if not raw.started:
         # No untrusted code ran, so nothing here is the program's fault, except a program
         # too big to even compile within its time limit.
         if raw.deadline_exceeded:
@@ -132,9 +175,9 @@ def _decide_call(test: CallTest, record: HarnessRecord, compare: Compare) -> _Ou
     if record.status != "returned" or record.value is None:
         return _Outcome(Verdict.RUNTIME_ERROR, "the program exited before returning a result")
     try:
-        actual = json.loads(record.value)
+        actual = loads_value(record.value)
     except ValueError:
-        return _Outcome(Verdict.RUNTIME_ERROR, "the returned value could not be read")
+        return _Outcome(Verdict.WRONG_ANSWER, "the returned value could not be read as JSON")
     if values_match(actual, test.expected, compare):
         return _Outcome(Verdict.ACCEPTED, actual=record.value)
     return _Outcome(Verdict.WRONG_ANSWER, actual=record.value)
@@ -150,22 +193,26 @@ def _feedback(test: StdinTest | CallTest, outcome: _Outcome, stderr: str, limit:
     if isinstance(test, StdinTest):
         parts = [f"Input:\n{cut(test.stdin)}"]
     else:
-        call_args = [json.dumps(a) for a in test.args]
-        call_args += [f"{k}={json.dumps(v)}" for k, v in test.kwargs.items()]
+        call_args = [_as_json_text(a) for a in test.args]
+        call_args += [f"{k}={_as_json_text(v)}" for k, v in test.kwargs.items()]
         parts = [f"Call:\n{cut(test.fn_name + '(' + ', '.join(call_args) + ')')}"]
-    expected = test.expected_stdout if isinstance(test, StdinTest) else json.dumps(test.expected)
+    expected = test.expected_stdout if isinstance(test, StdinTest) else _as_json_text(test.expected)
     parts.append(f"Expected output:\n{cut(expected)}")
     if outcome.verdict is Verdict.WRONG_ANSWER:
         label = "Your output" if isinstance(test, StdinTest) else "Your return value"
         if outcome.actual is not None:
             parts.append(f"{label}:\n{cut(outcome.actual)}")
         if outcome.detail:
-            parts.append(outcome.detail[0].upper() + outcome.detail[1:] + ".")
+            parts.append(_sentence(outcome.detail))
     elif outcome.verdict is Verdict.RUNTIME_ERROR:
         parts.append(f"Error ({outcome.detail}):\n{cut(stderr.strip())}".rstrip(":\n"))
-    else:
-        parts.append(outcome.detail[0].upper() + outcome.detail[1:] + ".")
+    elif outcome.detail:
+        parts.append(_sentence(outcome.detail))
     return "\n".join(parts)
+
+
+def _sentence(detail: str) -> str:
+    return detail[:1].upper() + detail[1:] + "."
 
 
 def judge(
@@ -201,8 +248,14 @@ def judge(
         wall_ms=round(raw.wall_ms, 3),
         cpu_ms=round(raw.cpu_ms, 3),
         max_rss_kb=raw.max_rss_kb,
-        feedback=_feedback(test, outcome, stderr, feedback_chars),
+        # Test data may hold lone surrogates (JSON allows them, UTF-8 does not).
+        feedback=printable(_feedback(test, outcome, stderr, feedback_chars)),
     )
+
+
+def sandbox_error(reason: str) -> TestResult:
+    """The result of a test the executor failed to run or judge: retry or mask it."""
+    return TestResult(verdict=Verdict.SANDBOX_ERROR, feedback=reason)
 
 
 def skipped(reason: str) -> TestResult:

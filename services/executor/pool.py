@@ -9,16 +9,41 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import resource
 import threading
 
 from cobalt.executor.errors import SandboxUnavailable
 from cobalt.executor.interpreter import describe_interpreter
 from cobalt.executor.sandbox import RawRun, SandboxConfig, SandboxJob, SandboxSlot
-from cobalt.executor.seccomp import seccomp_bpf
+from cobalt.executor.seccomp import per_test_seccomp_bpf, seccomp_bpf
 
 __all__ = ["SandboxPool"]
 
 logger = logging.getLogger(__name__)
+
+
+def _check_enforceable(config: SandboxConfig) -> None:
+    """Refuse to start when a configured per-test limit cannot be set.
+
+    A test's harness lowers its rlimits to the configured values; it can never raise one
+    above the hard limit the server inherited, and would then fail every test.
+
+    Raises:
+        SandboxUnavailable: a configured limit is above the server's hard limit.
+    """
+    wanted = [
+        (resource.RLIMIT_NOFILE, config.nofile, "NOFILE", "ulimit -Hn"),
+        (resource.RLIMIT_NPROC, config.nproc, "NPROC", "ulimit -Hu"),
+        (resource.RLIMIT_FSIZE, config.file_size_mb << 20, "FILE_SIZE_MB", "ulimit -Hf"),
+    ]
+    for limit, value, setting, shell in wanted:
+        hard = resource.getrlimit(limit)[1]
+        if hard != resource.RLIM_INFINITY and value > hard:
+            raise SandboxUnavailable(
+                f"COBALT_EXECUTOR_{setting} cannot be enforced: it asks for {value}, above "
+                f"this process's hard limit of {hard}; lower the setting or raise the limit "
+                f"({shell}, or the container runtime's ulimits)"
+            )
 
 
 class SandboxPool:
@@ -32,9 +57,17 @@ class SandboxPool:
             raise SandboxUnavailable("refusing to run sandboxes as root: set a positive uid base")
         self.config = config
         self.interpreter = describe_interpreter(config.python)
+        _check_enforceable(config)
         self._seccomp = seccomp_bpf()
+        test_filter = per_test_seccomp_bpf()
         self.slots = [
-            SandboxSlot(index=i, config=config, interpreter=self.interpreter, seccomp=self._seccomp)
+            SandboxSlot(
+                index=i,
+                config=config,
+                interpreter=self.interpreter,
+                seccomp=self._seccomp,
+                test_filter=test_filter,
+            )
             for i in range(config.slots)
         ]
         self._idle: queue.Queue[SandboxSlot] = queue.Queue()

@@ -35,6 +35,7 @@ from cobalt.executor.errors import SandboxUnavailable
 from cobalt.executor.interpreter import Interpreter
 from cobalt.executor.seccomp import seccomp_memfd
 from cobalt.executor.streams import JobPipes, JobStreams
+from cobalt.executor.values import dumps_value
 
 __all__ = [
     "SANDBOX_ENV",
@@ -120,10 +121,13 @@ class RawRun:
     output_exceeded: bool = False
     memory_exceeded: bool = False
     """The test's processes together held more than its memory limit."""
+    cpu_exceeded: bool = False
+    """The test's processes together used more CPU time than its limit."""
     slot_died: bool = False
     """The jail itself ended or stopped answering while this job ran."""
     started: bool = False
-    """The harness wrote its start record: untrusted code may have run from here on."""
+    """The zygote saw the harness start: untrusted code may have run from here on. Only
+    the trusted side says so; nothing the program can reach decides it."""
 
     @property
     def exit_code(self) -> int | None:
@@ -202,12 +206,19 @@ class SandboxSlot:
     """
 
     def __init__(
-        self, *, index: int, config: SandboxConfig, interpreter: Interpreter, seccomp: bytes
+        self,
+        *,
+        index: int,
+        config: SandboxConfig,
+        interpreter: Interpreter,
+        seccomp: bytes,
+        test_filter: bytes = b"",
     ) -> None:
         self.index = index
         self.config = config
         self.interpreter = interpreter
         self._seccomp = seccomp
+        self._test_filter = test_filter.hex()
         self._process: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
         self._next_id = 0
@@ -322,7 +333,7 @@ class SandboxSlot:
         self._next_id += 1
         nonce = secrets.token_hex(16)
         raw = RawRun(nonce=nonce)
-        command = json.dumps(
+        command = dumps_value(
             {
                 "nonce": nonce,
                 "mode": job.mode,
@@ -330,6 +341,7 @@ class SandboxSlot:
                 "fn_name": job.fn_name,
                 "args": job.args,
                 "kwargs": job.kwargs,
+                "test_filter": self._test_filter,
                 "limits": {
                     "cpu_s": max(1, int(job.cpu_s + 0.999)),
                     "memory_bytes": job.memory_mb << 20,
@@ -345,7 +357,12 @@ class SandboxSlot:
                 self._control,
                 [
                     json.dumps(
-                        {"op": "run", "id": self._next_id, "memory_kb": job.memory_mb * 1024}
+                        {
+                            "op": "run",
+                            "id": self._next_id,
+                            "memory_kb": job.memory_mb * 1024,
+                            "cpu_ms": max(1, round(job.cpu_s * 1000)),
+                        }
                     ).encode()
                 ],
                 pipes.child_ends(),
@@ -405,16 +422,19 @@ class SandboxSlot:
                     io.poller.unregister(fd)
                     exited_at = exited_at or time.monotonic()
                     self.close()
+                elif reply.get("event") == "started":
+                    raw.started = True
                 elif reply.get("event") == "exited":
+                    raw.started = raw.started or bool(reply.get("started"))
                     exited_at = time.monotonic()
                     raw.status = int(reply["status"])
                     raw.cpu_ms = reply["cpu_ns"] / 1e6
                     raw.wall_ms = reply["wall_ns"] / 1e6
                     raw.max_rss_kb = int(reply["maxrss_kb"])
                     raw.memory_exceeded = bool(reply.get("memory_exceeded"))
+                    raw.cpu_exceeded = bool(reply.get("cpu_exceeded"))
         raw.output_exceeded = raw.output_exceeded or io.overflowed
         raw.stdout, raw.stderr, raw.record = io.outputs()
-        raw.started = raw.record.startswith(f"{raw.nonce} start\n".encode())
         if raw.status is None and raw.wall_ms == 0.0:
             raw.wall_ms = (time.monotonic() - begin) * 1000
 

@@ -14,7 +14,15 @@ import socket
 
 import pyseccomp
 
-__all__ = ["DENIED_SYSCALLS", "build_filter", "seccomp_bpf", "seccomp_memfd"]
+__all__ = [
+    "DENIED_SYSCALLS",
+    "TEST_DENIED_SYSCALLS",
+    "build_filter",
+    "build_test_filter",
+    "seccomp_bpf",
+    "seccomp_memfd",
+    "per_test_seccomp_bpf",
+]
 
 DENIED_SYSCALLS: tuple[str, ...] = (
     # Debugging and reading or writing other processes' memory.
@@ -87,15 +95,21 @@ _CLONE_NAMESPACE_FLAGS = (
 )
 
 
-def build_filter() -> pyseccomp.SyscallFilter:
-    """Build the filter object (not yet loaded into any process)."""
+def _denying(names: tuple[str, ...]) -> pyseccomp.SyscallFilter:
+    """A default-allow filter where each of `names` fails with EPERM."""
     rules = pyseccomp.SyscallFilter(defaction=pyseccomp.ALLOW)
-    for name in DENIED_SYSCALLS:
+    for name in names:
         try:
             rules.add_rule(pyseccomp.ERRNO(errno.EPERM), name)
         except (RuntimeError, ValueError, OSError):
             # A name this libseccomp or architecture does not know cannot be called anyway.
             continue
+    return rules
+
+
+def build_filter() -> pyseccomp.SyscallFilter:
+    """Build the filter object (not yet loaded into any process)."""
+    rules = _denying(DENIED_SYSCALLS)
     # Only local (AF_UNIX) sockets: no TCP, UDP, raw, netlink, packet or vsock sockets.
     for call in ("socket", "socketpair"):
         rules.add_rule(
@@ -117,12 +131,39 @@ def build_filter() -> pyseccomp.SyscallFilter:
     return rules
 
 
+TEST_DENIED_SYSCALLS: tuple[str, ...] = (
+    # A new session per child would give each its own scheduler autogroup: 40 of them
+    # would take 40 shares of the CPU from a neighbouring slot's single one.
+    "setsid",
+    # Watching the read-only stdlib would show which modules other slots import.
+    "inotify_init",
+    "inotify_init1",
+    "inotify_add_watch",
+)
+"""Denied to tests only (the zygote itself calls setsid for each test), by a second
+filter the test's harness stacks on itself before any untrusted code runs."""
+
+
+def build_test_filter() -> pyseccomp.SyscallFilter:
+    """The per-test filter: default allow, TEST_DENIED_SYSCALLS fail with EPERM."""
+    return _denying(TEST_DENIED_SYSCALLS)
+
+
+def per_test_seccomp_bpf() -> bytes:
+    """The per-test filter as raw BPF (the harness installs it with prctl)."""
+    return _export(build_test_filter())
+
+
 def seccomp_bpf() -> bytes:
     """The compiled BPF program, as bubblewrap's `--seccomp FD` expects it."""
+    return _export(build_filter())
+
+
+def _export(rules: pyseccomp.SyscallFilter) -> bytes:
     fd = os.memfd_create("cobalt-seccomp", 0)
     try:
         with open(fd, "wb", closefd=False) as sink:
-            build_filter().export_bpf(sink)
+            rules.export_bpf(sink)
         os.lseek(fd, 0, os.SEEK_SET)
         return os.read(fd, 1 << 20)
     finally:

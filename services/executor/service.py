@@ -11,15 +11,17 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from typing import Any, TypeVar
 
 from cobalt import __version__
-from cobalt.executor.errors import LimitTooHigh, UnsupportedFeature
-from cobalt.executor.judge import judge, skipped
+from cobalt.executor.admission import Admission
+from cobalt.executor.errors import FileDescriptorsExhausted, LimitTooHigh, UnsupportedFeature
+from cobalt.executor.judge import judge, sandbox_error, skipped
 from cobalt.executor.metrics import ExecutorMetrics
 from cobalt.executor.pool import SandboxPool
+from cobalt.executor.readiness import Readiness, ReadyState
 from cobalt.executor.sandbox import RawRun, SandboxJob
 from cobalt.executor.settings import ExecutorSettings
 from cobalt.shared.contracts import (
@@ -39,10 +41,13 @@ from cobalt.shared.contracts import (
     Verdict,
 )
 from cobalt.shared.errors import Overloaded
+from cobalt.shared.text import truncate_middle
 
 __all__ = ["EXECUTOR_VERSION", "ExecutorService", "job_for_test"]
 
 logger = logging.getLogger(__name__)
+
+Result = TypeVar("Result")
 
 EXECUTOR_VERSION = f"cobalt-executor/{__version__}"
 MIN_MEMORY_MB = 16
@@ -64,7 +69,9 @@ def job_for_test(test: StdinTest | CallTest, request: ExecuteRequest, wall_s: fl
         "output_bytes": limits.output_kb * 1024,
     }
     if isinstance(test, StdinTest):
-        return SandboxJob(mode="stdin", stdin=test.stdin.encode(), **common)  # type: ignore[arg-type]
+        # Lone surrogates (valid in JSON, not in UTF-8) pass through as their raw code units.
+        stdin = test.stdin.encode("utf-8", "surrogatepass")
+        return SandboxJob(mode="stdin", stdin=stdin, **common)  # type: ignore[arg-type]
     return SandboxJob(
         mode="call",
         fn_name=test.fn_name,
@@ -86,12 +93,21 @@ class ExecutorService:
         self._threads = ThreadPoolExecutor(
             max_workers=len(pool.slots), thread_name_prefix="sandbox"
         )
-        self._lock = threading.Lock()
-        self._pending = 0
+        self.admission = Admission(
+            max_tests=settings.max_pending_tests,
+            max_bytes=settings.max_pending_bytes,
+            slots=len(pool.slots),
+        )
+        admission = self.admission
+        self.readiness = Readiness(
+            interval_s=settings.readiness_interval_s,
+            timeout_s=settings.readiness_timeout_s,
+            busy=lambda: pool.busy >= len(pool.slots),
+        )
         metrics.slots.set(len(pool.slots))
-        metrics.pending_tests.set_function(lambda: self._pending)
+        metrics.pending_tests.set_function(lambda: admission.tests)
         metrics.busy_slots.set_function(lambda: pool.busy)
-        metrics.queue_depth.set_function(lambda: max(self._pending - pool.busy, 0))
+        metrics.queue_depth.set_function(lambda: max(admission.tests - pool.busy, 0))
         metrics.sandbox_restarts.set_function(lambda: pool.restarts)
 
     def close(self) -> None:
@@ -122,25 +138,6 @@ class ExecutorService:
                     detail={"field": name, "value": value, "maximum": maximum},
                 )
 
-    @contextmanager
-    def admitted(self, n_tests: int) -> Iterator[None]:
-        """Reserve queue room for `n_tests`, or refuse at once with 429."""
-        with self._lock:
-            if self._pending + n_tests > self.settings.max_pending_tests:
-                self.metrics.rejected.labels(reason="queue_full").inc()
-                backlog_s = self._pending / max(len(self.pool.slots), 1) * 0.05
-                raise Overloaded(
-                    f"executor queue is full ({self._pending} tests pending, "
-                    f"limit {self.settings.max_pending_tests}); retry later",
-                    retry_after_s=max(1.0, round(backlog_s, 1)),
-                )
-            self._pending += n_tests
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._pending -= n_tests
-
     # --- execution -----------------------------------------------------------------
 
     async def execute(self, request: ExecuteRequest) -> ExecuteResponse:
@@ -148,39 +145,66 @@ class ExecutorService:
 
         Raises:
             LimitTooHigh: the request asks for more than this executor allows.
-            Overloaded: the queue has no room for the request's tests.
+            Overloaded: the queue is full.
+            FileDescriptorsExhausted: the server ran out of file descriptors (retry).
         """
         self.validate(request)
+        self._check_room()
         started = time.monotonic()
-        with self.admitted(len(request.tests)):
-            response = await self._run_admitted(request)
+        response = await self._run_program(request, self.settings.max_response_chars)
         self.metrics.request_seconds.labels(endpoint="execute").observe(time.monotonic() - started)
         return response
 
     async def execute_batch(self, batch: BatchExecuteRequest) -> BatchExecuteResponse:
-        """Run many programs with the pool's bounded parallelism; results in order."""
+        """Run many programs, admitted in pieces as room frees up; results in order.
+
+        Raises:
+            LimitTooHigh: a request asks for more than this executor allows.
+            Overloaded: the queue is full.
+            FileDescriptorsExhausted: the server ran out of file descriptors (retry).
+        """
         for request in batch.requests:
             self.validate(request)
+        self._check_room()
         started = time.monotonic()
-        with self.admitted(sum(len(r.tests) for r in batch.requests)):
-            results = await asyncio.gather(*(self._run_admitted(r) for r in batch.requests))
+        share = self.settings.max_response_chars // len(batch.requests)
+        results = await _all_or_none([self._run_program(r, share) for r in batch.requests])
         self.metrics.request_seconds.labels(endpoint="batch").observe(time.monotonic() - started)
-        return BatchExecuteResponse(results=list(results))
+        return BatchExecuteResponse(results=results)
+
+    def _check_room(self) -> None:
+        try:
+            self.admission.check_room()
+        except Overloaded:
+            self.metrics.rejected.labels(reason="queue_full").inc()
+            raise
+
+    async def _run_program(self, request: ExecuteRequest, response_chars: int) -> ExecuteResponse:
+        async with self.admission.admitted(len(request.tests), _request_bytes(request)):
+            response = await self._run_admitted(request)
+        return cap_response(response, response_chars)
 
     async def _run_admitted(self, request: ExecuteRequest) -> ExecuteResponse:
         budget = request.limits.total_s or self.settings.max_total_s
         deadline = time.monotonic() + budget
-        if request.stop_on_first_failure:
-            results: list[TestResult] = []
-            for test in request.tests:
-                if results and results[-1].verdict is not Verdict.ACCEPTED:
-                    results.append(skipped("Not run: an earlier test failed."))
-                    continue
-                results.append(await self._run_test(test, request, deadline))
-        else:
-            results = list(
-                await asyncio.gather(*(self._run_test(t, request, deadline) for t in request.tests))
-            )
+        # Set when the request fails or its caller goes away: tests not yet started are
+        # skipped instead of running for nobody.
+        abandoned = threading.Event()
+        try:
+            if request.stop_on_first_failure:
+                results: list[TestResult] = []
+                for test in request.tests:
+                    if results and results[-1].verdict is not Verdict.ACCEPTED:
+                        results.append(skipped("Not run: an earlier test failed."))
+                        continue
+                    results.append(await self._run_test(test, request, deadline, abandoned))
+            else:
+                results = await _all_or_none(
+                    [self._run_test(t, request, deadline, abandoned) for t in request.tests]
+                )
+        except BaseException:
+            abandoned.set()
+            raise
         passed = sum(r.verdict is Verdict.ACCEPTED for r in results)
         return ExecuteResponse(
             results=results,
@@ -191,16 +215,41 @@ class ExecutorService:
         )
 
     async def _run_test(
-        self, test: StdinTest | CallTest, request: ExecuteRequest, deadline: float
+        self,
+        test: StdinTest | CallTest,
+        request: ExecuteRequest,
+        deadline: float,
+        abandoned: threading.Event,
     ) -> TestResult:
         loop = asyncio.get_running_loop()
         result = await loop.run_in_executor(
-            self._threads, self._run_test_blocking, test, request, deadline
+            self._threads, self._run_test_blocking, test, request, deadline, abandoned
         )
         self.metrics.verdicts.labels(verdict=result.verdict.value).inc()
+        self.readiness.observe(result.verdict)
         return result
 
     def _run_test_blocking(
+        self,
+        test: StdinTest | CallTest,
+        request: ExecuteRequest,
+        deadline: float,
+        abandoned: threading.Event,
+    ) -> TestResult:
+        if abandoned.is_set():
+            return skipped("Not run: the request failed or was abandoned.")
+        # The last line of defence: whatever goes wrong in running or judging one test
+        # is that test's sandbox error; its siblings and other programs keep theirs. Only
+        # running out of file descriptors fails the request, as a retryable 503.
+        try:
+            return self._run_and_judge(test, request, deadline)
+        except FileDescriptorsExhausted:
+            raise
+        except Exception:
+            logger.exception("running or judging a test failed; reporting a sandbox error")
+            return sandbox_error("The executor failed while running or judging this test.")
+
+    def _run_and_judge(
         self, test: StdinTest | CallTest, request: ExecuteRequest, deadline: float
     ) -> TestResult:
         remaining = deadline - time.monotonic()
@@ -252,8 +301,11 @@ class ExecutorService:
             stream_chars=output_kb * 1024,
         )
         self.validate(probe)
-        with self.admitted(1):
-            result = await self._run_test(probe.tests[0], probe, time.monotonic() + 3600)
+        self._check_room()
+        async with self.admission.admitted(1, _request_bytes(probe)):
+            result = await self._run_test(
+                probe.tests[0], probe, time.monotonic() + 3600, threading.Event()
+            )
         return _as_sandboxfusion(result)
 
     # --- introspection --------------------------------------------------------------
@@ -279,15 +331,60 @@ class ExecutorService:
             python=self.pool.interpreter.version,
         )
 
-    async def is_ready(self) -> bool:
-        """Run a canary program through a real sandbox: ready only if it is judged right."""
-        try:
-            response = await asyncio.wait_for(
-                self.execute(CANARY), timeout=self.settings.readiness_timeout_s
-            )
-        except (TimeoutError, Overloaded):
-            return False
-        return response.passed == response.total
+    def readiness_state(self) -> tuple[ReadyState, str]:
+        """Cached readiness (see readiness.py); costs no sandbox run."""
+        return self.readiness.state()
+
+    async def run_canary(self) -> ExecuteResponse:
+        """The canary program through the normal path (admission, sandbox, judge)."""
+        return await self.execute(CANARY)
+
+
+async def _all_or_none(coroutines: list[Coroutine[Any, Any, Result]]) -> list[Result]:
+    """Run concurrently; if one fails, cancel the rest (no work keeps running for a
+    request already answered) and raise its error as is, not as an exception group."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(coroutine) for coroutine in coroutines]
+    except BaseExceptionGroup as failures:
+        raise failures.exceptions[0] from None
+    return [task.result() for task in tasks]
+
+
+def _request_bytes(request: ExecuteRequest) -> int:
+    """What a program holds in memory while it waits and runs, roughly: its text data."""
+    size = len(request.code)
+    for test in request.tests:
+        size += 256 + (
+            len(test.stdin) + len(test.expected_stdout) if isinstance(test, StdinTest) else 0
+        )
+    return size
+
+
+def cap_response(response: ExecuteResponse, max_chars: int) -> ExecuteResponse:
+    """Keep a response within `max_chars` of text by shortening its longest fields.
+
+    Each test's stdout, stderr and feedback are middle-truncated to an equal share, so a
+    small request cannot ask for a huge response (many tests, each with a big output).
+    """
+
+    def size(result: TestResult) -> int:
+        return len(result.stdout) + len(result.stderr) + len(result.feedback)
+
+    if sum(size(r) for r in response.results) <= max_chars:
+        return response
+    share = max(max_chars // (3 * len(response.results)), 0)
+    results = [
+        r.model_copy(
+            update={
+                "stdout": truncate_middle(r.stdout, share),
+                "stderr": truncate_middle(r.stderr, share),
+                "feedback": truncate_middle(r.feedback, share),
+            }
+        )
+        for r in response.results
+    ]
+    return response.model_copy(update={"results": results})
 
 
 def _as_sandboxfusion(result: TestResult) -> RunCodeResponse:

@@ -27,8 +27,17 @@ class ExecutorSettings(CobaltSettings):
     """Concurrent sandboxes (tests running at once). Default: one per CPU."""
     max_pending_tests: int = Field(default=4096, ge=1)
     """Tests queued or running before new work is refused with 429."""
+    max_pending_bytes: int = Field(default=512 << 20, ge=1 << 20)
+    """Bytes of programs and test data held (queued or running) before new work gets 429."""
     max_body_bytes: int = Field(default=32 << 20, ge=1024)
     """Largest request body accepted; larger gets 413."""
+    max_response_chars: int = Field(default=32 << 20, ge=1024)
+    """Text (stdout, stderr, feedback) in one response; longer fields are shortened."""
+    header_timeout_s: float = Field(default=10.0, gt=0)
+    """A connection that has not sent a request's headers this long after opening (or
+    after its last response) is closed: slowloris clients cannot hold connections."""
+    body_timeout_s: float = Field(default=30.0, gt=0)
+    """Longest wait for the next piece of a request body (408 after it)."""
     max_tests_per_request: int = Field(default=2000, ge=1)
     max_wall_s: float = Field(default=60.0, gt=0)
     """Highest per-test wall-clock limit a request may ask for."""
@@ -47,7 +56,10 @@ class ExecutorSettings(CobaltSettings):
     file_size_mb: int = Field(default=64, ge=1)
     unsafe_no_sandbox: bool = False
     """Run without bubblewrap (rlimits and seccomp only). Never for untrusted code."""
-    readiness_timeout_s: float = 10.0
+    readiness_timeout_s: float = Field(default=10.0, gt=0)
+    """How long the readiness canary may take on an idle executor before it counts as broken."""
+    readiness_interval_s: float = Field(default=10.0, gt=0)
+    """The canary runs when no test has finished for this long (real tests are evidence)."""
 
     @model_validator(mode="after")
     def _sane(self) -> ExecutorSettings:

@@ -8,11 +8,14 @@ reads its input can neither block the server nor grow its memory.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import select
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from cobalt.executor.errors import FileDescriptorsExhausted
 
 if TYPE_CHECKING:
     from cobalt.executor.sandbox import SandboxJob
@@ -41,9 +44,23 @@ class JobPipes:
 
     @classmethod
     def open(cls) -> JobPipes:
+        """Open the five pipes, or none of them.
+
+        Raises:
+            FileDescriptorsExhausted: the process or system is out of file descriptors.
+        """
         fds: list[int] = []
-        for _ in range(5):
-            fds += os.pipe()
+        try:
+            for _ in range(5):
+                fds += os.pipe()
+        except OSError as exc:
+            for fd in fds:
+                os.close(fd)
+            if exc.errno in (errno.EMFILE, errno.ENFILE):
+                raise FileDescriptorsExhausted(
+                    "the executor is out of file descriptors; retry shortly"
+                ) from exc
+            raise
         pipes = cls(*fds)
         for fd in (pipes.cmd_w, pipes.stdin_w, pipes.stdout_r, pipes.stderr_r, pipes.result_r):
             flags = fcntl.fcntl(fd, fcntl.F_GETFL)

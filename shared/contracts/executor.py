@@ -56,14 +56,45 @@ class Compare(StrEnum):
     FLOAT = "float"
 
 
+MAX_VALUE_DEPTH = 64
+"""Deepest nesting of lists and objects in a call test's arguments or expected value."""
+MAX_VALUE_ITEMS = 1_000_000
+"""Most scalars, lists and objects one call test's values may hold together."""
+MAX_TESTS_PER_REQUEST = 10_000
+"""Schema bound on tests per request; the server's own maximum is usually lower."""
+MAX_CODE_CHARS = 4 << 20
+MAX_TEXT_CHARS = 16 << 20
+"""Largest stdin or expected stdout of one test (the body size caps the total)."""
+MAX_BATCH_REQUESTS = 1024
+
+
+def _check_value_shape(values: list[Any]) -> None:
+    """Refuse nesting deeper than MAX_VALUE_DEPTH or more than MAX_VALUE_ITEMS items.
+
+    Walks with an explicit stack: a hostile value cannot overflow the interpreter's.
+    """
+    pending = [(value, 1) for value in values]
+    items = 0
+    while pending:
+        value, depth = pending.pop()
+        items += 1
+        if items > MAX_VALUE_ITEMS:
+            raise ValueError(f"call test values hold more than {MAX_VALUE_ITEMS} items")
+        if isinstance(value, list | dict):
+            if depth > MAX_VALUE_DEPTH:
+                raise ValueError(f"call test values are nested deeper than {MAX_VALUE_DEPTH}")
+            children = value.values() if isinstance(value, dict) else value
+            pending.extend((child, depth + 1) for child in children)
+
+
 class StdinTest(BaseModel):
     """A test that feeds `stdin` to the program and compares what it prints."""
 
     model_config = ConfigDict(extra="forbid")
     __test__ = False  # not a pytest class
 
-    stdin: str = ""
-    expected_stdout: str
+    stdin: str = Field(default="", max_length=MAX_TEXT_CHARS)
+    expected_stdout: str = Field(max_length=MAX_TEXT_CHARS)
 
 
 class CallTest(BaseModel):
@@ -72,6 +103,10 @@ class CallTest(BaseModel):
     If the program defines no top-level function `fn_name`, the method of that name on an
     instance of `class Solution` is called (LeetCode style). The return value travels to
     the judge as JSON, so tuples compare equal to lists.
+
+    `expected` is required: a test that left it out would otherwise expect `null`, and a
+    function that does nothing would pass it. A function meant to return None is tested
+    with an explicit `"expected": null`.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -80,7 +115,12 @@ class CallTest(BaseModel):
     fn_name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     args: list[Any] = Field(default_factory=list)
     kwargs: dict[str, Any] = Field(default_factory=dict)
-    expected: Any = None
+    expected: Any = Field(description="the value the call must return (null for None)")
+
+    @model_validator(mode="after")
+    def _bounded(self) -> CallTest:
+        _check_value_shape([self.args, self.kwargs, self.expected])
+        return self
 
 
 TestCase = Annotated[StdinTest | CallTest, Field(union_mode="left_to_right")]
@@ -109,9 +149,9 @@ class ExecuteRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    code: str
+    code: str = Field(max_length=MAX_CODE_CHARS)
     language: Literal["python"] = "python"
-    tests: list[TestCase] = Field(min_length=1)
+    tests: list[TestCase] = Field(min_length=1, max_length=MAX_TESTS_PER_REQUEST)
     compare: Compare = Compare.COBALT
     limits: Limits = Field(default_factory=Limits)
     stop_on_first_failure: bool = False
@@ -160,7 +200,7 @@ class BatchExecuteRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    requests: list[ExecuteRequest] = Field(min_length=1)
+    requests: list[ExecuteRequest] = Field(min_length=1, max_length=MAX_BATCH_REQUESTS)
 
 
 class BatchExecuteResponse(BaseModel):

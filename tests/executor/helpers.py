@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -19,3 +20,15 @@ def execute(
 
 def verdicts(body: dict[str, Any]) -> list[str]:
     return [result["verdict"] for result in body["results"]]
+
+
+def wait_ready(client: Any, timeout_s: float = 30.0) -> dict[str, Any]:
+    """GET /readyz until it is 200 (the first canary runs just after start-up)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        response = client.get("/readyz")
+        if response.status_code == 200 or time.monotonic() > deadline:
+            assert response.status_code == 200, response.text
+            body: dict[str, Any] = response.json()
+            return body
+        time.sleep(0.05)

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from cobalt.executor.app import create_app
 from cobalt.executor.pool import SandboxPool
 from cobalt.executor.settings import ExecutorSettings
-from tests.executor.helpers import execute, verdicts
+from tests.executor.helpers import execute, verdicts, wait_ready
 
 DOUBLER = "print(int(input()) * 2)"
 
@@ -285,7 +285,7 @@ def test_auth_required_when_token_set(strict_client: TestClient) -> None:
     assert ok.status_code == 200 and ok.json()["passed"] == 1
     # Probes stay open so orchestrators (Kubernetes) can check health without the token.
     assert strict_client.get("/healthz").status_code == 200
-    assert strict_client.get("/readyz").status_code == 200
+    assert wait_ready(strict_client)["status"] == "ready"
 
 
 def test_oversized_body_is_413(strict_client: TestClient) -> None:
@@ -306,12 +306,15 @@ def test_oversized_body_is_413(strict_client: TestClient) -> None:
     assert streamed.status_code == 413
 
 
-def test_more_tests_than_the_queue_holds_is_429(strict_client: TestClient) -> None:
+def test_a_program_larger_than_the_queue_runs_alone_on_an_idle_server(
+    strict_client: TestClient,
+) -> None:
+    # The queue holds 3 tests. Refusing 4 on an idle server would refuse them forever;
+    # the 429 of a full queue is in test_integrity.py.
     payload = {"code": "print(1)", "tests": [{"expected_stdout": "1"}] * 4}
     response = strict_client.post("/v1/execute", json=payload, headers=AUTH)
-    assert response.status_code == 429
-    assert int(response.headers["Retry-After"]) >= 1
-    assert response.json()["error"]["type"] == "overloaded"
+    assert response.status_code == 200, response.text
+    assert response.json()["passed"] == 4
 
 
 # --- batch, info, metrics ---------------------------------------------------------------
@@ -367,6 +370,5 @@ def test_metrics_count_verdicts(executor_client: TestClient) -> None:
         assert name in text
 
 
-def test_readyz_runs_a_canary(executor_client: TestClient) -> None:
-    response = executor_client.get("/readyz")
-    assert response.status_code == 200 and response.json() == {"status": "ready"}
+def test_readyz_reports_the_cached_canary(executor_client: TestClient) -> None:
+    assert wait_ready(executor_client)["state"] in ("ready", "busy")

@@ -72,3 +72,10 @@ def test_root_never_runs_jails_as_root() -> None:
     pool = SandboxPool(SandboxConfig(slots=2, uid_base=61000))
     assert pool.sandbox_uids() == {61000, 61001}
     assert 0 not in pool.sandbox_uids()
+
+
+def test_refuses_to_start_when_a_limit_cannot_be_enforced() -> None:
+    # RLIMIT_NOFILE always has a finite hard limit (at most fs.nr_open).
+    settings = ExecutorSettings(slots=1, nofile=1 << 40)
+    with pytest.raises(SandboxUnavailable, match="COBALT_EXECUTOR_NOFILE cannot be enforced"):
+        SandboxPool(settings.sandbox_config())

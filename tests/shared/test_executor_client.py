@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 from typing import Any
 
 import httpx
@@ -559,11 +561,20 @@ def test_real_app_with_auth(sandbox_pool: SandboxPool) -> None:
 def test_real_app_overload_is_retried_after_retry_after(sandbox_pool: SandboxPool) -> None:
     settings = ExecutorSettings(slots=2, max_pending_tests=1)
     request = ExecuteRequest(code=DOUBLE, tests=[StdinTest(expected_stdout="")] * 2)
+    # A request holding the whole queue (one test) while the client tries.
+    filler = {"code": "import time\ntime.sleep(3)", "tests": [{"expected_stdout": ""}]}
     sleeps: list[float] = []
     with serve_executor(settings, sandbox_pool) as url:
+        holder = threading.Thread(
+            target=httpx.post, args=(f"{url}/v1/execute",), kwargs={"json": filler, "timeout": 60}
+        )
+        holder.start()
+        while "cobalt_executor_pending_tests 1.0" not in httpx.get(f"{url}/metrics").text:
+            time.sleep(0.02)
         with ExecutorClient(base_url=url, max_retries=2, sleep=sleeps.append) as client:
             with pytest.raises(Overloaded, match="queue is full") as caught:
                 client.execute(request)
+        holder.join()
     assert sleeps == [1.0, 1.0]
     assert caught.value.retry_after_s == 1.0
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 
 from cobalt.executor.api.deps import ServiceDep, require_token
+from cobalt.executor.bodies import openapi_body, read_body
 from cobalt.shared.contracts import (
     BatchExecuteRequest,
     BatchExecuteResponse,
@@ -15,13 +16,13 @@ from cobalt.shared.contracts import (
 router = APIRouter(prefix="/v1", tags=["execute"], dependencies=[Depends(require_token)])
 
 
-@router.post("/execute")
-async def execute(request: ExecuteRequest, service: ServiceDep) -> ExecuteResponse:
+@router.post("/execute", openapi_extra=openapi_body(ExecuteRequest))
+async def execute(request: Request, service: ServiceDep) -> ExecuteResponse:
     """Run one program on its tests; per-test verdicts in test order."""
-    return await service.execute(request)
+    return await service.execute(await read_body(request, ExecuteRequest))
 
 
-@router.post("/execute/batch")
-async def execute_batch(batch: BatchExecuteRequest, service: ServiceDep) -> BatchExecuteResponse:
+@router.post("/execute/batch", openapi_extra=openapi_body(BatchExecuteRequest))
+async def execute_batch(request: Request, service: ServiceDep) -> BatchExecuteResponse:
     """Run many programs with bounded parallelism; one response per request, in order."""
-    return await service.execute_batch(batch)
+    return await service.execute_batch(await read_body(request, BatchExecuteRequest))

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from cobalt.executor.api.deps import ServiceDep, require_token
+from cobalt.executor.readiness import ReadyState
 from cobalt.shared.contracts import ExecutorInfo
 from cobalt.shared.errors import Unavailable
 
@@ -20,10 +21,11 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/readyz")
 async def readyz(service: ServiceDep) -> dict[str, str]:
-    """A canary program ran in a real sandbox and was judged correctly."""
-    if not await service.is_ready():
-        raise Unavailable("canary program did not pass: the sandbox is not working")
-    return {"status": "ready"}
+    """Ready unless the sandbox is broken (cached: a canary runs on a schedule, not here)."""
+    state, reason = service.readiness_state()
+    if state in (ReadyState.BROKEN, ReadyState.STARTING):
+        raise Unavailable(f"not ready ({state.value}): {reason}", detail={"state": state.value})
+    return {"status": "ready", "state": state.value}
 
 
 @router.get("/metrics")

@@ -1,0 +1,62 @@
+"""Request bodies, read and validated off the event loop.
+
+FastAPI parses a JSON body and validates it on the event loop; a body of tens of MiB then
+holds every other request (health probes included) for seconds. Here the body is read
+(its size is already capped by `BodySizeLimit`) and handed to a worker thread, which
+decodes it with the executor's JSON rules (`values.loads_value`: integers of any length,
+no stack overflow on deep nesting) and validates it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, TypeVar
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ValidationError
+
+from cobalt.executor.values import loads_value
+from cobalt.shared.errors import InvalidInput
+
+__all__ = ["openapi_body", "parse_body", "read_body"]
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def parse_body(body: bytes, model: type[Model]) -> Model:
+    """Decode and validate one JSON body.
+
+    Raises:
+        InvalidInput: the body is not JSON (or is nested too deeply to decode).
+        RequestValidationError: the JSON does not fit `model`.
+    """
+    try:
+        data = loads_value(body)
+    except ValueError as exc:
+        raise InvalidInput(f"the request body is not valid JSON: {str(exc)[:200]}") from exc
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        errors = [{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]
+        raise RequestValidationError(errors) from exc
+    except RecursionError as exc:
+        raise InvalidInput("the request body is nested too deeply") from exc
+
+
+async def read_body(request: Request, model: type[Model]) -> Model:
+    """Read the body and parse it into `model` on a worker thread."""
+    body = await request.body()
+    return await asyncio.to_thread(parse_body, body, model)
+
+
+def openapi_body(model: type[BaseModel]) -> dict[str, Any]:
+    """The OpenAPI `requestBody` of a route that reads its body with `read_body`."""
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    schema.pop("$defs", None)
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": schema}},
+        }
+    }

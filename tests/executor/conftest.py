@@ -1,0 +1,73 @@
+"""Executor fixtures: the real sandbox over HTTP in both uid modes, with small limits."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+import uvicorn
+
+from cobalt.executor.app import create_app
+from cobalt.executor.connections import header_deadline_protocol
+from cobalt.executor.pool import SandboxPool
+from cobalt.executor.settings import ExecutorSettings
+from tests.executor.nonroot import nonroot_executor
+
+INTEGRITY_LIMITS = {
+    "MAX_PENDING_TESTS": "40",
+    "MAX_RESPONSE_CHARS": "200000",
+    "HEADER_TIMEOUT_S": "2",
+    "BODY_TIMEOUT_S": "2",
+    "READINESS_INTERVAL_S": "1",
+}
+"""Server settings of the integrity tests (small, so that limits are reached quickly)."""
+
+
+@pytest.fixture(scope="session")
+def nonroot_executor_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real executor server run as a non-root user (every slot under its uid)."""
+    log = tmp_path_factory.mktemp("nonroot-executor") / "server.log"
+    env = {f"COBALT_EXECUTOR_{key}": value for key, value in INTEGRITY_LIMITS.items()}
+    with nonroot_executor(log, **env) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def root_executor_url(sandbox_pool: SandboxPool) -> Iterator[str]:
+    """The executor as root (one uid per slot) on the shared pool, served like `serve`."""
+    settings = ExecutorSettings(
+        slots=sandbox_pool.config.slots,
+        **{key.lower(): value for key, value in INTEGRITY_LIMITS.items()},  # type: ignore[arg-type]
+    )
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(
+        create_app(settings, pool=sandbox_pool),
+        log_level="warning",
+        lifespan="on",
+        http=header_deadline_protocol(settings.header_timeout_s),
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
+        time.sleep(0.01)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server.should_exit = True
+    thread.join(timeout=30)
+    sock.close()
+
+
+@pytest.fixture(scope="session", params=["per-slot-uids", "shared-uid"])
+def executor_http(request: pytest.FixtureRequest) -> Iterator[httpx.Client]:
+    """An HTTP client for the executor in each uid mode: as root with one uid per slot
+    (the shared test pool), and as a non-root server whose slots share its uid."""
+    name = "root_executor_url" if request.param == "per-slot-uids" else "nonroot_executor_url"
+    with httpx.Client(base_url=request.getfixturevalue(name), timeout=120) as client:
+        yield client

@@ -1,0 +1,101 @@
+"""The executor as the shipped deployments run it: a non-root server whose every slot
+runs under the server's own uid (k8s and compose run it as a plain user).
+
+These machines run the tests as root, so the server is started as a dedicated uid with
+`setpriv`. The venv's interpreter lives under /root (not readable by other users), so the
+server runs on the system Python of the same version with the venv's site-packages added.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import sysconfig
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+NONROOT_UID = 61990
+"""The server's uid in shared-uid mode: outside every per-slot range (61000 + slot)."""
+
+_BOOT = (
+    "import site, sys; site.addsitedir(sys.argv[1]); "
+    "sys.argv = ['cobalt', 'executor', 'serve']; "
+    "from cobalt.cli import main; main()"
+)
+
+
+def _system_python() -> str:
+    wanted = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    for candidate in (f"/usr/bin/{wanted}", f"/usr/local/bin/{wanted}"):
+        if os.access(candidate, os.X_OK) and not candidate.startswith(sys.prefix):
+            return candidate
+    raise RuntimeError(f"the non-root executor tests need /usr/bin/{wanted} (the venv's version)")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def nonroot_executor(log: Path, **env: str) -> Iterator[str]:
+    """`cobalt executor serve` as uid NONROOT_UID; yields its base URL."""
+    if os.geteuid() != 0:
+        raise RuntimeError("starting a server as another uid needs root")
+    site_packages = sysconfig.get_paths()["purelib"]
+    port = _free_port()
+    environment = {
+        "HOME": "/tmp",
+        "PATH": "/usr/bin:/bin",
+        "COBALT_EXECUTOR_PORT": str(port),
+        "COBALT_EXECUTOR_SLOTS": "2",
+        **env,
+    }
+    command = [
+        "setpriv",
+        f"--reuid={NONROOT_UID}",
+        f"--regid={NONROOT_UID}",
+        "--clear-groups",
+        _system_python(),
+        "-c",
+        _BOOT,
+        site_packages,
+    ]
+    with log.open("wb") as sink:
+        server = subprocess.Popen(
+            command, env=environment, stdout=sink, stderr=subprocess.STDOUT, cwd="/"
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if server.poll() is not None:
+                raise RuntimeError(
+                    f"the non-root executor exited ({server.returncode}); its log:\n"
+                    + log.read_text()[-3000:]
+                    + "\n(is the checkout readable by other users?)"
+                )
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the non-root executor did not answer within 60 s")
+            time.sleep(0.2)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
