@@ -3,6 +3,7 @@
 #                .venv-trainer (torch + verl) and install system packages
 #   make test    lint + type-check + the whole test suite (starts PostgreSQL/Redis if needed)
 #   make demo    set-up, then the whole Cobalt loop on embedded defaults and an HTML report
+#   make images  the container images (podman or docker; docs/deploy.md)
 
 PYTHON ?= $(shell scripts/find-python.sh)
 VENV   := .venv
@@ -11,7 +12,7 @@ STAMP  := $(VENV)/.installed
 INFERENCE_STAMP := .venv-inference/.installed
 TRAINER_STAMP := .venv-trainer/.installed
 
-.PHONY: setup test lint typecheck pytest services bench bench-trainer clean demo
+.PHONY: setup test lint typecheck pytest services bench bench-trainer clean demo images
 
 setup: $(STAMP) $(INFERENCE_STAMP) $(TRAINER_STAMP)
 
@@ -52,6 +53,12 @@ test: lint typecheck pytest
 demo: setup
 	$(BIN)/cobalt demo $(if $(PROBLEMS),--problems $(PROBLEMS)) $(if $(SAMPLES),--samples $(SAMPLES)) \
 		$(if $(TURNS),--turns $(TURNS)) $(if $(STEPS),--steps $(STEPS)) $(DEMO_ARGS)
+
+# The CPU images by default; IMAGES="executor core", IMAGES=gpu or IMAGES=all otherwise.
+# Official bases where a registry answers, else a local Debian base (mmdebstrap).
+images:
+	scripts/install-system-packages.sh
+	scripts/build-images.sh $(IMAGES)
 
 bench: setup
 	$(BIN)/python bench/executor.py

@@ -4,6 +4,10 @@
 #   libseccomp2 the executor's seccomp filter (loaded through pyseccomp)
 #   postgresql, redis-server  the orchestrator's store and queue (tests use real ones)
 #   chromium, chromium-driver  headless browser for the web UI's tests (tests/ui)
+#   podman, runc, netavark, aardvark-dns  the container engine of `make images` and of
+#               tests/containers (runc: crun refuses hosts with hybrid cgroup v1; netavark
+#               and aardvark-dns: the compose stack's networks and service names)
+#   mmdebstrap  the local Debian base image where registries are unreachable
 set -euo pipefail
 need=()
 command -v bwrap >/dev/null || need+=(bubblewrap)
@@ -13,6 +17,13 @@ ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || need+=(postgresql)
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
 /usr/bin/python3 -c 'import sys' 2>/dev/null || need+=(python3)
+if ! command -v docker >/dev/null || ! timeout 20 docker info >/dev/null 2>&1; then
+  command -v podman >/dev/null || need+=(podman)
+  command -v runc >/dev/null || need+=(runc)
+  [ -x /usr/lib/podman/netavark ] || need+=(netavark)
+  [ -x /usr/lib/podman/aardvark-dns ] || need+=(aardvark-dns)
+fi
+command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 echo "installing system packages: ${need[*]}"
 SUDO=""

