@@ -66,7 +66,7 @@ bench: setup
 # Trainer step time and TRL's GRPOTrainer side by side (TRL only for this benchmark).
 bench-trainer: setup
 	.venv-trainer/bin/pip install --quiet trl==1.16.0
-	.venv-trainer/bin/python bench/trainer.py --model tiny --trl
+	.venv-trainer/bin/python bench/trainer.py --model tiny --micro-batch-tokens 2048 --trl 2
 
 clean:
 	rm -rf $(VENV) .venv-inference .venv-trainer .pytest_cache .ruff_cache .mypy_cache

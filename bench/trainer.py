@@ -1,53 +1,54 @@
-"""Trainer step time on the CPU, phase by phase: the tiny test model and SmolLM2-135M.
+"""Trainer step on the CPU at a fixed micro-batch budget: peak memory and step time by
+batch size, side by side with TRL's GRPOTrainer, and the memory model's prediction.
 
-One synthetic step as the trainer gets it from the ledger: --groups contexts x --n
-samples, prompts of --prompt-tokens and responses of --response-tokens random token ids,
-rewards drawn at random, the sampler's logprobs. Timed as the trainer runs it
-(`cobalt.trainer.step.train_step` with `updates_per_step` updates, then
-`checkpoint.save_checkpoint`), plus the parts inside a step measured alone: the frozen
-reference's forward pass, the policy's forward and backward, the AdamW update.
+One synthetic step as the trainer gets it from the ledger: G groups x --n samples,
+prompts of --prompt-tokens and responses of --response-tokens random token ids, random
+rewards, the sampler's logprobs. Each configuration runs in a fresh child process (so its
+peak resident memory is its own), set up as the trainer sets itself up
+(`precision.load_models`: float32 policy, the reference only when kl_coef > 0) and timed
+over `train_step` with the paper's 2 updates per step (1 with a single group).
 
-With --trl, TRL's `GRPOTrainer` trains on the same step in the same process, side by
-side: the same model, batch (groups x n, `updates` optimizer updates per generation
-batch: `steps_per_generation`), lengths and the paper's loss settings (beta 1e-4, clip
-0.2/0.4, two-sided clip 3, token-level loss). Generation is taken out of both: TRL gets
-the step's token ids from a `rollout_func`, as Cobalt's trainer gets them from the ledger.
-Reported: training samples per second of each and the ratio (target >= 1.0).
+With --trl, TRL's `GRPOTrainer` trains on the same step in its own child process: the
+same model, rows, lengths, loss settings (beta, clip 0.2/0.4, two-sided clip 3,
+token-level loss), activation checkpointing setting, and the same micro-batch: as many
+rows per forward as fit the budget (`per_device_train_batch_size`), the rest through its
+gradient accumulation. Generation is taken out of both (TRL gets the token ids from a
+`rollout_func`, as Cobalt's trainer gets them from the ledger).
 
-    .venv-trainer/bin/python bench/trainer.py [--model tiny|DIR] [--groups 4] [--n 8]
-        [--prompt-tokens 256] [--response-tokens 256] [--steps 3] [--trl]
+    .venv-trainer/bin/python bench/trainer.py [--model tiny|DIR] [--micro-batch-tokens 2048]
+        [--groups 1,2,4,8] [--n 4] [--prompt-tokens 256] [--response-tokens 512]
+        [--steps 1] [--activation-checkpointing] [--compute-dtype float32] [--trl GROUPS]
 
+--micro-batch-tokens takes a comma list too (one table row per budget and group count).
 --trl needs `pip install trl==1.16.0` in .venv-trainer (`make bench-trainer` does it).
-
 DIR is a Hugging Face model directory, e.g. the SmolLM2 that `cobalt inference
-prepare-model` writes to ~/.cache/cobalt/models/smollm2-135m-instruct. Prints markdown
-tables; docs/benchmarks.md keeps the figures.
+prepare-model` writes to ~/.cache/cobalt/models/smollm2-135m-instruct. Prints a markdown
+table; docs/benchmarks.md keeps the figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
+import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
+from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from cobalt.shared.contracts.training import TrainerHyperparameters
-from cobalt.trainer.checkpoint import save_checkpoint
-from cobalt.trainer.step import (
-    Rollouts,
-    frozen_copy,
-    make_optimizer,
-    pack,
-    response_log_probs,
-    train_step,
-)
+from cobalt.trainer.memory import ModelShape, estimate_peak
+from cobalt.trainer.precision import Precision, load_models
+from cobalt.trainer.step import Rollouts, make_optimizer, micro_batches, train_step
+
+GIB = 1024**3
 
 
 def tiny_model(directory: Path) -> Path:
@@ -78,30 +79,97 @@ def tiny_model(directory: Path) -> Path:
     return directory
 
 
-def synthetic_step(args: argparse.Namespace, vocab: int) -> Rollouts:
+def synthetic_step(config: dict[str, Any], vocab: int) -> Rollouts:
     rng = random.Random(0)
-    rows = args.groups * args.n
+    groups, n = config["groups"], config["n"]
+    rows = groups * n
+    prompt, response = config["prompt_tokens"], config["response_tokens"]
     return Rollouts(
-        prompt_ids=[[rng.randrange(vocab) for _ in range(args.prompt_tokens)]
-                    for _ in range(args.groups) for _ in range(args.n)],
-        response_ids=[[rng.randrange(vocab) for _ in range(args.response_tokens)]
-                      for _ in range(rows)],
+        prompt_ids=[[rng.randrange(vocab) for _ in range(prompt)]
+                    for _ in range(groups) for _ in range(n)],
+        response_ids=[[rng.randrange(vocab) for _ in range(response)] for _ in range(rows)],
         rewards=[rng.choice([-1.0, -0.1, 0.0, 0.2, 1.0]) for _ in range(rows)],
-        group_ids=[g for g in range(args.groups) for _ in range(args.n)],
-        old_log_probs=[[-2.0] * args.response_tokens for _ in range(rows)],
+        group_ids=[g for g in range(groups) for _ in range(n)],
+        old_log_probs=[[-2.0] * response for _ in range(rows)],
     )  # fmt: skip
 
 
-def trl_seconds_per_update(
-    model_dir: Path, rollouts: Rollouts, args: argparse.Namespace, scratch: Path
-) -> list[float]:
-    """TRL GRPOTrainer on the same step: seconds of each optimizer update after the first
-    generation batch (set-up and the first batch's allocations excluded)."""
+def hyperparameters(config: dict[str, Any]) -> TrainerHyperparameters:
+    return TrainerHyperparameters(
+        n_samples=config["n"], contexts_per_step=config["groups"],
+        updates_per_step=config["updates"], lr=1e-6, kl_coef=config["kl_coef"],
+        max_prompt_tokens=config["prompt_tokens"], max_response_tokens=config["response_tokens"],
+        micro_batch_tokens=config["budget"], compute_dtype=config["compute_dtype"],
+        activation_checkpointing=config["checkpointing"],
+    )  # fmt: skip
+
+
+def resident_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def peak_resident_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
+def cobalt_child(config: dict[str, Any]) -> dict[str, Any]:
+    """One configuration in this (fresh) process: the trainer's set-up, then its steps."""
+    runtime = resident_bytes()  # interpreter, torch, transformers, verl: before any model
+    model_dir = Path(config["model_dir"])
+    hyper = hyperparameters(config)
+    device = torch.device("cpu")
+    precision = Precision.resolve(hyper, device)
+    policy, reference = load_models(model_dir, hyper, precision, device)
+    optimizer = make_optimizer(policy, hyper)
+    rollouts = synthetic_step(config, policy.config.vocab_size)
+    seconds = []
+    for _ in range(config["steps"]):
+        started = time.perf_counter()
+        updates = train_step(policy, reference, optimizer, rollouts, hyper, precision=precision)
+        seconds.append(time.perf_counter() - started)
+    lengths = [config["prompt_tokens"] + config["response_tokens"]] * len(rollouts.rewards)
+    packed = micro_batches(lengths, range(len(lengths)), hyper.token_budget)
+    largest = max(len(micro) * lengths[micro[0]] for micro in packed)
+    shape = ModelShape.from_config(
+        policy.config.to_dict(), parameters=sum(p.numel() for p in policy.parameters())
+    )
+    estimate = estimate_peak(
+        shape, micro_batch_tokens=largest, compute_bytes=precision.compute_dtype.itemsize,
+        checkpointing=precision.activation_checkpointing, reference=reference is not None,
+        chunk_tokens=hyper.log_prob_chunk_tokens, runtime_bytes=runtime,
+    )  # fmt: skip
+    return {
+        "step_s": statistics.median(seconds[1:] or seconds),
+        "peak": peak_resident_bytes(),
+        "runtime": runtime,
+        "model": estimate.total,
+        "terms": estimate.gib(),
+        "micro_batches": updates[0]["micro_batches"],
+        "largest_micro_batch": largest,
+        "parameters": shape.parameters,
+    }
+
+
+def trl_child(config: dict[str, Any]) -> dict[str, Any]:
+    """TRL's GRPOTrainer on the same step, micro-batched the same way: seconds per step
+    (its updates of the measured generation batch) and its peak."""
     from datasets import Dataset
     from transformers import AutoTokenizer, TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
+    model_dir = Path(config["model_dir"])
+    vocab = json.loads((model_dir / "config.json").read_text())["vocab_size"]
+    rollouts = synthetic_step(config, vocab)
     samples = len(rollouts.rewards)
+    row_tokens = config["prompt_tokens"] + config["response_tokens"]
+    per_update = samples // config["updates"]
+    per_micro = max(1, min(per_update, config["budget"] // row_tokens))
+    while per_update % per_micro:
+        per_micro -= 1
+    accumulation = per_update // per_micro
     cursor = {"next": 0}
 
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, Any]:
@@ -113,7 +181,7 @@ def trl_seconds_per_update(
             "logprobs": [list((rollouts.old_log_probs or [])[r]) for r in rows],
         }
 
-    rewards = iter(list(rollouts.rewards) * (args.steps + 2) * args.updates)
+    rewards = iter(list(rollouts.rewards) * (config["steps"] + 2))
 
     def reward(prompts: list[Any], completions: list[Any], **_: Any) -> list[float]:
         return [next(rewards) for _ in completions]
@@ -121,132 +189,134 @@ def trl_seconds_per_update(
     stamps: list[float] = []
 
     class Stamp(TrainerCallback):  # type: ignore[misc]
+        def on_train_begin(self, *_: Any, **__: Any) -> None:
+            stamps.append(time.perf_counter())
+
         def on_step_end(self, *_: Any, **__: Any) -> None:
             stamps.append(time.perf_counter())
 
-    config = GRPOConfig(
-        output_dir=str(scratch / "trl"), per_device_train_batch_size=samples // args.updates,
-        gradient_accumulation_steps=1, steps_per_generation=args.updates,
-        num_generations=args.n, max_completion_length=args.response_tokens,
-        learning_rate=1e-6, weight_decay=0.01, max_grad_norm=1.0, beta=1e-4, epsilon=0.2,
-        epsilon_high=0.4, delta=3.0, loss_type="dapo", num_iterations=1,
-        max_steps=(args.steps + 1) * args.updates, use_cpu=True, bf16=False,
-        report_to=[], save_strategy="no", logging_steps=10_000, disable_tqdm=True, seed=0,
-        dataloader_num_workers=0,
+    with tempfile.TemporaryDirectory() as scratch:
+        trl_config = GRPOConfig(
+            output_dir=scratch, per_device_train_batch_size=per_micro,
+            gradient_accumulation_steps=accumulation,
+            steps_per_generation=config["updates"] * accumulation,
+            num_generations=config["n"], max_completion_length=config["response_tokens"],
+            learning_rate=1e-6, weight_decay=0.01, max_grad_norm=1.0, beta=config["kl_coef"],
+            epsilon=0.2, epsilon_high=0.4, delta=3.0, loss_type="dapo", num_iterations=1,
+            max_steps=config["steps"] * config["updates"], use_cpu=True,
+            bf16=config["compute_dtype"] == "bfloat16",
+            gradient_checkpointing=bool(config["checkpointing"]),
+            report_to=[], save_strategy="no", logging_steps=10_000, disable_tqdm=True, seed=0,
+            dataloader_num_workers=0,
+        )  # fmt: skip
+        dataset = Dataset.from_list([{"prompt": f"problem {i}"} for i in range(samples * 64)])
+        trainer = GRPOTrainer(
+            model=str(model_dir), reward_funcs=reward, args=trl_config, train_dataset=dataset,
+            processing_class=AutoTokenizer.from_pretrained(model_dir), rollout_func=rollout_func,
+            callbacks=[Stamp()],
+        )  # fmt: skip
+        trainer.train()
+    updates = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
+    steps = [sum(updates[i : i + config["updates"]])
+             for i in range(0, len(updates), config["updates"])]  # fmt: skip
+    return {"step_s": statistics.median(steps[1:] or steps), "peak": peak_resident_bytes(),
+            "rows_per_forward": per_micro, "accumulation": accumulation}  # fmt: skip
+
+
+def run_child(config: dict[str, Any]) -> dict[str, Any]:
+    """One configuration in a fresh interpreter; its last stdout line is the result."""
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", json.dumps(config)],
+        capture_output=True, text=True, check=False,
     )  # fmt: skip
-    dataset = Dataset.from_list([{"prompt": f"problem {i}"} for i in range(args.groups * 64)])
-    trainer = GRPOTrainer(
-        model=str(model_dir),
-        reward_funcs=reward,
-        args=config,
-        train_dataset=dataset,
-        processing_class=AutoTokenizer.from_pretrained(model_dir),
-        rollout_func=rollout_func,
-        callbacks=[Stamp()],
-    )
-    trainer.train()
-    per_update = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
-    return per_update[args.updates - 1 :]  # after the first generation batch
-
-
-def timed(work: Callable[[], Any]) -> float:
-    started = time.perf_counter()
-    work()
-    return time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"child failed for {config}:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--model", default="tiny", help="tiny, or a model directory")
-    parser.add_argument("--groups", type=int, default=4)
-    parser.add_argument("--n", type=int, default=8)
+    parser.add_argument("--micro-batch-tokens", default="2048", help="budget(s), comma list")
+    parser.add_argument("--groups", default="1,2,4,8", help="group counts, comma list")
+    parser.add_argument("--n", type=int, default=4)
     parser.add_argument("--prompt-tokens", type=int, default=256)
-    parser.add_argument("--response-tokens", type=int, default=256)
-    parser.add_argument("--updates", type=int, default=2)
-    parser.add_argument("--steps", type=int, default=3)
-    parser.add_argument("--trl", action="store_true", help="also TRL's GRPOTrainer, side by side")
+    parser.add_argument("--response-tokens", type=int, default=512)
+    parser.add_argument("--steps", type=int, default=1)
+    parser.add_argument("--kl-coef", type=float, default=1e-4)
+    parser.add_argument("--compute-dtype", default="float32")
+    parser.add_argument("--activation-checkpointing", action="store_true")
+    parser.add_argument("--trl", default="", help="group counts to also run TRL on")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+    if args.child:
+        config = json.loads(args.child)
+        result = trl_child(config) if config.get("trl") else cobalt_child(config)
+        print(json.dumps(result))
+        return
 
     with tempfile.TemporaryDirectory() as scratch:
         model_dir = tiny_model(Path(scratch) / "tiny") if args.model == "tiny" else Path(args.model)
-        policy = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-        reference = frozen_copy(policy)
-        hyper = TrainerHyperparameters(
-            n_samples=args.n, contexts_per_step=args.groups, updates_per_step=args.updates,
-            lr=1e-6,
-        )  # fmt: skip
-        optimizer = make_optimizer(policy, hyper)
-        rollouts = synthetic_step(args, policy.config.vocab_size)
-        samples = args.groups * args.n
-        parameters = sum(p.numel() for p in policy.parameters())
+        base = {
+            "model_dir": str(model_dir), "n": args.n, "prompt_tokens": args.prompt_tokens,
+            "response_tokens": args.response_tokens, "steps": args.steps,
+            "compute_dtype": args.compute_dtype, "checkpointing": args.activation_checkpointing,
+            "kl_coef": args.kl_coef,
+        }  # fmt: skip
+        rows = []
+        for budget in (int(b) for b in args.micro_batch_tokens.split(",")):
+            for groups in (int(g) for g in args.groups.split(",")):
+                config = base | {"budget": budget, "groups": groups, "updates": min(2, groups)}
+                result = run_child(config)
+                trl = (
+                    run_child(config | {"trl": True})
+                    if str(groups) in args.trl.split(",")
+                    else None
+                )
+                rows.append((config, result, trl))
+                print(f"done: budget {budget}, {groups} groups", file=sys.stderr, flush=True)
+    print_table(args, rows)
 
-        mini = pack(rollouts, pad_id=0).rows(torch.arange(samples // args.updates))
 
-        def reference_forward() -> None:
-            with torch.no_grad():
-                response_log_probs(reference, mini)
-
-        def policy_forward_backward() -> None:
-            log_probs, _ = response_log_probs(policy, mini)
-            (log_probs * mini.response_mask).sum().backward()
-
-        def checkpoint(step: int) -> None:
-            save_checkpoint(
-                Path(scratch) / "ckpt", job_id=1, step=step, policy_version=step,
-                model=policy, optimizer=optimizer, base_model_dir=model_dir, settings={},
-                keep=2,
-            )  # fmt: skip
-
-        train_step(policy, reference, optimizer, rollouts, hyper)  # warm-up (allocations)
-        steps, saves, refs, policies, updates = [], [], [], [], []
-        for step in range(1, args.steps + 1):
-            steps.append(timed(lambda: train_step(policy, reference, optimizer, rollouts, hyper)))
-            saves.append(timed(lambda step=step: checkpoint(step)))  # type: ignore[misc]
-            refs.append(timed(reference_forward))
-            policies.append(timed(policy_forward_backward))
-            updates.append(timed(optimizer.step))
-            optimizer.zero_grad(set_to_none=True)
-        trl_updates = []
-        if args.trl:
-            trl_updates = trl_seconds_per_update(model_dir, rollouts, args, Path(scratch))
-
-    step_s = statistics.median(steps)
-    tokens = samples * (args.prompt_tokens + args.response_tokens)
+def print_table(args: argparse.Namespace, rows: list[Any]) -> None:
     name = "tiny (Qwen2, hidden 64)" if args.model == "tiny" else Path(args.model).name
+    parameters = rows[0][1]["parameters"]
     print(
-        f"{name}: {parameters / 1e6:,.1f} M parameters; a step of {args.groups} groups x "
-        f"{args.n} samples, {args.prompt_tokens} + {args.response_tokens} tokens each, "
-        f"{args.updates} updates; torch {torch.__version__}, {torch.get_num_threads()} "
-        f"threads; median of {args.steps} steps.\n"
+        f"{name}: {parameters / 1e6:,.1f} M parameters; groups of {args.n} x "
+        f"({args.prompt_tokens} + {args.response_tokens}) tokens; 2 updates per step (1 with "
+        f"one group); compute {args.compute_dtype}, activation checkpointing "
+        f"{'on' if args.activation_checkpointing else 'off'}, kl_coef {args.kl_coef}; torch "
+        f"{torch.__version__}, {torch.get_num_threads()} threads; each row a fresh process.\n"
     )
-    print("| phase | seconds | share of the step |")
-    print("|---|---:|---:|")
-    per_update = [
-        ("reference forward (no grad), per update", statistics.median(refs) * args.updates),
-        ("policy forward + backward, per update", statistics.median(policies) * args.updates),
-        ("AdamW update, per update", statistics.median(updates) * args.updates),
-    ]
-    print(f"| **train_step** (all {args.updates} updates) | {step_s:.3f} | 100 % |")
-    for label, seconds in per_update:
-        label = label.replace("per update", f"x {args.updates}")
-        print(f"| of which {label} | {seconds:.3f} | {seconds / step_s:.0%} |")
-    save_s = statistics.median(saves)
-    print(f"| checkpoint write (policy dir + trainer state) | {save_s:.3f} | |")
     print(
-        f"\n{samples / step_s:.2f} training samples/s, {tokens / step_s:,.0f} tokens/s "
-        f"(prompt + response) in train_step; {samples / (step_s + save_s):.2f} samples/s "
-        "with the checkpoint."
+        "| budget | groups | micro-batches per update | step s | samples/s | peak RSS GiB "
+        "| model GiB | model / peak | TRL step s | TRL peak GiB | **Cobalt / TRL** |"
     )
-    if trl_updates:
-        trl_step = statistics.median(trl_updates) * args.updates
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for config, result, trl in rows:
+        samples = config["groups"] * config["n"]
+        trl_cells = ["", "", ""]
+        if trl is not None:
+            trl_cells = [f"{trl['step_s']:.1f}", f"{trl['peak'] / GIB:.2f}",
+                         f"**{trl['step_s'] / result['step_s']:.2f}x**"]  # fmt: skip
         print(
-            f"\nTRL GRPOTrainer, same step ({args.updates} updates of "
-            f"{samples // args.updates} samples, median of {len(trl_updates)} updates): "
-            f"{trl_step:.3f} s a step, {samples / trl_step:.2f} samples/s. "
-            f"**Cobalt / TRL = {trl_step / step_s:.2f}x** training samples per second "
-            "(target >= 1.0)."
+            f"| {config['budget']} | {config['groups']} | {result['micro_batches']:.0f} "
+            f"| {result['step_s']:.1f} | {samples / result['step_s']:.2f} "
+            f"| {result['peak'] / GIB:.2f} | {result['model'] / GIB:.2f} "
+            f"| {result['model'] / result['peak']:.2f} | " + " | ".join(trl_cells) + " |"
         )
+    first = rows[0][1]
+    print(f"\nruntime before any model (in every peak): {first['runtime'] / GIB:.2f} GiB; "
+          f"memory model terms of the first row (GiB): {first['terms']}")  # fmt: skip
+    by_budget: dict[int, list[Any]] = {}
+    for config, result, _ in rows:
+        by_budget.setdefault(config["budget"], []).append((config["groups"], result["peak"]))
+    for budget, peaks in by_budget.items():
+        if len(peaks) > 1:
+            (g0, p0), (g1, p1) = min(peaks), max(peaks)
+            print(f"budget {budget}: peak at {g1} groups / at {g0} = {p1 / p0:.2f}x "
+                  f"(target <= 1.3x); largest {p1 / GIB:.2f} GiB")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ if [ -d "$WHEELS" ]; then FIND_LINKS=(--find-links "$WHEELS"); fi
 
 "${PIP[@]}" "${FIND_LINKS[@]}" "$TORCH"
 "${PIP[@]}" "${FIND_LINKS[@]}" "$TORCH" verl==0.9.1 transformers==5.10.4 peft==0.21.2 \
-  pytest==9.2.0
+  pytest==9.2.0 hypothesis==6.170.15
 # Our code, without the core environment's pins; only what cobalt.trainer and
 # cobalt.shared import (versions as in pyproject.toml's dependencies).
 "${PIP[@]}" "${FIND_LINKS[@]}" "$TORCH" pydantic==2.14.3 pydantic-settings==2.16.3 \

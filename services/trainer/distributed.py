@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 __all__ = [
+    "agree_on_counts",
     "all_reduce_token_weighted",
     "init_from_env",
     "on_rank_zero",
@@ -55,15 +56,44 @@ def init_from_env(device: torch.device) -> bool:
     return True
 
 
-def shard_model(model: torch.nn.Module) -> torch.nn.Module:
-    """FSDP2 over `model`: one unit per decoder layer, then the rest (embeddings, head)."""
-    from torch.distributed.fsdp import fully_shard
+def shard_model(
+    model: torch.nn.Module, compute_dtype: torch.dtype = torch.float32
+) -> torch.nn.Module:
+    """FSDP2 over `model`: one unit per decoder layer, then the rest (embeddings, head).
 
+    A `compute_dtype` other than the parameters' own is FSDP2's mixed-precision policy:
+    each unit is gathered in that dtype for forward and backward, while the sharded
+    parameters (what AdamW updates) keep theirs and gradients are reduced in float32.
+    """
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    stored = next(model.parameters()).dtype
+    policy = MixedPrecisionPolicy(
+        param_dtype=None if compute_dtype == stored else compute_dtype,
+        reduce_dtype=torch.float32 if compute_dtype != stored else None,
+    )
     layers: Any = getattr(getattr(model, "model", None), "layers", None)
     for layer in layers or []:
-        fully_shard(layer)
-    fully_shard(model)
+        fully_shard(layer, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
     return model
+
+
+def _collective_device() -> torch.device:
+    """Where small collective tensors live: NCCL only moves CUDA tensors."""
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def agree_on_counts(counts: list[int]) -> list[int]:
+    """The largest of each count over the ranks (the micro-batches every rank must run)."""
+    _, size = rank_and_size()
+    if size == 1:
+        return counts
+    values = torch.tensor(counts, dtype=torch.int64, device=_collective_device())
+    dist.all_reduce(values, op=dist.ReduceOp.MAX)
+    return [int(value) for value in values.tolist()]
 
 
 def all_reduce_token_weighted(
@@ -74,7 +104,11 @@ def all_reduce_token_weighted(
     if size == 1:
         return metrics
     names = sorted(metrics)
-    values = torch.tensor([metrics[name] * local_tokens for name in names], dtype=torch.float64)
+    values = torch.tensor(
+        [metrics[name] * local_tokens for name in names],
+        dtype=torch.float64,
+        device=_collective_device(),
+    )
     dist.all_reduce(values)
     return {name: float(value) / global_tokens for name, value in zip(names, values, strict=True)}
 

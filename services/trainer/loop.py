@@ -2,10 +2,11 @@
 
 1. Config: the job (its model and GRPO hyperparameters) from the orchestrator, and this
    process's settings (where the orchestrator, inference and checkpoints are).
-2. Setup: seed, the policy from the job's model directory, the frozen reference (always
-   the starting weights, also on resume), AdamW; on resume, the newest complete
-   checkpoint's weights, optimizer, RNG and step, and the inference service is brought to
-   those weights if it serves older ones.
+2. Setup: seed, the policy from the job's model directory in float32 (compute dtype and
+   activation checkpointing: precision.py), the frozen reference only when `kl_coef > 0`
+   (the starting weights, also on resume, in the compute dtype), AdamW; on resume, the
+   newest complete checkpoint's weights, optimizer, RNG and step, and the inference
+   service is brought to those weights if it serves older ones.
 3. The loop, one step at a time:
    a. rollouts: rounds up to `step + max_staleness` are started (the workers sample at the
       version being served, execute and score, and write the ledger);
@@ -47,7 +48,6 @@ from cobalt.shared.contracts.training import (
     StepBatch,
     StepClaim,
     StepReport,
-    TrainerHyperparameters,
     TrainingJobPublic,
 )
 from cobalt.shared.errors import Conflict, UpstreamError
@@ -58,9 +58,10 @@ from cobalt.trainer.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from cobalt.trainer.distributed import init_from_env, on_rank_zero, shard_model
-from cobalt.trainer.settings import TrainerSettings
-from cobalt.trainer.step import Rollouts, frozen_copy, make_optimizer, train_step
+from cobalt.trainer.distributed import init_from_env, on_rank_zero
+from cobalt.trainer.precision import Precision, load_models
+from cobalt.trainer.settings import TrainerSettings, job_hyperparameters
+from cobalt.trainer.step import Rollouts, make_optimizer, train_step
 
 __all__ = ["JobStopped", "TrainerRun", "rollouts_of", "step_metrics"]
 
@@ -144,11 +145,11 @@ class TrainerRun:
     ) -> int:
         """Train until the job is stopped, `max_steps` more steps are done, or the job has
         reached step `until_step`; returns the last step done."""
-        from transformers import AutoConfig, AutoModelForCausalLM
+        from transformers import AutoConfig
 
         # 1. config
         job = on_rank_zero(lambda: self.orchestrator.job(self.job_id))
-        hyper = TrainerHyperparameters.model_validate(job.params.get("trainer", {}))
+        hyper = job_hyperparameters(job.params.get("trainer", {}), self.settings)
         max_staleness = int(job.params.get("max_staleness", 0))
         model_dir = Path(job.model)
 
@@ -156,14 +157,11 @@ class TrainerRun:
         torch.manual_seed(self.job_id)
         device = torch.device(self.settings.device)
         distributed = init_from_env(device)
-        # Trained in float32; checkpoints are written in the base model's dtype for serving.
+        precision = Precision.resolve(hyper, device, sharded=distributed)
+        # float32 master weights, computing in `precision.compute_dtype`; the reference only
+        # when KL is on. Checkpoints are written in the base model's dtype for serving.
         serve_dtype = getattr(AutoConfig.from_pretrained(model_dir), "dtype", None)
-        policy = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).to(device)
-        reference = frozen_copy(policy) if hyper.kl_coef > 0 else None
-        if distributed:  # shard after copying: the reference is sharded the same way
-            shard_model(policy)
-            if reference is not None:
-                shard_model(reference)
+        policy, reference = load_models(model_dir, hyper, precision, device)
         optimizer = make_optimizer(policy, hyper)
         pad_id = _pad_id(policy.config)
         step, version = 0, on_rank_zero(lambda: self._serving_version(job))
@@ -198,8 +196,9 @@ class TrainerRun:
             )
             claimed = time.perf_counter()
             updates = train_step(  # c. GRPO
-                policy, reference, optimizer, rollouts_of(batch), hyper, pad_id=pad_id
-            )
+                policy, reference, optimizer, rollouts_of(batch), hyper, pad_id=pad_id,
+                precision=precision,
+            )  # fmt: skip
             trained = time.perf_counter()
             saved = save_checkpoint(  # d. checkpoint, then publish
                 self.settings.checkpoint_dir,

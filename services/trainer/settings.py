@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import SettingsConfigDict
 
+from cobalt.shared.contracts.training import TrainerHyperparameters
+from cobalt.shared.errors import InvalidInput
 from cobalt.shared.settings import CobaltSettings
 
-__all__ = ["TrainerSettings", "default_checkpoint_dir"]
+__all__ = ["TrainerSettings", "default_checkpoint_dir", "job_hyperparameters"]
 
 
 def default_checkpoint_dir() -> Path:
@@ -57,6 +60,32 @@ class TrainerSettings(CobaltSettings):
     whose worker died is re-queued; the ledger keeps groups already written)."""
     metrics_port: int | None = Field(default=None, ge=1, le=65535)
     """Serve Prometheus metrics on this port (unset: no metrics server)."""
+    micro_batch_tokens: int | None = Field(default=None, ge=1)
+    """Overrides the job's `micro_batch_tokens` on this machine: memory is the trainer's
+    business, and the gradient does not depend on it. Unset: the job's value."""
     python: Path | None = None
     """Interpreter of the trainer environment for `cobalt trainer serve` started elsewhere.
     Unset: `.venv-trainer/bin/python` of this checkout."""
+
+
+def job_hyperparameters(
+    params: dict[str, Any], settings: TrainerSettings
+) -> TrainerHyperparameters:
+    """The job's GRPO settings with this trainer's overrides, checked before any model
+    loads (a budget smaller than the longest row is refused here, with the fix named).
+
+    Raises:
+        InvalidInput: the combination is refused; the message says what to change.
+    """
+    values = dict(params)
+    if settings.micro_batch_tokens is not None:
+        values["micro_batch_tokens"] = settings.micro_batch_tokens
+    try:
+        return TrainerHyperparameters.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "trainer settings"
+        override = (
+            " (COBALT_TRAINER_MICRO_BATCH_TOKENS is set)" if settings.micro_batch_tokens else ""
+        )
+        raise InvalidInput(f"the job's {where}{override}: {first['msg']}") from exc

@@ -4,16 +4,19 @@ Input: the step's sampled responses (`Rollouts`: prompt and response token ids, 
 sampler's log-probabilities, one reward each, and the context each was sampled for).
 `train_step` then:
 
-1. pads prompt + response into one right-padded batch (`pack`);
-2. computes group-normalised advantages over the whole step (`grpo.group_advantages`),
+1. computes group-normalised advantages over the whole step (`grpo.group_advantages`),
    one per episode (a multi-turn episode's turns share it; otherwise one per response);
-3. splits the groups into `updates_per_step` mini-batches, and for each one:
-   new log-probabilities of exactly the sampled response tokens (with gradient), the
-   frozen reference's log-probabilities (without), the loss (`grpo.grpo_loss`),
-   backward, global-norm gradient clipping, one AdamW update.
+2. splits the groups into `updates_per_step` mini-batches (under torchrun each rank takes
+   every world-th row of each) and packs each share by length into micro-batches of at
+   most `token_budget` prompt + response tokens, padding included (`micro_batches`);
+3. for each mini-batch: per micro-batch, new log-probabilities of exactly the sampled
+   response tokens (with gradient, chunked: logprobs.py), the frozen reference's (without),
+   the loss (`grpo.grpo_loss`) scaled to its share of the mini-batch's tokens, backward
+   (gradients accumulate); then global-norm gradient clipping and one AdamW update.
 
-The model stays in memory in float32 or whatever dtype it was loaded in; there is no
-micro-batching, so one mini-batch must fit in one forward pass.
+The loss of each micro-batch is its own token-mean; weighted by (its tokens / the
+mini-batch's tokens) the accumulated gradient is the token-mean gradient of the whole
+mini-batch, exactly the unbatched step's. Memory thus follows the budget, not the batch.
 """
 
 from __future__ import annotations
@@ -26,14 +29,23 @@ from dataclasses import dataclass
 import torch
 
 from cobalt.shared.contracts.training import TrainerHyperparameters
-from cobalt.trainer.distributed import all_reduce_token_weighted, rank_and_size
+from cobalt.shared.errors import InvalidInput
+from cobalt.trainer.distributed import agree_on_counts, all_reduce_token_weighted, rank_and_size
 from cobalt.trainer.grpo import GrpoLossConfig, group_advantages, grpo_loss
+from cobalt.trainer.logprobs import (
+    DEFAULT_CHUNK_TOKENS,
+    EntropyMode,
+    TokenLogProbs,
+    response_token_log_probs,
+)
+from cobalt.trainer.precision import Precision, freeze
 
 __all__ = [
     "PackedBatch",
     "Rollouts",
     "frozen_copy",
     "make_optimizer",
+    "micro_batches",
     "pack",
     "response_log_probs",
     "episode_advantages",
@@ -91,6 +103,15 @@ class PackedBatch:
     response_ids: torch.Tensor  # (B, T) the response tokens (pad_id after the end)
     response_mask: torch.Tensor  # (B, T) 1 on real response tokens
 
+    def to(self, device: torch.device) -> PackedBatch:
+        return PackedBatch(
+            input_ids=self.input_ids.to(device),
+            attention_mask=self.attention_mask.to(device),
+            response_positions=self.response_positions.to(device),
+            response_ids=self.response_ids.to(device),
+            response_mask=self.response_mask.to(device),
+        )
+
     def rows(self, index: torch.Tensor) -> PackedBatch:
         return PackedBatch(
             input_ids=self.input_ids[index],
@@ -101,21 +122,20 @@ class PackedBatch:
         )
 
 
-def pack(rollouts: Rollouts, pad_id: int) -> PackedBatch:
-    """Right-pad prompt + response of every row into one batch."""
-    lengths = [
-        len(p) + len(r) for p, r in zip(rollouts.prompt_ids, rollouts.response_ids, strict=True)
-    ]
-    batch, width = len(lengths), max(lengths)
-    longest_response = max(len(r) for r in rollouts.response_ids)
+def pack(rollouts: Rollouts, pad_id: int, rows: Sequence[int] | None = None) -> PackedBatch:
+    """Right-pad prompt + response of every row (or of `rows`, in that order) into a batch."""
+    chosen = list(range(len(rollouts.response_ids))) if rows is None else list(rows)
+    prompts = [rollouts.prompt_ids[row] for row in chosen]
+    responses = [rollouts.response_ids[row] for row in chosen]
+    batch = len(chosen)
+    width = max(len(p) + len(r) for p, r in zip(prompts, responses, strict=True))
+    longest_response = max(len(r) for r in responses)
     input_ids = torch.full((batch, width), pad_id, dtype=torch.long)
     attention_mask = torch.zeros((batch, width), dtype=torch.long)
     positions = torch.zeros((batch, longest_response), dtype=torch.long)
     response_ids = torch.full((batch, longest_response), pad_id, dtype=torch.long)
     response_mask = torch.zeros((batch, longest_response), dtype=torch.float32)
-    for row, (prompt, response) in enumerate(
-        zip(rollouts.prompt_ids, rollouts.response_ids, strict=True)
-    ):
+    for row, (prompt, response) in enumerate(zip(prompts, responses, strict=True)):
         start, end = len(prompt), len(prompt) + len(response)
         input_ids[row, :end] = torch.tensor([*prompt, *response])
         attention_mask[row, :end] = 1
@@ -125,31 +145,45 @@ def pack(rollouts: Rollouts, pad_id: int) -> PackedBatch:
     return PackedBatch(input_ids, attention_mask, positions, response_ids, response_mask)
 
 
-def response_log_probs(
-    model: torch.nn.Module, batch: PackedBatch
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Log-probability and entropy (B, T) of each response token given everything before it.
+def micro_batches(lengths: Sequence[int], rows: Sequence[int], budget: int) -> list[list[int]]:
+    """`rows` packed by length into micro-batches of at most `budget` padded tokens.
 
-    The logits at position t predict token t + 1, so a response token at position p is
-    scored by the logits at p - 1. Only those rows of the logits go through log_softmax.
-    Padding positions hold values but are masked out by `response_mask` everywhere.
+    Longest first, each micro-batch filled while (its rows + 1) x its longest row fits:
+    neighbours in length share a micro-batch, so padding stays small, and a micro-batch
+    costs what the budget allows. Deterministic (a stable sort), so every rank and every
+    replay of a step packs the same way. A row longer than `budget` is refused.
     """
-    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-    predicting = (batch.response_positions - 1).clamp(min=0)
-    vocab = logits.shape[-1]
-    response_logits = logits.gather(1, predicting.unsqueeze(-1).expand(-1, -1, vocab))
-    log_softmax = torch.log_softmax(response_logits.float(), dim=-1)
-    log_probs = log_softmax.gather(-1, batch.response_ids.unsqueeze(-1)).squeeze(-1)
-    entropy = -(log_softmax.exp() * log_softmax).sum(dim=-1)
-    return log_probs, entropy
+    ordered = sorted(rows, key=lambda row: lengths[row], reverse=True)
+    if ordered and lengths[ordered[0]] > budget:
+        raise ValueError(f"row {ordered[0]} has {lengths[ordered[0]]} tokens, over {budget}")
+    packed: list[list[int]] = []
+    for row in ordered:
+        if packed and (len(packed[-1]) + 1) * lengths[packed[-1][0]] <= budget:
+            packed[-1].append(row)
+        else:
+            packed.append([row])
+    return packed
+
+
+def response_log_probs(
+    model: torch.nn.Module,
+    batch: PackedBatch,
+    *,
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+    entropy: EntropyMode = "logged",
+) -> TokenLogProbs:
+    """Log-probability and entropy (B, T) of each response token given everything before
+    it, without full-vocabulary logits for every position (logprobs.py)."""
+    return response_token_log_probs(
+        model, batch.input_ids, batch.attention_mask, batch.response_positions,
+        batch.response_ids, batch.response_mask, chunk_tokens=chunk_tokens, entropy=entropy,
+    )  # fmt: skip
 
 
 def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
-    """The reference policy: a copy of the starting weights that never trains."""
-    reference = copy.deepcopy(model).eval()
-    for parameter in reference.parameters():
-        parameter.requires_grad_(False)
-    return reference
+    """A frozen copy of the model's current weights (tests and benchmarks; the trainer
+    loads its reference from the model directory, `precision.load_reference`)."""
+    return freeze(copy.deepcopy(model))
 
 
 def make_optimizer(
@@ -177,22 +211,87 @@ def episode_advantages(rollouts: Rollouts, response_mask: torch.Tensor) -> torch
     return per_episode[row_episode].unsqueeze(-1) * response_mask
 
 
-def _pad_rows(rows: Sequence[Sequence[float]], width: int) -> torch.Tensor:
-    out = torch.zeros((len(rows), width), dtype=torch.float32)
-    for i, row in enumerate(rows):
-        out[i, : len(row)] = torch.tensor(list(row), dtype=torch.float32)
-    return out
-
-
-def _mini_batches(group_ids: Sequence[Hashable], count: int) -> list[torch.Tensor]:
+def _mini_batches(group_ids: Sequence[Hashable], count: int) -> list[list[int]]:
     """Row indices of `count` mini-batches; a group never straddles two of them."""
     groups = list(dict.fromkeys(group_ids))
     per_batch = math.ceil(len(groups) / count)
     batches = []
     for first in range(0, len(groups), per_batch):
         chosen = set(groups[first : first + per_batch])
-        batches.append(torch.tensor([i for i, g in enumerate(group_ids) if g in chosen]))
+        batches.append([i for i, g in enumerate(group_ids) if g in chosen])
     return batches
+
+
+def _refuse_rows_over_budget(lengths: Sequence[int], budget: int) -> None:
+    longest = max(range(len(lengths)), key=lengths.__getitem__)
+    if lengths[longest] > budget:
+        raise InvalidInput(
+            f"response {longest} has {lengths[longest]} prompt + response tokens, more than "
+            f"the micro-batch budget of {budget}: set micro_batch_tokens to at least "
+            f"{lengths[longest]} (`cobalt train start --micro-batch-tokens`, or "
+            "COBALT_TRAINER_MICRO_BATCH_TOKENS on the trainer), or lower the job's "
+            "max_prompt_tokens / max_response_tokens"
+        )
+
+
+def _micro_plans(
+    shards: Sequence[Sequence[int]], lengths: Sequence[int], budget: int
+) -> list[list[list[int] | None]]:
+    """Each mini-batch's share of this rank, packed into micro-batches, padded with idle
+    ones (None) to the count of the rank that needs most: every rank must run as many
+    forward/backward passes as the others, or FSDP's collectives wait for ever."""
+    plans: list[list[list[int] | None]] = [
+        list(micro_batches(lengths, shard, budget)) for shard in shards
+    ]
+    counts = agree_on_counts([len(plan) for plan in plans])
+    return [plan + [None] * (count - len(plan)) for plan, count in zip(plans, counts, strict=True)]
+
+
+def _packed(rollouts: Rollouts, micro: list[int] | None, pad_id: int) -> PackedBatch:
+    """A micro-batch's rows; an idle one is a single two-token row that weighs nothing."""
+    if micro is None:
+        idle = Rollouts(prompt_ids=[[pad_id]], response_ids=[[pad_id]], rewards=[0.0],
+                        group_ids=[0])  # fmt: skip
+        return pack(idle, pad_id)
+    return pack(rollouts, pad_id, micro)
+
+
+def _model_device(model: torch.nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+def _old_log_probs(
+    policy: torch.nn.Module,
+    rollouts: Rollouts,
+    plans: Sequence[Sequence[list[int] | None]],
+    *,
+    pad_id: int,
+    precision: Precision,
+    chunk_tokens: int,
+) -> list[torch.Tensor]:
+    """Per row, the ratio's denominator: the sampler's log-probs, or the policy's before
+    this step's first update (this rank's rows only; the others stay empty)."""
+    if rollouts.old_log_probs is not None:
+        return [torch.tensor(list(row), dtype=torch.float32) for row in rollouts.old_log_probs]
+    found = [torch.zeros(0) for _ in rollouts.response_ids]
+    device = _model_device(policy)
+    with torch.no_grad():
+        for micro in (micro for plan in plans for micro in plan):
+            batch = _packed(rollouts, micro, pad_id).to(device)
+            with precision.autocast(device):
+                scored = response_log_probs(
+                    policy, batch, chunk_tokens=chunk_tokens, entropy="none"
+                )
+            for i, row in enumerate(micro or []):
+                found[row] = scored.log_probs[i, : len(rollouts.response_ids[row])].cpu()
+    return found
+
+
+def _padded(rows: Sequence[torch.Tensor], width: int) -> torch.Tensor:
+    out = torch.zeros((len(rows), width), dtype=torch.float32)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = row
+    return out
 
 
 def train_step(
@@ -202,67 +301,84 @@ def train_step(
     rollouts: Rollouts,
     settings: TrainerHyperparameters,
     pad_id: int = 0,
+    precision: Precision | None = None,
 ) -> list[dict[str, float]]:
-    """One GRPO step: `settings.updates_per_step` AdamW updates; metrics of each update
-    (with the step's advantage statistics, which all updates share)."""
+    """One GRPO step: `settings.updates_per_step` AdamW updates, each accumulating the
+    gradient of its mini-batch over micro-batches of at most `settings.token_budget`
+    tokens; metrics of each update (with the step's advantage statistics)."""
     config = GrpoLossConfig.from_settings(settings)
     if reference is None and config.kl_coef > 0:
-        raise ValueError("kl_coef > 0 needs a reference model (frozen_copy of the start)")
-    batch = pack(rollouts, pad_id)
-    advantages = episode_advantages(rollouts, batch.response_mask)
-    per_response = advantages[:, 0]  # (B,) the same value sits on every token of a row
+        raise ValueError("kl_coef > 0 needs a reference model (frozen, the starting weights)")
+    precision = precision or Precision()
+    device = _model_device(policy)
+    lengths = [len(p) + len(r) for p, r in zip(rollouts.prompt_ids, rollouts.response_ids,
+                                               strict=True)]  # fmt: skip
+    _refuse_rows_over_budget(lengths, settings.token_budget)
+    advantages = episode_advantages(rollouts, torch.ones((len(lengths), 1)))[:, 0]  # (B,)
     advantage_stats = {
-        "advantage_mean": float(per_response.mean()),
-        "advantage_abs_mean": float(per_response.abs().mean()),
-        "advantage_zero_fraction": float((per_response == 0).float().mean()),
+        "advantage_mean": float(advantages.mean()),
+        "advantage_abs_mean": float(advantages.abs().mean()),
+        "advantage_zero_fraction": float((advantages == 0).float().mean()),
     }
 
-    # With several ranks each takes every world-th row of a mini-batch (distributed.py).
+    # With several ranks each takes every world-th row of a mini-batch (distributed.py),
+    # and packs its share into micro-batches.
     rank, world = rank_and_size()
     minis = _mini_batches(rollouts.group_ids, settings.updates_per_step)
     if any(len(rows) < world for rows in minis):
         raise ValueError(f"a mini-batch has fewer rows than the {world} ranks sharing it")
-    shards = [rows[rank::world] for rows in minis]
-
-    # The ratio's denominator: the sampler's log-probs, or the policy before this step.
-    if rollouts.old_log_probs is not None:
-        old_log_probs = _pad_rows(rollouts.old_log_probs, batch.response_ids.shape[1])
-    else:
-        old_log_probs = torch.zeros_like(batch.response_mask)
-        with torch.no_grad():
-            for local in shards:
-                old_log_probs[local] = response_log_probs(policy, batch.rows(local))[0]
+    plans = _micro_plans([rows[rank::world] for rows in minis], lengths, settings.token_budget)
+    chunk = settings.log_prob_chunk_tokens
+    old_log_probs = _old_log_probs(
+        policy, rollouts, plans, pad_id=pad_id, precision=precision, chunk_tokens=chunk
+    )
+    entropy: EntropyMode = "trained" if config.entropy_coef > 0 else "logged"
 
     metrics = []
     policy.train()
-    for rows, local in zip(minis, shards, strict=True):
-        mini = batch.rows(local)
-        log_probs, entropy = response_log_probs(policy, mini)
-        ref_log_probs = None
-        if reference is not None:
-            with torch.no_grad():
-                ref_log_probs, _ = response_log_probs(reference, mini)
-        loss, update_metrics = grpo_loss(
-            log_probs=log_probs,
-            old_log_probs=old_log_probs[local],
-            advantages=advantages[local],
-            response_mask=mini.response_mask,
-            config=config,
-            ref_log_probs=ref_log_probs,
-            entropy=entropy if config.entropy_coef > 0 else entropy.detach(),
-        )
-        # Token-mean over the whole mini-batch: this rank's share of its tokens, times the
-        # ranks FSDP averages the gradients over (1 in a single process).
-        local_tokens = float(mini.response_mask.sum())
-        global_tokens = float(batch.response_mask[rows].sum())
+    for rows, plan in zip(minis, plans, strict=True):
+        # Token-mean over the whole mini-batch: each micro-batch's token-mean weighs its
+        # share of the mini-batch's tokens, times the ranks FSDP averages gradients over.
+        global_tokens = float(sum(len(rollouts.response_ids[row]) for row in rows))
         optimizer.zero_grad(set_to_none=True)
-        (loss * (local_tokens * world / global_tokens)).backward()
+        sums: dict[str, float] = {}
+        local_tokens = 0.0
+        for micro in plan:
+            batch = _packed(rollouts, micro, pad_id).to(device)
+            members = micro or []
+            with precision.autocast(device):
+                scored = response_log_probs(policy, batch, chunk_tokens=chunk, entropy=entropy)
+                ref_log_probs = None
+                if reference is not None:
+                    with torch.no_grad():
+                        ref_log_probs = response_log_probs(
+                            reference, batch, chunk_tokens=chunk, entropy="none"
+                        ).log_probs
+            width = batch.response_ids.shape[1]
+            old = _padded([old_log_probs[row] for row in members], width) if members else None
+            row_advantages = advantages[members] if members else torch.zeros(1)
+            loss, micro_metrics = grpo_loss(
+                log_probs=scored.log_probs,
+                old_log_probs=(old if old is not None else torch.zeros((1, width))).to(device),
+                advantages=row_advantages.unsqueeze(-1).to(device) * batch.response_mask,
+                response_mask=batch.response_mask,
+                config=config,
+                ref_log_probs=ref_log_probs,
+                entropy=scored.entropy,
+            )
+            tokens = float(batch.response_mask.sum()) if members else 0.0
+            (loss * (tokens * world / global_tokens)).backward()
+            for name, value in micro_metrics.items():
+                sums[name] = sums.get(name, 0.0) + value * tokens
+            local_tokens += tokens
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.grad_clip)
         optimizer.step()
-        update_metrics = all_reduce_token_weighted(update_metrics, local_tokens, global_tokens)
+        local = {name: total / local_tokens for name, total in sums.items()}
+        update_metrics = all_reduce_token_weighted(local, local_tokens, global_tokens)
         # Under FSDP the norm is a DTensor; its full value is the same on every rank.
         norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
         update_metrics["grad_norm"] = float(norm)
         update_metrics["responses"] = float(len(rows))
+        update_metrics["micro_batches"] = float(len(plan))
         metrics.append(update_metrics | advantage_stats)
     return metrics

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -75,6 +75,20 @@ class TrainerHyperparameters(BaseModel):
     """Longest prompt (context) in tokens."""
     max_response_tokens: int = Field(default=6_144, ge=1)
     """Longest sampled response in tokens (the sampler's max_tokens)."""
+    micro_batch_tokens: int | None = Field(default=None, ge=1)
+    """Most prompt + response tokens (rows x the longest row, padding included) in one
+    forward/backward; each update accumulates gradients over as many micro-batches as its
+    mini-batch needs, with the same gradient. None: max_prompt_tokens +
+    max_response_tokens, the longest row a step can hold. The trainer's memory follows
+    this budget, not the batch (`COBALT_TRAINER_MICRO_BATCH_TOKENS` overrides it)."""
+    log_prob_chunk_tokens: int = Field(default=1_024, ge=1)
+    """Response tokens whose full-vocabulary logits exist at once (float32)."""
+    compute_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Forward/backward dtype; weights and AdamW moments stay float32. auto: bfloat16 on
+    GPUs (FSDP2's mixed-precision policy), float32 on the CPU."""
+    activation_checkpointing: bool | None = None
+    """Recompute each decoder layer's activations in backward instead of keeping them.
+    None: on on GPUs, off on the CPU."""
 
     @model_validator(mode="after")
     def _mini_batches_split_evenly(self) -> TrainerHyperparameters:
@@ -84,6 +98,23 @@ class TrainerHyperparameters(BaseModel):
                 f"updates_per_step ({self.updates_per_step}) equal mini-batches"
             )
         return self
+
+    @model_validator(mode="after")
+    def _longest_row_fits_a_micro_batch(self) -> TrainerHyperparameters:
+        longest = self.max_prompt_tokens + self.max_response_tokens
+        if self.micro_batch_tokens is not None and self.micro_batch_tokens < longest:
+            raise ValueError(
+                f"micro_batch_tokens ({self.micro_batch_tokens}) is smaller than the longest "
+                f"row a step can hold (max_prompt_tokens + max_response_tokens = {longest}): "
+                f"set micro_batch_tokens to at least {longest}, or lower max_prompt_tokens "
+                "/ max_response_tokens"
+            )
+        return self
+
+    @property
+    def token_budget(self) -> int:
+        """Prompt + response tokens in one micro-batch (`micro_batch_tokens` or its default)."""
+        return self.micro_batch_tokens or self.max_prompt_tokens + self.max_response_tokens
 
     @property
     def contexts_per_update(self) -> int:

@@ -313,9 +313,17 @@ def test_gpu_overlay_puts_inference_and_trainer_on_gpus(
 ) -> None:
     pods = _gpu_workloads(objects["gpu"])
     assert set(pods) == set(GPU_WORKLOADS)
+    # The split of a 4-GPU node that the trainer's memory model says fits an 8B model:
+    # vLLM on one GPU, the trainer on three torchrun ranks, one per GPU it requests.
+    trainer = pods["cobalt-trainer"]["containers"][0]
+    assert pods["cobalt-inference"]["containers"][0]["resources"]["limits"][GPU] == 1
+    assert trainer["resources"]["limits"][GPU] == 3
+    assert trainer["resources"]["requests"][GPU] == 3
+    command = trainer["command"]
+    assert command[0] == "torchrun" and command[-2:] == ["-m", "cobalt.trainer"]
+    assert command[command.index("--nproc-per-node") + 1] == "3"
     for name, pod in pods.items():
         main = pod["containers"][0]
-        assert main["resources"]["limits"][GPU] == 1, name
         assert pod["nodeSelector"], name
         assert any(t["key"] == GPU for t in pod["tolerations"]), name
         assert main["image"].endswith("-cuda"), name

@@ -1,5 +1,8 @@
 """One GRPO step under torchrun on FSDP2/gloo (run by test_distributed.py): rank 0 saves
-the full weights after the step and the step's metrics."""
+the full weights after the step and the step's metrics.
+
+Arguments: the output directory, then optionally the micro-batch budget and the compute
+dtype (`float32` or `bfloat16`, the latter through FSDP2's mixed-precision policy)."""
 
 from __future__ import annotations
 
@@ -12,18 +15,21 @@ import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
 from cobalt.trainer.distributed import init_from_env, rank_and_size, shard_model
+from cobalt.trainer.precision import Precision
 from cobalt.trainer.step import frozen_copy, make_optimizer, train_step
-from tests.trainer.test_distributed import HYPER, rollouts, tiny
+from tests.trainer.test_distributed import hyper, rollouts, tiny
 
 
-def main(out: Path) -> None:
+def main(out: Path, budget: int | None, compute_dtype: str) -> None:
     assert init_from_env(torch.device("cpu"))
+    settings = hyper(budget, compute_dtype)
+    precision = Precision.resolve(settings, torch.device("cpu"), sharded=True)
     policy = tiny()
-    reference = frozen_copy(policy)
-    shard_model(policy)
-    shard_model(reference)
-    optimizer = make_optimizer(policy, HYPER)
-    metrics = train_step(policy, reference, optimizer, rollouts(), HYPER)
+    reference = frozen_copy(policy).to(precision.compute_dtype)
+    shard_model(policy, precision.compute_dtype)
+    shard_model(reference, precision.compute_dtype)
+    optimizer = make_optimizer(policy, settings)
+    metrics = train_step(policy, reference, optimizer, rollouts(), settings, precision=precision)
     weights = get_model_state_dict(
         policy, options=StateDictOptions(full_state_dict=True, cpu_offload=True)
     )
@@ -35,4 +41,8 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    main(
+        Path(sys.argv[1]),
+        int(sys.argv[2]) if len(sys.argv) > 2 else None,
+        sys.argv[3] if len(sys.argv) > 3 else "float32",
+    )

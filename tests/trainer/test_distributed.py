@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -22,6 +23,18 @@ from tests.trainer.test_loop import JOB, FakeOrchestrator, trainer, weights
 HYPER = TrainerHyperparameters(
     lr=1e-3, weight_decay=0.0, n_samples=4, contexts_per_step=2, updates_per_step=2
 )
+
+
+def hyper(budget: int | None = None, compute_dtype: str = "float32") -> TrainerHyperparameters:
+    """HYPER with a micro-batch budget (rows here have at most 3 + 7 tokens)."""
+    if budget is None:
+        return HYPER.model_copy(update={"compute_dtype": compute_dtype})
+    return TrainerHyperparameters.model_validate(
+        HYPER.model_dump() | {"max_prompt_tokens": 3, "max_response_tokens": 7,
+                              "micro_batch_tokens": budget, "compute_dtype": compute_dtype}
+    )  # fmt: skip
+
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -62,15 +75,22 @@ def torchrun(script: str, *arguments: object) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-def test_two_ranks_on_gloo_take_the_single_process_step(tmp_path: Path) -> None:
-    torchrun("distributed_step.py", tmp_path)
+@pytest.mark.parametrize("budget", [None, 10])
+def test_two_ranks_on_gloo_take_the_single_process_step(tmp_path: Path, budget: int | None) -> None:
+    """Unbatched on 2 ranks, and with micro-batches of 10 tokens (rank 1 needs two where
+    rank 0 needs one in the second mini-batch: rank 0 runs an idle one), against one
+    process taking each mini-batch in one pass."""
+    torchrun("distributed_step.py", tmp_path, *([budget] if budget else []))
     distributed = torch.load(tmp_path / "weights.pt")
     report = json.loads((tmp_path / "metrics.json").read_text())
     assert report["world"] == 2
+    if budget:
+        assert [m["micro_batches"] for m in report["metrics"]] == [2, 2]
 
     policy = tiny()
     reference = frozen_copy(policy)
     single = train_step(policy, reference, make_optimizer(policy, HYPER), rollouts(), HYPER)
+    assert [m["micro_batches"] for m in single] == [1, 1]
     for name, tensor in policy.state_dict().items():
         assert torch.allclose(tensor, distributed[name], atol=1e-5), name
     start = tiny().state_dict()
@@ -78,6 +98,22 @@ def test_two_ranks_on_gloo_take_the_single_process_step(tmp_path: Path) -> None:
     for ours, theirs in zip(single, report["metrics"], strict=True):
         for key in ("loss", "pg_loss", "pg_clipfrac", "kl_ref", "grad_norm", "responses"):
             assert abs(ours[key] - theirs[key]) < 1e-4, (key, ours[key], theirs[key])
+
+
+def test_bfloat16_on_two_ranks_runs_with_float32_master_weights(tmp_path: Path) -> None:
+    """FSDP2's mixed-precision policy on gloo: computes in bfloat16, keeps float32 weights,
+    and lands near the float32 step (bfloat16 rounding apart)."""
+    torchrun("distributed_step.py", tmp_path, 10, "bfloat16")
+    mixed = torch.load(tmp_path / "weights.pt")
+    policy = tiny()
+    start = {name: tensor.clone() for name, tensor in policy.state_dict().items()}
+    train_step(policy, frozen_copy(policy), make_optimizer(policy, HYPER), rollouts(), HYPER)
+    moved = 0
+    for name, tensor in policy.state_dict().items():
+        assert mixed[name].dtype == torch.float32, name
+        assert torch.allclose(mixed[name], tensor, atol=5e-3), name
+        moved += int(not torch.equal(mixed[name], start[name]))
+    assert moved > 0
 
 
 def test_the_trainer_under_torchrun_ends_where_one_process_does(

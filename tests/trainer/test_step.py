@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from transformers import Qwen2ForCausalLM
 
 from cobalt.shared.contracts.training import TrainerHyperparameters
+from cobalt.shared.errors import InvalidInput
+from cobalt.trainer.precision import Precision, enable_activation_checkpointing, freeze
 from cobalt.trainer.step import (
     Rollouts,
     episode_advantages,
     frozen_copy,
     make_optimizer,
+    micro_batches,
     pack,
     response_log_probs,
     train_step,
@@ -57,7 +64,9 @@ def test_response_log_probs_match_unpadded_forward(tiny_model: Qwen2ForCausalLM)
     assert batch.response_mask.sum(dim=1).tolist() == [4, 7, 1]
 
     with torch.no_grad():
-        log_probs, entropy = response_log_probs(tiny_model, batch)
+        scored = response_log_probs(tiny_model, batch)
+    log_probs, entropy = scored.log_probs, scored.entropy
+    assert entropy is not None
 
     for row, (prompt, response) in enumerate(
         zip(rollouts.prompt_ids, rollouts.response_ids, strict=True)
@@ -228,3 +237,139 @@ def test_one_step_on_episodes_moves_every_turn_of_the_best_episode(
     assert after[0] > before[0] and after[1] > before[1]  # both turns of the good episode
     assert after[2] < before[2] and after[3] < before[3]  # both turns of the bad one
     assert update["responses"] == 4
+
+
+def uneven_step() -> Rollouts:
+    """Two groups of four with prompts and responses of uneven length."""
+    prompts = [[5, 9, 3, 17], [22, 8], [1, 2, 3, 4, 5, 6, 7], [30, 31]]
+    responses = [[7, 7, 21, 4, 30], [11, 2], [40, 8, 8], [25, 13, 6, 6, 6, 19],
+                 [1, 2, 3], [9, 9, 9, 9], [30], [12, 14, 16, 18, 20, 22, 24]]  # fmt: skip
+    return Rollouts(
+        prompt_ids=[prompts[i % 4] for i in range(8)],
+        response_ids=responses,
+        rewards=[0.2, 1.0, 0.5, 0.0, -0.1, -1.0, 0.2, 1.0],
+        group_ids=[i // 4 for i in range(8)],
+        old_log_probs=[[-3.9] * len(r) for r in responses],
+    )
+
+
+def step_with(
+    model: Qwen2ForCausalLM, settings: TrainerHyperparameters, rollouts: Rollouts
+) -> tuple[list[dict[str, float]], dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """Metrics, the last update's gradient and the weights after one step."""
+    optimizer = make_optimizer(model, settings)
+    reference = frozen_copy(model) if settings.kl_coef > 0 else None
+    metrics = train_step(model, reference, optimizer, rollouts, settings, pad_id=PAD)
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    return metrics, grads, {n: t.clone() for n, t in model.state_dict().items()}
+
+
+@pytest.mark.parametrize("updates", [1, 2])
+@pytest.mark.parametrize("budget", [13, 30])
+def test_micro_batches_give_the_unbatched_gradient_and_weights(
+    tiny_model: Qwen2ForCausalLM, budget: int, updates: int
+) -> None:
+    common = {"lr": 1e-3, "weight_decay": 0.01, "n_samples": 4, "contexts_per_step": 2,
+              "updates_per_step": updates, "kl_coef": 1e-2, "entropy_coef": 1e-2,
+              "max_prompt_tokens": 7, "max_response_tokens": 6}  # fmt: skip
+    whole = TrainerHyperparameters(**common, micro_batch_tokens=1_000)
+    split = TrainerHyperparameters(**common, micro_batch_tokens=budget)
+    start = {n: t.clone() for n, t in tiny_model.state_dict().items()}
+
+    one_pass, one_grads, one_weights = step_with(tiny_model, whole, uneven_step())
+    tiny_model.load_state_dict(start)
+    micro, micro_grads, micro_weights = step_with(tiny_model, split, uneven_step())
+
+    assert all(m["micro_batches"] == 1 for m in one_pass)
+    assert all(m["micro_batches"] > 1 for m in micro)  # it did split
+    for name, grad in one_grads.items():
+        assert torch.allclose(micro_grads[name], grad, atol=1e-5), name
+    for name, weight in one_weights.items():
+        assert torch.allclose(micro_weights[name], weight, atol=1e-5), name
+        assert updates == 0 or not torch.equal(weight, start[name]) or "norm" in name
+    for ours, theirs in zip(one_pass, micro, strict=True):
+        for key in ("loss", "pg_loss", "pg_clipfrac", "ppo_kl", "kl_ref", "entropy", "grad_norm"):
+            assert theirs[key] == pytest.approx(ours[key], abs=1e-5), key
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lengths=st.lists(st.integers(min_value=1, max_value=64), min_size=1, max_size=40),
+    slack=st.integers(min_value=0, max_value=200),
+)
+def test_micro_batches_hold_every_row_once_within_the_budget(
+    lengths: list[int], slack: int
+) -> None:
+    budget = max(lengths) + slack
+    rows = list(range(len(lengths)))[::-1]
+    packed = micro_batches(lengths, rows, budget)
+    assert sorted(row for micro in packed for row in micro) == sorted(rows)
+    for micro in packed:
+        assert len(micro) * max(lengths[row] for row in micro) <= budget
+    # Greedy by length: a micro-batch is closed only when the next row does not fit.
+    for micro, following in zip(packed, packed[1:], strict=False):
+        assert (len(micro) + 1) * lengths[micro[0]] > budget
+        assert min(lengths[row] for row in micro) >= lengths[following[0]]
+    assert micro_batches(lengths, rows, budget) == packed  # deterministic
+
+
+def test_a_row_over_the_budget_is_refused_with_the_fix(tiny_model: Qwen2ForCausalLM) -> None:
+    settings = TrainerHyperparameters(
+        contexts_per_step=2, n_samples=4, max_prompt_tokens=4, max_response_tokens=4,
+        micro_batch_tokens=8,
+    )  # fmt: skip
+    optimizer = make_optimizer(tiny_model, settings)
+    before = {n: t.clone() for n, t in tiny_model.state_dict().items()}
+    fix = "response 2 has 10 .* at least 10 .*--micro-batch-tokens"
+    with pytest.raises(InvalidInput, match=fix):
+        train_step(tiny_model, frozen_copy(tiny_model), optimizer, uneven_step(), settings)
+    assert all(torch.equal(t, before[n]) for n, t in tiny_model.state_dict().items())
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"micro_batch_tokens": 16_383}, "at least 16384"),
+        (
+            {"micro_batch_tokens": 1_000, "max_prompt_tokens": 500, "max_response_tokens": 501},
+            "at least 1001",
+        ),
+        ({"micro_batch_tokens": 0}, "greater than or equal to 1"),
+        ({"compute_dtype": "float16"}, "'auto', 'float32' or 'bfloat16'"),
+        ({"log_prob_chunk_tokens": -1}, "greater than or equal to 1"),
+    ],
+)
+def test_bad_budgets_are_refused_before_any_model_loads(
+    values: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        TrainerHyperparameters.model_validate(values)
+    assert TrainerHyperparameters(micro_batch_tokens=16_384).token_budget == 16_384
+    assert TrainerHyperparameters().token_budget == 10_240 + 6_144
+
+
+def test_bfloat16_settings_run_on_the_cpu_with_float32_master_weights(
+    tiny_model: Qwen2ForCausalLM,
+) -> None:
+    rollouts = one_group()
+    settings = TrainerHyperparameters(
+        lr=1e-3, contexts_per_step=1, updates_per_step=1, n_samples=4, kl_coef=1e-3,
+        compute_dtype="bfloat16", activation_checkpointing=True, micro_batch_tokens=20,
+        max_prompt_tokens=4, max_response_tokens=6,
+    )  # fmt: skip
+    precision = Precision.resolve(settings, torch.device("cpu"))
+    assert precision.compute_dtype == torch.bfloat16 and precision.activation_checkpointing
+    enable_activation_checkpointing(tiny_model)
+    reference = freeze(copy.deepcopy(tiny_model).to(torch.bfloat16))
+    optimizer = make_optimizer(tiny_model, settings)
+    before = all_log_probs(tiny_model, rollouts)
+
+    (update,) = train_step(tiny_model, reference, optimizer, rollouts, settings, pad_id=PAD,
+                           precision=precision)  # fmt: skip
+
+    after = all_log_probs(tiny_model, rollouts)
+    assert after[1] > before[1] + 1e-3 and after[3] < before[3] - 1e-3
+    assert update["micro_batches"] > 1 and abs(update["kl_ref"]) < 1e-2  # bf16 vs fp32
+    assert all(p.dtype == torch.float32 for p in tiny_model.parameters())
+    moments = [v for state in optimizer.state.values() for v in state.values() if v.dim()]
+    assert moments and all(m.dtype == torch.float32 for m in moments)

@@ -80,6 +80,27 @@ def start(
     max_response_tokens: Annotated[
         int | None, typer.Option(help="Longest sampled response [6144].")
     ] = None,
+    max_prompt_tokens: Annotated[
+        int | None, typer.Option(help="Longest prompt (context) [10240].")
+    ] = None,
+    micro_batch_tokens: Annotated[
+        int | None,
+        typer.Option(
+            help="Most prompt + response tokens in one forward/backward; gradients "
+            "accumulate over micro-batches [max prompt + max response tokens]."
+        ),
+    ] = None,
+    compute_dtype: Annotated[
+        str | None,
+        typer.Option(help="auto, float32 or bfloat16 (weights stay float32) [auto: bf16 on GPU]."),
+    ] = None,
+    activation_checkpointing: Annotated[
+        bool | None,
+        typer.Option(
+            "--activation-checkpointing/--no-activation-checkpointing",
+            help="Recompute decoder layers in backward [on on GPUs, off on the CPU].",
+        ),
+    ] = None,
     max_staleness: Annotated[
         int | None, typer.Option(help="Policy-version lag a sample may have [0: synchronous].")
     ] = None,
@@ -110,6 +131,10 @@ def start(
         "lr": lr,
         "kl_coef": kl_coef,
         "max_response_tokens": max_response_tokens,
+        "max_prompt_tokens": max_prompt_tokens,
+        "micro_batch_tokens": micro_batch_tokens,
+        "compute_dtype": compute_dtype,
+        "activation_checkpointing": activation_checkpointing,
     }
     rollouts: dict[str, Any] = {
         "base_url": base_url,

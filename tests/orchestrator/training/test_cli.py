@@ -19,10 +19,14 @@ def test_a_job_from_start_to_resume(
             cli_env, "train", "start", "--contexts", "ctx", "--model", str(policy_dir),
             "--name", "first", "--n-samples", "4", "--contexts-per-step", "2",
             "--base-url", "http://127.0.0.1:9/v1", "--served-model", "policy",
-            "--max-staleness", "1", "--lr", "1e-5", "--json",
+            "--max-staleness", "1", "--lr", "1e-5", "--micro-batch-tokens", "20000",
+            "--compute-dtype", "bfloat16", "--no-activation-checkpointing", "--json",
         )
     )  # fmt: skip
     assert started["status"] == "pending" and started["contexts"] == "ctx"
+    trainer = started["params"]["trainer"]
+    assert trainer["micro_batch_tokens"] == 20_000 and trainer["compute_dtype"] == "bfloat16"
+    assert trainer["activation_checkpointing"] is False
     assert started["params"]["trainer"]["n_samples"] == 4
     assert started["params"]["trainer"]["lr"] == 1e-5
     assert started["params"]["trainer"]["kl_coef"] == 1e-4  # the paper's default
@@ -49,6 +53,12 @@ def test_mistakes_exit_2_with_a_message(
     assert odd.returncode == 2 and "updates_per_step" in odd.stderr
     missing = cobalt(cli_env, "train", "show", "41")
     assert missing.returncode == 2 and "41" in missing.stderr
+    # A budget below the longest row is refused at creation, with the value it needs.
+    small = cobalt(cli_env, *base, "--contexts", "ctx", "--max-prompt-tokens", "1000",
+                   "--max-response-tokens", "500", "--micro-batch-tokens", "1024")  # fmt: skip
+    assert small.returncode == 2 and "micro_batch_tokens to at least 1500" in small.stderr
+    listed = json_out(cobalt(cli_env, "train", "list", "--json"))
+    assert listed["total"] == 0  # nothing half-written
     misplaced = cobalt(cli_env, *base, "--contexts", "ctx", "--turns", "4")
     assert misplaced.returncode == 2 and "turns: multi-turn settings" in misplaced.stderr
 

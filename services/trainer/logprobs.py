@@ -1,0 +1,148 @@
+"""Log-probabilities of response tokens without full-vocabulary logits for every position.
+
+A causal LM's head turns each position's hidden state (H) into V logits; at V = 151k and
+16k positions that is 10 GB in float32 per sequence, plus the log-softmax and its gradient.
+Only the response tokens are trained on, and each one needs only log p(token), i.e.
+logit[token] - logsumexp(logits). So:
+
+1. the decoder body runs once over the micro-batch; a forward hook on it takes its final
+   (normed) hidden states, and the model's own head computes logits for one position per
+   row only (`logits_to_keep=1`). The hook runs inside the model's forward, so under
+   FSDP2 the head's weight is gathered exactly as in a plain forward;
+2. the hidden states of the positions that predict response tokens are gathered into
+   (N, H), N = the real response tokens of the micro-batch (no padding);
+3. chunk by chunk of `chunk_tokens` rows, the head gives (chunk, V) logits, cast to
+   float32, and log p = logit[token] - logsumexp. With gradient, each chunk runs under
+   `torch.utils.checkpoint`: backward recomputes that chunk's logits instead of keeping
+   them, so at most one chunk's (chunk, V) float32 logits are alive at any time.
+
+The entropy -sum p log p is computed in the same chunk only when asked: with a gradient
+when the loss uses it (`entropy_coef > 0`), otherwise without keeping any graph (logged).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from torch.utils.checkpoint import checkpoint
+
+__all__ = ["DEFAULT_CHUNK_TOKENS", "EntropyMode", "TokenLogProbs", "response_token_log_probs"]
+
+DEFAULT_CHUNK_TOKENS = 1024
+"""Response tokens whose full-vocabulary logits exist at once (float32: 1024 x V x 4 bytes,
+620 MB at Qwen3's 151,936 tokens)."""
+
+EntropyMode = Literal["none", "logged", "trained"]
+"""Entropy not computed, computed without a graph (to log it), or with one (to train it)."""
+
+
+@dataclass(frozen=True)
+class TokenLogProbs:
+    """Per-token values (B, T) laid out like the micro-batch's `response_ids`."""
+
+    log_probs: torch.Tensor  # (B, T) float32, carries the gradient when one was asked for
+    entropy: torch.Tensor | None  # (B, T) float32; None when not asked for
+
+
+def _chunk_values(
+    head: torch.nn.Module, entropy: EntropyMode
+) -> Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    """log p(target) and entropy (zeros for "none") of one chunk of hidden states."""
+
+    def values(hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = head(hidden).float()  # (chunk, V): the only full-vocabulary tensor
+        normaliser = torch.logsumexp(logits, dim=-1)  # (chunk,)
+        chosen = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - normaliser
+        if entropy == "none":
+            return chosen, torch.zeros_like(chosen.detach())
+        # H = logsumexp - sum softmax * logits: no (chunk, V) log-softmax kept beside it.
+        with torch.set_grad_enabled(torch.is_grad_enabled() and entropy == "trained"):
+            spread = normaliser - (torch.softmax(logits, dim=-1) * logits).sum(dim=-1)
+        return chosen, spread
+
+    return values
+
+
+def _chunked(
+    head: torch.nn.Module,
+    hidden: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    chunk_tokens: int,
+    entropy: EntropyMode,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N,) log-probs and entropies of N hidden states, `chunk_tokens` at a time."""
+    values = _chunk_values(head, entropy)
+    trained = torch.is_grad_enabled() and hidden.requires_grad
+    log_probs, entropies = [hidden.new_zeros((0,), dtype=torch.float32)], []
+    for start in range(0, hidden.shape[0], chunk_tokens):
+        part, wanted = hidden[start : start + chunk_tokens], targets[start : start + chunk_tokens]
+        if trained:  # backward recomputes this chunk's logits instead of keeping them
+            chosen, spread = checkpoint(values, part, wanted, use_reentrant=False)
+        else:
+            chosen, spread = values(part, wanted)
+        log_probs.append(chosen)
+        entropies.append(spread)
+    return torch.cat(log_probs), torch.cat([log_probs[0], *entropies])
+
+
+def response_token_log_probs(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    response_positions: torch.Tensor,
+    response_ids: torch.Tensor,
+    response_mask: torch.Tensor,
+    *,
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
+    entropy: EntropyMode = "logged",
+) -> TokenLogProbs:
+    """log p and (optionally) the entropy of each response token given what precedes it.
+
+    Args:
+        model: a Hugging Face causal LM (`get_decoder()`, `get_output_embeddings()`,
+            `logits_to_keep`), plain or FSDP2-sharded.
+        input_ids, attention_mask: (B, L) the micro-batch, right-padded.
+        response_positions: (B, T) the index in `input_ids` of each response token.
+        response_ids, response_mask: (B, T) the response tokens; 1 on real ones.
+        chunk_tokens: response tokens per chunk of full-vocabulary logits.
+        entropy: "none", "logged" (no graph) or "trained" (with a graph).
+
+    Returns:
+        (B, T) float32 log-probabilities (with a gradient when grad is enabled) and
+        entropies; padding positions hold 0.
+    """
+    if entropy not in ("none", "logged", "trained"):
+        raise ValueError(f"entropy must be none, logged or trained, not {entropy!r}")
+    if chunk_tokens < 1:
+        raise ValueError(f"chunk_tokens must be >= 1, not {chunk_tokens}")
+    decoder, head = model.get_decoder(), model.get_output_embeddings()
+    if decoder is None or head is None:
+        raise ValueError(f"{type(model).__name__} has no decoder body and output head")
+    real = response_mask.bool()  # (B, T)
+    # The logits at position p - 1 predict the token at p.
+    predicting = (response_positions - 1).clamp(min=0)[real]  # (N,) positions
+    rows = torch.arange(real.shape[0], device=real.device).unsqueeze(-1).expand_as(real)[real]
+    targets = response_ids[real]  # (N,)
+    found: dict[str, Any] = {}
+
+    def score(_module: torch.nn.Module, _args: Any, output: Any) -> None:
+        hidden = output[0] if isinstance(output, tuple) else output.last_hidden_state
+        found["values"] = _chunked(
+            head, hidden[rows, predicting], targets, chunk_tokens=chunk_tokens, entropy=entropy
+        )
+
+    handle = decoder.register_forward_hook(score)
+    try:
+        model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=1, use_cache=False)
+    finally:
+        handle.remove()
+    log_probs, entropies = found["values"]
+    per_token = torch.zeros(real.shape, dtype=torch.float32, device=log_probs.device)
+    return TokenLogProbs(
+        log_probs=per_token.masked_scatter(real, log_probs),
+        entropy=None if entropy == "none" else per_token.masked_scatter(real, entropies),
+    )

@@ -1,0 +1,83 @@
+"""Loading the policy and the reference (cobalt.trainer.precision), and the trainer's
+refusal of a micro-batch budget before any model loads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import Qwen2ForCausalLM
+
+from cobalt.shared.contracts.training import TrainerHyperparameters
+from cobalt.shared.errors import InvalidInput
+from cobalt.trainer.precision import Precision, load_models
+from cobalt.trainer.settings import TrainerSettings, job_hyperparameters
+from cobalt.trainer.step import make_optimizer
+from tests.trainer.test_loop import FakeOrchestrator, trainer
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture
+def model_dir(tiny_model: Qwen2ForCausalLM, tmp_path: Path) -> Path:
+    directory = tmp_path / "model"
+    tiny_model.save_pretrained(directory)
+    return directory
+
+
+def test_the_reference_is_absent_when_kl_coef_is_zero(model_dir: Path) -> None:
+    settings = TrainerHyperparameters(kl_coef=0.0)
+    policy, reference = load_models(model_dir, settings, Precision.resolve(settings, CPU), CPU)
+    assert reference is None
+    assert all(p.dtype == torch.float32 and p.requires_grad for p in policy.parameters())
+
+
+def test_the_reference_is_frozen_in_the_compute_dtype(model_dir: Path) -> None:
+    settings = TrainerHyperparameters(kl_coef=1e-4, compute_dtype="bfloat16")
+    precision = Precision.resolve(settings, CPU)
+    policy, reference = load_models(model_dir, settings, precision, CPU)
+    assert reference is not None and not reference.training
+    assert all(p.dtype == torch.bfloat16 and not p.requires_grad for p in reference.parameters())
+    assert all(p.dtype == torch.float32 for p in policy.parameters())  # master weights
+    optimized = {id(p) for group in make_optimizer(policy, settings).param_groups
+                 for p in group["params"]}  # fmt: skip
+    assert optimized.isdisjoint(id(p) for p in reference.parameters())
+    for name, tensor in reference.state_dict().items():  # the starting weights
+        assert torch.equal(tensor, policy.state_dict()[name].to(torch.bfloat16)), name
+
+
+def test_auto_settings_resolve_per_device() -> None:
+    auto = TrainerHyperparameters()
+    assert Precision.resolve(auto, CPU) == Precision(torch.float32, False, False)
+    gpu = Precision.resolve(auto, torch.device("cuda"), sharded=True)
+    assert gpu == Precision(torch.bfloat16, True, True)
+    forced = TrainerHyperparameters(compute_dtype="float32", activation_checkpointing=False)
+    assert Precision.resolve(forced, torch.device("cuda")) == Precision(torch.float32, False)
+    assert not gpu.is_mixed or gpu.compute_dtype == torch.bfloat16
+
+
+def test_checkpointing_on_recomputes_layers(model_dir: Path) -> None:
+    settings = TrainerHyperparameters(activation_checkpointing=True, kl_coef=0.0)
+    policy, _ = load_models(model_dir, settings, Precision.resolve(settings, CPU), CPU)
+    assert policy.is_gradient_checkpointing
+
+
+def test_the_trainer_refuses_a_budget_below_the_longest_row_before_loading(
+    tmp_path: Path,
+) -> None:
+    fake = FakeOrchestrator(tmp_path / "no-such-model")  # loading it would fail otherwise
+    fake.params["trainer"] |= {"max_prompt_tokens": 64, "max_response_tokens": 64}
+    run = trainer(fake, tmp_path / "ckpt", micro_batch_tokens=100)
+    with pytest.raises(InvalidInput, match="COBALT_TRAINER_MICRO_BATCH_TOKENS.*at least 128"):
+        run.run(max_steps=1)
+    assert fake.claims == [] and fake.rounds == []
+
+
+def test_the_trainer_budget_overrides_the_jobs() -> None:
+    job = {"max_prompt_tokens": 64, "max_response_tokens": 64, "micro_batch_tokens": 4096}
+    here = TrainerSettings(micro_batch_tokens=256)
+    assert job_hyperparameters(job, here).token_budget == 256
+    assert job_hyperparameters(job, TrainerSettings()).token_budget == 4096
+    with pytest.raises(InvalidInput, match="lr"):
+        job_hyperparameters({"lr": -1.0}, TrainerSettings())
