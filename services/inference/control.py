@@ -6,7 +6,9 @@ proxy hop on the generation path and direct access to the engine client, so the 
 path needs neither vLLM's dev-mode `/collective_rpc` route nor a second port.
 
 The middleware
-- answers `GET /v1/policy`, `POST /v1/policy/weights` and `GET /ready` itself;
+- answers `GET /v1/policy`, `POST /v1/policy/weights`, `POST /v1/policy/broadcast` (only
+  with `COBALT_INFERENCE_WEIGHT_BROADCAST`: the tensors come over a process group from
+  the trainer, `worker.py`) and `GET /ready` itself;
 - stamps every other response with `x-cobalt-policy-version`;
 - holds generation requests in a gate: a weight load closes the gate, waits for in-flight
   requests to finish, loads, and reopens it. So the version stamped when a request enters
@@ -27,20 +29,22 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, MutableMapping
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from prometheus_client import Counter, Gauge, Histogram
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from cobalt.inference.checkpoints import CheckpointError, checkpoint_problems
 from cobalt.inference.settings import InferenceSettings
 from cobalt.shared.checkpoints import read_policy_version
 from cobalt.shared.contracts.inference import (
     POLICY_VERSION_HEADER,
+    BroadcastWeightsRequest,
     LoadWeightsRequest,
     LoadWeightsResponse,
     PolicyStatus,
@@ -58,6 +62,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 POLICY_PATH = "/v1/policy"
 WEIGHTS_PATH = "/v1/policy/weights"
+BROADCAST_PATH = "/v1/policy/broadcast"
 READY_PATH = "/ready"
 _MAX_BODY = 64 << 10
 
@@ -168,6 +173,8 @@ class PolicyController:
             loads=self.loads,
             failed_loads=self.failed_loads,
             last_error=self.last_error,
+            weight_broadcast=self.settings.weight_broadcast,
+            workers=self.settings.workers(),
         )
 
     def _target_version(self, request: LoadWeightsRequest, path: Path) -> int:
@@ -178,6 +185,9 @@ class PolicyController:
         version = request.version if request.version is not None else recorded
         if version is None:
             return self.version + 1
+        return self._newer(version)
+
+    def _newer(self, version: int) -> int:
         if version <= self.version:
             raise LoadError(
                 409,
@@ -204,17 +214,56 @@ class PolicyController:
         )
         # The prefix cache holds KV computed with the weights before this call.
         await self.engine.reset_prefix_cache()
-        outcomes = [
-            r if isinstance(r, dict) else {"loaded": False, "error": repr(r)} for r in results
-        ]
-        errors = [str(o["error"]) for o in outcomes if o.get("error")]
-        return {
-            "loaded": bool(outcomes) and all(o.get("loaded") for o in outcomes),
-            "broken": any(o.get("restored") is False for o in outcomes),
-            "error": errors[0] if errors else None,
-        }
+        return _merge(results)
 
     async def load(self, request: LoadWeightsRequest) -> LoadWeightsResponse:
+        """Load a checkpoint directory (see the module docstring)."""
+        self._check_can_load()
+        async with self._load_lock:
+            path = Path(request.path).resolve()
+            version = self._target_version(request, path)
+            if request.check:
+                await self._precheck(path)
+            call = partial(self._reload, path, self.serving_dir)
+            return await self._swap(call, version=version, weights_dir=path, source=str(path))
+
+    async def broadcast(self, request: BroadcastWeightsRequest) -> LoadWeightsResponse:
+        """Receive the weights over the trainer's process group (worker.py)."""
+        backend = self.settings.weight_broadcast
+        if backend is None:
+            raise LoadError(
+                409, "broadcast_off", "weight broadcast is off on this server: start it with "
+                "COBALT_INFERENCE_WEIGHT_BROADCAST=nccl (gloo on CPUs), or load a checkpoint "
+                f"directory with POST {WEIGHTS_PATH}",
+            )  # fmt: skip
+        if request.backend != backend:
+            raise LoadError(
+                422, "wrong_backend",
+                f"this server receives over {backend}, not {request.backend}; set the "
+                f"trainer's COBALT_TRAINER_WEIGHT_BROADCAST={backend}",
+            )  # fmt: skip
+        workers = self.settings.workers()
+        if request.world_size != workers + 1:
+            raise LoadError(
+                422, "wrong_world_size",
+                f"world_size must be {workers + 1}: the trainer plus this server's {workers} "
+                "worker(s)",
+            )  # fmt: skip
+        self._check_can_load()
+        async with self._load_lock:
+            version = self._newer(request.version)
+            source = f"broadcast from {request.master_address}:{request.master_port}"
+            call = partial(self._receive, request)
+            return await self._swap(call, version=version, weights_dir=None, source=source)
+
+    async def _receive(self, request: BroadcastWeightsRequest) -> dict[str, Any]:
+        results = await self.engine.collective_rpc(
+            "cobalt_receive_weights", kwargs={"request": request.model_dump()}
+        )
+        await self.engine.reset_prefix_cache()
+        return _merge(results)
+
+    def _check_can_load(self) -> None:
         if self.engine is None:
             raise LoadError(503, "not_ready", "the engine is not up yet")
         if self.state != "serving" or self._load_lock.locked():
@@ -224,60 +273,69 @@ class PolicyController:
                 f"cannot load now: server is {self.state}"
                 + (f" ({self.last_error})" if self.state == "broken" else ""),
             )
-        async with self._load_lock:
-            path = Path(request.path).resolve()
-            version = self._target_version(request, path)
-            if request.check:
-                await self._precheck(path)
-            drain_started = time.monotonic()
-            await self.gate.close(self.settings.drain_timeout_s)
-            drained = time.monotonic()
-            self.state = "loading"
-            rpc = asyncio.ensure_future(self._reload(path, self.serving_dir))
-            settled_here = True
+
+    async def _swap(
+        self,
+        call: Callable[[], Coroutine[Any, Any, dict[str, Any]]],
+        *,
+        version: int,
+        weights_dir: Path | None,
+        source: str,
+    ) -> LoadWeightsResponse:
+        """Drain, run `call` on the workers, and serve `version` if every worker loaded.
+
+        `weights_dir` is the directory the new weights came from (None: a broadcast; the
+        previous directory stays the one a later failed load restores and checks against).
+        """
+        drain_started = time.monotonic()
+        await self.gate.close(self.settings.drain_timeout_s)
+        drained = time.monotonic()
+        self.state = "loading"
+        rpc = asyncio.ensure_future(call())
+        settled_here = True
+        try:
             try:
-                try:
-                    outcome = await asyncio.wait_for(
-                        asyncio.shield(rpc), self.settings.load_timeout_s
-                    )
-                except TimeoutError:
-                    settled_here = False
-                    reason = (
-                        f"no answer from the engine within {self.settings.load_timeout_s:g} s; "
-                        "the previous weights will be put back when it answers"
-                    )
-                    self._record_failure("timeout", reason)
-                    self._late = asyncio.ensure_future(self._settle_late(rpc))
-                    raise LoadError(504, "load_timeout", f"weight load failed: {reason}") from None
-                except Exception as exc:  # the RPC itself failed: the engine may be gone
-                    self._mark_broken(f"engine call failed: {_describe(exc)}")
-                    raise LoadError(
-                        500, "load_failed", f"weight load failed: {self.last_error}"
-                    ) from exc
-                if outcome["broken"]:
-                    self._mark_broken(str(outcome["error"]))
-                    raise LoadError(500, "load_failed", f"weight load failed: {outcome['error']}")
-                if not outcome["loaded"]:
-                    self.state = "serving"
-                    reason = (
-                        f"vLLM could not load {path}: {outcome['error']}; previous weights restored"
-                    )
-                    self._record_failure("failed", reason)
-                    raise LoadError(422, "load_failed", reason)
-                load_s = time.monotonic() - drained
-                self.serving_dir, self.version = path, version
-                self.state, self.loaded_at = "serving", datetime.now(UTC)
-                self.loads += 1
-                self.last_error = None
-            finally:
-                if settled_here:
-                    self.gate.open()
+                outcome = await asyncio.wait_for(asyncio.shield(rpc), self.settings.load_timeout_s)
+            except TimeoutError:
+                settled_here = False
+                reason = (
+                    f"no answer from the engine within {self.settings.load_timeout_s:g} s; "
+                    "the previous weights will be put back when it answers"
+                )
+                self._record_failure("timeout", reason)
+                self._late = asyncio.ensure_future(self._settle_late(rpc))
+                raise LoadError(504, "load_timeout", f"weight load failed: {reason}") from None
+            except Exception as exc:  # the RPC itself failed: the engine may be gone
+                self._mark_broken(f"engine call failed: {_describe(exc)}")
+                raise LoadError(
+                    500, "load_failed", f"weight load failed: {self.last_error}"
+                ) from exc
+            if outcome["broken"]:
+                self._mark_broken(str(outcome["error"]))
+                raise LoadError(500, "load_failed", f"weight load failed: {outcome['error']}")
+            if not outcome["loaded"]:
+                self.state = "serving"
+                reason = (
+                    f"vLLM could not load {source}: {outcome['error']}; previous weights restored"
+                )
+                self._record_failure("failed", reason)
+                raise LoadError(422, "load_failed", reason)
+            load_s = time.monotonic() - drained
+            if weights_dir is not None:
+                self.serving_dir = weights_dir
+            self.version = version
+            self.state, self.loaded_at = "serving", datetime.now(UTC)
+            self.loads += 1
+            self.last_error = None
+        finally:
+            if settled_here:
+                self.gate.open()
         POLICY_VERSION.set(version)
         WEIGHT_LOADS.labels("ok").inc()
         WEIGHT_LOAD_SECONDS.observe(load_s)
-        logger.info("policy version %d loaded from %s in %.2f s", version, path, load_s)
+        logger.info("policy version %d loaded from %s in %.2f s", version, source, load_s)
         return LoadWeightsResponse(
-            version=version, path=str(path), load_s=load_s, drain_s=drained - drain_started
+            version=version, path=source, load_s=load_s, drain_s=drained - drain_started
         )
 
     async def _settle_late(self, rpc: asyncio.Future[dict[str, Any]]) -> None:
@@ -309,6 +367,17 @@ class PolicyController:
         self.last_error = reason
         WEIGHT_LOADS.labels(outcome).inc()
         logger.error("weight load %s: %s", outcome, reason)
+
+
+def _merge(results: list[Any]) -> dict[str, Any]:
+    """Every worker's outcome as one: loaded by all, or broken if any could not restore."""
+    outcomes = [r if isinstance(r, dict) else {"loaded": False, "error": repr(r)} for r in results]
+    errors = [str(o["error"]) for o in outcomes if o.get("error")]
+    return {
+        "loaded": bool(outcomes) and all(o.get("loaded") for o in outcomes),
+        "broken": any(o.get("restored") is False for o in outcomes),
+        "error": errors[0] if errors else None,
+    }
 
 
 def _describe(exc: BaseException) -> str:
@@ -388,7 +457,7 @@ class PolicyControlMiddleware:
             await self.app(scope, receive, send)
             return
         path, method = scope["path"], scope["method"]
-        if path in (POLICY_PATH, WEIGHTS_PATH, READY_PATH):
+        if path in (POLICY_PATH, WEIGHTS_PATH, BROADCAST_PATH, READY_PATH):
             await self._control(scope, receive, send, path, method)
             return
         controller = self.controller
@@ -433,17 +502,14 @@ class PolicyControlMiddleware:
         if path == POLICY_PATH and method == "GET":
             await _send_json(send, 200, controller.status().model_dump(mode="json"), stamp)
             return
-        if path == WEIGHTS_PATH and method == "POST":
+        if path in (WEIGHTS_PATH, BROADCAST_PATH) and method == "POST":
             try:
                 raw = await _read_body(receive)
-                try:
-                    request = LoadWeightsRequest.model_validate_json(raw)
-                except ValidationError as exc:
-                    raise LoadError(
-                        422, "invalid_request", "bad load request: " + _validation_summary(exc)
-                    ) from exc
                 self._engine(scope)
-                result = await controller.load(request)
+                if path == WEIGHTS_PATH:
+                    result = await controller.load(_parse(LoadWeightsRequest, raw))
+                else:
+                    result = await controller.broadcast(_parse(BroadcastWeightsRequest, raw))
             except LoadError as exc:
                 await _send_json(
                     send,
@@ -457,6 +523,18 @@ class PolicyControlMiddleware:
         await _send_json(
             send, 405, _error_body(405, "method_not_allowed", f"{method} {path}"), stamp
         )
+
+
+Request = TypeVar("Request", bound=BaseModel)
+
+
+def _parse(contract: type[Request], raw: bytes) -> Request:
+    try:
+        return contract.model_validate_json(raw)
+    except ValidationError as exc:
+        raise LoadError(
+            422, "invalid_request", "bad load request: " + _validation_summary(exc)
+        ) from exc
 
 
 def _validation_summary(exc: ValidationError) -> str:

@@ -107,6 +107,9 @@ def server_environment(
     env["COBALT_INFERENCE_SERVED_NAME"] = settings.served_model_name()
     env["COBALT_INFERENCE_LOAD_TIMEOUT_S"] = f"{settings.load_timeout_s:g}"
     env["COBALT_INFERENCE_DRAIN_TIMEOUT_S"] = f"{settings.drain_timeout_s:g}"
+    env["COBALT_INFERENCE_TENSOR_PARALLEL_SIZE"] = str(settings.tensor_parallel_size)
+    if settings.weight_broadcast is not None:
+        env["COBALT_INFERENCE_WEIGHT_BROADCAST"] = settings.weight_broadcast
     if settings.control_token is not None:
         env["COBALT_INFERENCE_CONTROL_TOKEN"] = settings.control_token.get_secret_value()
     if settings.api_key is not None:
@@ -147,6 +150,8 @@ def server_command(
     ]
     if settings.max_model_len is not None:
         command += ["--max-model-len", str(settings.max_model_len)]
+    if settings.tensor_parallel_size > 1:
+        command += ["--tensor-parallel-size", str(settings.tensor_parallel_size)]
     if device == "cpu":
         command += cpu_workarounds(settings)[1]
     elif settings.enforce_eager:

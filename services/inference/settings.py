@@ -60,12 +60,22 @@ class InferenceSettings(CobaltSettings):
     """Longest a weight load may take before it is reported as failed."""
     drain_timeout_s: float = Field(default=120.0, gt=0)
     """Longest a weight load waits for in-flight generations to finish."""
+    weight_broadcast: Literal["nccl", "gloo"] | None = None
+    """Accept weights broadcast by the trainer over a process group of this backend
+    (`POST /v1/policy/broadcast`; nccl between GPUs, gloo is the CPU twin). Unset: off,
+    weights come from checkpoint directories only (the default and tested path)."""
+    tensor_parallel_size: int = Field(default=1, ge=1)
+    """vLLM's --tensor-parallel-size; the workers that join a weight broadcast."""
 
     def model_dir(self) -> Path:
         """The model directory to serve."""
         if self.model is not None:
             return self.model
         return self.model_cache / "smollm2-135m-instruct"
+
+    def workers(self) -> int:
+        """vLLM worker processes: each joins a weight broadcast as one rank."""
+        return self.tensor_parallel_size
 
     def served_model_name(self) -> str:
         return self.served_name or self.model_dir().name

@@ -1,4 +1,5 @@
-"""A vLLM worker extension: weight reload that puts the old weights back when it fails.
+"""A vLLM worker extension: weight reload that puts the old weights back when it fails,
+and weights received over a broadcast from the trainer.
 
 vLLM mixes this class into its workers (`--worker-extension-cls`, the mechanism RL
 frameworks use for weight sync), so `collective_rpc("cobalt_reload_weights", ...)` runs
@@ -15,6 +16,13 @@ message rather than "Worker failed with error ''".
 
 This touches vLLM internals (`model_loader.reload.layerwise`), pinned to vllm 0.32.0; the
 inference tests exercise it on every run.
+
+`cobalt_receive_weights` is the other way in (`POST /v1/policy/broadcast`, behind
+`COBALT_INFERENCE_WEIGHT_BROADCAST`): the worker joins the trainer's process group
+(`cobalt.shared.weight_broadcast`) as rank 1 + its own rank and passes each tensor to the
+model's `load_weights` as it lands, which maps Hugging Face names onto vLLM's fused
+parameters. It cannot put old weights back (they were never on disk here): a failure
+after the first tensor reports `restored: False`, and the server refuses generation.
 """
 
 from __future__ import annotations
@@ -81,3 +89,34 @@ class WeightReloadExtension:
                 "restored": False,
             }
         return {"loaded": False, "error": error, "restored": True}
+
+    def cobalt_receive_weights(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Receive and load the tensors of a `BroadcastWeightsRequest`. Never raises.
+
+        Returns {"loaded": bool, "error": str | None, "restored": bool | None}: restored
+        is True when it failed before any tensor was loaded (the old weights stand).
+        """
+        import torch
+
+        from cobalt.shared.contracts.inference import BroadcastWeightsRequest
+        from cobalt.shared.weight_broadcast import open_weight_group
+
+        worker: Any = self
+        loaded = 0
+        try:
+            broadcast = BroadcastWeightsRequest.model_validate(request)
+            group = open_weight_group(
+                host=broadcast.master_address,
+                port=broadcast.master_port,
+                rank=1 + int(worker.rank),
+                world_size=broadcast.world_size,
+                backend=broadcast.backend,
+                device=getattr(worker, "device", None) or torch.device("cpu"),
+            )
+            model = worker.model_runner.get_model()
+            for name, tensor in group.receive(broadcast.tensors):
+                model.load_weights(weights=[(name, tensor)])
+                loaded += 1
+        except Exception as exc:  # reported to the controller, which decides
+            return {"loaded": False, "error": _error_text(exc), "restored": loaded == 0}
+        return {"loaded": True, "error": None, "restored": None}

@@ -1,17 +1,37 @@
-"""Step checkpoints: everything to resume a job exactly, and the weights inference loads.
+"""Step checkpoints: the weights inference loads (every step) and the full resume state
+(every `save_every` steps, written in the background).
 
 Layout under the checkpoint root, one directory per job:
 
-    job-<id>/step-<k>/policy/            the Hugging Face model directory inference loads:
-                                         config.json, model.safetensors (embeddings
-                                         untied), the base model's tokenizer files and
-                                         cobalt-policy.json {"version", "step", "job"}
-    job-<id>/step-<k>/trainer-state.pt   optimizer state, step, policy version, the RNG
-                                         states (torch, numpy, python) and the settings
+    job-<id>/step-<k>/policy/            the Hugging Face model directory inference loads,
+                                         written every step in the serving dtype (bfloat16
+                                         for real models): config.json, model.safetensors
+                                         (embeddings untied), the base model's tokenizer
+                                         files and cobalt-policy.json {"version", "step", "job"}
+    job-<id>/step-<k>/trainer-state.pt   the full resume state, every `save_every` steps:
+                                         the float32 weights, the optimizer state, step,
+                                         policy version, the RNG states (torch, numpy,
+                                         python) and the settings
 
-A checkpoint is written into `.step-<k>.partial` and renamed when complete, so a directory
-named `step-<k>` is always whole: a trainer killed while writing leaves only a partial
-directory, which the next write replaces. Only the newest `keep` checkpoints are kept.
+Why two cadences: at 8B the served weights are 16 GB of bfloat16 but the resume state is
+96 GB (float32 weights and two AdamW moments). The weights must reach inference every step;
+the resume state only bounds how many steps a crash replays (exactly once still holds:
+loop.py). The resume state does not stall training: the state dicts are gathered (a
+collective) and copied to CPU in the step, then one background thread writes them while
+the next step runs; the next resume state waits for the previous one to finish
+(`ResumeStateWriter`).
+
+Atomicity. A policy directory is written into `.step-<k>.partial` and renamed when whole;
+a resume state into `step-<k>/.trainer-state.pt.partial` and renamed when whole. So a file
+or directory with the final name is always complete, and a trainer killed mid-write leaves
+the previous resume state usable: older steps are deleted only after a newer resume state
+is complete. Kept: the newest `keep` policy directories (the inference service re-reads the
+one it serves to check the next load), the newest complete resume state (with its step's
+directory) and the one being written.
+
+A policy directory that already exists for the same step and version is not written again:
+a resumed trainer replays the steps after its resume state, and the version they publish
+identifies the weights inference was given the first time (it may be serving them now).
 
 Under torchrun (FSDP) the weights and optimizer state are sharded over the ranks. Saving
 gathers full (unsharded) state dicts onto rank 0's CPU (`torch.distributed.checkpoint`'s
@@ -25,9 +45,13 @@ draws no random numbers: sampling happened in vLLM, dropout is off).
 from __future__ import annotations
 
 import json
+import logging
+import os
 import random
 import re
 import shutil
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,29 +67,36 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
-from cobalt.shared.checkpoints import read_policy_version, write_policy_version
+from cobalt.shared.checkpoints import POLICY_FILE, read_policy_version, write_policy_version
 from cobalt.trainer.distributed import rank_and_size
 
 __all__ = [
     "POLICY_DIR",
     "STATE_FILE",
     "Checkpoint",
+    "CheckpointStore",
+    "ResumeStateWriter",
     "job_checkpoint_root",
     "latest_checkpoint",
+    "latest_weights",
     "load_checkpoint",
     "save_checkpoint",
 ]
 
+logger = logging.getLogger(__name__)
+
 POLICY_DIR = "policy"
 STATE_FILE = "trainer-state.pt"
+_PARTIAL_STATE = f".{STATE_FILE}.partial"
 _STEP = re.compile(r"^step-(\d+)$")
 _WEIGHT_FILES = re.compile(r"(\.safetensors|\.bin|\.pt|\.index\.json)$|^config\.json$")
 """Files of the base model directory that the checkpoint writes itself."""
+_FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
 
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
-    """A complete checkpoint on disk."""
+    """One step's directory on disk: its policy weights, perhaps its resume state."""
 
     path: Path
     step: int
@@ -75,6 +106,11 @@ class Checkpoint:
     def policy_dir(self) -> Path:
         """The model directory the inference service loads."""
         return self.path / POLICY_DIR
+
+    @property
+    def state_file(self) -> Path:
+        """The full resume state (present every `save_every` steps)."""
+        return self.path / STATE_FILE
 
 
 def job_checkpoint_root(root: Path, job_id: int) -> Path:
@@ -95,6 +131,246 @@ def _restore_rng(state: dict[str, Any]) -> None:
     random.setstate(state["python"])
 
 
+def _steps(job_root: Path, *, with_state: bool) -> list[int]:
+    """Steps with a complete policy directory (and, `with_state`, a complete resume state)."""
+    steps = []
+    for entry in job_root.iterdir() if job_root.is_dir() else []:
+        match = _STEP.match(entry.name)
+        if not match or not (entry / POLICY_DIR / POLICY_FILE).is_file():
+            continue
+        if with_state and not (entry / STATE_FILE).is_file():
+            continue
+        steps.append(int(match.group(1)))
+    return sorted(steps)
+
+
+def _checkpoint_of(job_root: Path, step: int) -> Checkpoint:
+    path = job_root / f"step-{step}"
+    # The version is in the small policy file; the resume state (GBs for a real model) is
+    # read once, by load_checkpoint.
+    version = read_policy_version(path / POLICY_DIR)
+    if version is None:
+        raise ValueError(f"{path / POLICY_DIR} has no policy version file")
+    return Checkpoint(path, step, version)
+
+
+def latest_checkpoint(root: Path, job_id: int) -> Checkpoint | None:
+    """The newest step with a complete resume state (where a resume starts), or None."""
+    job_root = job_checkpoint_root(root, job_id)
+    steps = _steps(job_root, with_state=True)
+    return _checkpoint_of(job_root, steps[-1]) if steps else None
+
+
+def latest_weights(root: Path, job_id: int) -> Checkpoint | None:
+    """The newest step whose policy directory is complete (the newest weights published,
+    or about to be), or None."""
+    job_root = job_checkpoint_root(root, job_id)
+    steps = _steps(job_root, with_state=False)
+    return _checkpoint_of(job_root, steps[-1]) if steps else None
+
+
+class ResumeStateWriter:
+    """Writes full resume states on a background thread, one at a time.
+
+    `start` takes CPU copies the caller will not touch again and returns at once; the
+    previous write is waited for first, so at most one resume state is in flight and they
+    land in step order. A write that failed raises from the next `start` or `wait`.
+    """
+
+    def __init__(self, job_root: Path, *, keep: int) -> None:
+        self.job_root = job_root
+        self.keep = keep
+        self.lock = threading.Lock()
+        """Held while deleting old steps: the writer thread and the step both prune."""
+        self.writing: int | None = None
+        """The step whose resume state is being written (never deleted meanwhile)."""
+        self.last_write_s: float | None = None
+        """Seconds the last completed write took on the thread (for the step metrics)."""
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def start(self, step: int, state: dict[str, Any]) -> None:
+        self.wait()
+        with self.lock:
+            self.writing = step
+        self._thread = threading.Thread(
+            target=self._write, args=(step, state), name=f"resume-state-{step}", daemon=False
+        )
+        self._thread.start()
+
+    def wait(self) -> None:
+        """Block until the write in flight (if any) is on disk; raise its error."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise RuntimeError(f"writing a resume state failed: {error}") from error
+
+    def _write(self, step: int, state: dict[str, Any]) -> None:
+        began = time.perf_counter()
+        try:
+            directory = self.job_root / f"step-{step}"
+            partial = directory / _PARTIAL_STATE
+            torch.save(state, partial)
+            os.replace(partial, directory / STATE_FILE)
+            self.last_write_s = time.perf_counter() - began
+        except BaseException as exc:  # handed to the step that waits next
+            self._error = exc
+        finally:
+            with self.lock:
+                self.writing = None
+            self.prune()
+
+    def prune(self) -> None:
+        """Delete the steps nothing needs: see the module docstring for what is kept."""
+        with self.lock:
+            weights = _steps(self.job_root, with_state=False)
+            states = _steps(self.job_root, with_state=True)
+            needed = set(weights[-self.keep :]) | set(states[-1:])
+            if self.writing is not None:
+                needed.add(self.writing)
+            for old in weights:
+                if old not in needed:
+                    shutil.rmtree(self.job_root / f"step-{old}", ignore_errors=True)
+
+
+@dataclass
+class CheckpointStore:
+    """One job's checkpoints: `save_weights` every step, `save_state` every `save_every`."""
+
+    root: Path
+    job_id: int
+    base_model_dir: Path
+    keep: int = 2
+    serve_dtype: torch.dtype | None = None
+    """The dtype of the served weights (the base model's, e.g. bfloat16); None: as trained."""
+
+    def __post_init__(self) -> None:
+        if self.keep < 2:
+            raise ValueError("keep at least 2 checkpoints: the serving one must outlive the next")
+        self.job_root = job_checkpoint_root(self.root, self.job_id)
+        self.writer = ResumeStateWriter(self.job_root, keep=self.keep)
+        self._staging: Any = None
+        """The CPU copy of the last resume state, reused by the next one: copying into
+        memory already touched is about twice as fast as into fresh pages."""
+
+    def save_weights(self, *, step: int, policy_version: int, model: torch.nn.Module) -> Checkpoint:
+        """Write step `step`'s policy directory (every rank calls this; rank 0 writes).
+
+        Kept as it is when the same step and version were written before (a replay after a
+        resume: see the module docstring).
+        """
+        final = self.job_root / f"step-{step}"
+        weights = get_model_state_dict(model, options=_FULL)  # a collective under FSDP
+        rank, world = rank_and_size()
+        if rank == 0:
+            written = final.is_dir() and step in _steps(self.job_root, with_state=False)
+            if written and read_policy_version(final / POLICY_DIR) == policy_version:
+                logger.info("step %d: policy directory of version %d kept", step, policy_version)
+            else:
+                self._write_policy(final, step, policy_version, model, weights)
+            self.writer.prune()
+        if world > 1:
+            dist.barrier()  # no rank goes on (and no inference load starts) before it is whole
+        return Checkpoint(final, step, policy_version)
+
+    def _write_policy(
+        self,
+        final: Path,
+        step: int,
+        policy_version: int,
+        model: torch.nn.Module,
+        weights: dict[str, Any],
+    ) -> None:
+        self.job_root.mkdir(parents=True, exist_ok=True)
+        partial = self.job_root / f".step-{step}.partial"
+        if partial.exists():
+            shutil.rmtree(partial)
+        policy = partial / POLICY_DIR
+        dtype = self.serve_dtype
+        converted = dtype is not None and any(
+            t.is_floating_point() and t.dtype != dtype for t in weights.values()
+        )
+        served = weights
+        if converted:
+            served = {k: t.to(dtype) if t.is_floating_point() else t for k, t in weights.items()}
+        # The gathered dict, not the (possibly sharded) module's own state.
+        model.save_pretrained(policy, state_dict=served, safe_serialization=True)
+        if converted:
+            config = json.loads((policy / "config.json").read_text(encoding="utf-8"))
+            config["dtype"] = str(dtype).removeprefix("torch.")  # what the file holds
+            (policy / "config.json").write_text(
+                json.dumps(config, indent=2) + "\n", encoding="utf-8"
+            )
+        for item in Path(self.base_model_dir).iterdir():  # tokenizer, chat template, ...
+            if (
+                item.is_file()
+                and not _WEIGHT_FILES.search(item.name)
+                and not (policy / item.name).exists()
+            ):
+                shutil.copy2(item, policy / item.name)
+        write_policy_version(policy, policy_version, step=step, job=self.job_id)
+        if final.exists():  # an older write of this step (another version): replace its weights
+            stale = self.job_root / f".step-{step}.replaced"
+            shutil.rmtree(stale, ignore_errors=True)
+            final.rename(stale)
+            shutil.rmtree(stale)
+        partial.rename(final)
+
+    def save_state(
+        self,
+        checkpoint: Checkpoint,
+        *,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        settings: dict[str, Any],
+    ) -> None:
+        """Start writing the full resume state of `checkpoint`'s step; returns before it is
+        on disk (`wait` for that). Every rank calls this: the gathering is a collective."""
+        weights = get_model_state_dict(model, options=_FULL)
+        optimizer_state = get_optimizer_state_dict(model, optimizer, options=_FULL)
+        rank, world = rank_and_size()
+        if rank != 0:
+            return
+        if world == 1:  # not gathered: these are the live tensors the next step updates
+            self.writer.wait()  # the staging copy below is what it may still be writing
+            weights, optimizer_state = _stage((weights, optimizer_state), self._staging)
+            self._staging = (weights, optimizer_state)
+        state = {
+            "step": checkpoint.step,
+            "policy_version": checkpoint.policy_version,
+            "optimizer": optimizer_state,
+            "rng": _rng_state(),
+            "settings": settings,
+            "master_weights": weights,
+        }
+        self.writer.start(checkpoint.step, state)
+
+    def wait(self) -> None:
+        """Until the resume state in flight is on disk (rank 0; a no-op elsewhere)."""
+        self.writer.wait()
+
+
+def _stage(tree: Any, staging: Any) -> Any:
+    """A CPU copy of a state dict sharing no storage with the live tensors, written into
+    `staging` (the previous copy) wherever it has the same structure, shapes and dtypes."""
+    if isinstance(tree, torch.Tensor):
+        fits = (
+            isinstance(staging, torch.Tensor)
+            and staging.shape == tree.shape
+            and staging.dtype == tree.dtype
+        )
+        return staging.copy_(tree.detach()) if fits else tree.detach().to("cpu", copy=True)
+    if isinstance(tree, dict):
+        old = staging if isinstance(staging, dict) else {}
+        return {key: _stage(value, old.get(key)) for key, value in tree.items()}
+    if isinstance(tree, list | tuple):
+        same = isinstance(staging, type(tree)) and len(staging) == len(tree)
+        return type(tree)(_stage(v, staging[i] if same else None) for i, v in enumerate(tree))
+    return tree
+
+
 def save_checkpoint(
     root: Path,
     *,
@@ -108,118 +384,22 @@ def save_checkpoint(
     keep: int = 2,
     serve_dtype: torch.dtype | None = None,
 ) -> Checkpoint:
-    """Write step `step`'s checkpoint atomically and delete all but the newest `keep`.
+    """Write step `step`'s policy directory and its full resume state, and wait for both.
 
     `keep` is at least 2: the inference service serves the previous step's directory and
     reads it again to check the next load against, so it must outlive the next write.
-
     `policy_version` is the version the saved weights will be served as. With
     `serve_dtype` (the base model's, e.g. bfloat16) the policy directory holds the weights
-    in that dtype, as the inference service's pre-checks require, and the trainer's own
-    full-precision weights go into the trainer state, so a resume is still exact.
+    in that dtype, as the inference service's pre-checks require; the resume state always
+    holds the trainer's own full-precision weights, so a resume is exact.
     """
-    if keep < 2:
-        raise ValueError("keep at least 2 checkpoints: the serving one must outlive the next")
-    job_root = job_checkpoint_root(root, job_id)
-    final = job_root / f"step-{step}"
-    # Every rank joins the gathering; the full state lands on rank 0 only.
-    full = StateDictOptions(full_state_dict=True, cpu_offload=True)
-    weights = get_model_state_dict(model, options=full)
-    optimizer_state = get_optimizer_state_dict(model, optimizer, options=full)
-    rank, world = rank_and_size()
-    if rank == 0:
-        _write(
-            job_root, final, step=step, policy_version=policy_version, model=model,
-            weights=weights, optimizer_state=optimizer_state, base_model_dir=base_model_dir,
-            settings=settings, keep=keep, serve_dtype=serve_dtype, job_id=job_id,
-        )  # fmt: skip
-    if world > 1:
-        dist.barrier()  # no rank goes on (and no inference load starts) before it is whole
-    return Checkpoint(final, step, policy_version)
-
-
-def _write(
-    job_root: Path,
-    final: Path,
-    *,
-    job_id: int,
-    step: int,
-    policy_version: int,
-    model: torch.nn.Module,
-    weights: dict[str, Any],
-    optimizer_state: dict[str, Any],
-    base_model_dir: Path,
-    settings: dict[str, Any],
-    keep: int,
-    serve_dtype: torch.dtype | None,
-) -> None:
-    job_root.mkdir(parents=True, exist_ok=True)
-    partial = job_root / f".step-{step}.partial"
-    if partial.exists():
-        shutil.rmtree(partial)
-    policy = partial / POLICY_DIR
-    converted = serve_dtype is not None and any(
-        t.is_floating_point() and t.dtype != serve_dtype for t in weights.values()
+    store = CheckpointStore(
+        root, job_id, base_model_dir=base_model_dir, keep=keep, serve_dtype=serve_dtype
     )
-    served = weights
-    if converted:
-        served = {k: t.to(serve_dtype) if t.is_floating_point() else t for k, t in weights.items()}
-    # The gathered dict, not the (possibly sharded) module's own state.
-    model.save_pretrained(policy, state_dict=served, safe_serialization=True)
-    if converted:
-        config = json.loads((policy / "config.json").read_text(encoding="utf-8"))
-        config["dtype"] = str(serve_dtype).removeprefix("torch.")  # what the file holds
-        (policy / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    for item in Path(base_model_dir).iterdir():  # tokenizer, chat template, generation config
-        if (
-            item.is_file()
-            and not _WEIGHT_FILES.search(item.name)
-            and not (policy / item.name).exists()
-        ):
-            shutil.copy2(item, policy / item.name)
-    write_policy_version(policy, policy_version, step=step, job=job_id)
-    torch.save(
-        {
-            "step": step,
-            "policy_version": policy_version,
-            "optimizer": optimizer_state,
-            "rng": _rng_state(),
-            "settings": settings,
-            "master_weights": {k: t.detach().cpu() for k, t in weights.items()}
-            if converted
-            else None,
-        },
-        partial / STATE_FILE,
-    )
-    if final.exists():  # the same step written again after a crash: replace it whole
-        shutil.rmtree(final)
-    partial.rename(final)
-    for old in _complete_steps(job_root)[:-keep]:
-        shutil.rmtree(job_root / f"step-{old}", ignore_errors=True)
-
-
-def _complete_steps(job_root: Path) -> list[int]:
-    steps = []
-    for entry in job_root.iterdir() if job_root.is_dir() else []:
-        match = _STEP.match(entry.name)
-        if match and (entry / STATE_FILE).is_file() and (entry / POLICY_DIR).is_dir():
-            steps.append(int(match.group(1)))
-    return sorted(steps)
-
-
-def latest_checkpoint(root: Path, job_id: int) -> Checkpoint | None:
-    """The newest complete checkpoint of the job, or None."""
-    job_root = job_checkpoint_root(root, job_id)
-    steps = _complete_steps(job_root)
-    if not steps:
-        return None
-    path = job_root / f"step-{steps[-1]}"
-    # The version is in the small policy file; the trainer state (GBs for a real model)
-    # is read once, by load_checkpoint.
-    version = read_policy_version(path / POLICY_DIR)
-    if version is None:
-        raise ValueError(f"{path / POLICY_DIR} has no policy version file")
-    return Checkpoint(path, steps[-1], version)
+    saved = store.save_weights(step=step, policy_version=policy_version, model=model)
+    store.save_state(saved, model=model, optimizer=optimizer, settings=settings)
+    store.wait()
+    return saved
 
 
 def load_checkpoint(
@@ -228,10 +408,9 @@ def load_checkpoint(
     """Put the checkpoint's weights, optimizer and RNG states back; returns its state
     (without the weights; under torchrun, every rank gets rank 0's step and version).
 
-    The weights (the full-precision copy when the served ones were converted, else the
-    policy directory's safetensors) are copied into the live model, so the model object
-    and the optimizer's references to its parameters stay the same. Every rank calls this;
-    only rank 0 reads the files.
+    The full-precision weights of the resume state are copied into the live model, so the
+    model object and the optimizer's references to its parameters stay the same. Every
+    rank calls this; only rank 0 reads the file.
     """
     rank, world = rank_and_size()
     weights: dict[str, torch.Tensor] = {}
@@ -246,7 +425,7 @@ def load_checkpoint(
             missing = [n for n in expected - weights.keys() if not n.endswith("inv_freq")]
             if missing or weights.keys() - expected:
                 raise ValueError(
-                    f"{checkpoint.policy_dir} does not fit the model: missing "
+                    f"{checkpoint.state_file} does not fit the model: missing "
                     f"{sorted(missing)[:5]}, unexpected {sorted(weights.keys() - expected)[:5]}"
                 )
     options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=world > 1, strict=False)
@@ -264,11 +443,15 @@ def load_checkpoint(
 
 
 def _read(checkpoint: Checkpoint) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-    """The trainer state and the full-precision weights of a checkpoint."""
+    """The resume state and its full-precision weights.
+
+    Resume states written before the weights were always kept in them hold None there
+    when the served weights were not converted: those come from the policy directory.
+    """
     from safetensors.torch import load_file
 
     state: dict[str, Any] = torch.load(
-        checkpoint.path / STATE_FILE, map_location="cpu", weights_only=False
+        checkpoint.state_file, map_location="cpu", weights_only=False
     )
     weights: dict[str, torch.Tensor] = state.pop("master_weights", None) or {}
     if not weights:

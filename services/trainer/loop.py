@@ -5,8 +5,8 @@
 2. Setup: seed, the policy from the job's model directory in float32 (compute dtype and
    activation checkpointing: precision.py), the frozen reference only when `kl_coef > 0`
    (the starting weights, also on resume, in the compute dtype), AdamW; on resume, the
-   newest complete checkpoint's weights, optimizer, RNG and step, and the inference
-   service is brought to those weights if it serves older ones.
+   newest complete resume state's weights, optimizer, RNG and step, and the inference
+   service is brought to the newest weights this job published if it serves older ones.
 3. The loop, one step at a time:
    a. rollouts: rounds up to `step + max_staleness` are started (the workers sample at the
       version being served, execute and score, and write the ledger);
@@ -14,15 +14,22 @@
       killed anywhere in step k trains on exactly them after resume); wait until ready;
    c. GRPO: `step.train_step` on exactly the sampled token ids, the sampler's logprobs as
       the ratio's denominator;
-   d. checkpoint (atomic), then publish: the inference service loads the new weights and
-      serves them as version + 1;
+   d. write the step's weights (atomic, the serving dtype), then publish: the inference
+      service loads them and serves them as version + 1; every `save_every` steps (and
+      at the end) start writing the full resume state in the background;
    e. report the step with its metrics; the job's step and policy version move forward.
 4. Teardown: on `stop` (the job was stopped), on `max_steps`, or on an error (re-raised
    after the metrics server closes).
 
-Exactly once: a step's samples are fixed by the ledger at claim time, and the step only
-counts once reported after its checkpoint. A trainer killed between checkpoint and report
-resumes from that checkpoint and reports it again (recorded once).
+Exactly once: a step's samples are fixed by the ledger at claim time, and a step counts
+once reported after its weights are published. A trainer killed anywhere resumes from its
+newest resume state (step s) and replays steps s + 1, ...: the ledger returns each
+replayed step's groups again, so it ends with the weights of an uninterrupted run, and
+reports recorded before are kept once. Policy versions are the step's: the weights after
+step k are version b + k (b: the version served when the job started), so a replay
+publishes nothing the inference service already serves newer (it keeps the newer
+weights of those same steps), never a version backwards, and reports each step with the
+version it had the first time.
 
 Under torchrun (`torchrun --nproc-per-node G -m cobalt.trainer serve --job ID`) every rank
 runs this loop on its shard of the policy (distributed.py); rank 0 alone talks to the
@@ -54,14 +61,16 @@ from cobalt.shared.errors import Conflict, UpstreamError
 from cobalt.trainer.arrivals import GroupArrivals, group_arrivals
 from cobalt.trainer.checkpoint import (
     Checkpoint,
+    CheckpointStore,
     latest_checkpoint,
+    latest_weights,
     load_checkpoint,
-    save_checkpoint,
 )
 from cobalt.trainer.distributed import init_from_env, on_rank_zero
 from cobalt.trainer.precision import Precision, load_models
 from cobalt.trainer.settings import TrainerSettings, job_hyperparameters
 from cobalt.trainer.step import Rollouts, make_optimizer, train_step
+from cobalt.trainer.weight_sync import broadcast_weights
 
 __all__ = ["JobStopped", "TrainerRun", "rollouts_of", "step_metrics"]
 
@@ -164,74 +173,95 @@ class TrainerRun:
         policy, reference = load_models(model_dir, hyper, precision, device)
         optimizer = make_optimizer(policy, hyper)
         pad_id = _pad_id(policy.config)
+        store = CheckpointStore(
+            self.settings.checkpoint_dir, self.job_id, base_model_dir=model_dir,
+            keep=self.settings.keep_checkpoints,
+            serve_dtype=serve_dtype if isinstance(serve_dtype, torch.dtype) else None,
+        )  # fmt: skip
         step, version = 0, on_rank_zero(lambda: self._serving_version(job))
-        checkpoint = on_rank_zero(
-            lambda: latest_checkpoint(self.settings.checkpoint_dir, self.job_id)
-        )
-        if resume and checkpoint is not None:
-            load_checkpoint(checkpoint, model=policy, optimizer=optimizer)
-            step, version = checkpoint.step, checkpoint.policy_version
-            on_rank_zero(lambda: self._serve(checkpoint, at_least=version))
-            logger.info("job %d resumed at step %d, policy version %d", self.job_id, step, version)
+        if resume:
+            step, version = self._resume(policy, optimizer, version)
         rounds_started = step
+        saved: Checkpoint | None = None
+        state_step = step  # the newest step whose resume state is written (or on its way)
 
         # 3. the loop
         limits = [step + max_steps if max_steps is not None else None, until_step]
         last = min((limit for limit in limits if limit is not None), default=None)
-        while last is None or step < last:
-            step += 1
-            started = time.perf_counter()
-            first_new, rounds_started = (
-                rounds_started + 1,
-                max(rounds_started, step + max_staleness),
-            )
-            claim = StepClaim(
-                groups=hyper.contexts_per_step,
-                current_version=version,
-                max_staleness=max_staleness,
-            )
-            # a. rollouts, b. the step's groups
-            batch = on_rank_zero(
-                partial(self._start_rounds_and_claim, step, claim, first_new, rounds_started)
-            )
-            claimed = time.perf_counter()
-            updates = train_step(  # c. GRPO
-                policy, reference, optimizer, rollouts_of(batch), hyper, pad_id=pad_id,
-                precision=precision,
-            )  # fmt: skip
-            trained = time.perf_counter()
-            saved = save_checkpoint(  # d. checkpoint, then publish
-                self.settings.checkpoint_dir,
-                job_id=self.job_id,
-                step=step,
-                policy_version=version + 1,
-                model=policy,
-                optimizer=optimizer,
-                base_model_dir=model_dir,
-                settings={"hyperparameters": hyper.model_dump(), "job": job.params},
-                keep=self.settings.keep_checkpoints,
-                serve_dtype=serve_dtype if isinstance(serve_dtype, torch.dtype) else None,
-            )
-            checkpointed = time.perf_counter()
-            version = on_rank_zero(partial(self._serve, saved, at_least=saved.policy_version))
-            synced = time.perf_counter()
-            seconds = {
-                "wait": claimed - started,
-                "train": trained - claimed,
-                "checkpoint": checkpointed - trained,
-                "sync": synced - checkpointed,
-                "step": synced - started,
-            }
-            metrics = step_metrics(batch, updates, seconds, claim.current_version)
-            report = StepReport(step=step, policy_version=version, metrics=metrics)
-            on_rank_zero(partial(self.orchestrator.report_step, self.job_id, report))  # e.
-            logger.info(
-                "job %d step %d: reward %.3f, pass rate %.3f, policy version %d (%.1f s)",
-                self.job_id, step, metrics["reward_mean"], metrics["pass_rate"], version,
-                seconds["step"],
-            )  # fmt: skip
-            if self.on_step is not None:
-                self.on_step(step, version, metrics)
+        settings = {"hyperparameters": hyper.model_dump(), "job": job.params}
+        try:
+            while last is None or step < last:
+                step += 1
+                started = time.perf_counter()
+                first_new, rounds_started = (
+                    rounds_started + 1,
+                    max(rounds_started, step + max_staleness),
+                )
+                claim = StepClaim(
+                    groups=hyper.contexts_per_step,
+                    current_version=version,
+                    max_staleness=max_staleness,
+                )
+                # a. rollouts, b. the step's groups
+                batch = on_rank_zero(
+                    partial(self._start_rounds_and_claim, step, claim, first_new, rounds_started)
+                )
+                claimed = time.perf_counter()
+                updates = train_step(  # c. GRPO
+                    policy, reference, optimizer, rollouts_of(batch), hyper, pad_id=pad_id,
+                    precision=precision,
+                )  # fmt: skip
+                trained = time.perf_counter()
+                # d. the weights, then publish, then (every save_every steps) the resume state
+                full_save = step % self.settings.save_every == 0 or step == last
+                broadcast = self.settings.weight_broadcast is not None
+                if broadcast and not full_save:  # the directory only comes with the state
+                    saved = Checkpoint(store.job_root / f"step-{step}", step, version + 1)
+                else:
+                    saved = store.save_weights(step=step, policy_version=version + 1, model=policy)
+                checkpointed = time.perf_counter()
+                if broadcast:
+                    broadcast_weights(
+                        policy, inference=self.inference, settings=self.settings,
+                        version=saved.policy_version, serve_dtype=store.serve_dtype,
+                    )  # fmt: skip
+                else:
+                    on_rank_zero(partial(self._serve, saved))
+                version = saved.policy_version
+                synced = time.perf_counter()
+                if full_save:
+                    store.save_state(saved, model=policy, optimizer=optimizer, settings=settings)
+                    state_step = step
+                state_queued = time.perf_counter()
+                seconds = {
+                    "wait": claimed - started,
+                    "train": trained - claimed,
+                    "checkpoint": checkpointed - trained,
+                    "sync": synced - checkpointed,
+                    "resume_state": state_queued - synced,
+                    "step": state_queued - started,
+                }
+                if store.writer.last_write_s is not None:
+                    seconds["resume_state_write"] = store.writer.last_write_s
+                metrics = step_metrics(batch, updates, seconds, claim.current_version)
+                report = StepReport(step=step, policy_version=version, metrics=metrics)
+                on_rank_zero(partial(self.orchestrator.report_step, self.job_id, report))  # e.
+                logger.info(
+                    "job %d step %d: reward %.3f, pass rate %.3f, policy version %d (%.1f s)",
+                    self.job_id, step, metrics["reward_mean"], metrics["pass_rate"], version,
+                    seconds["step"],
+                )  # fmt: skip
+                if self.on_step is not None:
+                    self.on_step(step, version, metrics)
+        except JobStopped:
+            if saved is not None and state_step < saved.step:  # a stop replays nothing
+                saved = store.save_weights(
+                    step=saved.step, policy_version=saved.policy_version, model=policy
+                )  # kept as it is if it was written
+                store.save_state(saved, model=policy, optimizer=optimizer, settings=settings)
+            raise
+        finally:
+            store.wait()  # the process never ends in the middle of a resume state
         return step
 
     def _start_rounds_and_claim(
@@ -246,12 +276,40 @@ class TrainerRun:
             return job.policy_version
         return self.inference.status().version
 
-    def _serve(self, checkpoint: Checkpoint, *, at_least: int) -> int:
-        """Have inference serve the checkpoint's weights (unless it serves >= `at_least`)."""
+    def _resume(
+        self, policy: torch.nn.Module, optimizer: torch.optim.Optimizer, serving: int
+    ) -> tuple[int, int]:
+        """Restore the newest resume state; returns (step, policy version) to go on from.
+
+        Without one, but with weights already published (killed before the first resume
+        state), the job replays from its start with the versions it published then. The
+        inference service is brought to the newest weights published, never backwards.
+        """
+        root, job_id = self.settings.checkpoint_dir, self.job_id
+        state = on_rank_zero(lambda: latest_checkpoint(root, job_id))
+        published = on_rank_zero(lambda: latest_weights(root, job_id))
+        step, version = 0, serving
+        if state is not None:
+            load_checkpoint(state, model=policy, optimizer=optimizer)
+            step, version = state.step, state.policy_version
+        elif published is not None:
+            version = published.policy_version - published.step
+        if published is not None:
+            on_rank_zero(partial(self._serve, published))
+            logger.info(
+                "job %d resumed at step %d, policy version %d; steps %d-%d are replayed",
+                job_id, step, version, step + 1, published.step,
+            )  # fmt: skip
+        return step, version
+
+    def _serve(self, checkpoint: Checkpoint) -> int:
+        """Have inference serve the checkpoint's weights unless it serves that version or a
+        newer one (a replayed step's: it keeps the weights it had); returns the version
+        served."""
         if self.inference is None:
             return checkpoint.policy_version
         serving = self.inference.status().version
-        if serving >= at_least:
+        if serving >= checkpoint.policy_version:
             return serving
         loaded = self.inference.load_weights(
             str(checkpoint.policy_dir), version=checkpoint.policy_version

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from cobalt.shared.contracts.training import TrainerHyperparameters
@@ -43,8 +43,15 @@ class TrainerSettings(CobaltSettings):
     checkpoint_dir: Path = Field(default_factory=default_checkpoint_dir)
     """Where step checkpoints go; the inference service must read the same path."""
     keep_checkpoints: int = Field(default=2, ge=2)
-    """Newest step checkpoints kept (older ones are deleted after each new one); at least
-    2, since the inference service reads the one it serves when checking the next load."""
+    """Newest policy directories kept (older ones are deleted after each new one); at least
+    2, since the inference service reads the one it serves when checking the next load.
+    The newest complete resume state is kept besides them."""
+    save_every: int = 1
+    """Write the full resume state (float32 weights, AdamW moments, RNG, step) every this
+    many steps, in the background; the weights inference loads are written every step. A
+    crash replays at most `save_every - 1` steps (from the ledger, so exactly once holds).
+    A setting of the process, not a job hyperparameter: it changes no result, only what a
+    crash costs against what the disk takes, which depends on where the trainer runs."""
     device: str = "cpu"
     """torch device of the policy and reference ("cuda" on a GPU node)."""
     poll_interval_s: float = Field(default=0.5, gt=0)
@@ -58,6 +65,20 @@ class TrainerSettings(CobaltSettings):
     round_retry_s: float = Field(default=1800.0, gt=0)
     """Waiting this long for a step, the trainer starts its rounds again (a rollout job
     whose worker died is re-queued; the ledger keeps groups already written)."""
+    weight_broadcast: Literal["nccl", "gloo"] | None = None
+    """Publish each step's weights by broadcast into vLLM's workers over this backend
+    (nccl between GPUs; gloo is the CPU twin) instead of a checkpoint directory; the
+    policy directory is then written with the resume state only. The inference service
+    needs the same COBALT_INFERENCE_WEIGHT_BROADCAST. Unset: the disk path (default)."""
+    weight_broadcast_host: str = "127.0.0.1"
+    """The address of this trainer (rank 0) that vLLM's workers connect to."""
+    weight_broadcast_bind: str = "0.0.0.0"
+    """The interface rank 0 listens on for the broadcast's rendezvous."""
+    weight_broadcast_port: int = Field(default=29600, ge=1, le=65535)
+    """The rendezvous port (a TCPStore) of the broadcast; torchrun's own is 29500."""
+    weight_broadcast_timeout_s: float = Field(default=600.0, gt=0)
+    """Longest wait for vLLM's workers to join a broadcast (they join after in-flight
+    requests drain)."""
     metrics_port: int | None = Field(default=None, ge=1, le=65535)
     """Serve Prometheus metrics on this port (unset: no metrics server)."""
     micro_batch_tokens: int | None = Field(default=None, ge=1)
@@ -66,6 +87,16 @@ class TrainerSettings(CobaltSettings):
     python: Path | None = None
     """Interpreter of the trainer environment for `cobalt trainer serve` started elsewhere.
     Unset: `.venv-trainer/bin/python` of this checkout."""
+
+    @field_validator("save_every")
+    @classmethod
+    def _positive_cadence(cls, value: int) -> int:
+        if value < 1:
+            raise ValueError(
+                f"save_every is {value}: set COBALT_TRAINER_SAVE_EVERY to a whole number of "
+                "steps >= 1 (1 writes the resume state after every step, 10 after every 10th)"
+            )
+        return value
 
 
 def job_hyperparameters(

@@ -18,6 +18,7 @@ from cobalt.shared.clients._service import ServiceClient
 from cobalt.shared.clients.responses import parse_contract, raise_for_error
 from cobalt.shared.contracts.inference import (
     POLICY_VERSION_HEADER,
+    BroadcastWeightsRequest,
     LoadWeightsRequest,
     LoadWeightsResponse,
     PolicyStatus,
@@ -150,4 +151,11 @@ class InferenceControlClient(ServiceClient):
         request = LoadWeightsRequest(path=path, version=version, check=check)
         return parse_contract(
             self._call("POST", "/v1/policy/weights", request), LoadWeightsResponse
+        )
+
+    def broadcast_weights(self, request: BroadcastWeightsRequest) -> LoadWeightsResponse:
+        """Have the server's workers receive new weights from the caller's process group
+        (the caller sends them meanwhile: this returns once every tensor is loaded)."""
+        return parse_contract(
+            self._call("POST", "/v1/policy/broadcast", request), LoadWeightsResponse
         )

@@ -1,23 +1,28 @@
 """The inference service's control contract (vLLM's OpenAI API is the generation contract).
 
 `POST /v1/policy/weights` loads a checkpoint directory into the running server;
-`GET /v1/policy` reports what is serving. Every response of the server carries the
+`POST /v1/policy/broadcast` (off unless `COBALT_INFERENCE_WEIGHT_BROADCAST` is set) takes
+the tensors over a process group from the trainer instead (docs/inference.md, "Weight
+broadcast"); `GET /v1/policy` reports what is serving. Every response of the server carries the
 policy version in the `x-cobalt-policy-version` header, so a generation is stamped with
 the version of the weights that produced it.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
     "POLICY_VERSION_HEADER",
+    "BroadcastWeightsRequest",
     "LoadWeightsRequest",
     "LoadWeightsResponse",
     "PolicyStatus",
+    "TensorSpec",
 ]
 
 POLICY_VERSION_HEADER = "x-cobalt-policy-version"
@@ -64,3 +69,57 @@ class PolicyStatus(BaseModel):
     loads: int = Field(description="Successful weight loads since start.")
     failed_loads: int
     last_error: str | None = None
+    weight_broadcast: Literal["nccl", "gloo"] | None = Field(
+        default=None,
+        description="The process-group backend of `POST /v1/policy/broadcast`; null: off.",
+    )
+    workers: int = Field(
+        default=1, ge=1, description="vLLM worker processes (tensor x pipeline parallel)."
+    )
+
+
+class TensorSpec(BaseModel):
+    """One tensor of a broadcast, announced before its bytes arrive: the receivers
+    allocate it and hand it to vLLM's `load_weights` under `name`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=512, description="The Hugging Face tensor name.")
+    dtype: Literal["bfloat16", "float16", "float32"]
+    shape: list[int] = Field(max_length=8)
+
+    @field_validator("shape")
+    @classmethod
+    def _sizes_are_natural(cls, shape: list[int]) -> list[int]:
+        if any(size < 0 for size in shape):
+            raise ValueError(f"shape {shape} has a negative size")
+        return shape
+
+
+class BroadcastWeightsRequest(BaseModel):
+    """Receive new weights from the trainer over a process group of its own.
+
+    The trainer is rank 0 and listens at `master_address:master_port` (a TCPStore); the
+    vLLM workers join as ranks 1..`world_size` - 1 and receive `tensors` in order from
+    rank 0, each loaded as it lands.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: int = Field(
+        ge=0, description="Policy version of these weights; must exceed the serving one."
+    )
+    master_address: str = Field(min_length=1, max_length=255)
+    master_port: int = Field(ge=1, le=65535)
+    world_size: int = Field(ge=2, description="1 (the trainer) + the server's `workers`.")
+    backend: Literal["nccl", "gloo"]
+    tensors: list[TensorSpec] = Field(min_length=1, max_length=100_000)
+
+    @field_validator("tensors")
+    @classmethod
+    def _names_are_unique(cls, tensors: list[TensorSpec]) -> list[TensorSpec]:
+        counts = Counter(t.name for t in tensors)
+        twice = sorted(name for name, count in counts.items() if count > 1)
+        if twice:
+            raise ValueError(f"tensor names repeated: {twice[:5]}")
+        return tensors

@@ -32,11 +32,13 @@ class StandInEngine:
 
     def __init__(self, *behaviours: Behaviour) -> None:
         self.behaviours = list(behaviours)
-        self.calls: list[dict[str, str]] = []
+        self.calls: list[dict[str, Any]] = []
+        self.methods: list[str] = []
         self.cache_resets = 0
 
-    async def collective_rpc(self, method: str, kwargs: dict[str, str]) -> list[dict[str, Any]]:
-        assert method == "cobalt_reload_weights"
+    async def collective_rpc(self, method: str, kwargs: dict[str, Any]) -> list[dict[str, Any]]:
+        assert method in ("cobalt_reload_weights", "cobalt_receive_weights")
+        self.methods.append(method)
         self.calls.append(kwargs)
         behaviour = self.behaviours.pop(0) if self.behaviours else LOADED
         if isinstance(behaviour, BaseException):
@@ -72,6 +74,7 @@ def make(tmp_path: Path, engine: StandInEngine, **overrides: Any) -> tuple[Any, 
         control_token=TOKEN,
         load_timeout_s=overrides.pop("load_timeout_s", 5.0),
         drain_timeout_s=overrides.pop("drain_timeout_s", 5.0),
+        **overrides,
     )
     inner = Generation()
     middleware = PolicyControlMiddleware(inner, settings)
@@ -301,3 +304,105 @@ def test_stale_versions_and_concurrent_loads_conflict(tmp_path: Path) -> None:
             assert (await first).json()["version"] == 4
 
     run(scenario())
+
+
+def broadcast_request(**changes: Any) -> dict[str, Any]:
+    tensors = [
+        {"name": "model.embed_tokens.weight", "dtype": "bfloat16", "shape": [64, 8]},
+        {"name": "lm_head.weight", "dtype": "bfloat16", "shape": [64, 8]},
+    ]
+    return {"version": 4, "master_address": "10.0.0.2", "master_port": 29600,
+            "world_size": 3, "backend": "gloo", "tensors": tensors, **changes}  # fmt: skip
+
+
+def test_a_broadcast_is_refused_with_the_setting_to_change_when_it_is_off(tmp_path: Path) -> None:
+    engine = StandInEngine()
+    app, _, controller = make(tmp_path, engine)
+
+    async def scenario() -> None:
+        async with client(app) as http:
+            refused = await http.post("/v1/policy/broadcast", json=broadcast_request())
+            assert refused.status_code == 409, refused.text
+            assert "COBALT_INFERENCE_WEIGHT_BROADCAST=nccl" in refused.json()["error"]["message"]
+            status = (await http.get("/v1/policy")).json()
+            assert status["weight_broadcast"] is None and status["workers"] == 1
+
+    run(scenario())
+    assert engine.calls == [] and controller.version == 0
+
+
+def test_a_broadcast_runs_the_receive_on_every_worker_and_bumps_the_version(
+    tmp_path: Path,
+) -> None:
+    engine = StandInEngine()
+    app, _, controller = make(tmp_path, engine, weight_broadcast="gloo", tensor_parallel_size=2)
+
+    async def scenario() -> None:
+        async with client(app) as http:
+            status = (await http.get("/v1/policy")).json()
+            assert (status["weight_broadcast"], status["workers"]) == ("gloo", 2)
+            done = await http.post("/v1/policy/broadcast", json=broadcast_request())
+            assert done.status_code == 200, done.text
+            assert done.json()["version"] == 4
+            after = await http.post("/v1/completions", json={})
+            assert after.headers[POLICY_VERSION_HEADER] == "4"
+
+    run(scenario())
+    assert engine.methods == ["cobalt_receive_weights"] and engine.cache_resets == 1
+    assert engine.calls[0]["request"]["tensors"][1]["name"] == "lm_head.weight"
+    assert controller.serving_dir == (tmp_path / "model").resolve()  # still the fallback
+
+
+@pytest.mark.parametrize(
+    ("changes", "status", "words"),
+    [
+        ({"backend": "nccl"}, 422, "COBALT_TRAINER_WEIGHT_BROADCAST=gloo"),
+        ({"world_size": 2}, 422, "world_size must be 3"),
+        ({"version": 0}, 409, "not newer"),
+        ({"version": -1}, 422, "version"),
+        ({"master_port": 0}, 422, "master_port"),
+        ({"tensors": []}, 422, "tensors"),
+        ({"tensors": [{"name": "w", "dtype": "int8", "shape": [2]}]}, 422, "dtype"),
+        ({"tensors": [{"name": "w", "dtype": "float32", "shape": [-2]}]}, 422, "negative"),
+        ({"tensors": [{"name": "w", "dtype": "float32", "shape": [2]}] * 2}, 422, "repeated"),
+        ({"token": "x"}, 422, "token"),
+    ],
+)
+def test_bad_broadcasts_are_refused_before_any_worker_is_asked(
+    tmp_path: Path, changes: dict[str, Any], status: int, words: str
+) -> None:
+    engine = StandInEngine()
+    app, _, controller = make(tmp_path, engine, weight_broadcast="gloo", tensor_parallel_size=2)
+
+    async def scenario() -> None:
+        async with client(app) as http:
+            response = await http.post("/v1/policy/broadcast", json=broadcast_request(**changes))
+            assert response.status_code == status, response.text
+            assert words in response.json()["error"]["message"]
+
+    run(scenario())
+    assert engine.calls == [] and controller.state == "serving"
+
+
+@pytest.mark.parametrize(
+    ("restored", "state", "status"), [(True, "serving", 422), (False, "broken", 500)]
+)
+def test_a_failed_broadcast_keeps_serving_only_if_no_tensor_landed(
+    tmp_path: Path, restored: bool, state: str, status: int
+) -> None:
+    outcome = {
+        "loaded": False,
+        "error": "RuntimeError: Connection closed by peer",
+        "restored": restored,
+    }
+    engine = StandInEngine(outcome)
+    app, _, controller = make(tmp_path, engine, weight_broadcast="gloo", tensor_parallel_size=2)
+
+    async def scenario() -> None:
+        async with client(app) as http:
+            failed = await http.post("/v1/policy/broadcast", json=broadcast_request())
+            assert failed.status_code == status, failed.text
+            assert "Connection closed by peer" in failed.json()["error"]["message"]
+
+    run(scenario())
+    assert controller.state == state and controller.version == 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import socket
 import threading
 import time
 from pathlib import Path
@@ -17,7 +18,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, Qwen2ForCausalLM
 
-from cobalt.shared.clients import TrainingClient
+from cobalt.shared.clients import InferenceControlClient, TrainingClient
+from cobalt.shared.contracts.inference import BroadcastWeightsRequest
 from cobalt.shared.contracts.training import (
     RoundStarted,
     StepBatch,
@@ -26,8 +28,10 @@ from cobalt.shared.contracts.training import (
     TrainingJobPublic,
     TrainingSamplePublic,
 )
+from cobalt.shared.errors import UpstreamError
+from cobalt.shared.weight_broadcast import open_weight_group
 from cobalt.trainer.arrivals import RedisArrivals
-from cobalt.trainer.checkpoint import latest_checkpoint
+from cobalt.trainer.checkpoint import latest_checkpoint, latest_weights, load_checkpoint
 from cobalt.trainer.loop import JobStopped, TrainerRun
 from cobalt.trainer.settings import TrainerSettings
 
@@ -114,12 +118,64 @@ def model_dir(tiny_model: Qwen2ForCausalLM, tmp_path: Path) -> Path:
     return directory
 
 
-def trainer(fake: FakeOrchestrator, checkpoints: Path, **settings: Any) -> TrainerRun:
+class FakeInference:
+    """The inference service's control path in memory: it refuses a version that is not
+    newer than the one it serves, as the real one does (409)."""
+
+    def __init__(self, broadcast: str | None = None) -> None:
+        self.version = 0
+        self.loads: list[int] = []
+        self.broadcast = broadcast
+        self.received: dict[str, torch.Tensor] = {}
+
+    def receive(self, request: BroadcastWeightsRequest) -> httpx.Response:
+        """As vLLM's one worker would (rank 1): join the trainer's group, take each tensor."""
+        assert request.backend == self.broadcast and request.world_size == 2
+        assert request.version > self.version
+        group = open_weight_group(
+            host=request.master_address, port=request.master_port, rank=1, world_size=2,
+            backend=request.backend, device="cpu",
+        )  # fmt: skip
+        self.received = dict(group.receive(request.tensors))
+        self.version = request.version
+        self.loads.append(self.version)
+        loaded = {"version": self.version, "path": "broadcast", "load_s": 0.0, "drain_s": 0.0}
+        return httpx.Response(200, json=loaded)
+
+    def handler(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "GET" and request.url.path == "/v1/policy":
+            status = {"version": self.version, "served_name": "policy", "weights_path": "/w",
+                      "state": "serving", "loaded_at": "2026-11-24T00:00:00Z", "loads": 0,
+                      "failed_loads": 0, "weight_broadcast": self.broadcast}  # fmt: skip
+            return httpx.Response(200, json=status)
+        body = json.loads(request.content)
+        if request.url.path == "/v1/policy/broadcast":
+            return self.receive(BroadcastWeightsRequest.model_validate(body))
+        if body["version"] <= self.version:
+            message = f"version {body['version']} is not newer than {self.version}"
+            return httpx.Response(409, json={"error": {"message": message}})
+        self.version = body["version"]
+        self.loads.append(self.version)
+        loaded = {"version": self.version, "path": body["path"], "load_s": 0.0, "drain_s": 0.0}
+        return httpx.Response(200, json=loaded)
+
+
+def trainer(
+    fake: FakeOrchestrator,
+    checkpoints: Path,
+    inference: FakeInference | None = None,
+    **settings: Any,
+) -> TrainerRun:
     client = TrainingClient("http://orchestrator", transport=httpx.MockTransport(fake.handler))
     options = TrainerSettings(
         checkpoint_dir=checkpoints, inference_url=None, **{"poll_interval_s": 0.01, **settings}
     )
-    return TrainerRun(options, JOB, client, inference=None)
+    control = None
+    if inference is not None:
+        control = InferenceControlClient(
+            "http://inference", transport=httpx.MockTransport(inference.handler)
+        )
+    return TrainerRun(options, JOB, client, inference=control)
 
 
 def weights(directory: Path) -> dict[str, torch.Tensor]:
@@ -163,6 +219,117 @@ def test_a_resumed_trainer_ends_where_an_uninterrupted_one_does(
     expected, got = weights(one.policy_dir), weights(two.policy_dir)
     for name, tensor in expected.items():
         assert torch.allclose(tensor, got[name], atol=1e-6), name
+
+
+class Crash(Exception):
+    """Stands in for a kill: the process ends where it is, nothing is cleaned up."""
+
+
+def run_until_killed(run: TrainerRun, after_step: int) -> None:
+    """Run until step `after_step` is reported, then 'kill' the trainer."""
+
+    def killed(step: int, version: int, metrics: dict[str, float]) -> None:
+        if step == after_step:
+            raise Crash
+
+    run.on_step = killed
+    with pytest.raises(Crash):
+        run.run()
+
+
+def resume_state(checkpoints: Path, model_dir: Path) -> tuple[dict[str, Any], list[Any]]:
+    """The newest resume state's weights and AdamW moments, loaded into a fresh model."""
+    latest = latest_checkpoint(checkpoints, JOB)
+    assert latest is not None
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    optimizer = torch.optim.AdamW(model.parameters())
+    load_checkpoint(latest, model=model, optimizer=optimizer)
+    moments = [(s["exp_avg"], s["exp_avg_sq"], s["step"]) for s in optimizer.state.values()]
+    return model.state_dict(), moments
+
+
+def test_a_run_killed_between_resume_states_replays_to_the_uninterrupted_end(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    """save_every 3, killed after step 4 was published and reported: the resume starts at
+    step 3's state, trains step 4 again on the same groups without publishing it again
+    (inference already serves version 4), and ends where a straight run does."""
+    straight = FakeOrchestrator(model_dir)
+    trainer(straight, tmp_path / "straight", save_every=3).run(max_steps=5)
+    interrupted, inference = FakeOrchestrator(model_dir), FakeInference()
+    run_until_killed(trainer(interrupted, tmp_path / "resumed", inference, save_every=3), 4)
+    state = latest_checkpoint(tmp_path / "resumed", JOB)
+    published = latest_weights(tmp_path / "resumed", JOB)
+    assert state is not None and published is not None
+    assert (state.step, published.step, inference.version) == (3, 4, 4)
+
+    assert (
+        trainer(interrupted, tmp_path / "resumed", inference, save_every=3).run(until_step=5) == 5
+    )
+    assert interrupted.claims == [1, 2, 3, 4, 4, 5]  # step 4 replayed from the ledger
+    assert [(r.step, r.policy_version) for r in interrupted.reports] == [
+        (1, 1), (2, 2), (3, 3), (4, 4), (4, 4), (5, 5)
+    ]  # fmt: skip
+    assert inference.loads == [1, 2, 3, 4, 5]  # no version twice, none backwards
+    assert [(r.step, r.policy_version) for r in straight.reports] == [(k, k) for k in range(1, 6)]
+    straight_weights, straight_moments = resume_state(tmp_path / "straight", model_dir)
+    resumed_weights, resumed_moments = resume_state(tmp_path / "resumed", model_dir)
+    for name, tensor in straight_weights.items():
+        assert torch.equal(tensor, resumed_weights[name]), name
+    for one, two in zip(straight_moments, resumed_moments, strict=True):
+        assert all(torch.equal(a, b) for a, b in zip(one, two, strict=True))
+    served = weights(latest_weights(tmp_path / "resumed", JOB).policy_dir)  # type: ignore[union-attr]
+    for name, tensor in weights(latest_weights(tmp_path / "straight", JOB).policy_dir).items():  # type: ignore[union-attr]
+        assert torch.equal(tensor, served[name]), name
+
+
+def test_a_run_killed_before_its_first_resume_state_replays_from_the_start(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    fake, inference = FakeOrchestrator(model_dir), FakeInference()
+    inference.version = 7  # the job started on a server at version 7
+    run_until_killed(trainer(fake, tmp_path / "ckpt", inference, save_every=10), 2)
+    assert latest_checkpoint(tmp_path / "ckpt", JOB) is None
+    trainer(fake, tmp_path / "ckpt", inference, save_every=10).run(until_step=3)
+    assert fake.claims == [1, 2, 1, 2, 3]
+    assert [r.policy_version for r in fake.reports] == [8, 9, 8, 9, 10]
+    assert inference.loads == [8, 9, 10]
+    latest = latest_checkpoint(tmp_path / "ckpt", JOB)  # written at the end of the run
+    assert latest is not None and (latest.step, latest.policy_version) == (3, 10)
+
+
+def test_weights_broadcast_over_gloo_reach_the_server_every_step(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    """The broadcast path's CPU twin through the whole loop: every step's weights cross
+    the group; the policy directory is written only with the resume state."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    fake, inference = FakeOrchestrator(model_dir), FakeInference(broadcast="gloo")
+    run = trainer(
+        fake, tmp_path / "ckpt", inference, save_every=2, weight_broadcast="gloo",
+        weight_broadcast_port=port, weight_broadcast_bind="127.0.0.1",
+    )  # fmt: skip
+    assert run.run(max_steps=3) == 3
+    assert inference.loads == [1, 2, 3]
+    assert [(r.step, r.policy_version) for r in fake.reports] == [(1, 1), (2, 2), (3, 3)]
+    job_root = tmp_path / "ckpt" / f"job-{JOB}"
+    assert sorted(p.name for p in job_root.iterdir()) == ["step-2", "step-3"]  # no step-1
+    last = weights(job_root / "step-3" / "policy")
+    assert list(inference.received) == list(last)
+    for name, tensor in last.items():
+        assert torch.equal(inference.received[name], tensor), name
+
+
+def test_a_server_without_the_broadcast_is_named_in_the_error(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    fake, inference = FakeOrchestrator(model_dir), FakeInference(broadcast=None)
+    run = trainer(fake, tmp_path / "ckpt", inference, weight_broadcast="gloo")
+    with pytest.raises(UpstreamError, match="COBALT_INFERENCE_WEIGHT_BROADCAST=gloo"):
+        run.run(max_steps=1)
+    assert fake.reports == [] and inference.loads == []
 
 
 def test_rollouts_run_ahead_by_the_staleness_bound(model_dir: Path, tmp_path: Path) -> None:

@@ -1,7 +1,9 @@
 """kill -9 of the trainer and of a rollout worker in the middle of a run, then resume: the
 ledger ends with exactly the groups an uninterrupted run consumed, step by step, each
-consumed once. Real processes: the API (PostgreSQL, Redis), `cobalt worker` processes,
-the trainer in .venv-trainer; the deterministic test model stands in for vLLM."""
+consumed once, and the trainer with the same weights. The resume state is written every
+3 steps and the kill lands after step 4, so the resume replays from step 3's state.
+Real processes: the API (PostgreSQL, Redis), `cobalt worker` processes, the trainer in
+.venv-trainer; the deterministic test model stands in for vLLM."""
 
 from __future__ import annotations
 
@@ -30,7 +32,8 @@ from tests.orchestrator.training.test_trainer_vllm import TRAINER_PYTHON
 
 pytestmark = pytest.mark.slow
 
-STEPS = 4
+STEPS = 5
+SAVE_EVERY = 3
 
 
 @pytest.fixture
@@ -114,14 +117,16 @@ def test_kill_9_and_resume_consume_what_an_uninterrupted_run_does(
                 "COBALT_TRAINER_CHECKPOINT_DIR": str(tmp_path / "checkpoints"),
                 "COBALT_TRAINER_POLL_INTERVAL_S": "0.05",
                 "COBALT_TRAINER_ROUND_RETRY_S": "5",
+                "COBALT_TRAINER_SAVE_EVERY": str(SAVE_EVERY),
             }
             straight = trainer(env, jobs[0])
             output, _ = straight.communicate(timeout=600)
             assert straight.returncode == 0, output[-3000:]
 
             killed = trainer(env, jobs[1])
-            wait_for_step(api, jobs[1], 2, killed)
-            kill_9(killed)  # somewhere in step 3: claiming, training or checkpointing
+            wait_for_step(api, jobs[1], 4, killed)
+            kill_9(killed)  # in step 5, after step 3's resume state: claiming, training, saving
+            killed_at = latest_checkpoint_step(tmp_path / "checkpoints", jobs[1])
             kill_9(workers[0])  # and a worker, perhaps in the middle of a rollout
             workers[0] = worker(services)
             resumed = trainer(env, jobs[1])
@@ -136,7 +141,23 @@ def test_kill_9_and_resume_consume_what_an_uninterrupted_run_does(
         redis.close()
 
     assert [job["step"] for job in shown] == [STEPS, STEPS]
-    assert [[s["step"] for s in job["steps"]] for job in shown] == [[1, 2, 3, 4]] * 2
+    assert [[s["step"] for s in job["steps"]] for job in shown] == [[1, 2, 3, 4, 5]] * 2
+    assert [[s["policy_version"] for s in job["steps"]] for job in shown] == [[1, 2, 3, 4, 5]] * 2
     straight_run, killed_run = consumed(sessions, jobs[0]), consumed(sessions, jobs[1])
-    assert [step for step, _, _ in straight_run] == [1, 2, 3, 4]  # one group a step
+    assert [step for step, _, _ in straight_run] == [1, 2, 3, 4, 5]  # one group a step
     assert killed_run == straight_run
+    assert killed_at in (3, 5)  # 5 only if the kill came after the last resume state
+    final = [tmp_path / "checkpoints" / f"job-{job}" / f"step-{STEPS}" for job in jobs]
+    assert [latest_checkpoint_step(tmp_path / "checkpoints", job) for job in jobs] == [STEPS] * 2
+    weights = [(path / "policy" / "model.safetensors").read_bytes() for path in final]
+    assert weights[0] == weights[1]  # the same float32 tensors, byte for byte
+
+
+def latest_checkpoint_step(root: Path, job_id: int) -> int | None:
+    """The newest step with a complete resume state (read as cobalt.trainer.checkpoint
+    does; this environment has no torch)."""
+    steps = [
+        int(path.parent.name.removeprefix("step-"))
+        for path in (root / f"job-{job_id}").glob("step-*/trainer-state.pt")
+    ]
+    return max(steps, default=None)

@@ -26,3 +26,12 @@ def test_bad_trainer_settings_exit_2() -> None:
     env["COBALT_TRAINER_KEEP_CHECKPOINTS"] = "1"
     done = cobalt(env, "trainer", "serve", "--job", "1")
     assert done.returncode == 2 and "keep_checkpoints" in done.stderr
+
+
+def test_a_cadence_below_one_exits_2_naming_the_variable_before_any_model_loads() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
+    env["COBALT_TRAINER_SAVE_EVERY"] = "0"
+    env["COBALT_TRAINER_PYTHON"] = "/nonexistent/python"  # it never gets as far as torch
+    done = cobalt(env, "trainer", "serve", "--job", "1")
+    assert done.returncode == 2, done.stderr
+    assert "COBALT_TRAINER_SAVE_EVERY" in done.stderr and "whole number of steps" in done.stderr
