@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from cobalt.orchestrator.rollouts.jobs import run_problem_job  # noqa: E402
-from cobalt.orchestrator.runs import queueing, service  # noqa: E402
+from cobalt.orchestrator.runs import service  # noqa: E402
 from cobalt.orchestrator.settings import OrchestratorSettings  # noqa: E402
 from cobalt.orchestrator.store import repo_datasets  # noqa: E402
 from cobalt.orchestrator.store.db import (  # noqa: E402
@@ -49,6 +49,7 @@ from cobalt.orchestrator.store.db import (  # noqa: E402
     upgrade_database,
 )
 from cobalt.orchestrator.store.models import Turn  # noqa: E402
+from cobalt.orchestrator.worker import queue  # noqa: E402
 from cobalt.shared.clients.local_executor import local_executor  # noqa: E402
 from cobalt.shared.contracts import ProblemRow, StdinTest  # noqa: E402
 from cobalt.shared.contracts.runs import SampleRunRequest  # noqa: E402
@@ -127,7 +128,7 @@ def throughput(env, sessions, url, problem_count: int, workers: int) -> float:
         ),
     )
     settings = OrchestratorSettings(database_url=env["COBALT_DATABASE_URL"], redis_url=REDIS_URL)
-    queueing.enqueue_run(settings, run_id, service.open_problem_ids(sessions, run_id), api_key=None)
+    queue.enqueue_run(settings, run_id, service.open_problem_ids(sessions, run_id), api_key=None)
     started = time.perf_counter()
     procs = [
         subprocess.Popen(

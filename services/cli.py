@@ -12,9 +12,10 @@ from cobalt.orchestrator.analysis.cli import analyze_app
 from cobalt.orchestrator.api.cli import orchestrator_app
 from cobalt.orchestrator.bandit.cli import bandit_app
 from cobalt.orchestrator.cli import data_app
-from cobalt.orchestrator.runs.cli import run_app, worker_command
+from cobalt.orchestrator.runs.cli import run_app
 from cobalt.orchestrator.scoring.cli import reward_app
 from cobalt.orchestrator.training.cli import train_app
+from cobalt.orchestrator.worker.cli import worker_command
 from cobalt.trainer.cli import trainer_app
 
 __all__ = ["app", "main"]

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import ValidationError
+
 __all__ = [
     "CobaltError",
     "Conflict",
@@ -29,6 +31,8 @@ __all__ = [
     "Unauthorized",
     "Unavailable",
     "UpstreamError",
+    "first_validation_error",
+    "first_validation_error_parts",
 ]
 
 
@@ -106,3 +110,25 @@ class UpstreamError(CobaltError):
     def __init__(self, message: str, *, status_code: int | None = None, detail: Any = None) -> None:
         super().__init__(message, detail=detail)
         self.upstream_status = status_code
+
+
+def first_validation_error(
+    exc: ValidationError, *, where: str = "value", count_others: bool = False
+) -> str:
+    """The first error of a pydantic validation as `field.path: message`.
+
+    Args:
+        where: What to name when the error is not inside a field.
+        count_others: Add "(and N more)" when there are more errors.
+    """
+    place, message = first_validation_error_parts(exc, where=where)
+    others = len(exc.errors()) - 1
+    more = f" (and {others} more)" if count_others and others else ""
+    return f"{place}: {message}{more}"
+
+
+def first_validation_error_parts(exc: ValidationError, *, where: str = "value") -> tuple[str, str]:
+    """Where the first error of a pydantic validation is (dotted) and what it says."""
+    first = exc.errors()[0]
+    place = ".".join(str(part) for part in first.get("loc", ())) or where
+    return place, str(first.get("msg", "invalid"))

@@ -5,7 +5,7 @@ must read a response the same way.
 
 Reasoning models think inside `<think> ... </think>`. METHOD.md: the program is the last
 fenced code block of the answer part (the text after the LAST `</think>`), and the
-conversation history keeps only the answer part, capped at 6000 characters. Public
+conversation history keeps only the answer part, capped (`defaults.HISTORY_CAP_CHARS`). Public
 feedback and hidden evaluation both judge `extract_program`'s result, so the two can never
 disagree about which program was judged (a research-code bug the method notes).
 
@@ -20,8 +20,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from cobalt.shared.defaults import HISTORY_CAP_CHARS
+
 __all__ = [
-    "DEFAULT_HISTORY_CAP_CHARS",
     "PYTHON_LANGUAGE_TAGS",
     "THINK_CLOSE",
     "THINK_OPEN",
@@ -35,7 +36,6 @@ __all__ = [
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
 
-DEFAULT_HISTORY_CAP_CHARS = 6000
 """Characters of an answer part an assistant message keeps in the history (METHOD.md)."""
 
 PYTHON_LANGUAGE_TAGS = frozenset({"", "python", "python3", "py", "py3"})
@@ -176,7 +176,7 @@ def extract_program(text: str) -> str | None:
     return block.body if block is not None else None
 
 
-def history_text(text: str, cap_chars: int = DEFAULT_HISTORY_CAP_CHARS) -> str:
+def history_text(text: str, cap_chars: int = HISTORY_CAP_CHARS) -> str:
     """What an assistant turn leaves in the conversation: its answer part, capped.
 
     When the answer part is longer than `cap_chars`, its END is kept. The program (the

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shlex
 
+from cobalt.shared import defaults
 from cobalt.shared.contracts.training import TrainerHyperparameters
 
 __all__ = ["launch_script", "verl_overrides"]
@@ -25,8 +26,8 @@ def verl_overrides(
     train_file: str,
     reward_file: str,
     val_file: str | None = None,
-    temperature: float = 0.6,
-    top_p: float = 0.95,
+    temperature: float = defaults.TEMPERATURE,
+    top_p: float = defaults.TOP_P,
     gpus_per_node: int = 4,
     nodes: int = 1,
     experiment: str = "cobalt",

@@ -20,13 +20,11 @@ from cobalt.demo.errors import DemoFailed
 from cobalt.demo.options import DEFAULT_WORK_DIR, DemoOptions
 from cobalt.demo.progress import DemoProgress
 from cobalt.demo.results import DemoResult
+from cobalt.shared import defaults
+from cobalt.shared.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from cobalt.shared.errors import CobaltError
 
 __all__ = ["demo_command", "up_command"]
-
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
 
 
 def _fail(code: int, message: str) -> typer.Exit:
@@ -100,7 +98,7 @@ def demo_command(
     max_model_len: Annotated[
         int, typer.Option(help="Context length of the vLLM the demo starts.")
     ] = 2048,
-    lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-6,
+    lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = defaults.LEARNING_RATE,
     work_dir: Annotated[
         Path, typer.Option(help="Database, converted model, checkpoints, logs, report.")
     ] = DEFAULT_WORK_DIR,

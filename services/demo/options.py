@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from cobalt.shared import defaults
+
 __all__ = ["DEFAULT_WORK_DIR", "DemoOptions", "DemoPaths"]
 
 DEFAULT_WORK_DIR = Path(".cobalt-demo")
@@ -42,9 +44,9 @@ class DemoOptions:
     max_model_len: int = 2048
     """Context length of the vLLM the demo starts: three turns of 256-token answers with
     their feedback fit, and the 1 GiB CPU KV cache still holds every sample at once."""
-    lr: float = 1e-6
+    lr: float = defaults.LEARNING_RATE
     """AdamW learning rate (the paper's)."""
-    temperature: float = 0.6
+    temperature: float = defaults.TEMPERATURE
     work_dir: Path = DEFAULT_WORK_DIR
     fresh: bool = False
     """Forget earlier runs: remove the database, checkpoints, logs and report (the

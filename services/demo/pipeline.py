@@ -50,12 +50,13 @@ from cobalt.orchestrator.bandit.prompt_length import PromptTokenCounter
 from cobalt.orchestrator.datasets.importers import resolve_source
 from cobalt.orchestrator.datasets.importing import ImportOptions, import_file
 from cobalt.orchestrator.rollouts.jobs import finish_run_if_done
-from cobalt.orchestrator.runs import queueing, service
+from cobalt.orchestrator.runs import service
 from cobalt.orchestrator.runs.evaluation import evaluate_run
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store import repo_bandit, repo_runs
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
 from cobalt.orchestrator.training.service import create_job
+from cobalt.orchestrator.worker.in_process import run_in_process
 from cobalt.shared.clients import ExecutorClient
 from cobalt.shared.clients.inference import InferenceControlClient
 from cobalt.shared.clients.training import TrainingClient
@@ -110,7 +111,7 @@ def _carry_out(
 
     def work() -> None:
         failures.extend(
-            queueing.run_in_process(
+            run_in_process(
                 settings, run_id, problem_ids, api_key=None, executor=(executor_url, None)
             )
         )

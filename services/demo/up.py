@@ -28,6 +28,7 @@ from cobalt.demo.processes import ChildProcess, port_is_free
 from cobalt.executor.settings import ExecutorSettings
 from cobalt.inference.settings import InferenceSettings
 from cobalt.orchestrator.settings import OrchestratorSettings
+from cobalt.shared.errors import first_validation_error
 
 __all__ = ["UpPlan", "run_up"]
 
@@ -66,9 +67,7 @@ class UpPlan:
             executor = ExecutorSettings()
             served = InferenceSettings()
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"]) or "value"
-            raise ValueError(f"bad COBALT_* setting {where}: {first['msg']}") from exc
+            raise ValueError(f"bad COBALT_* setting {first_validation_error(exc)}") from exc
         if workers and not orchestrator.redis_url:
             raise ValueError(
                 "--workers needs COBALT_REDIS_URL: without Redis the orchestrator runs "

@@ -20,9 +20,17 @@ from cobalt.executor.metrics import ExecutorMetrics
 from cobalt.executor.pool import SandboxPool
 from cobalt.executor.service import ExecutorService
 from cobalt.executor.settings import ExecutorSettings
+from cobalt.shared.cli import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
+from cobalt.shared.cli import fail as _fail
 from cobalt.shared.clients import ExecutorClient, ExecutorClientSettings
 from cobalt.shared.contracts import Compare, ExecuteRequest, ExecuteResponse, Verdict
-from cobalt.shared.errors import CobaltError, Overloaded, Unavailable, UpstreamError
+from cobalt.shared.errors import (
+    CobaltError,
+    Overloaded,
+    Unavailable,
+    UpstreamError,
+    first_validation_error,
+)
 from cobalt.shared.logging import configure_logging
 
 __all__ = ["exec_app", "executor_app"]
@@ -77,10 +85,8 @@ def serve(
 
 # --- cobalt exec run --------------------------------------------------------------------
 
-EXIT_ALL_PASSED = 0
-EXIT_SOME_FAILED = 1
-EXIT_USAGE = 2
-EXIT_UNREACHABLE = 3
+EXIT_ALL_PASSED = EXIT_OK
+EXIT_SOME_FAILED = EXIT_FAILED
 
 _VERDICT_STYLES = {
     Verdict.ACCEPTED: "green",
@@ -159,18 +165,8 @@ def run(
     raise typer.Exit(EXIT_ALL_PASSED if all_passed else EXIT_SOME_FAILED)
 
 
-def _fail(code: int, message: str) -> typer.Exit:
-    """Print one line to stderr and return the exit to raise."""
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(code)
-
-
 def _first_error(exc: ValidationError) -> str:
-    errors = exc.errors()
-    first = errors[0]
-    where = ".".join(str(part) for part in first["loc"]) or "value"
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{where}: {first['msg']}{more}"
+    return first_validation_error(exc, count_others=True)
 
 
 def _read_text(path: Path, what: str) -> str:

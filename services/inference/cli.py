@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from cobalt.inference.settings import InferenceSettings
+from cobalt.shared.cli import EXIT_FAILED, EXIT_USAGE, fail
 
 __all__ = ["inference_app"]
 
@@ -29,13 +30,9 @@ inference_app = typer.Typer(
     no_args_is_help=True,
 )
 
-EXIT_USAGE = 2
-EXIT_FAILED = 1
-
 
 def _fail(message: str, code: int = EXIT_USAGE) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(code)
+    return fail(code, message)
 
 
 def _settings(**overrides: Any) -> InferenceSettings:

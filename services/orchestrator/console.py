@@ -1,11 +1,8 @@
 """What the orchestrator's commands share: the database context, one error-to-exit-status
 mapping, the executor to use, progress bars and JSON output.
 
-Exit statuses of `cobalt data ...`, `cobalt run ...` and `cobalt worker`:
-    0  done
-    1  the command ran but its work did not succeed (see each command)
-    2  usage: bad arguments, unknown names, bad settings
-    3  a service (database, executor, model endpoint, Redis) cannot be reached
+Exit statuses and the one-line error are every command's (`cobalt.shared.cli`); the names
+are re-exported here for the orchestrator's command modules.
 """
 
 from __future__ import annotations
@@ -34,6 +31,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
+from cobalt.shared import cli as shared_cli
+from cobalt.shared.cli import EXIT_UNREACHABLE, EXIT_USAGE, fail
 from cobalt.shared.clients import ExecutorClient, ExecutorClientSettings
 from cobalt.shared.clients.local_executor import local_executor
 from cobalt.shared.errors import CobaltError, Overloaded, Unavailable, UpstreamError
@@ -51,15 +50,6 @@ __all__ = [
     "reward_tokenizer",
     "settings_or_exit",
 ]
-
-EXIT_USAGE = 2
-EXIT_UNREACHABLE = 3
-
-
-def fail(code: int, message: str) -> typer.Exit:
-    """Print one line to stderr and return the exit to raise."""
-    typer.echo(f"error: {' '.join(message.split())}", err=True)
-    return typer.Exit(code)
 
 
 def _database_error(exc: sa_exc.DBAPIError) -> str:
@@ -88,12 +78,8 @@ def handled() -> Iterator[None]:
 
 
 def settings_or_exit() -> OrchestratorSettings:
-    try:
-        return OrchestratorSettings()
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "value"
-        raise fail(EXIT_USAGE, f"bad COBALT_* setting {where}: {first['msg']}") from exc
+    """The orchestrator's settings from the environment (exits 2 on a bad one)."""
+    return shared_cli.settings_or_exit(OrchestratorSettings, "COBALT_*")
 
 
 @dataclass

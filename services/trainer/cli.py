@@ -14,16 +14,15 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 
+from cobalt.shared.cli import EXIT_UNREACHABLE, EXIT_USAGE, settings_or_exit
+from cobalt.shared.cli import fail as _fail
 from cobalt.shared.errors import CobaltError, Unavailable, UpstreamError
 from cobalt.shared.logging import configure_logging
 from cobalt.trainer.settings import TrainerSettings
 
 __all__ = ["trainer_app"]
 
-EXIT_USAGE = 2
-EXIT_UNREACHABLE = 3
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 _REEXEC_MARKER = "COBALT_TRAINER_REEXECUTED"
 
@@ -39,18 +38,8 @@ def trainer_group() -> None:
     # A callback keeps `serve` a subcommand when this app runs alone (python -m).
 
 
-def _fail(code: int, message: str) -> typer.Exit:
-    typer.echo(f"error: {' '.join(message.split())}", err=True)
-    return typer.Exit(code)
-
-
 def _settings() -> TrainerSettings:
-    try:
-        return TrainerSettings()
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "value"
-        raise _fail(EXIT_USAGE, f"bad COBALT_TRAINER_* setting {where}: {first['msg']}") from exc
+    return settings_or_exit(TrainerSettings, "COBALT_TRAINER_*")
 
 
 def _has_trainer_packages() -> bool:

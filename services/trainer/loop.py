@@ -51,6 +51,7 @@ from typing import Any
 import torch
 
 from cobalt.shared.clients import InferenceControlClient, TrainingClient
+from cobalt.shared.contracts.statuses import TrainingJobStatus
 from cobalt.shared.contracts.training import (
     StepBatch,
     StepClaim,
@@ -337,9 +338,9 @@ class TrainerRun:
             if batch.ready:
                 return batch
             job = self.orchestrator.job(self.job_id)
-            if job.status in ("stopped", "finished"):
+            if job.status in (TrainingJobStatus.STOPPED, TrainingJobStatus.FINISHED):
                 raise JobStopped(f"training job {self.job_id} is {job.status}")
-            if job.status == "failed":
+            if job.status == TrainingJobStatus.FAILED:
                 raise UpstreamError(f"training job {self.job_id} failed: {job.error}")
             if time.monotonic() > retry_at:
                 logger.info("job %d step %d: starting rounds %d-%d again", self.job_id, step,

@@ -33,6 +33,13 @@ from cobalt.shared.contracts.problems import (
     StoredTest,
     TestStyle,
 )
+from cobalt.shared.contracts.statuses import (
+    RunKind,
+    RunStatus,
+    TrainingGroupStatus,
+    TrainingJobStatus,
+    TrajectoryStatus,
+)
 
 __all__ = [
     "BatchExecuteRequest",
@@ -56,10 +63,15 @@ __all__ = [
     "RunCodeRequest",
     "RunCodeResponse",
     "RunCodeResult",
+    "RunKind",
+    "RunStatus",
     "StdinTest",
     "StoredTest",
     "TestCase",
     "TestResult",
     "TestStyle",
+    "TrainingGroupStatus",
+    "TrainingJobStatus",
+    "TrajectoryStatus",
     "Verdict",
 ]

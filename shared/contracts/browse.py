@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from cobalt.shared.contracts.runs import TurnPublic
+from cobalt.shared.contracts.statuses import TrajectoryStatus
 
 __all__ = [
     "BanditContextPublic",
@@ -116,7 +117,7 @@ class TurnDetail(TurnPublic):
 
 class TrajectoryDetail(BaseModel):
     sample_index: int
-    status: str
+    status: TrajectoryStatus
     error: str | None
     turns: list[TurnDetail]
 

@@ -10,7 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from cobalt.shared import defaults
 from cobalt.shared.contracts.executor import Compare, Limits
+from cobalt.shared.contracts.statuses import RunKind, RunStatus, TrajectoryStatus
 
 __all__ = [
     "EvaluationReport",
@@ -31,9 +33,9 @@ class _Decoding(BaseModel):
         description="Key for the model endpoint; sent with the jobs, never stored.",
     )
 
-    temperature: float = Field(default=0.6, ge=0, le=2)
-    top_p: float = Field(default=0.95, gt=0, le=1)
-    max_tokens: int = Field(default=6144, ge=1)
+    temperature: float = Field(default=defaults.TEMPERATURE, ge=0, le=2)
+    top_p: float = Field(default=defaults.TOP_P, gt=0, le=1)
+    max_tokens: int = Field(default=defaults.MAX_RESPONSE_TOKENS, ge=1)
     seed: int | None = None
 
 
@@ -43,12 +45,12 @@ class SampleRunRequest(_Decoding):
     dataset: str = Field(min_length=1)
     base_url: str = Field(min_length=1, description="OpenAI-compatible base URL, up to /v1")
     model: str = Field(min_length=1)
-    n: int = Field(default=16, ge=1, le=1024)
+    n: int = Field(default=defaults.SAMPLES_PER_PROBLEM, ge=1, le=1024)
     turns: int = Field(default=0, ge=0, le=64, description="feedback turns after turn 0")
     template: str = Field(default="default", description="bundled template name or file path")
     limit: int | None = Field(default=None, ge=1, description="only the first N problems")
     stop_on_pass: bool = False
-    think_cap_chars: int = Field(default=6000, ge=0)
+    think_cap_chars: int = Field(default=defaults.HISTORY_CAP_CHARS, ge=0)
     compare: Compare = Compare.COBALT
     limits: Limits = Field(default_factory=Limits)
 
@@ -57,11 +59,11 @@ class RefineRunRequest(_Decoding):
     """`turns` feedback turns continuing a finished sample run's turn-0 programs."""
 
     from_run: int = Field(ge=1)
-    turns: int = Field(default=8, ge=1, le=64)
+    turns: int = Field(default=defaults.EVALUATION_FEEDBACK_TURNS, ge=1, le=64)
     base_url: str | None = Field(default=None, description="default: the sample run's")
     model: str | None = Field(default=None, description="default: the sample run's")
     stop_on_pass: bool = False
-    think_cap_chars: int = Field(default=6000, ge=0)
+    think_cap_chars: int = Field(default=defaults.HISTORY_CAP_CHARS, ge=0)
 
 
 class TurnPublic(BaseModel):
@@ -87,15 +89,15 @@ class TurnPublic(BaseModel):
 class TrajectoryPublic(BaseModel):
     problem: str = Field(description="the problem's external id")
     sample_index: int
-    status: str
+    status: TrajectoryStatus
     error: str | None
     turns: list[TurnPublic] = Field(default_factory=list)
 
 
 class RunPublic(BaseModel):
     id: int
-    kind: str
-    status: str
+    kind: RunKind
+    status: RunStatus
     dataset: str
     parent_run_id: int | None
     base_url: str

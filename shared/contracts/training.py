@@ -14,6 +14,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from cobalt.shared import defaults
+from cobalt.shared.contracts.statuses import TrainingJobStatus
+
 __all__ = [
     "GROUP_LIST_MAX",
     "RoundStarted",
@@ -49,7 +52,7 @@ class TrainerHyperparameters(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    lr: float = Field(default=1e-6, gt=0)
+    lr: float = Field(default=defaults.LEARNING_RATE, gt=0)
     """AdamW learning rate, constant (no schedule)."""
     weight_decay: float = Field(default=0.01, ge=0)
     """AdamW decoupled weight decay."""
@@ -65,15 +68,15 @@ class TrainerHyperparameters(BaseModel):
     """Weight of the entropy bonus (the paper uses none)."""
     grad_clip: float = Field(default=1.0, gt=0)
     """Largest global gradient norm before an optimizer update."""
-    n_samples: int = Field(default=16, ge=2)
+    n_samples: int = Field(default=defaults.SAMPLES_PER_PROBLEM, ge=2)
     """Responses sampled per context (the GRPO group size)."""
-    contexts_per_step: int = Field(default=128, ge=1)
+    contexts_per_step: int = Field(default=defaults.CONTEXTS_PER_STEP, ge=1)
     """Contexts (groups) per training step."""
     updates_per_step: int = Field(default=2, ge=1)
     """Optimizer updates per step: the step's groups are split into this many mini-batches."""
     max_prompt_tokens: int = Field(default=10_240, ge=1)
     """Longest prompt (context) in tokens."""
-    max_response_tokens: int = Field(default=6_144, ge=1)
+    max_response_tokens: int = Field(default=defaults.MAX_RESPONSE_TOKENS, ge=1)
     """Longest sampled response in tokens (the sampler's max_tokens)."""
     micro_batch_tokens: int | None = Field(default=None, ge=1)
     """Most prompt + response tokens (rows x the longest row, padding included) in one
@@ -168,7 +171,7 @@ class TrainingJobPublic(BaseModel):
     id: int
     name: str
     mode: str
-    status: str
+    status: TrainingJobStatus
     contexts: str | None
     model: str
     params: dict[str, Any]

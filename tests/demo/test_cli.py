@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from cobalt.demo.processes import free_port, port_is_free
-from tests.up_support import COBALT, cobalt_up
+from tests.support.up import COBALT, cobalt_up
 
 TRAINER_PYTHON = Path(__file__).resolve().parents[2] / ".venv-trainer" / "bin" / "python"
 

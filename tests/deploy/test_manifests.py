@@ -154,7 +154,7 @@ def test_scaledobject_matches_keda_schema_and_rq_queue(
 ) -> None:
     from rq import Queue
 
-    from cobalt.orchestrator.runs.queueing import QUEUE_NAME
+    from cobalt.orchestrator.worker.queue import QUEUE_NAME
 
     crds = [o for o in objects[overlay] if _is_crd_kind(o)]
     assert [o["kind"] for o in crds] == ["ScaledObject"]

@@ -13,7 +13,7 @@ import openai
 import pytest
 
 from cobalt.shared.contracts.inference import POLICY_VERSION_HEADER
-from tests.inference_support import SERVED_NAME, Server
+from tests.support.inference import SERVED_NAME, Server
 
 pytestmark = pytest.mark.slow
 
@@ -154,7 +154,7 @@ def test_generation_in_flight_finishes_on_the_old_weights(
     tiny_server: Server, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """A load waits for running requests; what they return is stamped with the old version."""
-    from tests.inference_support import run_model_tool
+    from tests.support.inference import run_model_tool
 
     checkpoint = tmp_path_factory.mktemp("ckpt") / "inflight"
     run_model_tool("perturb", str(tiny_server.model_dir), str(checkpoint), "11")

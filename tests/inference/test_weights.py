@@ -2,30 +2,23 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
 
 from cobalt.shared.checkpoints import write_policy_version
 from cobalt.shared.contracts.inference import POLICY_VERSION_HEADER
-from tests.inference_support import SERVED_NAME, Server, make_model, run_model_tool
+from tests.support.inference import (
+    PROBE,
+    SERVED_NAME,
+    Server,
+    assert_close,
+    hf_top_logprobs,
+    make_model,
+    run_model_tool,
+)
 
 pytestmark = pytest.mark.slow
-
-PROBE = [5, 17, 300, 42, 9, 1000, 3]
-"""Prompt token ids whose first generated token's logprobs are compared."""
-
-
-def hf_top_logprobs(model_dir: Path, k: int = 5) -> dict[int, float]:
-    result = run_model_tool("logprobs", str(model_dir), str(PROBE), str(k))
-    return dict(zip(result["ids"], result["logprobs"], strict=True))
-
-
-def assert_close(served: dict[int, float], expected: dict[int, float], tol: float = 1e-3) -> None:
-    assert served.keys() == expected.keys(), (served, expected)
-    for token, value in expected.items():
-        assert math.isclose(served[token], value, abs_tol=tol), (token, served[token], value)
 
 
 def load(server: Server, path: Path, **extra: object) -> tuple[int, dict[str, object]]:

@@ -17,28 +17,13 @@ from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from cobalt.orchestrator.rollouts.runtime import close_runtime
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
+from cobalt.orchestrator.worker.runtime import close_runtime
 from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
+from tests.support.runs import REDIS_URL, TABLES, add_doubles, scripted
 
 ADMIN_URL = os.environ.get(
     "COBALT_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-)
-TABLES = (
-    "training_samples",
-    "training_steps",
-    "training_groups",
-    "training_jobs",
-    "judge_verdicts",
-    "hacking_cases",
-    "bandit_contexts",
-    "bandit_datasets",
-    "turn_rewards",
-    "turns",
-    "trajectories",
-    "runs",
-    "problems",
-    "datasets",
 )
 
 
@@ -107,9 +92,42 @@ def cli_env(store_url: str, executor_url: str) -> dict[str, str]:
 
 @pytest.fixture
 def fake_model() -> Iterator[tuple[FakeOpenAI, str]]:
-    """The deterministic model of tests/orchestrator/test_runs.py, served over HTTP."""
-    from tests.orchestrator.test_runs import scripted
-
+    """The deterministic model of tests/support/runs.py, served over HTTP."""
     fake = FakeOpenAI(responder=scripted)
     with serve_fake_openai(fake) as url:
         yield fake, url
+
+
+@pytest.fixture
+def rq_env(postgresql_url: str, executor_url: str) -> Iterator[dict[str, str]]:
+    """CLI environment with a queue: an emptied PostgreSQL database and a flushed Redis db."""
+    from redis import Redis
+
+    engine = make_engine(postgresql_url)
+    with engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE"))
+    engine.dispose()
+
+    redis = Redis.from_url(REDIS_URL)
+    redis.flushdb()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
+    yield {
+        **env,
+        "COBALT_DATABASE_URL": postgresql_url,
+        "COBALT_EXECUTOR_URL": executor_url,
+        "COBALT_REDIS_URL": REDIS_URL,
+    }
+    redis.flushdb()
+    redis.close()
+
+
+@pytest.fixture
+def pg_sessions(postgresql_url: str) -> Iterator[sessionmaker[Session]]:
+    engine = make_engine(postgresql_url)
+    yield make_sessionmaker(engine)
+    engine.dispose()
+
+
+@pytest.fixture
+def pg_dataset(pg_sessions: sessionmaker[Session], rq_env: dict[str, str]) -> str:
+    return add_doubles(pg_sessions)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 import pytest
@@ -12,9 +10,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.api.app import create_app
 from cobalt.orchestrator.settings import OrchestratorSettings
-from tests.conftest import serve_asgi
 from tests.fakes.openai_server import FakeOpenAI
-from tests.orchestrator.test_runs import add_doubles
+from tests.support.runs import add_doubles, wait_finished
+from tests.support.serving import serve_asgi
 
 
 @pytest.fixture
@@ -29,16 +27,6 @@ def api(
     settings = OrchestratorSettings(database_url=store_url, redis_url=None)
     with serve_asgi(create_app(settings)) as url, httpx.Client(base_url=url, timeout=120) as client:
         yield client
-
-
-def wait_finished(api: httpx.Client, run_id: int) -> dict[str, Any]:
-    deadline = time.monotonic() + 120
-    while True:
-        run: dict[str, Any] = api.get(f"/v1/runs/{run_id}").json()
-        if run["status"] in ("finished", "failed", "cancelled"):
-            return run
-        assert time.monotonic() < deadline, run
-        time.sleep(0.1)
 
 
 def test_runs_through_the_api(

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.api.app import create_app
 from cobalt.orchestrator.runs.browse import split_reasoning
 from cobalt.orchestrator.settings import OrchestratorSettings
-from tests.conftest import serve_asgi
+from tests.support.serving import serve_asgi
 from tests.ui.seed import FINISHED_PASS_AT_1, Seeded, seed
 
 

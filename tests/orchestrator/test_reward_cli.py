@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from tests.orchestrator.test_runs import cobalt, json_out
+from tests.support.runs import cobalt, json_out
 
 STDIN_TESTS = [
     {"stdin": "2\n", "expected_stdout": "4"},

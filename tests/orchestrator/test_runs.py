@@ -7,103 +7,29 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from cobalt.orchestrator.rollouts.conversation import messages_of_turns
 from cobalt.orchestrator.rollouts.jobs import run_problem_job
-from cobalt.orchestrator.store import repo_datasets
-from cobalt.orchestrator.store.models import Turn
-from cobalt.shared.contracts import ProblemRow, StdinTest
 from tests.fakes.openai_server import FakeOpenAI
-from tests.orchestrator.conftest import TABLES
-
-WRONG = "Here you go:\n```python\nprint(int(input()) + 1)\n```"
-RIGHT = "<think>double it</think>\nFixed:\n```python\nprint(2 * int(input()))\n```"
-NO_CODE = "I would multiply the number by two."
-
-PROBLEMS = [
-    ProblemRow(
-        external_id=f"double-{i}",
-        statement=f"Problem {i}: read an integer n and print 2*n. " * 3,
-        public_tests=[
-            StdinTest(stdin="2", expected_stdout="4"),
-            StdinTest(stdin="5", expected_stdout="10"),
-        ],
-        hidden_tests=[
-            StdinTest(stdin="7", expected_stdout="14"),
-            StdinTest(stdin="100", expected_stdout="200"),
-        ],
-    )
-    for i in range(2)
-]
-
-
-def scripted(messages: list[dict[str, Any]], index: int) -> str:
-    """Turn 0: sample 0 wrong, sample 1 right, sample 2 no code. Later turns: right."""
-    if sum(m["role"] == "assistant" for m in messages) == 0:
-        return [WRONG, RIGHT, NO_CODE][index % 3]
-    return RIGHT
-
-
-def add_doubles(sessions: sessionmaker[Session]) -> str:
-    """The two-problem dataset "doubles" in the store behind `sessions`."""
-    with sessions.begin() as session:
-        created = repo_datasets.create_dataset(session, name="doubles", source="jsonl")
-        repo_datasets.insert_problems(
-            session, dataset_id=created.id, rows=[p.model_dump(mode="json") for p in PROBLEMS]
-        )
-    return "doubles"
+from tests.support.runs import (
+    RIGHT,
+    add_doubles,
+    cobalt,
+    json_out,
+    run_sample,
+    turns_of,
+    worker,
+)
 
 
 @pytest.fixture
 def dataset(sessions: sessionmaker[Session]) -> str:
     return add_doubles(sessions)
-
-
-def cobalt(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-c", "from cobalt.cli import main; main()", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-
-
-def run_sample(
-    env: dict[str, str], dataset: str, url: str, model: str, *options: str
-) -> subprocess.CompletedProcess[str]:
-    """`cobalt run sample --dataset D --base-url U --model M [options]`."""
-    return cobalt(
-        env, "run", "sample", "--dataset", dataset, "--base-url", url, "--model", model, *options
-    )
-
-
-def json_out(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    assert done.returncode == 0, done.stderr
-    result: dict[str, Any] = json.loads(done.stdout)
-    return result
-
-
-def turns_of(sessions: sessionmaker[Session], run_id: int) -> list[Turn]:
-    with sessions() as session:
-        return list(
-            session.scalars(
-                select(Turn)
-                .where(Turn.run_id == run_id)
-                .order_by(Turn.problem_id, Turn.sample_index, Turn.turn_index)
-            )
-        )
 
 
 def test_sample_refine_evaluate(
@@ -248,59 +174,6 @@ def test_bad_arguments_get_clear_errors(dataset: str, cli_env: dict[str, str]) -
 
 
 # --- on Redis through RQ workers -----------------------------------------------------------
-
-REDIS_URL = os.environ.get("COBALT_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
-
-
-@pytest.fixture
-def rq_env(postgresql_url: str, executor_url: str) -> Iterator[dict[str, str]]:
-    """CLI environment with a queue: an emptied PostgreSQL database and a flushed Redis db."""
-    from redis import Redis
-    from sqlalchemy import text
-
-    from cobalt.orchestrator.store.db import make_engine
-
-    engine = make_engine(postgresql_url)
-    with engine.begin() as conn:
-        conn.execute(text(f"TRUNCATE {', '.join(TABLES)} RESTART IDENTITY CASCADE"))
-    engine.dispose()
-
-    redis = Redis.from_url(REDIS_URL)
-    redis.flushdb()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
-    yield {
-        **env,
-        "COBALT_DATABASE_URL": postgresql_url,
-        "COBALT_EXECUTOR_URL": executor_url,
-        "COBALT_REDIS_URL": REDIS_URL,
-    }
-    redis.flushdb()
-    redis.close()
-
-
-@pytest.fixture
-def pg_sessions(postgresql_url: str) -> Iterator[sessionmaker[Session]]:
-    from cobalt.orchestrator.store.db import make_engine, make_sessionmaker
-
-    engine = make_engine(postgresql_url)
-    yield make_sessionmaker(engine)
-    engine.dispose()
-
-
-@pytest.fixture
-def pg_dataset(pg_sessions: sessionmaker[Session], rq_env: dict[str, str]) -> str:
-    return add_doubles(pg_sessions)
-
-
-def worker(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-c", "from cobalt.cli import main; main()", "worker", *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
 
 
 def keys_and_answers(

@@ -12,8 +12,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.rollouts.conversation import messages_of_turns
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
-from tests.inference_support import SERVED_NAME, Server
-from tests.orchestrator.test_runs import add_doubles, json_out, run_sample, turns_of
+from tests.support.inference import SERVED_NAME, Server
+from tests.support.runs import add_doubles, json_out, run_sample, turns_of
 
 pytestmark = pytest.mark.slow
 

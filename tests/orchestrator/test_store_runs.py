@@ -292,6 +292,7 @@ def test_run_status_stamps_times(sessions: sessionmaker[Session]) -> None:
         assert (run.status, run.error) == ("failed", "endpoint down")
         assert run.finished_at is not None and run.started_at == started
     with sessions.begin() as session:  # resumed: keeps its first start, loses the error
+        repo_runs.set_run_status(session, run_id=run_id, status="pending")
         repo_runs.set_run_status(session, run_id=run_id, status="running")
     with sessions.begin() as session:
         run = repo_runs.get_run(session, run_id=run_id)

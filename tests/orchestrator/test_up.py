@@ -14,24 +14,16 @@ from rq import Worker
 
 from cobalt.demo.processes import free_port, port_is_free
 from tests.fakes.openai_server import FakeOpenAI
-from tests.orchestrator.test_api import wait_finished
-
-# The PostgreSQL + Redis fixtures of the RQ worker tests, shared as imports.
-from tests.orchestrator.test_runs import (  # noqa: F401
-    REDIS_URL,
-    pg_dataset,
-    pg_sessions,
-    rq_env,
-)
-from tests.up_support import cobalt_up
+from tests.support.runs import REDIS_URL, wait_finished
+from tests.support.up import cobalt_up
 
 pytestmark = pytest.mark.slow
 
 
-def test_up_with_postgresql_and_redis_rolls_a_run_out_on_its_workers(  # noqa: F811
-    pg_dataset: str,  # noqa: F811
+def test_up_with_postgresql_and_redis_rolls_a_run_out_on_its_workers(
+    pg_dataset: str,
     fake_model: tuple[FakeOpenAI, str],
-    rq_env: dict[str, str],  # noqa: F811
+    rq_env: dict[str, str],
     tmp_path: Path,
 ) -> None:
     fake, model_url = fake_model

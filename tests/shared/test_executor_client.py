@@ -42,7 +42,7 @@ from cobalt.shared.errors import (
     Unavailable,
     UpstreamError,
 )
-from tests.conftest import serve_executor
+from tests.support.serving import serve_executor
 
 BASE_URL = "http://executor.test"
 TOKEN = "s3cret-token"

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.api.app import create_app
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
-from tests.conftest import serve_asgi
+from tests.support.serving import serve_asgi
 from tests.ui.seed import Seeded, seed
 
 CHROMIUM = "/usr/bin/chromium"

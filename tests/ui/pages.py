@@ -9,7 +9,30 @@ from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
+from tests.ui.seed import Seeded
+
 WAIT_SECONDS = 15
+
+MAIN_PAGES = {
+    "runs": "/runs",
+    "run": "/runs/{finished}",
+    "trajectory": "/runs/{finished}/problems/double?sample=1",
+    "datasets": "/datasets",
+    "dataset": "/datasets/demo",
+    "problem": "/datasets/demo/problems/lcb%2Freverse",
+    "bandit": "/bandit",
+    "bandit-dataset": "/bandit/demo-contexts",
+    "training": "/training",
+    "training-job": "/training/{job}",
+    "analysis": "/analysis",
+    "hacking": "/runs/{finished}/hacking",
+    "search": "/search?q=negative",
+}
+
+
+def route_of(name: str, seeded: Seeded) -> str:
+    """The route of main page `name` on the seeded database."""
+    return MAIN_PAGES[name].format(finished=seeded.finished_run, job=seeded.training_job)
 
 
 def wait_rendered(driver: webdriver.Chrome, route: str, *, after: int = 0) -> None:

@@ -12,9 +12,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
 from cobalt.orchestrator.api.ui import UI_DIRECTORY
-from tests.ui.pages import open_view, wait_rendered
+from tests.ui.pages import MAIN_PAGES, open_view, route_of, wait_rendered
 from tests.ui.seed import Seeded
-from tests.ui.test_pages import MAIN_PAGES, _route
 
 NAV = ["Runs", "Datasets", "Bandit datasets", "Training", "Reward hacking", "Search"]
 
@@ -67,7 +66,7 @@ def test_graphics_meet_non_text_contrast(graphic: str, background: str) -> None:
 def test_every_control_has_a_label(
     browser: webdriver.Chrome, base_url: str, seeded: Seeded, name: str
 ) -> None:
-    open_view(browser, base_url, _route(name, seeded))
+    open_view(browser, base_url, route_of(name, seeded))
     unlabelled = browser.execute_script(
         """
         return [...document.querySelectorAll("input, select, textarea")]

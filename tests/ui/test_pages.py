@@ -13,33 +13,15 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 from sqlalchemy.orm import Session, sessionmaker
 
 from tests.ui.pages import (
+    MAIN_PAGES,
     full_page_screenshot,
     open_view,
     renders,
+    route_of,
     severe_console_entries,
     wait_rendered,
 )
 from tests.ui.seed import FINISHED_PASS_AT_1, TRAINING_METRICS, Seeded, add_turn
-
-MAIN_PAGES = {
-    "runs": "/runs",
-    "run": "/runs/{finished}",
-    "trajectory": "/runs/{finished}/problems/double?sample=1",
-    "datasets": "/datasets",
-    "dataset": "/datasets/demo",
-    "problem": "/datasets/demo/problems/lcb%2Freverse",
-    "bandit": "/bandit",
-    "bandit-dataset": "/bandit/demo-contexts",
-    "training": "/training",
-    "training-job": "/training/{job}",
-    "analysis": "/analysis",
-    "hacking": "/runs/{finished}/hacking",
-    "search": "/search?q=negative",
-}
-
-
-def _route(name: str, seeded: Seeded) -> str:
-    return MAIN_PAGES[name].format(finished=seeded.finished_run, job=seeded.training_job)
 
 
 @pytest.mark.parametrize("name", list(MAIN_PAGES))
@@ -47,7 +29,7 @@ def test_page_loads_without_console_errors(
     browser: webdriver.Chrome, base_url: str, seeded: Seeded, screenshots: Path, name: str
 ) -> None:
     browser.get_log("browser")  # drop what earlier pages logged
-    open_view(browser, base_url, _route(name, seeded))
+    open_view(browser, base_url, route_of(name, seeded))
     headings = browser.find_elements(By.TAG_NAME, "h1")
     assert len(headings) == 1 and headings[0].text not in ("", "Not available")
     assert browser.find_elements(By.CSS_SELECTOR, "main .error") == []

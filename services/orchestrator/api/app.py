@@ -8,8 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from cobalt import __version__
-from cobalt.orchestrator.api import browse, training
-from cobalt.orchestrator.api.routes import router
+from cobalt.orchestrator.api import browse, datasets, health, runs, training
 from cobalt.orchestrator.api.ui import install_ui
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
@@ -19,7 +18,7 @@ __all__ = ["create_app"]
 
 
 def create_app(settings: OrchestratorSettings) -> FastAPI:
-    """The REST API over the store, the runs and the queue (routes in routes.py)."""
+    """The REST API over the store, the runs and the queue: one router per resource."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -32,7 +31,9 @@ def create_app(settings: OrchestratorSettings) -> FastAPI:
 
     app = FastAPI(title="Cobalt orchestrator", version=__version__, lifespan=lifespan)
     install_error_handlers(app)
-    app.include_router(router)
+    app.include_router(health.router)
+    app.include_router(datasets.router)
+    app.include_router(runs.router)
     app.include_router(training.router)
     app.include_router(browse.router)
     install_ui(app)

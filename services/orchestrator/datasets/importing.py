@@ -20,7 +20,7 @@ from cobalt.orchestrator.datasets.importers import importer_for, resolve_source
 from cobalt.orchestrator.datasets.records import BadRow
 from cobalt.orchestrator.store import repo_datasets
 from cobalt.shared.contracts import ExecuteRequest, ExecuteResponse, ProblemRow
-from cobalt.shared.errors import Conflict, InvalidInput
+from cobalt.shared.errors import Conflict, InvalidInput, first_validation_error
 
 __all__ = [
     "DEFAULT_PUBLIC_TESTS",
@@ -78,9 +78,7 @@ class ImportReport:
 
 def validation_reason(exc: ValidationError) -> str:
     """A one-line reason from a pydantic error, naming the field."""
-    first = exc.errors()[0]
-    where = ".".join(str(part) for part in first.get("loc", ())) or "row"
-    return f"{where}: {first.get('msg', 'invalid')}"
+    return first_validation_error(exc, where="row")
 
 
 def _sha256(path: Path) -> str:

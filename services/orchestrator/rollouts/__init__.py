@@ -31,7 +31,6 @@ from cobalt.orchestrator.rollouts.prompts import (
     bundled_template_names,
 )
 from cobalt.shared.extraction import (
-    DEFAULT_HISTORY_CAP_CHARS,
     PYTHON_LANGUAGE_TAGS,
     THINK_CLOSE,
     THINK_OPEN,
@@ -44,7 +43,6 @@ from cobalt.shared.extraction import (
 
 __all__ = [
     "BUNDLED_TEMPLATES_DIR",
-    "DEFAULT_HISTORY_CAP_CHARS",
     "EMPTY_FIELD",
     "FEEDBACK_FIELD_CHARS",
     "FailedTestReport",

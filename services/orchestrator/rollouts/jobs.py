@@ -10,7 +10,6 @@ of the model endpoint travels with the job, never into the database.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
@@ -19,20 +18,20 @@ from pydantic import SecretStr
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from cobalt.orchestrator.lifecycle import RUN_TRANSITIONS, RunEvent, run_after
 from cobalt.orchestrator.rollouts.loop import RolloutSpec, RunCancelled, roll_out_problem
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
-from cobalt.orchestrator.rollouts.runtime import runtime
 from cobalt.orchestrator.rollouts.sampling import SamplingParams
-from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store import repo_runs
-from cobalt.orchestrator.store.db import make_engine, make_sessionmaker
-from cobalt.orchestrator.store.models import Problem, RunStatus, Turn
+from cobalt.orchestrator.store.models import Problem, RunStatus, TrajectoryStatus, Turn
 from cobalt.orchestrator.store.repo_runs import TurnRow
+from cobalt.orchestrator.worker.runtime import job_resources, runtime
 from cobalt.shared.clients import ModelEndpoint
 from cobalt.shared.contracts import Compare, Limits, ProblemRow
+from cobalt.shared.defaults import HISTORY_CAP_CHARS
 from cobalt.shared.errors import CobaltError, Conflict, NotFound
 
-__all__ = ["DatabaseTurnStore", "run_problem_job", "sessions_for", "spec_of_run"]
+__all__ = ["DatabaseTurnStore", "finish_run_if_done", "run_problem_job", "spec_of_run"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,19 +79,6 @@ class DatabaseTurnStore:
         return self._status == RunStatus.CANCELLED.value
 
 
-_SESSIONS: dict[str, sessionmaker[Session]] = {}
-_SESSIONS_LOCK = threading.Lock()
-
-
-def sessions_for(url: str) -> sessionmaker[Session]:
-    """One engine per database per process: its connection pool and compiled-statement
-    cache then serve every job the process runs (in-process jobs, a non-forking worker)."""
-    with _SESSIONS_LOCK:
-        if url not in _SESSIONS:
-            _SESSIONS[url] = make_sessionmaker(make_engine(url))
-        return _SESSIONS[url]
-
-
 def spec_of_run(run_id: int, params: dict[str, Any]) -> RolloutSpec:
     """The rollout settings a run recorded when it was created."""
     return RolloutSpec(
@@ -106,7 +92,7 @@ def spec_of_run(run_id: int, params: dict[str, Any]) -> RolloutSpec:
             seed=params.get("seed"),
         ),
         stop_on_pass=bool(params.get("stop_on_pass", False)),
-        think_cap_chars=int(params.get("think_cap_chars", 6000)),
+        think_cap_chars=int(params.get("think_cap_chars", HISTORY_CAP_CHARS)),
         limits=Limits.model_validate(params.get("limits") or {}),
         compare=Compare(params.get("compare", Compare.COBALT)),
     )
@@ -127,11 +113,15 @@ def run_problem_job(
     RQ records it and retries while retries are left). A cancelled run is left alone.
     Returns {"turns": turns now stored for the problem}.
     """
-    settings = OrchestratorSettings()
-    sessions = sessions_for(database_url or settings.database_url)
+    resources = job_resources(database_url, executor_url, executor_token)
+    sessions, executor_url, executor_token = (
+        resources.sessions,
+        resources.executor_url,
+        resources.executor_token,
+    )
     with sessions() as session:
         run = repo_runs.get_run(session, run_id=run_id)
-        if run.status in ("cancelled", "finished"):
+        if run.status in (RunStatus.CANCELLED, RunStatus.FINISHED):
             logger.info("run %d is %s; job for problem %d skipped", run_id, run.status, problem_id)
             return {"turns": 0}
         problem_row = session.get(Problem, problem_id)
@@ -145,8 +135,9 @@ def run_problem_job(
             api_key=SecretStr(api_key) if api_key else None,
         )
         template_name, template_sha = run.template_name, run.template_sha256
-        if run.status == "pending":
-            repo_runs.set_run_status(session, run_id=run_id, status="running")
+        if run.status in RUN_TRANSITIONS[RunEvent.START]:
+            status = run_after(run_id, run.status, RunEvent.START)
+            repo_runs.set_run_status(session, run_id=run_id, status=status)
             session.commit()
     template = PromptTemplate.load(template_name)
     if template.sha256 != template_sha:
@@ -166,12 +157,13 @@ def run_problem_job(
         logger.info("run %d cancelled; problem %d stopped", run_id, problem_id)
         return {"turns": 0}
     except CobaltError as exc:
-        _mark_problem(sessions, run_id, problem_id, "failed", error=exc.message)
+        _mark_problem(sessions, run_id, problem_id, TrajectoryStatus.FAILED, error=exc.message)
         raise
     except Exception as exc:
-        _mark_problem(sessions, run_id, problem_id, "failed", error=f"{type(exc).__name__}: {exc}")
+        error = f"{type(exc).__name__}: {exc}"
+        _mark_problem(sessions, run_id, problem_id, TrajectoryStatus.FAILED, error=error)
         raise
-    _mark_problem(sessions, run_id, problem_id, "finished")
+    _mark_problem(sessions, run_id, problem_id, TrajectoryStatus.FINISHED)
     finish_run_if_done(sessions, run_id)
     return {"turns": sum(len(h) for h in histories.values())}
 
@@ -210,13 +202,15 @@ def finish_run_if_done(sessions: sessionmaker[Session], run_id: int) -> str | No
     """Mark the run finished (or failed) once no trajectory is pending or running."""
     with sessions.begin() as session:
         progress = repo_runs.run_progress(session, run_id=run_id)
-        open_count = progress.trajectories.get("pending", 0) + progress.trajectories.get(
-            "running", 0
+        open_count = sum(
+            progress.trajectories.get(s, 0)
+            for s in (TrajectoryStatus.PENDING, TrajectoryStatus.RUNNING)
         )
-        if open_count or progress.status in ("cancelled", "finished", "failed"):
+        if open_count or progress.status not in RUN_TRANSITIONS[RunEvent.FINISH]:
             return None
-        failed = progress.trajectories.get("failed", 0)
-        status = "failed" if failed else "finished"
+        failed = progress.trajectories.get(TrajectoryStatus.FAILED, 0)
+        event = RunEvent.FAIL if failed else RunEvent.FINISH
+        status = run_after(run_id, progress.status, event)
         repo_runs.set_run_status(
             session,
             run_id=run_id,

@@ -1,4 +1,4 @@
-"""The multi-turn feedback loop for one problem: sample, run on public tests, feed back.
+"""Evaluation runs on the multi-turn engine: every turn of one problem written to the store.
 
 `roll_out_problem` advances every trajectory (sample) of one problem of one run to its
 last turn. It starts from whatever the store already holds, so a retried or resumed job
@@ -7,33 +7,31 @@ judged (`TurnStore.save`, idempotent on (run, problem, sample, turn)), in the ba
 and in order while the next turn is sampled: a worker killed at any moment loses at most
 the turns it had not written, leaves no gap, and writes none twice.
 
-Turn 0 is one request with `n` choices (the samples share the prompt). Each later turn
-sends, per trajectory, the conversation so far (assistant messages keep the text after
-`</think>`, capped) plus the feedback of the previous turn, all trajectories of a turn
-concurrently. Programs of a turn are judged in one executor batch call.
+The turns themselves (sample, judge, feed back) are `engine.run_turns`, shared with
+multi-turn training; this module records them and stops a cancelled run.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol
 
-from cobalt.orchestrator.rollouts.conversation import TurnRecord, next_turn_messages
-from cobalt.orchestrator.rollouts.feedback import feedback_for_first_failure
+from cobalt.orchestrator.rollouts.engine import (
+    JudgedTurn,
+    MultiTurnSpec,
+    PastTurn,
+    TurnBatch,
+    TurnObserver,
+    run_turns,
+)
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
-from cobalt.orchestrator.rollouts.sampling import ChatSampler, Sample, SamplingParams
+from cobalt.orchestrator.rollouts.sampling import ChatSampler, SamplingParams
 from cobalt.orchestrator.store.repo_runs import TurnRow
 from cobalt.shared.clients import AsyncExecutorClient
-from cobalt.shared.contracts import (
-    Compare,
-    Limits,
-    ProblemRow,
-)
-from cobalt.shared.execution import execute_programs
-from cobalt.shared.extraction import extract_program, history_text
+from cobalt.shared.contracts import Compare, Limits, ProblemRow
+from cobalt.shared.defaults import HISTORY_CAP_CHARS
 
 __all__ = ["RolloutSpec", "RunCancelled", "TurnStore", "roll_out_problem"]
 
@@ -48,9 +46,19 @@ class RolloutSpec:
     """Turns after turn 0 (0 for a sampling run)."""
     sampling: SamplingParams
     stop_on_pass: bool = False
-    think_cap_chars: int = 6000
+    think_cap_chars: int = HISTORY_CAP_CHARS
     limits: Limits = field(default_factory=Limits)
     compare: Compare = Compare.COBALT
+
+    def multi_turn(self) -> MultiTurnSpec:
+        """The engine's settings: turn 0 and the feedback turns."""
+        return MultiTurnSpec(
+            turns=self.feedback_turns + 1,
+            stop_on_pass=self.stop_on_pass,
+            think_cap_chars=self.think_cap_chars,
+            limits=self.limits,
+            compare=self.compare,
+        )
 
 
 class TurnStore(Protocol):
@@ -74,63 +82,33 @@ class RunCancelled(Exception):
     """The run was cancelled while this problem was being rolled out."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Pending:
-    sample_index: int
-    turn_index: int
-    messages: list[dict[str, str]]
-    sample: Sample
-
-
-async def _judge(
-    spec: RolloutSpec,
-    problem_id: int,
-    problem: ProblemRow,
-    template: PromptTemplate,
-    executor: AsyncExecutorClient,
-    pending: Sequence[_Pending],
-) -> list[TurnRow]:
-    """Run each pending turn's program on the public tests and build its row."""
-    codes = [extract_program(p.sample.text) for p in pending]
-    started = time.perf_counter()
-    merged = await execute_programs(
-        executor, codes, problem.public_tests, limits=spec.limits, compare=spec.compare
+def turn_row(run_id: int, problem_id: int, turn: JudgedTurn) -> TurnRow:
+    """The store's row of one judged turn."""
+    sample = turn.sample
+    return TurnRow(
+        run_id=run_id,
+        problem_id=problem_id,
+        sample_index=turn.sample_index,
+        turn_index=turn.turn_index,
+        # Later prompts are rebuilt from the rows (conversation.messages_of_turns).
+        messages=turn.messages if turn.turn_index == 0 else [],
+        raw_response=sample.text,
+        stored_response=turn.stored_response,
+        code=turn.code,
+        public_verdicts=turn.public_verdicts,
+        public_passed=turn.public_passed,
+        feedback=turn.feedback,
+        model=sample.model,
+        finish_reason=sample.finish_reason,
+        prompt_token_ids=sample.prompt_token_ids,
+        completion_token_ids=sample.completion_token_ids,
+        completion_logprobs=sample.completion_logprobs,
+        prompt_tokens=sample.prompt_tokens,
+        completion_tokens=sample.completion_tokens,
+        model_latency_ms=sample.latency_ms,
+        exec_latency_ms=turn.exec_ms,
+        policy_version=sample.policy_version,
     )
-    exec_ms = (time.perf_counter() - started) * 1000
-    rows = []
-    for i, item in enumerate(pending):
-        response = merged.get(i)
-        verdicts = [str(r.verdict) for r in response.results] if response else []
-        passed = codes[i] is not None and (response is None or response.passed == response.total)
-        rows.append(
-            TurnRow(
-                run_id=spec.run_id,
-                problem_id=problem_id,
-                sample_index=item.sample_index,
-                turn_index=item.turn_index,
-                # Later prompts are rebuilt from the rows (conversation.messages_of_turns).
-                messages=item.messages if item.turn_index == 0 else [],
-                raw_response=item.sample.text,
-                stored_response=history_text(item.sample.text, spec.think_cap_chars),
-                code=codes[i],
-                public_verdicts=verdicts,
-                public_passed=passed,
-                feedback=feedback_for_first_failure(
-                    template, problem.public_tests, codes[i], response
-                ),
-                model=item.sample.model,
-                finish_reason=item.sample.finish_reason,
-                prompt_token_ids=item.sample.prompt_token_ids,
-                completion_token_ids=item.sample.completion_token_ids,
-                completion_logprobs=item.sample.completion_logprobs,
-                prompt_tokens=item.sample.prompt_tokens,
-                completion_tokens=item.sample.completion_tokens,
-                model_latency_ms=item.sample.latency_ms,
-                exec_latency_ms=exec_ms if codes[i] is not None else 0.0,
-                policy_version=item.sample.policy_version,
-            )
-        )
-    return rows
 
 
 class _OrderedWriter:
@@ -170,6 +148,35 @@ class _OrderedWriter:
             await asyncio.gather(self._last, return_exceptions=True)
 
 
+class _StoreRecorder(TurnObserver):
+    """Evaluation's side of the engine: every turn goes to the store, in order, and a
+    cancelled run or a failed write stops the problem before its next turn."""
+
+    def __init__(
+        self,
+        spec: RolloutSpec,
+        problem_id: int,
+        store: TurnStore,
+        histories: dict[int, list[TurnRow]],
+    ) -> None:
+        self.spec = spec
+        self.problem_id = problem_id
+        self.store = store
+        self.writer = _OrderedWriter(store)
+        self.histories = histories
+
+    def before_turn(self, turn_index: int) -> None:
+        self.writer.raise_if_failed()
+        if self.store.cancelled():
+            raise RunCancelled(f"run {self.spec.run_id} was cancelled")
+
+    async def record(self, batch: TurnBatch) -> None:
+        rows = [turn_row(self.spec.run_id, self.problem_id, turn) for turn in batch.turns]
+        self.writer.submit(rows)  # written in the background, in order
+        for row in rows:
+            self.histories[row.sample_index].append(row)
+
+
 async def roll_out_problem(
     spec: RolloutSpec,
     problem_id: int,
@@ -180,59 +187,33 @@ async def roll_out_problem(
     store: TurnStore,
 ) -> dict[int, list[TurnRow]]:
     """Advance every trajectory of `problem` to its last turn; returns them all."""
-    initial = template.initial_messages(problem)
     stored = await asyncio.to_thread(store.stored_turns, problem_id)
     histories = {i: list(stored.get(i, [])) for i in range(spec.n)}
-
-    writer = _OrderedWriter(store)
-
-    async def judge_and_write(pending: list[_Pending]) -> None:
-        rows = await _judge(spec, problem_id, problem, template, executor, pending)
-        writer.submit(rows)
-        for row in rows:
-            histories[row.sample_index].append(row)
-
+    recorder = _StoreRecorder(spec, problem_id, store, histories)
     try:
-        missing = [i for i in range(spec.n) if not histories[i]]
-        if missing:
-            samples = await sampler.sample(initial, replace(spec.sampling, n=len(missing)))
-            await judge_and_write(
-                [
-                    _Pending(i, 0, initial, sample)
-                    for i, sample in zip(missing, samples, strict=True)
+        await run_turns(
+            initial_messages=template.initial_messages(problem),
+            n=spec.n,
+            sampling=spec.sampling,
+            spec=spec.multi_turn(),
+            public_tests=problem.public_tests,
+            template=template,
+            sampler=sampler,
+            executor=executor,
+            observer=recorder,
+            # Each stored trajectory continues from the messages its turn 0 was sent (as
+            # stored), so the prompts can always be rebuilt from the rows.
+            resumed={
+                i: [
+                    PastTurn(row.messages, row.stored_response, row.feedback, row.public_passed)
+                    for row in rows
                 ]
-            )
-        for turn in range(1, spec.feedback_turns + 1):
-            writer.raise_if_failed()
-            if store.cancelled():
-                raise RunCancelled(f"run {spec.run_id} was cancelled")
-            active = [
-                i
-                for i, history in histories.items()
-                if len(history) == turn and not (spec.stop_on_pass and history[-1].public_passed)
-            ]
-            if not active:
-                continue
-            # Each trajectory continues from the messages its turn 0 was sent (as stored),
-            # so the prompts can always be rebuilt from the rows.
-            conversations = {
-                i: next_turn_messages(
-                    histories[i][0].messages,
-                    [TurnRecord(t.stored_response, t.feedback) for t in histories[i]],
-                )
-                for i in active
-            }
-            answers = await asyncio.gather(
-                *(sampler.sample(conversations[i], replace(spec.sampling, n=1)) for i in active)
-            )
-            await judge_and_write(
-                [
-                    _Pending(i, turn, conversations[i], answer[0])
-                    for i, answer in zip(active, answers, strict=True)
-                ]
-            )
+                for i, rows in histories.items()
+                if rows
+            },
+        )
     except BaseException:
-        await writer.settle()
+        await recorder.writer.settle()
         raise
-    await writer.flush()
+    await recorder.writer.flush()
     return histories

@@ -21,6 +21,7 @@ from typing import Any
 
 import openai
 
+from cobalt.shared import defaults
 from cobalt.shared.clients.inference import ModelEndpoint, policy_version_of
 from cobalt.shared.errors import InvalidInput, Unavailable, UpstreamError
 
@@ -37,8 +38,8 @@ class SamplingParams:
     """Decoding settings of one request (paper defaults: 0.6, 0.95, long max_tokens)."""
 
     n: int = 1
-    temperature: float = 0.6
-    top_p: float = 0.95
+    temperature: float = defaults.TEMPERATURE
+    top_p: float = defaults.TOP_P
     max_tokens: int = 4096
     seed: int | None = None
 

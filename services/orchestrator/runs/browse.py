@@ -34,6 +34,7 @@ from cobalt.shared.contracts.browse import (
     TurnRewardPublic,
 )
 from cobalt.shared.contracts.runs import EvaluationReport, TurnPublic
+from cobalt.shared.contracts.statuses import TrajectoryStatus
 from cobalt.shared.errors import NotFound
 from cobalt.shared.extraction import THINK_CLOSE, THINK_OPEN, answer_part
 
@@ -209,7 +210,7 @@ def run_problem_detail(
         trajectories = [
             TrajectoryDetail(
                 sample_index=t.sample_index,
-                status=t.status,
+                status=TrajectoryStatus(t.status),
                 error=t.error,
                 turns=_details(by_sample.get(t.sample_index, []), rewards, cases),
             )

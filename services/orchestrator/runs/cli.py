@@ -1,4 +1,4 @@
-"""`cobalt run ...` (sample, refine, evaluate, list, show, cancel, resume) and `cobalt worker`.
+"""`cobalt run ...`: sample, refine, evaluate, list, show, cancel, resume.
 
 A run started here waits for its jobs and shows live progress unless `--detach`. Where
 the jobs run: on RQ workers when COBALT_REDIS_URL is set (start `cobalt worker` anywhere
@@ -12,7 +12,6 @@ Exit statuses: 0 done; 1 the run ended with failed trajectories (or was cancelle
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Annotated, TypeVar
@@ -35,18 +34,21 @@ from cobalt.orchestrator.console import (
     reward_tokenizer,
     settings_or_exit,
 )
-from cobalt.orchestrator.runs import queueing, service
+from cobalt.orchestrator.runs import service
 from cobalt.orchestrator.runs.evaluation import evaluate_run
 from cobalt.orchestrator.runs.plots import plot_pass_at_1
 from cobalt.orchestrator.store import repo_runs
+from cobalt.orchestrator.worker.carry_out import carry_out_run
+from cobalt.shared import defaults
 from cobalt.shared.contracts.runs import (
     EvaluationReport,
     RefineRunRequest,
     RunPublic,
     SampleRunRequest,
 )
+from cobalt.shared.errors import first_validation_error_parts
 
-__all__ = ["run_app", "worker_command"]
+__all__ = ["run_app"]
 
 EXIT_RUN_FAILED = 1
 
@@ -82,9 +84,8 @@ def _request(contract: type[_Request], **values: object) -> _Request:
     try:
         return contract.model_validate({k: v for k, v in values.items() if v is not None})
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "value"
-        raise fail(EXIT_USAGE, f"--{where.replace('_', '-')}: {first['msg']}") from exc
+        where, message = first_validation_error_parts(exc)
+        raise fail(EXIT_USAGE, f"--{where.replace('_', '-')}: {message}") from exc
 
 
 def _carry_out(
@@ -93,28 +94,24 @@ def _carry_out(
     """Queue or run the open jobs of a run, then wait for it (unless detached)."""
     sessions = store.sessions()
     settings = store.settings
-    with handled():
-        problem_ids = service.open_problem_ids(sessions, run_id)
     if settings.redis_url:
         with handled():
-            queueing.enqueue_run(settings, run_id, problem_ids, api_key=api_key)
+            carry_out_run(settings, sessions, run_id, api_key=api_key)
         if detach:
             return service.run_public(sessions, run_id)
         return _wait(sessions, run_id, quiet=quiet)
     with open_executor() as executor, _live(sessions, run_id, quiet=quiet) as tick:
-        queueing.run_in_process(
-            settings,
-            run_id,
-            problem_ids,
-            api_key=api_key,
-            executor=(executor.base_url, executor.token),
-            on_job_done=lambda _problem, _error: tick.refresh(),
-        )
+        with handled():
+            carry_out_run(
+                settings,
+                sessions,
+                run_id,
+                api_key=api_key,
+                executor=(executor.base_url, executor.token),
+                on_job_done=lambda _problem, _error: tick.refresh(),
+            )
         tick()
     with handled():
-        from cobalt.orchestrator.rollouts.jobs import finish_run_if_done
-
-        finish_run_if_done(sessions, run_id)
         return service.run_public(sessions, run_id)
 
 
@@ -201,10 +198,12 @@ def sample(
     base_url: Annotated[str, typer.Option(help="OpenAI-compatible base URL, up to /v1.")],
     model: Annotated[str, typer.Option(help="Model name at that endpoint.")],
     api_key: ApiKeyOption = None,
-    n: Annotated[int, typer.Option(help="Programs per problem at turn 0.")] = 16,
-    temperature: Annotated[float, typer.Option()] = 0.6,
-    top_p: Annotated[float, typer.Option()] = 0.95,
-    max_tokens: Annotated[int, typer.Option()] = 6144,
+    n: Annotated[
+        int, typer.Option(help="Programs per problem at turn 0.")
+    ] = defaults.SAMPLES_PER_PROBLEM,
+    temperature: Annotated[float, typer.Option()] = defaults.TEMPERATURE,
+    top_p: Annotated[float, typer.Option()] = defaults.TOP_P,
+    max_tokens: Annotated[int, typer.Option()] = defaults.MAX_RESPONSE_TOKENS,
     turns: Annotated[int, typer.Option(help="Feedback turns after turn 0 (0: sampling only).")] = 0,
     template: Annotated[str, typer.Option(help="Prompt template name or file.")] = "default",
     limit: Annotated[int | None, typer.Option(help="Only the first N problems.")] = None,
@@ -216,7 +215,7 @@ def sample(
     ] = False,
     think_cap: Annotated[
         int, typer.Option(help="Characters of an answer (after </think>) kept in the history.")
-    ] = 6000,
+    ] = defaults.HISTORY_CAP_CHARS,
     as_json: JsonOption = False,
     detach: DetachOption = False,
 ) -> None:
@@ -249,7 +248,9 @@ def sample(
 @run_app.command("refine")
 def refine(
     from_run: Annotated[int, typer.Option("--from", help="The finished sample run to continue.")],
-    turns: Annotated[int, typer.Option(help="Feedback turns after turn 0.")] = 8,
+    turns: Annotated[
+        int, typer.Option(help="Feedback turns after turn 0.")
+    ] = defaults.EVALUATION_FEEDBACK_TURNS,
     base_url: Annotated[str | None, typer.Option(help="Default: the sample run's.")] = None,
     model: Annotated[str | None, typer.Option(help="Default: the sample run's.")] = None,
     api_key: ApiKeyOption = None,
@@ -261,7 +262,7 @@ def refine(
     ] = False,
     think_cap: Annotated[
         int, typer.Option(help="Characters of an answer (after </think>) kept in the history.")
-    ] = 6000,
+    ] = defaults.HISTORY_CAP_CHARS,
     as_json: JsonOption = False,
     detach: DetachOption = False,
 ) -> None:
@@ -319,9 +320,7 @@ def list_runs(
     """The most recent runs."""
     store = _store()
     with handled():
-        with store.sessions()() as session:
-            ids = [run.id for run in repo_runs.list_runs(session, limit=limit)]
-        runs = [service.run_public(store.sessions(), run_id) for run_id in ids]
+        runs = service.list_runs(store.sessions(), limit=limit)
     if as_json:
         echo_json({"runs": [r.model_dump(mode="json") for r in runs]})
         return
@@ -425,40 +424,3 @@ def evaluate(
         typer.echo(f"{report.failed_trajectories} trajectories failed (see `cobalt run show`)")
     if plot is not None:
         typer.echo(f"plot written to {plot}")
-
-
-def worker_command(
-    burst: Annotated[bool, typer.Option("--burst", help="Exit when the queue is empty.")] = False,
-    name: Annotated[str | None, typer.Option(help="Worker name (default: random).")] = None,
-    fork: Annotated[
-        bool,
-        typer.Option(
-            "--fork/--no-fork",
-            help="Run each job in a forked child (RQ's default: isolation, at the cost of new "
-            "clients and connections per job). The default runs jobs in this process, which "
-            "keeps database, model and executor connections open between jobs.",
-        ),
-    ] = False,
-) -> None:
-    """An RQ worker for rollout jobs (COBALT_REDIS_URL); run as many as you like, anywhere."""
-    from redis import Redis
-    from rq import SimpleWorker, Worker
-
-    from cobalt.orchestrator.rollouts.runtime import close_runtime
-
-    settings = settings_or_exit()
-    if not settings.redis_url:
-        raise fail(EXIT_USAGE, "COBALT_REDIS_URL is not set: a worker needs the queue's Redis")
-    connection = Redis.from_url(settings.redis_url)
-    worker_class = Worker if fork else SimpleWorker
-    worker = worker_class([queueing.QUEUE_NAME], connection=connection, name=name)
-    # Jobs find the executor through COBALT_EXECUTOR_URL; without one, this worker starts
-    # its own and points its jobs at it.
-    with open_executor() as executor:
-        os.environ["COBALT_EXECUTOR_URL"] = executor.base_url
-        if executor.token:
-            os.environ["COBALT_EXECUTOR_AUTH_TOKEN"] = executor.token
-        try:
-            worker.work(burst=burst, with_scheduler=True)
-        finally:
-            close_runtime()

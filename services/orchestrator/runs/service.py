@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from cobalt.orchestrator.lifecycle import RunEvent, run_after
 from cobalt.orchestrator.rollouts.conversation import messages_of_turns
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.store import repo_datasets, repo_runs
@@ -25,6 +26,7 @@ from cobalt.shared.contracts.runs import (
     TrajectoryPublic,
     TurnPublic,
 )
+from cobalt.shared.contracts.statuses import RunKind, RunStatus, TrajectoryStatus
 from cobalt.shared.errors import Conflict, InvalidInput, NotFound
 from cobalt.shared.extraction import history_text
 
@@ -33,6 +35,7 @@ __all__ = [
     "completion_tokens",
     "create_refine_run",
     "create_sample_run",
+    "list_runs",
     "open_problem_ids",
     "reopen_failed",
     "run_public",
@@ -62,7 +65,7 @@ def create_sample_run(sessions: sessionmaker[Session], request: SampleRunRequest
         params["problems"] = len(problem_ids)
         run = repo_runs.create_run(
             session,
-            kind="sample",
+            kind=RunKind.SAMPLE,
             dataset_id=dataset.id,
             base_url=request.base_url,
             model=request.model,
@@ -83,7 +86,7 @@ def create_refine_run(sessions: sessionmaker[Session], request: RefineRunRequest
     """A refine run that shares turn 0 with a finished sample run (its rows are copied)."""
     with sessions.begin() as session:
         parent = repo_runs.get_run(session, run_id=request.from_run)
-        if parent.kind != "sample" or parent.status != "finished":
+        if parent.kind != RunKind.SAMPLE or parent.status != RunStatus.FINISHED:
             raise Conflict(
                 f"run {parent.id} is a {parent.status} {parent.kind} run; refine starts from "
                 "a finished sample run"
@@ -96,7 +99,7 @@ def create_refine_run(sessions: sessionmaker[Session], request: RefineRunRequest
         }
         run = repo_runs.create_run(
             session,
-            kind="refine",
+            kind=RunKind.REFINE,
             dataset_id=parent.dataset_id,
             parent_run_id=parent.id,
             base_url=request.base_url or parent.base_url,
@@ -136,7 +139,7 @@ def open_problem_ids(sessions: sessionmaker[Session], run_id: int) -> list[int]:
                 select(Trajectory.problem_id)
                 .where(
                     Trajectory.run_id == run_id,
-                    Trajectory.status.in_(("pending", "running")),
+                    Trajectory.status.in_((TrajectoryStatus.PENDING, TrajectoryStatus.RUNNING)),
                 )
                 .distinct()
                 .order_by(Trajectory.problem_id)
@@ -148,15 +151,19 @@ def reopen_failed(sessions: sessionmaker[Session], run_id: int) -> int:
     """Resume: failed trajectories become pending again and the run pending. Returns how many."""
     with sessions.begin() as session:
         run = repo_runs.get_run(session, run_id=run_id)
-        if run.status == "finished":
-            return 0
+        if run.status == RunStatus.FINISHED:
+            return 0  # nothing to resume
+        status = run_after(run_id, run.status, RunEvent.RESUME)
         result = session.execute(
             update(Trajectory)
-            .where(Trajectory.run_id == run_id, Trajectory.status.in_(("failed", "running")))
-            .values(status="pending", error=None)
+            .where(
+                Trajectory.run_id == run_id,
+                Trajectory.status.in_((TrajectoryStatus.FAILED, TrajectoryStatus.RUNNING)),
+            )
+            .values(status=TrajectoryStatus.PENDING.value, error=None)
             .execution_options(synchronize_session=False)
         )
-        repo_runs.set_run_status(session, run_id=run_id, status="pending")
+        repo_runs.set_run_status(session, run_id=run_id, status=status)
         return int(getattr(result, "rowcount", 0) or 0)
 
 
@@ -164,9 +171,8 @@ def cancel_run(sessions: sessionmaker[Session], run_id: int) -> None:
     """Stop a run: jobs not started skip it; running jobs stop at their next turn."""
     with sessions.begin() as session:
         run = repo_runs.get_run(session, run_id=run_id)
-        if run.status in ("finished", "cancelled"):
-            raise Conflict(f"run {run_id} is already {run.status}")
-        repo_runs.set_run_status(session, run_id=run_id, status="cancelled")
+        status = run_after(run_id, run.status, RunEvent.CANCEL)
+        repo_runs.set_run_status(session, run_id=run_id, status=status)
 
 
 def completion_tokens(session: Session, run_id: int) -> int:
@@ -178,15 +184,33 @@ def completion_tokens(session: Session, run_id: int) -> int:
 def run_public(
     sessions: sessionmaker[Session], run_id: int, *, with_turns: bool = False
 ) -> RunPublic:
+    """One run as the CLI and the API show it; `with_turns` adds every trajectory."""
     with sessions() as session:
         run = repo_runs.get_run(session, run_id=run_id)
-        progress = repo_runs.run_progress(session, run_id=run_id)
-        dataset = session.get(Dataset, run.dataset_id)
-        public = RunPublic(
+        public = _publics(session, [run])[0]
+        if with_turns:
+            public.trajectories = _trajectories(session, run)
+        return public
+
+
+def list_runs(sessions: sessionmaker[Session], *, limit: int = 50) -> list[RunPublic]:
+    """The `limit` most recent runs, newest first, in four queries however many there are."""
+    with sessions() as session:
+        return _publics(session, repo_runs.list_runs(session, limit=limit))
+
+
+def _publics(session: Session, runs: Sequence[Run]) -> list[RunPublic]:
+    progress = repo_runs.runs_progress(session, runs=runs)
+    dataset_ids = {run.dataset_id for run in runs}
+    names = dict(
+        session.execute(select(Dataset.id, Dataset.name).where(Dataset.id.in_(dataset_ids))).all()
+    )
+    return [
+        RunPublic(
             id=run.id,
-            kind=run.kind,
-            status=run.status,
-            dataset=dataset.name if dataset is not None else "",
+            kind=RunKind(run.kind),
+            status=RunStatus(run.status),
+            dataset=names.get(run.dataset_id, ""),
             parent_run_id=run.parent_run_id,
             base_url=run.base_url,
             model=run.model,
@@ -194,16 +218,15 @@ def run_public(
             template_name=run.template_name,
             template_sha256=run.template_sha256,
             total_trajectories=run.total_trajectories,
-            trajectories_by_status=dict(progress.trajectories),
-            turns_written=progress.turns,
+            trajectories_by_status=dict(progress[run.id].trajectories),
+            turns_written=progress[run.id].turns,
             created_at=run.created_at,
             started_at=run.started_at,
             finished_at=run.finished_at,
             error=run.error,
         )
-        if with_turns:
-            public.trajectories = _trajectories(session, run)
-        return public
+        for run in runs
+    ]
 
 
 def _trajectories(session: Session, run: Run) -> list[TrajectoryPublic]:
@@ -235,7 +258,7 @@ def _trajectories(session: Session, run: Run) -> list[TrajectoryPublic]:
         TrajectoryPublic(
             problem=names.get(t.problem_id, str(t.problem_id)),
             sample_index=t.sample_index,
-            status=t.status,
+            status=TrajectoryStatus(t.status),
             error=t.error,
             turns=turns.get((t.problem_id, t.sample_index), []),
         )

@@ -26,6 +26,7 @@ from cobalt.orchestrator.console import (
 )
 from cobalt.orchestrator.scoring.score import score_with_executor
 from cobalt.shared.contracts import StoredTest
+from cobalt.shared.errors import first_validation_error
 from cobalt.shared.reward import RewardFormat, TokenizerCounter
 
 __all__ = ["reward_app"]
@@ -44,12 +45,11 @@ def _read_tests(path: Path) -> list[StoredTest]:
     except OSError as exc:
         raise fail(EXIT_USAGE, f"cannot read {path}: {exc.strerror or exc}") from exc
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "the top level"
+        where = first_validation_error(exc, where="the top level")
         raise fail(
             EXIT_USAGE,
-            f"{path} is not a JSON list of tests in the executor's format (at {where}: "
-            f'{first["msg"]}); e.g. [{{"stdin": "1 2\\n", "expected_stdout": "3"}}]',
+            f"{path} is not a JSON list of tests in the executor's format (at {where}); "
+            'e.g. [{"stdin": "1 2\\n", "expected_stdout": "3"}]',
         ) from exc
     if not tests:
         raise fail(EXIT_USAGE, f"{path} holds no tests; a response is scored on at least one")

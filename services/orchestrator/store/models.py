@@ -9,7 +9,6 @@ the hidden-test results that evaluation fills in later.
 from __future__ import annotations
 
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import (
@@ -31,6 +30,15 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from cobalt.orchestrator.store.packed import PackedFloat64List, PackedInt32List
+
+# The statuses are contracts (the REST schema lists them); the store keeps them as strings.
+from cobalt.shared.contracts.statuses import (
+    RunKind,
+    RunStatus,
+    TrainingGroupStatus,
+    TrainingJobStatus,
+    TrajectoryStatus,
+)
 
 __all__ = [
     "BanditContext",
@@ -131,34 +139,6 @@ class Problem(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
     dataset: Mapped[Dataset] = relationship(back_populates="problems")
-
-
-class RunKind(StrEnum):
-    """What a run does. Stored as a plain string."""
-
-    SAMPLE = "sample"
-    """Fresh multi-turn rollouts from the problem statement."""
-    REFINE = "refine"
-    """Rollouts that continue from turn 0 of a sample run (`Run.parent_run_id`)."""
-
-
-class RunStatus(StrEnum):
-    """Lifecycle of a run. Stored as a plain string."""
-
-    PENDING = "pending"
-    RUNNING = "running"
-    FINISHED = "finished"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-class TrajectoryStatus(StrEnum):
-    """Lifecycle of one trajectory. Stored as a plain string."""
-
-    PENDING = "pending"
-    RUNNING = "running"
-    FINISHED = "finished"
-    FAILED = "failed"
 
 
 # For the nullable JSON columns of turns, Python None means SQL NULL (not the JSON value
@@ -457,27 +437,6 @@ class TurnReward(RewardComponents, Base):
     tokenizer: Mapped[str] = mapped_column(String(500))
     """What counted the length terms (the tokenizer's path), for provenance."""
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
-
-
-class TrainingJobStatus(StrEnum):
-    """Where a training job is; stored as plain strings."""
-
-    PENDING = "pending"
-    RUNNING = "running"
-    STOPPED = "stopped"
-    FINISHED = "finished"
-    FAILED = "failed"
-
-
-class TrainingGroupStatus(StrEnum):
-    """What became of a scored group in the ledger."""
-
-    READY = "ready"
-    """Scored and stored, waiting for the trainer."""
-    CONSUMED = "consumed"
-    """Trained on, in step `TrainingGroup.step` (exactly once)."""
-    STALE = "stale"
-    """Sampled too many policy versions ago; dropped at step `step`, never trained on."""
 
 
 class TrainingJob(Base):

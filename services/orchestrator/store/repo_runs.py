@@ -19,6 +19,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
 
+from cobalt.orchestrator.lifecycle import is_run_move
 from cobalt.orchestrator.store.models import (
     Run,
     RunKind,
@@ -33,7 +34,7 @@ from cobalt.orchestrator.store.packed import (
     pack_float64,
     pack_int32,
 )
-from cobalt.shared.errors import InvalidInput, NotFound
+from cobalt.shared.errors import Conflict, InvalidInput, NotFound
 
 __all__ = [
     "RunProgress",
@@ -47,6 +48,7 @@ __all__ = [
     "mark_trajectory",
     "record_hidden_results",
     "run_progress",
+    "runs_progress",
     "run_status",
     "set_run_status",
     "trajectory_ids_of_problem",
@@ -235,6 +237,7 @@ def set_run_status(session: Session, *, run_id: int, status: str, error: str | N
     Raises:
         InvalidInput: unknown status.
         NotFound: there is no such run.
+        Conflict: no lifecycle event moves the run from its status to `status`.
     """
     try:
         new = RunStatus(status)
@@ -242,6 +245,8 @@ def set_run_status(session: Session, *, run_id: int, status: str, error: str | N
         choices = ", ".join(s.value for s in RunStatus)
         raise InvalidInput(f"unknown run status {status!r}; use one of: {choices}") from exc
     run = get_run(session, run_id=run_id)
+    if not is_run_move(run.status, new):
+        raise Conflict(f"run {run_id} cannot go from {run.status} to {new}")
     run.status = new.value
     run.error = error
     if new is RunStatus.RUNNING:
@@ -532,19 +537,34 @@ def run_progress(session: Session, *, run_id: int) -> RunProgress:
     Raises:
         NotFound: there is no such run.
     """
-    run = get_run(session, run_id=run_id)
-    counts = {status.value: 0 for status in TrajectoryStatus}
-    for status, count in session.execute(
-        select(Trajectory.status, func.count(Trajectory.id))
-        .where(Trajectory.run_id == run_id)
-        .group_by(Trajectory.status)
-    ):
-        counts[status] = int(count)
-    turns = session.scalar(select(func.count(Turn.id)).where(Turn.run_id == run_id)) or 0
-    return RunProgress(
-        run_id=run.id,
-        status=run.status,
-        total_trajectories=run.total_trajectories,
-        trajectories=counts,
-        turns=int(turns),
-    )
+    return runs_progress(session, runs=[get_run(session, run_id=run_id)])[run_id]
+
+
+def runs_progress(session: Session, *, runs: Sequence[Run]) -> dict[int, RunProgress]:
+    """`run_progress` of many runs in two queries (not two per run), by run id."""
+    ids = [run.id for run in runs]
+    counts = {run_id: {status.value: 0 for status in TrajectoryStatus} for run_id in ids}
+    turns = dict.fromkeys(ids, 0)
+    if ids:
+        for run_id, status, count in session.execute(
+            select(Trajectory.run_id, Trajectory.status, func.count(Trajectory.id))
+            .where(Trajectory.run_id.in_(ids))
+            .group_by(Trajectory.run_id, Trajectory.status)
+        ):
+            counts[run_id][status] = int(count)
+        for run_id, count in session.execute(
+            select(Turn.run_id, func.count(Turn.id))
+            .where(Turn.run_id.in_(ids))
+            .group_by(Turn.run_id)
+        ):
+            turns[run_id] = int(count)
+    return {
+        run.id: RunProgress(
+            run_id=run.id,
+            status=run.status,
+            total_trajectories=run.total_trajectories,
+            trajectories=counts[run.id],
+            turns=turns[run.id],
+        )
+        for run in runs
+    }

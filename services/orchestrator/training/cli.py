@@ -25,6 +25,7 @@ from cobalt.orchestrator.console import (
 from cobalt.orchestrator.store.models import TrainingJobStatus
 from cobalt.orchestrator.training import service
 from cobalt.orchestrator.training.verl_export import export_for_verl
+from cobalt.shared import defaults
 from cobalt.shared.contracts.training import (
     TrainerHyperparameters,
     TrainingJobCreate,
@@ -70,15 +71,21 @@ def start(
     served_model: Annotated[
         str | None, typer.Option(envvar="COBALT_POLICY_MODEL", help="The name it serves.")
     ] = None,
-    n_samples: Annotated[int | None, typer.Option(help="Group size n [16].")] = None,
-    contexts_per_step: Annotated[int | None, typer.Option(help="Groups per step [128].")] = None,
+    n_samples: Annotated[
+        int | None, typer.Option(help=f"Group size n [{defaults.SAMPLES_PER_PROBLEM}].")
+    ] = None,
+    contexts_per_step: Annotated[
+        int | None, typer.Option(help=f"Groups per step [{defaults.CONTEXTS_PER_STEP}].")
+    ] = None,
     updates_per_step: Annotated[
         int | None, typer.Option(help="Optimizer updates per step [2].")
     ] = None,
-    lr: Annotated[float | None, typer.Option(help="AdamW learning rate [1e-6].")] = None,
+    lr: Annotated[
+        float | None, typer.Option(help=f"AdamW learning rate [{defaults.LEARNING_RATE}].")
+    ] = None,
     kl_coef: Annotated[float | None, typer.Option(help="k2 KL weight [1e-4].")] = None,
     max_response_tokens: Annotated[
-        int | None, typer.Option(help="Longest sampled response [6144].")
+        int | None, typer.Option(help=f"Longest sampled response [{defaults.MAX_RESPONSE_TOKENS}].")
     ] = None,
     max_prompt_tokens: Annotated[
         int | None, typer.Option(help="Longest prompt (context) [10240].")
@@ -104,8 +111,10 @@ def start(
     max_staleness: Annotated[
         int | None, typer.Option(help="Policy-version lag a sample may have [0: synchronous].")
     ] = None,
-    temperature: Annotated[float | None, typer.Option(help="Sampling temperature [0.6].")] = None,
-    top_p: Annotated[float | None, typer.Option(help="Sampling top_p [0.95].")] = None,
+    temperature: Annotated[
+        float | None, typer.Option(help=f"Sampling temperature [{defaults.TEMPERATURE}].")
+    ] = None,
+    top_p: Annotated[float | None, typer.Option(help=f"Sampling top_p [{defaults.TOP_P}].")] = None,
     seed: Annotated[int | None, typer.Option(help="Sampling seed.")] = None,
     turns: Annotated[
         int | None, typer.Option(help="multi-turn: turns per episode, turn 0 included [3].")
@@ -223,12 +232,16 @@ def export_verl(
     validation: Annotated[
         str | None, typer.Option(help="A validation bandit dataset (`bandit build --validation`).")
     ] = None,
-    n_samples: Annotated[int, typer.Option(help="Group size n.")] = 16,
-    contexts_per_step: Annotated[int, typer.Option(help="Contexts per step.")] = 128,
+    n_samples: Annotated[int, typer.Option(help="Group size n.")] = defaults.SAMPLES_PER_PROBLEM,
+    contexts_per_step: Annotated[
+        int, typer.Option(help="Contexts per step.")
+    ] = defaults.CONTEXTS_PER_STEP,
     updates_per_step: Annotated[int, typer.Option(help="Optimizer updates per step.")] = 2,
-    lr: Annotated[float, typer.Option(help="Learning rate.")] = 1e-6,
+    lr: Annotated[float, typer.Option(help="Learning rate.")] = defaults.LEARNING_RATE,
     kl_coef: Annotated[float, typer.Option(help="k2 KL weight.")] = 1e-4,
-    max_response_tokens: Annotated[int, typer.Option(help="Longest response.")] = 6144,
+    max_response_tokens: Annotated[
+        int, typer.Option(help="Longest response.")
+    ] = defaults.MAX_RESPONSE_TOKENS,
     gpus_per_node: Annotated[int, typer.Option(help="GPUs per node.")] = 4,
     nodes: Annotated[int, typer.Option(help="Nodes.")] = 1,
 ) -> None:

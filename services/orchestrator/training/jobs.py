@@ -13,16 +13,12 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from pydantic import SecretStr
 from sqlalchemy.orm import Session
 
-from cobalt.orchestrator.rollouts.jobs import sessions_for
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
-from cobalt.orchestrator.rollouts.runtime import runtime
 from cobalt.orchestrator.rollouts.sampling import SamplingParams
-from cobalt.orchestrator.runs.queueing import worker_queue
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store import repo_training
 from cobalt.orchestrator.store.models import (
@@ -34,6 +30,9 @@ from cobalt.orchestrator.store.models import (
 from cobalt.orchestrator.training.episodes import EpisodeSpec, roll_out_episodes
 from cobalt.orchestrator.training.rollout import GroupContext, ScoredGroup, roll_out_group
 from cobalt.orchestrator.training.service import JobParams, context_ids_for_round
+from cobalt.orchestrator.worker.in_process import run_here
+from cobalt.orchestrator.worker.queue import enqueue_job
+from cobalt.orchestrator.worker.runtime import job_resources, runtime, sessions_for
 from cobalt.shared.clients import ModelEndpoint
 from cobalt.shared.contracts import ProblemRow
 from cobalt.shared.contracts.training import GROUP_LIST_MAX, TrainingMode, group_list_key
@@ -97,8 +96,9 @@ def run_group_job(
     Returns {"group_id": the new group's id, or None when it was already recorded or the
     job is stopped, "samples": how many were written}.
     """
-    settings = OrchestratorSettings()
-    sessions = sessions_for(database_url or settings.database_url)
+    resources = job_resources(database_url, executor_url, executor_token)
+    settings, sessions = resources.settings, resources.sessions
+    executor_url, executor_token = resources.executor_url, resources.executor_token
     with sessions() as session:
         job = repo_training.get_job(session, job_id=job_id)
         if job.status in (TrainingJobStatus.STOPPED, TrainingJobStatus.FINISHED):
@@ -218,22 +218,13 @@ def _enqueue(
     *,
     api_key: str | None,
 ) -> None:
-    from rq import Queue, Retry
-
-    queue = worker_queue(settings)
-    assert isinstance(queue, Queue)
     for context_id in dict.fromkeys(context_ids):  # a small dataset wraps: one job each
-        queue.enqueue(
+        enqueue_job(
+            settings,
             run_group_job,
-            job_id,
-            context_id,
-            round,
-            api_key=api_key,
+            (job_id, context_id, round),
+            {"api_key": api_key},
             job_id=rq_job_id(job_id, round, context_id),
-            retry=Retry(max=settings.job_retries) if settings.job_retries else None,
-            job_timeout=settings.job_timeout_s,
-            result_ttl=24 * 3600,
-            failure_ttl=7 * 24 * 3600,
         )
 
 
@@ -246,23 +237,20 @@ def _run_here(
     url: str | None,
     token: str | None,
 ) -> list[BaseException]:
-    failures: list[BaseException] = []
-    with ThreadPoolExecutor(max_workers=max(1, settings.local_concurrency)) as pool:
-        futures = [
-            pool.submit(
-                run_group_job,
-                job_id,
-                context_id,
-                round,
-                api_key=api_key,
-                executor_url=url,
-                executor_token=token,
-                database_url=settings.database_url,
-            )
-            for context_id in dict.fromkeys(context_ids)
-        ]
-        for future in as_completed(futures):
-            if (error := future.exception()) is not None:
-                logger.warning("training job %d round %d: a group failed: %s", job_id, round, error)
-                failures.append(error)
-    return failures
+    jobs = {
+        context_id: functools.partial(
+            run_group_job,
+            job_id,
+            context_id,
+            round,
+            api_key=api_key,
+            executor_url=url,
+            executor_token=token,
+            database_url=settings.database_url,
+        )
+        for context_id in dict.fromkeys(context_ids)
+    }
+    failures = run_here(settings, jobs)
+    for _, error in failures:
+        logger.warning("training job %d round %d: a group failed: %s", job_id, round, error)
+    return [error for _, error in failures]

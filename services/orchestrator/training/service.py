@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from cobalt.orchestrator.lifecycle import JOB_TRANSITIONS, JobEvent, job_after
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.store import repo_bandit, repo_training
 from cobalt.orchestrator.store.models import (
@@ -25,6 +26,7 @@ from cobalt.orchestrator.store.models import (
     TrainingJobStatus,
     TrainingStep,
 )
+from cobalt.shared import defaults
 from cobalt.shared.contracts.training import (
     StepBatch,
     StepClaim,
@@ -38,7 +40,7 @@ from cobalt.shared.contracts.training import (
     TrainingMode,
     TrainingSamplePublic,
 )
-from cobalt.shared.errors import Conflict, InvalidInput
+from cobalt.shared.errors import Conflict, InvalidInput, first_validation_error
 
 __all__ = [
     "JobParams",
@@ -65,8 +67,8 @@ class JobParams(BaseModel):
         default="http://127.0.0.1:8000/v1", description="the inference service (vLLM) /v1 URL"
     )
     served_model: str = Field(default="policy", description="the model name it serves")
-    temperature: float = Field(default=0.6, ge=0)
-    top_p: float = Field(default=0.95, gt=0, le=1)
+    temperature: float = Field(default=defaults.TEMPERATURE, ge=0)
+    top_p: float = Field(default=defaults.TOP_P, gt=0, le=1)
     max_staleness: int = Field(
         default=0, ge=0, description="policy-version lag a sample may have (0: synchronous)"
     )
@@ -79,7 +81,9 @@ class JobParams(BaseModel):
         default=True, description="multi-turn: end an episode once every public test passes"
     )
     think_cap_chars: int = Field(
-        default=6000, ge=1, description="multi-turn: characters of an answer the history keeps"
+        default=defaults.HISTORY_CAP_CHARS,
+        ge=1,
+        description="multi-turn: characters of an answer the history keeps",
     )
     template: str | None = Field(
         default=None,
@@ -94,9 +98,8 @@ def _params(raw: dict[str, Any]) -> JobParams:
     try:
         return JobParams.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "params"
-        raise InvalidInput(f"training parameter {where}: {first['msg']}") from exc
+        reason = first_validation_error(exc, where="params")
+        raise InvalidInput(f"training parameter {reason}") from exc
 
 
 def create_job(sessions: sessionmaker[Session], request: TrainingJobCreate) -> int:
@@ -177,11 +180,7 @@ def begin_round(sessions: sessionmaker[Session], job_id: int, round: int) -> lis
     """
     with sessions.begin() as session:
         job = repo_training.get_job(session, job_id=job_id, for_update=True)
-        if job.status not in (TrainingJobStatus.PENDING, TrainingJobStatus.RUNNING):
-            raise Conflict(
-                f"training job {job_id} is {job.status}; `cobalt train resume {job_id}` first"
-            )
-        job.status = TrainingJobStatus.RUNNING.value
+        job.status = job_after(job_id, job.status, JobEvent.BEGIN_ROUND).value
         return context_ids_for_round(session, job_id=job_id, round=round)
 
 
@@ -190,13 +189,15 @@ def set_job_status(sessions: sessionmaker[Session], job_id: int, status: Trainin
 
     Raises:
         NotFound: no such job.
+        InvalidInput: `status` is neither stopped nor running.
         Conflict: the job has finished.
     """
+    events = {TrainingJobStatus.STOPPED: JobEvent.STOP, TrainingJobStatus.RUNNING: JobEvent.RESUME}
+    if status not in events:
+        raise InvalidInput(f"a training job can be stopped or resumed, not set {status}")
     with sessions.begin() as session:
         job = repo_training.get_job(session, job_id=job_id, for_update=True)
-        if job.status == TrainingJobStatus.FINISHED:
-            raise Conflict(f"training job {job_id} has finished; start a new one")
-        job.status = status.value
+        job.status = job_after(job_id, job.status, events[status]).value
         if status == TrainingJobStatus.RUNNING:
             job.error = None
 
@@ -274,8 +275,8 @@ def report_step(sessions: sessionmaker[Session], job_id: int, report: StepReport
             )
         job.step = max(job.step, report.step)
         job.policy_version = max(job.policy_version, report.policy_version)
-        if job.status == TrainingJobStatus.PENDING:
-            job.status = TrainingJobStatus.RUNNING.value
+        if job.status in JOB_TRANSITIONS[JobEvent.REPORT_STEP]:
+            job.status = job_after(job_id, job.status, JobEvent.REPORT_STEP).value
 
 
 def _public(session: Session, job: TrainingJob, *, with_steps: bool) -> TrainingJobPublic:
@@ -299,7 +300,7 @@ def _public(session: Session, job: TrainingJob, *, with_steps: bool) -> Training
         id=job.id,
         name=job.name,
         mode=job.mode,
-        status=job.status,
+        status=TrainingJobStatus(job.status),
         contexts=dataset.name if dataset else None,
         model=job.model,
         params=job.params,

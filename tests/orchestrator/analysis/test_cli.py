@@ -20,7 +20,7 @@ from cobalt.orchestrator.store import repo_datasets, repo_runs
 from cobalt.orchestrator.store.models import HackingCase, JudgeVerdict, Problem, Turn
 from cobalt.orchestrator.store.repo_runs import TurnRow
 from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
-from tests.orchestrator.test_runs import cobalt, json_out
+from tests.support.runs import cobalt, json_out
 
 A, W = "accepted", "wrong_answer"
 

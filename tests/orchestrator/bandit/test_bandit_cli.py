@@ -17,8 +17,8 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 from cobalt.orchestrator.bandit.prompt_length import PromptTokenCounter
 from cobalt.shared.errors import InvalidInput
-from tests.orchestrator.bandit.test_builder import LONG_ANSWER, PROMPT, stored_run
-from tests.orchestrator.test_runs import cobalt, json_out
+from tests.support.bandit import LONG_ANSWER, PROMPT, stored_run
+from tests.support.runs import cobalt, json_out
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"

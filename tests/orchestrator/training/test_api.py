@@ -16,10 +16,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.api.app import create_app
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.shared.contracts.training import group_list_key
-from tests.conftest import serve_asgi
 from tests.fakes.openai_server import FakeOpenAI
-from tests.orchestrator.test_runs import REDIS_URL, worker
-from tests.orchestrator.training.conftest import bandit_dataset
+from tests.support.runs import REDIS_URL, worker
+from tests.support.serving import serve_asgi
+from tests.support.training import bandit_dataset
 
 
 def serve(store_url: str, redis_url: str | None) -> Any:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from tests.orchestrator.test_runs import cobalt, json_out
-from tests.orchestrator.training.conftest import bandit_dataset
+from tests.support.runs import cobalt, json_out
+from tests.support.training import bandit_dataset
 
 
 def test_a_job_from_start_to_resume(

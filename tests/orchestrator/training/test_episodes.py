@@ -23,7 +23,7 @@ from cobalt.orchestrator.training.jobs import schedule_round
 from cobalt.shared.contracts.training import StepClaim, TrainingJobCreate, TrainingMode
 from cobalt.shared.errors import InvalidInput
 from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
-from tests.orchestrator.training.conftest import NO_CODE, RIGHT, WRONG, bandit_dataset
+from tests.support.training import NO_CODE, RIGHT, WRONG, bandit_dataset
 
 
 def learns_from_feedback(messages: list[dict[str, Any]], index: int) -> str:

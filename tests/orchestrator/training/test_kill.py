@@ -24,11 +24,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.api.app import create_app
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.models import TrainingGroup
-from tests.conftest import serve_asgi
 from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
-from tests.orchestrator.test_runs import REDIS_URL, worker
-from tests.orchestrator.training.conftest import answer, bandit_dataset
-from tests.orchestrator.training.test_trainer_vllm import TRAINER_PYTHON
+from tests.support.runs import REDIS_URL, worker
+from tests.support.serving import serve_asgi
+from tests.support.training import TRAINER_PYTHON, answer, bandit_dataset
 
 pytestmark = pytest.mark.slow
 

@@ -22,7 +22,7 @@ from cobalt.orchestrator.training.jobs import schedule_round
 from cobalt.shared.contracts.training import StepClaim, StepReport, TrainingJobCreate
 from cobalt.shared.errors import Conflict, InvalidInput
 from tests.fakes.openai_server import FakeOpenAI
-from tests.orchestrator.training.conftest import WRONG, bandit_dataset
+from tests.support.training import WRONG, bandit_dataset
 
 
 def start_job(sessions: sessionmaker[Session], url: str, policy_dir: Path, **params: Any) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import socket
 
-from tests.orchestrator.test_runs import cobalt
+from tests.support.runs import cobalt
 
 
 def test_serve_runs_in_the_trainer_environment_and_says_what_is_unreachable() -> None:

@@ -21,14 +21,18 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.api.app import create_app
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.models import TrainingSample
-from tests.conftest import serve_asgi
-from tests.inference.test_weights import PROBE, assert_close, hf_top_logprobs
-from tests.inference_support import CONTROL_TOKEN, SERVED_NAME, Server
-from tests.orchestrator.training.conftest import bandit_dataset
+from tests.support.inference import (
+    CONTROL_TOKEN,
+    PROBE,
+    SERVED_NAME,
+    Server,
+    assert_close,
+    hf_top_logprobs,
+)
+from tests.support.serving import serve_asgi
+from tests.support.training import TRAINER_PYTHON, bandit_dataset
 
 pytestmark = pytest.mark.slow
-
-TRAINER_PYTHON = Path(__file__).resolve().parents[3] / ".venv-trainer" / "bin" / "python"
 
 
 @pytest.fixture

@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.shared.errors import InvalidInput
 from cobalt.shared.reward.verl import close_clients
-from tests.orchestrator.test_runs import cobalt
-from tests.orchestrator.training.conftest import RIGHT, WRONG, bandit_dataset
+from tests.support.runs import cobalt
+from tests.support.training import RIGHT, WRONG, bandit_dataset
 
 
 def load(path: Path) -> ModuleType:

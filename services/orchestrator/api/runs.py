@@ -1,4 +1,8 @@
-"""Routes: each one validates, calls a service function and returns a contract."""
+"""/v1/runs: rollout runs started, watched, cancelled, resumed and evaluated.
+
+Each route validates, calls one service function and returns a contract; carrying a run
+out is `worker.carry_out` (queued with Redis, a background thread without).
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,10 @@ from typing import Annotated
 from fastapi import APIRouter, Query, status
 
 from cobalt.orchestrator.api.deps import Sessions, Settings
-from cobalt.orchestrator.api.executing import start_run
-from cobalt.orchestrator.datasets import catalog
 from cobalt.orchestrator.runs import service
 from cobalt.orchestrator.runs.evaluation import evaluate_run
-from cobalt.orchestrator.store import repo_runs
+from cobalt.orchestrator.worker.carry_out import carry_out_run
 from cobalt.shared.clients import ExecutorClient, ExecutorClientSettings
-from cobalt.shared.contracts import DatasetsPublic, ProblemPublic
 from cobalt.shared.contracts.runs import (
     EvaluationReport,
     RefineRunRequest,
@@ -22,33 +23,20 @@ from cobalt.shared.contracts.runs import (
 )
 from cobalt.shared.errors import Unavailable
 
-router = APIRouter()
+__all__ = ["router"]
+
+router = APIRouter(tags=["runs"])
 
 
 def _key(request: SampleRunRequest | RefineRunRequest) -> str | None:
     return request.api_key.get_secret_value() if request.api_key else None
 
 
-@router.get("/healthz")
-def healthz() -> dict[str, str]:
-    return {"status": "ok"}
-
-
-@router.get("/v1/datasets")
-def list_datasets(sessions: Sessions) -> DatasetsPublic:
-    return catalog.list_datasets(sessions)
-
-
-@router.get("/v1/datasets/{name}/problems/{external_id:path}")
-def show_problem(name: str, external_id: str, sessions: Sessions) -> ProblemPublic:
-    return catalog.problem_public(sessions, dataset=name, external_id=external_id)
-
-
 @router.post("/v1/runs", status_code=status.HTTP_202_ACCEPTED)
 def create_sample_run(body: SampleRunRequest, sessions: Sessions, settings: Settings) -> RunPublic:
     """Start a sample run (turn 0, and `turns` feedback turns if asked)."""
     run_id = service.create_sample_run(sessions, body)
-    start_run(settings, sessions, run_id, api_key=_key(body))
+    carry_out_run(settings, sessions, run_id, api_key=_key(body), background=True)
     return service.run_public(sessions, run_id)
 
 
@@ -56,7 +44,7 @@ def create_sample_run(body: SampleRunRequest, sessions: Sessions, settings: Sett
 def create_refine_run(body: RefineRunRequest, sessions: Sessions, settings: Settings) -> RunPublic:
     """Start feedback turns on top of a finished sample run's turn 0."""
     run_id = service.create_refine_run(sessions, body)
-    start_run(settings, sessions, run_id, api_key=_key(body))
+    carry_out_run(settings, sessions, run_id, api_key=_key(body), background=True)
     return service.run_public(sessions, run_id)
 
 
@@ -64,9 +52,8 @@ def create_refine_run(body: RefineRunRequest, sessions: Sessions, settings: Sett
 def list_runs(
     sessions: Sessions, limit: Annotated[int, Query(ge=1, le=1000)] = 50
 ) -> list[RunPublic]:
-    with sessions() as session:
-        ids = [run.id for run in repo_runs.list_runs(session, limit=limit)]
-    return [service.run_public(sessions, run_id) for run_id in ids]
+    """The most recent runs, newest first."""
+    return service.list_runs(sessions, limit=limit)
 
 
 @router.get("/v1/runs/{run_id}")
@@ -85,7 +72,7 @@ def cancel_run(run_id: int, sessions: Sessions) -> RunPublic:
 def resume_run(run_id: int, sessions: Sessions, settings: Settings) -> RunPublic:
     """Re-queue the open and failed trajectories (API keys: set them on the workers)."""
     service.reopen_failed(sessions, run_id)
-    start_run(settings, sessions, run_id, api_key=None)
+    carry_out_run(settings, sessions, run_id, api_key=None, background=True)
     return service.run_public(sessions, run_id)
 
 

@@ -11,6 +11,7 @@ each compares against transformers on whatever the server serves at that moment)
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +26,7 @@ from cobalt.inference.settings import InferenceSettings
 
 SERVED_NAME = "tiny"
 CONTROL_TOKEN = "test-control-token"
-MODEL_TOOLS = Path(__file__).parent / "inference" / "model_tools.py"
+MODEL_TOOLS = Path(__file__).parents[1] / "inference" / "model_tools.py"
 
 
 def _inference_python() -> Path:
@@ -114,3 +115,19 @@ class Server:
         response.raise_for_status()
         top = response.json()["choices"][0]["logprobs"]["top_logprobs"][0]
         return {int(token.removeprefix("token_id:")): value for token, value in top.items()}
+
+
+PROBE = [5, 17, 300, 42, 9, 1000, 3]
+"""Prompt token ids whose first generated token's logprobs are compared."""
+
+
+def hf_top_logprobs(model_dir: Path, k: int = 5) -> dict[int, float]:
+    """Transformers' top-k logprobs of the first token after PROBE, for the model in `model_dir`."""
+    result = run_model_tool("logprobs", str(model_dir), str(PROBE), str(k))
+    return dict(zip(result["ids"], result["logprobs"], strict=True))
+
+
+def assert_close(served: dict[int, float], expected: dict[int, float], tol: float = 1e-3) -> None:
+    assert served.keys() == expected.keys(), (served, expected)
+    for token, value in expected.items():
+        assert math.isclose(served[token], value, abs_tol=tol), (token, served[token], value)

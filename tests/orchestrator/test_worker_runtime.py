@@ -10,8 +10,8 @@ import threading
 import pytest
 from pydantic import SecretStr
 
-from cobalt.orchestrator.rollouts import runtime as runtime_module
-from cobalt.orchestrator.rollouts.runtime import RolloutRuntime, close_runtime, runtime
+from cobalt.orchestrator.worker import runtime as runtime_module
+from cobalt.orchestrator.worker.runtime import RolloutRuntime, close_runtime, runtime
 from cobalt.shared.clients import ModelEndpoint
 
 

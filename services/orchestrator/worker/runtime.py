@@ -1,4 +1,5 @@
-"""One event loop per process, and the HTTP clients that stay open between rollout jobs.
+"""What a process that runs rollout jobs keeps between them: one event loop with its open
+HTTP clients, one database engine per URL, and the settings its entry point built.
 
 A job used to build its own event loop, openai client and executor client, and throw
 them away at the end. Building an HTTP client loads the system's CA certificates (about
@@ -14,6 +15,10 @@ abandoned job keeps running behind the next job's back.
 
 A forked child (RQ's forking worker) starts without the parent's loop thread; the
 module forgets the parent's runtime at fork, so the child builds its own on first use.
+
+Settings are built once, by the entry point (`cobalt worker`, the API, the CLI), and
+installed here (`install_job_context`): a job taken from the queue reads them instead of
+the environment, and nothing writes `os.environ` to hand a job its executor.
 """
 
 from __future__ import annotations
@@ -24,14 +29,28 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import openai
+from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.rollouts.sampling import ChatSampler, openai_client_for
+from cobalt.orchestrator.settings import OrchestratorSettings
+from cobalt.orchestrator.store.db import make_engine, make_sessionmaker
 from cobalt.shared.clients import AsyncExecutorClient, ExecutorClientSettings, ModelEndpoint
 
-__all__ = ["RolloutRuntime", "close_runtime", "runtime"]
+__all__ = [
+    "JobContext",
+    "JobResources",
+    "RolloutRuntime",
+    "close_runtime",
+    "install_job_context",
+    "job_context",
+    "job_resources",
+    "runtime",
+    "sessions_for",
+]
 
 T = TypeVar("T")
 
@@ -191,3 +210,70 @@ def _forget_after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+_SESSIONS: dict[str, sessionmaker[Session]] = {}
+_SESSIONS_LOCK = threading.Lock()
+
+
+def sessions_for(url: str) -> sessionmaker[Session]:
+    """One engine per database per process: its connection pool and compiled-statement
+    cache then serve every job the process runs (in-process jobs, a non-forking worker)."""
+    with _SESSIONS_LOCK:
+        if url not in _SESSIONS:
+            _SESSIONS[url] = make_sessionmaker(make_engine(url))
+        return _SESSIONS[url]
+
+
+@dataclass(frozen=True, slots=True)
+class JobContext:
+    """What the process's entry point decided for every job it runs."""
+
+    settings: OrchestratorSettings
+    executor_url: str | None = None
+    """The executor jobs use (None: COBALT_EXECUTOR_URL's, read by the executor client)."""
+    executor_token: str | None = None
+
+
+_CONTEXT: JobContext | None = None
+
+
+def install_job_context(context: JobContext) -> None:
+    """Make `context` what jobs of this process use (`cobalt worker` calls this once)."""
+    global _CONTEXT
+    _CONTEXT = context
+
+
+@dataclass(frozen=True, slots=True)
+class JobResources:
+    """What one job uses: the process's settings, its database and its executor."""
+
+    settings: OrchestratorSettings
+    sessions: sessionmaker[Session]
+    executor_url: str | None
+    executor_token: str | None
+
+
+def job_resources(
+    database_url: str | None, executor_url: str | None, executor_token: str | None
+) -> JobResources:
+    """The job's database and executor: as its caller passed them (the in-process runner),
+    else the process's (`job_context`)."""
+    process = job_context()
+    if executor_url is None:
+        executor_url, executor_token = process.executor_url, process.executor_token
+    return JobResources(
+        settings=process.settings,
+        sessions=sessions_for(database_url or process.settings.database_url),
+        executor_url=executor_url,
+        executor_token=executor_token,
+    )
+
+
+def job_context() -> JobContext:
+    """The installed context; a process nobody configured (e.g. a plain `rq worker`) gets
+    one built from the environment, once."""
+    global _CONTEXT
+    if _CONTEXT is None:
+        _CONTEXT = JobContext(settings=OrchestratorSettings())
+    return _CONTEXT

@@ -1,0 +1,122 @@
+"""The lifecycle of runs and training jobs: which events move them, from where, to where.
+
+Every status change of a run or a training job is one of the events below. The tables are
+the whole state machine: an event from a status it has no entry for is refused with
+`Conflict` (HTTP 409, CLI exit 2), and the store refuses any status change that no event
+makes (`repo_runs.set_run_status`), so no code path can move a run around the machine.
+
+Runs::
+
+    pending --start--> running --finish/fail--> finished | failed
+    pending|running --cancel--> cancelled          failed --cancel--> cancelled
+    pending|running|failed|cancelled --resume--> pending (its failed trajectories reopen)
+
+Training jobs::
+
+    pending|running --begin_round--> running       pending --report_step--> running
+    any but finished --stop--> stopped             any but finished --resume--> running
+    any but finished --fail--> failed
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+
+from cobalt.shared.contracts.statuses import RunStatus, TrainingJobStatus
+from cobalt.shared.errors import Conflict
+
+__all__ = [
+    "JOB_TRANSITIONS",
+    "RUN_TRANSITIONS",
+    "JobEvent",
+    "RunEvent",
+    "is_run_move",
+    "job_after",
+    "run_after",
+]
+
+
+class RunEvent(StrEnum):
+    START = "start"
+    """A worker took the run's first job."""
+    FINISH = "finish"
+    """No trajectory is left open and none failed."""
+    FAIL = "fail"
+    """No trajectory is left open and some failed."""
+    CANCEL = "cancel"
+    """The user cancelled: jobs not started skip it, running ones stop at their next turn."""
+    RESUME = "resume"
+    """The user resumed: failed trajectories reopen and the run waits for its jobs."""
+
+
+class JobEvent(StrEnum):
+    BEGIN_ROUND = "begin_round"
+    """A rollout round starts."""
+    REPORT_STEP = "report_step"
+    """The trainer reported its first step."""
+    STOP = "stop"
+    """The user stopped the job: the trainer ends after its current step."""
+    RESUME = "resume"
+    """The user resumed the job (then starts its trainer with --resume)."""
+    FAIL = "fail"
+    """A round rolled out in the API process failed."""
+
+
+_R = RunStatus
+RUN_TRANSITIONS: Mapping[RunEvent, Mapping[RunStatus, RunStatus]] = {
+    RunEvent.START: {_R.PENDING: _R.RUNNING},
+    RunEvent.FINISH: {_R.PENDING: _R.FINISHED, _R.RUNNING: _R.FINISHED},
+    RunEvent.FAIL: {_R.PENDING: _R.FAILED, _R.RUNNING: _R.FAILED},
+    RunEvent.CANCEL: {s: _R.CANCELLED for s in (_R.PENDING, _R.RUNNING, _R.FAILED)},
+    RunEvent.RESUME: {s: _R.PENDING for s in (_R.PENDING, _R.RUNNING, _R.FAILED, _R.CANCELLED)},
+}
+"""event -> {status it may happen in: the status it leads to}."""
+
+_J = TrainingJobStatus
+_UNFINISHED_JOB = (_J.PENDING, _J.RUNNING, _J.STOPPED, _J.FAILED)
+JOB_TRANSITIONS: Mapping[JobEvent, Mapping[TrainingJobStatus, TrainingJobStatus]] = {
+    JobEvent.BEGIN_ROUND: {_J.PENDING: _J.RUNNING, _J.RUNNING: _J.RUNNING},
+    JobEvent.REPORT_STEP: {_J.PENDING: _J.RUNNING},
+    JobEvent.STOP: {s: _J.STOPPED for s in _UNFINISHED_JOB},
+    JobEvent.RESUME: {s: _J.RUNNING for s in _UNFINISHED_JOB},
+    JobEvent.FAIL: {s: _J.FAILED for s in _UNFINISHED_JOB},
+}
+"""event -> {status it may happen in: the status it leads to}."""
+
+_RUN_MOVES = frozenset(
+    (before, after) for table in RUN_TRANSITIONS.values() for before, after in table.items()
+)
+
+
+def run_after(run_id: int, status: str, event: RunEvent) -> RunStatus:
+    """The status run `run_id` moves to on `event`.
+
+    Raises:
+        Conflict: the event cannot happen in `status`.
+    """
+    after = RUN_TRANSITIONS[event].get(RunStatus(status))
+    if after is None:
+        if event is RunEvent.CANCEL:
+            raise Conflict(f"run {run_id} is already {status}")
+        raise Conflict(f"run {run_id} is {status}; it cannot {event}")
+    return after
+
+
+def is_run_move(before: str, after: str) -> bool:
+    """Whether some event moves a run from `before` to `after`."""
+    return (RunStatus(before), RunStatus(after)) in _RUN_MOVES
+
+
+def job_after(job_id: int, status: str, event: JobEvent) -> TrainingJobStatus:
+    """The status training job `job_id` moves to on `event`.
+
+    Raises:
+        Conflict: the event cannot happen in `status`.
+    """
+    after = JOB_TRANSITIONS[event].get(TrainingJobStatus(status))
+    if after is not None:
+        return after
+    if status == TrainingJobStatus.FINISHED:
+        raise Conflict(f"training job {job_id} has finished; start a new one")
+    raise Conflict(f"training job {job_id} is {status}; `cobalt train resume {job_id}` first")

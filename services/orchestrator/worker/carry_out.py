@@ -1,0 +1,120 @@
+"""Carrying out a run (or a training round): the one path the CLI and the API share.
+
+With Redis, a run's open problems go on the queue and `cobalt worker` processes take
+them. Without it they run in this process: the CLI waits for them (with live progress),
+the API cannot, so it hands them to a background thread (on COBALT_EXECUTOR_URL's
+executor, or a local one started for the run). Several API processes should use Redis.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from cobalt.orchestrator.lifecycle import JobEvent, job_after
+from cobalt.orchestrator.rollouts.jobs import finish_run_if_done
+from cobalt.orchestrator.runs import service
+from cobalt.orchestrator.settings import OrchestratorSettings
+from cobalt.orchestrator.store.repo_training import get_job
+from cobalt.orchestrator.training import jobs as training_jobs
+from cobalt.orchestrator.training.service import begin_round
+from cobalt.orchestrator.worker import queue
+from cobalt.orchestrator.worker.in_process import job_executor, run_in_process
+from cobalt.shared.contracts.training import RoundStarted
+
+__all__ = ["CarriedOut", "carry_out_run", "start_round"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class CarriedOut:
+    """Where a run's jobs went."""
+
+    queued: bool
+    """On the Redis queue (the run is not done yet)."""
+    thread: threading.Thread | None = None
+    """The background thread running them (in the background, without Redis)."""
+
+
+def carry_out_run(
+    settings: OrchestratorSettings,
+    sessions: sessionmaker[Session],
+    run_id: int,
+    *,
+    api_key: str | None,
+    executor: tuple[str, str | None] | None = None,
+    background: bool = False,
+    on_job_done: Callable[[int, BaseException | None], None] | None = None,
+) -> CarriedOut:
+    """Queue the run's open jobs, or run them here; here, the run is finished (or failed)
+    once they are done.
+
+    Args:
+        executor: (URL, token) of the executor in-process jobs use (None: COBALT_EXECUTOR_URL's
+            or a local one started for them).
+        background: Run in-process jobs in a thread and return at once (the API).
+        on_job_done: Called after each in-process job (progress displays).
+    """
+    problem_ids = service.open_problem_ids(sessions, run_id)
+    if settings.redis_url:
+        queue.enqueue_run(settings, run_id, problem_ids, api_key=api_key)
+        return CarriedOut(queued=True)
+
+    def run_here() -> None:
+        try:
+            if executor is not None:
+                run_in_process(settings, run_id, problem_ids, api_key=api_key,
+                               executor=executor, on_job_done=on_job_done)  # fmt: skip
+                return
+            with job_executor() as started:
+                run_in_process(settings, run_id, problem_ids, api_key=api_key,
+                               executor=started, on_job_done=on_job_done)  # fmt: skip
+        finally:
+            finish_run_if_done(sessions, run_id)
+
+    if not background:
+        run_here()
+        return CarriedOut(queued=False)
+
+    def in_thread() -> None:
+        try:
+            run_here()
+        except Exception:
+            logger.exception("run %d: in-process jobs stopped", run_id)
+
+    thread = threading.Thread(target=in_thread, name=f"run-{run_id}", daemon=True)
+    thread.start()
+    return CarriedOut(queued=False, thread=thread)
+
+
+def start_round(
+    settings: OrchestratorSettings, sessions: sessionmaker[Session], job_id: int, round: int
+) -> RoundStarted:
+    """Queue a training round's groups; without Redis, roll them out in a thread.
+
+    A round that fails in the thread marks the job failed with the reason, so the trainer
+    waiting for its step stops instead of waiting for ever.
+    """
+    contexts = begin_round(sessions, job_id, round)
+    if settings.redis_url:
+        training_jobs.schedule_round(settings, job_id, round)
+        return RoundStarted(round=round, contexts=contexts, queued=True)
+
+    def run_here() -> None:
+        try:
+            with job_executor() as executor:
+                training_jobs.schedule_round(settings, job_id, round, executor=executor)
+        except Exception as exc:
+            logger.exception("training job %d round %d failed", job_id, round)
+            with sessions.begin() as session:
+                job = get_job(session, job_id=job_id)
+                job.status = job_after(job_id, job.status, JobEvent.FAIL).value
+                job.error = f"round {round}: {type(exc).__name__}: {exc}"
+
+    threading.Thread(target=run_here, name=f"training-{job_id}-{round}", daemon=True).start()
+    return RoundStarted(round=round, contexts=contexts, queued=False)
