@@ -19,9 +19,13 @@ from pydantic import BaseModel, ValidationError
 from cobalt.executor.values import loads_value
 from cobalt.shared.errors import InvalidInput
 
-__all__ = ["openapi_body", "parse_body", "read_body"]
+__all__ = ["INLINE_PARSE_BYTES", "openapi_body", "parse_body", "read_body"]
 
 Model = TypeVar("Model", bound=BaseModel)
+
+INLINE_PARSE_BYTES = 64 << 10
+"""Bodies up to this size are parsed on the event loop: well under a millisecond, less
+than the hop to a worker thread would cost."""
 
 
 def parse_body(body: bytes, model: type[Model]) -> Model:
@@ -47,6 +51,8 @@ def parse_body(body: bytes, model: type[Model]) -> Model:
 async def read_body(request: Request, model: type[Model]) -> Model:
     """Read the body and parse it into `model` on a worker thread."""
     body = await request.body()
+    if len(body) <= INLINE_PARSE_BYTES:
+        return parse_body(body, model)
     return await asyncio.to_thread(parse_body, body, model)
 
 
