@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import signal
 from collections.abc import Iterator
 
@@ -373,3 +375,15 @@ def test_metrics_count_verdicts(executor_client: TestClient) -> None:
 
 def test_readyz_reports_the_cached_canary(executor_client: TestClient) -> None:
     assert wait_ready(executor_client)["state"] in ("ready", "busy")
+
+
+def test_openapi_describes_the_bodies_parsed_off_the_event_loop(
+    executor_client: TestClient,
+) -> None:
+    spec = executor_client.get("/openapi.json").json()
+    schemas = spec["components"]["schemas"]
+    body = spec["paths"]["/v1/execute"]["post"]["requestBody"]["content"]["application/json"]
+    assert body["schema"] == {"$ref": "#/components/schemas/ExecuteRequest"}
+    assert "expected" in schemas["CallTest"]["required"]
+    referenced = set(re.findall(r"#/components/schemas/(\w+)", json.dumps(spec)))
+    assert referenced <= set(schemas), referenced - set(schemas)
