@@ -29,18 +29,19 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from cobalt.executor.interpreter import describe_interpreter
-from cobalt.executor.pool import SandboxPool
-from cobalt.executor.sandbox import SANDBOX_ENV, SandboxJob
+from cobalt.executor.sandbox import SANDBOX_ENV
 from cobalt.executor.settings import ExecutorSettings
 
 TRIVIAL = "print(int(input()) + 1)"
@@ -175,12 +176,64 @@ def run_baseline(workload: Workload, prefix: list[str], workers: int, guard: str
 # --- Cobalt: the executor service over HTTP ---------------------------------------------
 
 
-class ServerProcess:
-    """`cobalt executor serve` as users run it, in a child process of this script."""
+SOURCE_LOADER = """
+import importlib.util, sys
+root = sys.argv.pop(1)
+packages = {"cobalt": root + "/services", "cobalt.shared": root + "/shared"}
 
-    def __init__(self, settings: ExecutorSettings, port: int) -> None:
+
+class SourceFinder:
+    # Import `cobalt` from another checkout (the baseline) instead of this one.
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        where = packages.get(name)
+        if where is None:
+            return None
+        return importlib.util.spec_from_file_location(
+            name, where + "/__init__.py", submodule_search_locations=[where]
+        )
+
+
+sys.meta_path.insert(0, SourceFinder)
+"""
+"""Prefix of a `python -c` program that imports `cobalt` from the checkout in argv[1]."""
+
+SERVE = "import sys\nsys.argv[0] = 'cobalt'\nfrom cobalt.cli import main\nmain()\n"
+
+OVERHEAD = """
+import statistics, sys, time
+from dataclasses import replace
+from cobalt.executor.pool import SandboxPool
+from cobalt.executor.sandbox import SandboxJob
+from cobalt.executor.settings import ExecutorSettings
+
+n = int(sys.argv[1])
+pool = SandboxPool(replace(ExecutorSettings(slots=1).sandbox_config(), slots=1))
+pool.start()
+job = SandboxJob(code="pass", mode="stdin")
+for _ in range(20):
+    pool.run(job)
+times = []
+for _ in range(n):
+    started = time.perf_counter()
+    pool.run(job)
+    times.append((time.perf_counter() - started) * 1000)
+pool.close()
+times.sort()
+print(statistics.median(times), times[min(len(times) - 1, int(0.99 * len(times)))])
+"""
+
+
+class ServerProcess:
+    """`cobalt executor serve` as users run it, in a child process of this script.
+
+    With `source`, the server runs the `cobalt` of that checkout (the baseline).
+    """
+
+    def __init__(self, settings: ExecutorSettings, port: int, source: str | None = None) -> None:
         self.settings = settings
         self.port = port
+        self.source = source
         self.url = f"http://127.0.0.1:{port}"
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -191,10 +244,12 @@ class ServerProcess:
             "COBALT_EXECUTOR_MAX_PENDING_TESTS": str(self.settings.max_pending_tests),
             "COBALT_EXECUTOR_LOG_LEVEL": "WARNING",
         }
-        cobalt = os.path.join(os.path.dirname(sys.executable), "cobalt")
-        self.process = subprocess.Popen(
-            [cobalt, "executor", "serve", "--port", str(self.port)], env=env
-        )
+        serve = ["executor", "serve", "--port", str(self.port)]
+        if self.source is None:
+            command = [os.path.join(os.path.dirname(sys.executable), "cobalt"), *serve]
+        else:
+            command = [sys.executable, "-c", SOURCE_LOADER + SERVE, self.source, *serve]
+        self.process = subprocess.Popen(command, env=env)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
@@ -251,20 +306,33 @@ def _run_cobalt(url: str, workload: Workload, in_flight: int, batch: int = 1) ->
     return _measure(one_call, chunks, in_flight, workload.tests)
 
 
-def sandbox_overhead(settings: ExecutorSettings, n: int) -> tuple[float, float]:
-    """p50/p99 ms to run a do-nothing program through one slot (everything is overhead)."""
-    pool = SandboxPool(replace(settings.sandbox_config(), slots=1))
-    pool.start()
-    job = SandboxJob(code="pass", mode="stdin")
-    for _ in range(20):
-        pool.run(job)
-    times = []
-    for _ in range(n):
-        started = time.perf_counter()
-        pool.run(job)
-        times.append((time.perf_counter() - started) * 1000)
-    pool.close()
-    return statistics.median(times), percentile(times, 0.99)
+def sandbox_overhead(n: int, source: str | None = None) -> tuple[float, float]:
+    """p50/p99 ms to run a do-nothing program through one slot (everything is overhead),
+    in a child process running this checkout's `cobalt` or that of `source`."""
+    loader = [] if source is None else [source]
+    program = (SOURCE_LOADER if source else "") + OVERHEAD
+    done = subprocess.run(
+        [sys.executable, "-c", program, *loader, str(n)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    p50, p99 = done.stdout.split()[-2:]
+    return float(p50), float(p99)
+
+
+@contextmanager
+def baseline_checkout(ref: str | None) -> Iterator[str | None]:
+    """A detached git worktree of `ref` (removed afterwards), or None without a ref."""
+    if ref is None:
+        yield None
+        return
+    where = tempfile.mkdtemp(prefix="cobalt-baseline-")
+    subprocess.run(["git", "worktree", "add", "--detach", where, ref], check=True)
+    try:
+        yield where
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", where], check=True)
 
 
 def main() -> None:
@@ -273,6 +341,16 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=400, help="requests of workload 1")
     parser.add_argument("--port", type=int, default=8198)
     parser.add_argument("--quick", action="store_true", help="a quarter of the work")
+    parser.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="also run the executor of this git ref (e.g. main) side by side with this one",
+    )
+    parser.add_argument(
+        "--only-baseline",
+        action="store_true",
+        help="with --baseline: skip the paper/tuned comparison, print only before/after",
+    )
     args = parser.parse_args()
     scale = 4 if args.quick else 1
 
@@ -291,6 +369,10 @@ def main() -> None:
         ),
         humaneval_workload(),
     ]
+    if args.baseline:
+        before_and_after(args.baseline, settings, workloads, args.port, 300 // scale)
+        if args.only_baseline:
+            return
     paper = paper_baseline_command(settings.python)
     tuned = tuned_baseline_command(settings.python)
     rows: list[tuple[str, Result, Result, Result]] = []
@@ -303,7 +385,7 @@ def main() -> None:
             if workload is workloads[0]:
                 batched = _run_cobalt(server.url, workload, in_flight=2, batch=50)
                 rows.append((workload.name + ", 50 per batch call", base, fast, batched))
-    p50, p99 = sandbox_overhead(settings, 300 // scale)
+    p50, p99 = sandbox_overhead(300 // scale)
 
     cpus, version = os.cpu_count(), sys.version.split()[0]
     print(f"\nmachine: {cpus} CPUs, slots/workers: {args.slots}, python {version}\n")
@@ -324,6 +406,59 @@ def main() -> None:
     print(
         "\nsandbox overhead per test (do-nothing program, one slot, no HTTP): "
         f"p50 {p50:.1f} ms, p99 {p99:.1f} ms"
+    )
+
+
+def before_and_after(
+    ref: str, settings: ExecutorSettings, workloads: list[Workload], port: int, n: int
+) -> None:
+    """This executor and the one at `ref`, on the same workloads in one run.
+
+    Each workload runs on both servers in the order before, after, after, before, and the
+    two runs of each are averaged, so that drift in the machine's load hits both alike.
+    """
+    in_flight = settings.slots * 2
+    rows = []
+    with baseline_checkout(ref) as source:
+        with (
+            ServerProcess(settings, port + 1, source=source) as before,
+            ServerProcess(settings, port) as after,
+        ):
+            for workload in workloads:
+                runs: dict[str, list[Result]] = {"before": [], "after": []}
+                order = (("before", before), ("after", after), ("after", after), ("before", before))
+                for name, server in order:
+                    runs[name].append(_run_cobalt(server.url, workload, in_flight=in_flight))
+                rows.append((workload.name, _mean(runs["before"]), _mean(runs["after"])))
+        overhead_before = sandbox_overhead(n, source)
+        overhead_after = sandbox_overhead(n)
+    print(f"\nbefore ({ref}) and after (this checkout), {settings.slots} slots, same run:\n")
+    print(
+        "| workload | before tests/s | after tests/s | after/before | p50 / p99 ms: before, after |"
+    )
+    print("|---|---|---|---|---|")
+    for name, old, new in rows:
+        print(
+            f"| {name} | {old.tests_per_s:.0f} | {new.tests_per_s:.0f} "
+            f"| {new.tests_per_s / old.tests_per_s:.2f} "
+            f"| {old.p50_ms:.0f} / {old.p99_ms:.0f}, {new.p50_ms:.0f} / {new.p99_ms:.0f} |"
+        )
+    print(
+        "\nsandbox overhead per test (do-nothing program, one slot, no HTTP): "
+        f"before p50 {overhead_before[0]:.2f} ms, p99 {overhead_before[1]:.2f} ms; "
+        f"after p50 {overhead_after[0]:.2f} ms, p99 {overhead_after[1]:.2f} ms; "
+        f"cost of the resource layer per test (p50 difference): "
+        f"{overhead_after[0] - overhead_before[0]:+.2f} ms"
+    )
+
+
+def _mean(results: list[Result]) -> Result:
+    return Result(
+        statistics.mean(r.tests_per_s for r in results),
+        statistics.mean(r.p50_ms for r in results),
+        statistics.mean(r.p99_ms for r in results),
+        sum(r.passed for r in results) // len(results),
+        results[0].total,
     )
 
 

@@ -12,7 +12,6 @@ Protocol, over an AF_UNIX SOCK_SEQPACKET socket inherited as fd `argv[1]`:
                       {"op": "kill"}   kill the running test and everything it started
                       {"op": "exit"}   shut down
     zygote -> server  {"event": "ready", ...} once, then per test
-                      {"event": "started", "id": N} when untrusted code is about to run
                       {"event": "exited", "id": N, "status": S, "started": bool, ...}
 
 The forked child reads its command (program, mode, limits, nonce) from the command pipe,
@@ -141,6 +140,13 @@ PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
 
 
+_LIBC = ctypes.CDLL(None, use_errno=True)
+"""Loaded once here; forked tests inherit it."""
+TEST_FILTER = b""
+"""The per-test seccomp filter (argv[2]); each pre-forked child installs it on itself
+right after its own setsid, before it waits for its test."""
+
+
 def _install_test_filter(program: bytes) -> None:
     """Stack the server's per-test seccomp filter (no setsid, no inotify) on this process.
 
@@ -151,8 +157,7 @@ def _install_test_filter(program: bytes) -> None:
         return
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(len(program) // 8, ctypes.addressof(buffer))
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+    if _LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "installing the test's seccomp filter failed")
 
 
@@ -252,6 +257,7 @@ def _spare_main(channel: socket.socket) -> NoReturn:
     """Never returns: a pre-forked child that waits for its test, then runs it."""
     try:
         os.setsid()
+        _install_test_filter(TEST_FILTER)
         _reset_signals()
         if hasattr(sys, "set_int_max_str_digits"):
             sys.set_int_max_str_digits(0)
@@ -290,7 +296,6 @@ def _run_child(fds: list[int], channel: socket.socket) -> NoReturn:
         sys.stderr = _stdio(2, "w")
         sys.argv = ["solution.py"]
         memory_record = (nonce + ' {"status": "memory_error"}\n').encode()
-        _install_test_filter(bytes.fromhex(command.get("test_filter", "")))
         # "Untrusted code runs from here" goes to the zygote on a socket the program never
         # holds: a record pipe can be reopened (and drained) through /proc/self/fd.
         channel.send(b"started")
@@ -617,8 +622,6 @@ def _run_one(
     poller = select.poll()
     poller.register(ctl.fileno(), select.POLLIN)
     poller.register(spare.pidfd, select.POLLIN)
-    poller.register(spare.channel.fileno(), select.POLLIN)
-    started = False
     killed = False
     memory_exceeded = False
     cpu_exceeded = False
@@ -626,11 +629,6 @@ def _run_one(
     shutdown = False
     while True:
         events = dict(poller.poll(MEMORY_POLL_MS))
-        if spare.channel.fileno() in events:
-            poller.unregister(spare.channel.fileno())
-            started = _harness_started(spare.channel)
-            if started:
-                _send(ctl, {"event": "started", "id": test_id})
         if spare.pidfd in events:
             break
         if not events:
@@ -659,10 +657,10 @@ def _run_one(
                     poller.unregister(ctl.fileno())
     _, status, usage = os.wait4(pid, 0)
     wall_ns = time.monotonic_ns() - started_ns
-    started = started or _harness_started(spare.channel)
+    # The child's "started" message waits in the socket: the program never held it.
+    started = _harness_started(spare.channel)
     spare.close()
     _kill_everything_else()
-    clean = _wipe_writable_dirs()
     if shutdown:
         return False
     _send(
@@ -682,18 +680,21 @@ def _run_one(
             "started": started,
         },
     )
-    # A jail we could not clean is retired; the server starts a fresh one.
-    return clean
+    # Wiped after answering, off the test's critical path (the next test waits on the
+    # control socket meanwhile). A jail we could not clean is retired; the server starts
+    # a fresh one.
+    return _wipe_writable_dirs()
 
 
 def main() -> None:
-    global WRITABLE_DIRS, WORKDIR, KILL_ALL
+    global WRITABLE_DIRS, WORKDIR, KILL_ALL, TEST_FILTER
     if not _in_own_pid_namespace():
         # Unsafe mode: our own directory, and kill(-1) only if our uid is the slot's alone
         # (otherwise it would reach the server and everything else running as its user).
-        WRITABLE_DIRS = (sys.argv[2],)
-        WORKDIR = os.path.join(sys.argv[2], "run")
-        KILL_ALL = sys.argv[3] == "dedicated-uid"
+        WRITABLE_DIRS = (sys.argv[3],)
+        WORKDIR = os.path.join(sys.argv[3], "run")
+        KILL_ALL = sys.argv[4] == "dedicated-uid"
+    TEST_FILTER = bytes.fromhex(sys.argv[2])
     ctl = socket.socket(fileno=int(sys.argv[1]))
     ctl_fd = fcntl.fcntl(ctl.fileno(), fcntl.F_DUPFD_CLOEXEC, 50)
     ctl.close()

@@ -11,12 +11,14 @@ from fastapi.responses import JSONResponse
 
 from cobalt import __version__
 from cobalt.executor.api.routes import execute, ops, sandboxfusion
+from cobalt.executor.bodies import add_body_schemas
 from cobalt.executor.connections import BodyDeadline
 from cobalt.executor.errors import FileDescriptorsExhausted
 from cobalt.executor.metrics import ExecutorMetrics
 from cobalt.executor.pool import SandboxPool
 from cobalt.executor.service import ExecutorService
 from cobalt.executor.settings import ExecutorSettings
+from cobalt.shared.contracts import BatchExecuteRequest, ExecuteRequest
 from cobalt.shared.http import BodySizeLimit, error_response, install_error_handlers
 
 __all__ = ["create_app"]
@@ -73,4 +75,5 @@ def create_app(settings: ExecutorSettings, *, pool: SandboxPool | None = None) -
     app.include_router(execute.router)
     app.include_router(sandboxfusion.router)
     app.include_router(ops.router)
+    add_body_schemas(app, [ExecuteRequest, BatchExecuteRequest])
     return app

@@ -12,16 +12,20 @@ from __future__ import annotations
 import asyncio
 from typing import Any, TypeVar
 
-from fastapi import Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
 from cobalt.executor.values import loads_value
 from cobalt.shared.errors import InvalidInput
 
-__all__ = ["openapi_body", "parse_body", "read_body"]
+__all__ = ["INLINE_PARSE_BYTES", "add_body_schemas", "openapi_body", "parse_body", "read_body"]
 
 Model = TypeVar("Model", bound=BaseModel)
+
+INLINE_PARSE_BYTES = 64 << 10
+"""Bodies up to this size are parsed on the event loop: well under a millisecond, less
+than the hop to a worker thread would cost."""
 
 
 def parse_body(body: bytes, model: type[Model]) -> Model:
@@ -47,16 +51,34 @@ def parse_body(body: bytes, model: type[Model]) -> Model:
 async def read_body(request: Request, model: type[Model]) -> Model:
     """Read the body and parse it into `model` on a worker thread."""
     body = await request.body()
+    if len(body) <= INLINE_PARSE_BYTES:
+        return parse_body(body, model)
     return await asyncio.to_thread(parse_body, body, model)
 
 
+REF_TEMPLATE = "#/components/schemas/{model}"
+
+
 def openapi_body(model: type[BaseModel]) -> dict[str, Any]:
-    """The OpenAPI `requestBody` of a route that reads its body with `read_body`."""
-    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
-    schema.pop("$defs", None)
+    """The OpenAPI `requestBody` of a route that reads its body with `read_body`
+    (`add_body_schemas` puts the model's schema into the document's components)."""
+    reference = {"$ref": REF_TEMPLATE.format(model=model.__name__)}
     return {
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": schema}},
-        }
+        "requestBody": {"required": True, "content": {"application/json": {"schema": reference}}}
     }
+
+
+def add_body_schemas(app: FastAPI, models: list[type[BaseModel]]) -> None:
+    """Make `app.openapi()` include the schemas of bodies FastAPI does not parse itself."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        spec = build()
+        components = spec.setdefault("components", {}).setdefault("schemas", {})
+        for model in models:
+            schema = model.model_json_schema(ref_template=REF_TEMPLATE)
+            components.update(schema.pop("$defs", {}))
+            components[model.__name__] = schema
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -142,7 +142,9 @@ class RawRun:
         return os.WTERMSIG(self.status)
 
 
-def bwrap_command(interpreter: Interpreter, config: SandboxConfig) -> list[str]:
+def bwrap_command(
+    interpreter: Interpreter, config: SandboxConfig, test_filter: bytes = b""
+) -> list[str]:
     """The bubblewrap command line that starts one zygote."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
@@ -192,11 +194,13 @@ def bwrap_command(interpreter: Interpreter, config: SandboxConfig) -> list[str]:
         str(SECCOMP_FD),
         "--",
     ]
-    return cmd + _zygote_argv(interpreter)
+    return cmd + _zygote_argv(interpreter, test_filter)
 
 
-def _zygote_argv(interpreter: Interpreter) -> list[str]:
-    return [interpreter.path, "-s", "-S", "-P", "-c", ZYGOTE_SOURCE, str(CONTROL_FD)]
+def _zygote_argv(interpreter: Interpreter, test_filter: bytes) -> list[str]:
+    # argv[2]: the per-test seccomp filter, which each pre-forked child installs on itself.
+    source = ZYGOTE_SOURCE
+    return [interpreter.path, "-s", "-S", "-P", "-c", source, str(CONTROL_FD), test_filter.hex()]
 
 
 class SandboxSlot:
@@ -218,7 +222,7 @@ class SandboxSlot:
         self.config = config
         self.interpreter = interpreter
         self._seccomp = seccomp
-        self._test_filter = test_filter.hex()
+        self._test_filter = test_filter
         self._process: subprocess.Popen[bytes] | None = None
         self._control: socket.socket | None = None
         self._next_id = 0
@@ -252,9 +256,9 @@ class SandboxSlot:
         seccomp_fd = seccomp_memfd(self._seccomp)
         try:
             argv = (
-                bwrap_command(self.interpreter, self.config)
+                bwrap_command(self.interpreter, self.config, self._test_filter)
                 if self.config.use_bwrap
-                else _zygote_argv(self.interpreter)
+                else _zygote_argv(self.interpreter, self._test_filter)
                 + [self._private_workroot(), "dedicated-uid" if self.uid else "shared-uid"]
             )
             uid = self.uid
@@ -341,7 +345,6 @@ class SandboxSlot:
                 "fn_name": job.fn_name,
                 "args": job.args,
                 "kwargs": job.kwargs,
-                "test_filter": self._test_filter,
                 "limits": {
                     "cpu_s": max(1, int(job.cpu_s + 0.999)),
                     "memory_bytes": job.memory_mb << 20,
@@ -422,10 +425,8 @@ class SandboxSlot:
                     io.poller.unregister(fd)
                     exited_at = exited_at or time.monotonic()
                     self.close()
-                elif reply.get("event") == "started":
-                    raw.started = True
                 elif reply.get("event") == "exited":
-                    raw.started = raw.started or bool(reply.get("started"))
+                    raw.started = bool(reply.get("started"))
                     exited_at = time.monotonic()
                     raw.status = int(reply["status"])
                     raw.cpu_ms = reply["cpu_ns"] / 1e6

@@ -7,6 +7,8 @@ be able to crash the judge (class 1) nor shift the blame onto the sandbox (class
 from __future__ import annotations
 
 import json
+import os
+import resource
 import socket
 import subprocess
 import sys
@@ -499,3 +501,22 @@ def test_the_zygote_survives_signals_and_a_locked_tmp(executor_http: httpx.Clien
     )
     assert verdicts == ["accepted"] * 4
     assert _restarts(executor_http) == before
+
+
+def test_out_of_file_descriptors_is_a_503_with_retry_after(sandbox_pool: SandboxPool) -> None:
+    settings = ExecutorSettings(slots=sandbox_pool.config.slots)
+    with TestClient(create_app(settings, pool=sandbox_pool)) as client:
+        body = {"code": "print(1)", "tests": [{"expected_stdout": "1"}]}
+        assert client.post("/v1/execute", json=body).status_code == 200
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        in_use = len(os.listdir("/proc/self/fd"))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (in_use + 3, hard))
+        try:
+            response = client.post("/v1/execute", json=body)
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        assert response.status_code == 503, response.text
+        assert response.headers["Retry-After"] == "1"
+        assert response.json()["error"]["type"] == "out_of_file_descriptors"
+        # Nothing leaked: the next request runs.
+        assert client.post("/v1/execute", json=body).json()["passed"] == 1

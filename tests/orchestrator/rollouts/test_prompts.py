@@ -94,7 +94,10 @@ def test_the_first_turn_for_a_call_problem_names_the_function_and_shows_starter_
 
 def test_a_call_problem_without_fn_name_takes_it_from_its_tests() -> None:
     from_tests = CALL_PROBLEM.model_copy(
-        update={"fn_name": None, "hidden_tests": [CallTest(fn_name="plus", args=[1, 2])]}
+        update={
+            "fn_name": None,
+            "hidden_tests": [CallTest(fn_name="plus", args=[1, 2], expected=3)],
+        }
     )
     _, user = PromptTemplate.load("default").initial_messages(from_tests)
     assert "`plus`" in user["content"]
