@@ -3,6 +3,8 @@
 #
 #   scripts/build-images.sh                  the CPU set: executor, core, inference-cpu, trainer-cpu
 #   scripts/build-images.sh executor core    only these
+#   scripts/build-images.sh postgres redis   Debian-package stand-ins for the compose stack's
+#                                            official postgres and redis images (no registry)
 #   scripts/build-images.sh gpu              the CUDA set: inference-cuda, trainer-cuda (needs a registry)
 #   scripts/build-images.sh all              both sets
 #
@@ -30,17 +32,19 @@ LOCAL_BASE=localhost/cobalt-base:bookworm
 # name -> Dockerfile, official base, extra build arguments
 declare -A FILE=(
   [executor]=executor [core]=core [inference-cpu]=inference-cpu [trainer-cpu]=trainer
-  [inference-cuda]=inference [trainer-cuda]=trainer
+  [inference-cuda]=inference [trainer-cuda]=trainer [postgres]=postgres [redis]=redis
 )
 declare -A OFFICIAL=(
   [executor]=debian:12.11-slim [core]=python:3.11.13-slim-bookworm
   [inference-cpu]=python:3.11.13-slim-bookworm [trainer-cpu]=python:3.11.13-slim-bookworm
   [inference-cuda]=vllm/vllm-openai:v0.32.0 [trainer-cuda]=python:3.11.13-slim-bookworm
+  [postgres]=debian:12.11-slim [redis]=debian:12.11-slim
 )
 declare -A IMAGE=(
   [executor]=cobalt/executor:$TAG [core]=cobalt/core:$TAG
   [inference-cpu]=cobalt/inference:$TAG-cpu [trainer-cpu]=cobalt/trainer:$TAG-cpu
   [inference-cuda]=cobalt/inference:$TAG-cuda [trainer-cuda]=cobalt/trainer:$TAG-cuda
+  [postgres]=cobalt/postgres:15-debian [redis]=cobalt/redis:7.0-debian
 )
 CPU_SET=(executor core inference-cpu trainer-cpu)
 GPU_SET=(inference-cuda trainer-cuda)

@@ -40,9 +40,19 @@ RUN pip install --no-deps /src \
       --shell /usr/sbin/nologin cobalt \
  && mkdir -p /var/lib/cobalt/checkpoints /var/lib/cobalt/models \
  && chown -R 10001:10001 /var/lib/cobalt
-RUN cobalt inference prepare-model --out /opt/cobalt/models/smollm2-135m-instruct \
- && chmod -R a+rX /opt/cobalt/models
+# vLLM compiles parts of its sampler with torch.compile, whose CPU backend calls a C++
+# compiler at run time ("InvalidCxxCompiler" on the first request without one). Installed
+# after the Python packages so that adding it did not invalidate their layers.
+# hadolint ignore=DL3008
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends g++ \
+ && rm -rf /var/lib/apt/lists/*
+# `cobalt-inference-cli ARGS` is `cobalt inference ARGS` without the `cobalt` console script,
+# which loads every service's command line (and their packages, absent here).
+COPY --chmod=0755 deploy/docker/cobalt-inference.sh /usr/local/bin/cobalt-inference-cli
 COPY --chmod=0755 deploy/docker/inference-entrypoint.sh /usr/local/bin/cobalt-inference
+RUN cobalt-inference-cli prepare-model --out /opt/cobalt/models/smollm2-135m-instruct \
+ && chmod -R a+rX /opt/cobalt/models
 WORKDIR /home/cobalt
 ENV HOME=/home/cobalt \
     XDG_CACHE_HOME=/home/cobalt/.cache \

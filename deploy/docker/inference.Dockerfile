@@ -28,11 +28,14 @@ RUN python3 -m pip install --no-deps /src \
       --shell /usr/sbin/nologin cobalt \
  && mkdir -p /var/lib/cobalt/checkpoints /var/lib/cobalt/models \
  && chown -R 10001:10001 /var/lib/cobalt
+# `cobalt-inference-cli ARGS` is `cobalt inference ARGS` without the `cobalt` console script,
+# which loads every service's command line (and their packages, absent here).
+COPY --chmod=0755 deploy/docker/cobalt-inference.sh /usr/local/bin/cobalt-inference-cli
+COPY --chmod=0755 deploy/docker/inference-entrypoint.sh /usr/local/bin/cobalt-inference
 # The default model, converted once at build so a fresh deployment serves something and
 # the entry point can seed the shared models volume with it.
-RUN cobalt inference prepare-model --out /opt/cobalt/models/smollm2-135m-instruct \
+RUN cobalt-inference-cli prepare-model --out /opt/cobalt/models/smollm2-135m-instruct \
  && chmod -R a+rX /opt/cobalt/models
-COPY --chmod=0755 deploy/docker/inference-entrypoint.sh /usr/local/bin/cobalt-inference
 WORKDIR /home/cobalt
 # Caches (torch.compile, vLLM, Triton) go under XDG_CACHE_HOME: a writable volume when
 # the root filesystem is read-only. No usage statistics leave the cluster.
