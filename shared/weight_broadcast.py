@@ -4,8 +4,8 @@ The faster path RL stacks take between separate trainer and inference GPUs (Open
 and open-instruct's worker wrappers, TRL's `vllm serve` weight-sync extension, verl's
 disaggregated mode): instead of writing a checkpoint that vLLM reads back, the trainer
 (rank 0) and the vLLM workers (ranks 1..N) form a process group outside both programs'
-own `torch.distributed` worlds, and rank 0 broadcasts every tensor; each worker hands it
-to the model's `load_weights` as it lands. Both sides run this module, so the rendezvous
+own `torch.distributed` worlds, and rank 0 broadcasts every tensor; each worker feeds it
+to vLLM's in-place reload as it lands. Both sides run this module, so the rendezvous
 and the wire order are written once. torch is imported here lazily: the core environment
 (the control middleware's validation) has none.
 

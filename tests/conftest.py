@@ -72,6 +72,9 @@ def tiny_server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> I
         startup_timeout_s=300,
         load_timeout_s=60,
         drain_timeout_s=30,
+        # The broadcast path's CPU twin (tests/inference/test_weights.py); loads from
+        # checkpoint directories work as without it.
+        weight_broadcast="gloo",
     )
     log = tmp_path_factory.mktemp("logs") / "vllm-tiny.log"
     with running_server(settings, log) as url:

@@ -19,15 +19,17 @@ inference tests exercise it on every run.
 
 `cobalt_receive_weights` is the other way in (`POST /v1/policy/broadcast`, behind
 `COBALT_INFERENCE_WEIGHT_BROADCAST`): the worker joins the trainer's process group
-(`cobalt.shared.weight_broadcast`) as rank 1 + its own rank and passes each tensor to the
-model's `load_weights` as it lands, which maps Hugging Face names onto vLLM's fused
-parameters. It cannot put old weights back (they were never on disk here): a failure
-after the first tensor reports `restored: False`, and the server refuses generation.
+(`cobalt.shared.weight_broadcast`) as rank 1 + its own rank and feeds the tensors, as they
+land, to the same in-place reload (`reload_weights(weights_iterator=...)`), which maps
+Hugging Face names onto vLLM's fused parameters and redoes the kernels' post-processing.
+It cannot put old weights back (they were never on disk here): a failure after the first
+tensor reports `restored: False`, and the server refuses generation.
 """
 
 from __future__ import annotations
 
 import traceback
+from collections.abc import Iterator
 from typing import Any
 
 __all__ = ["WeightReloadExtension"]
@@ -94,7 +96,7 @@ class WeightReloadExtension:
         """Receive and load the tensors of a `BroadcastWeightsRequest`. Never raises.
 
         Returns {"loaded": bool, "error": str | None, "restored": bool | None}: restored
-        is True when it failed before any tensor was loaded (the old weights stand).
+        is True when it failed before any tensor reached the model (the old weights stand).
         """
         import torch
 
@@ -102,7 +104,7 @@ class WeightReloadExtension:
         from cobalt.shared.weight_broadcast import open_weight_group
 
         worker: Any = self
-        loaded = 0
+        taken = 0
         try:
             broadcast = BroadcastWeightsRequest.model_validate(request)
             group = open_weight_group(
@@ -113,10 +115,24 @@ class WeightReloadExtension:
                 backend=broadcast.backend,
                 device=getattr(worker, "device", None) or torch.device("cpu"),
             )
-            model = worker.model_runner.get_model()
+        except Exception as exc:  # nothing was touched
+            return {"loaded": False, "error": _error_text(exc), "restored": True}
+
+        def arriving() -> Iterator[tuple[str, Any]]:
+            nonlocal taken
             for name, tensor in group.receive(broadcast.tensors):
-                model.load_weights(weights=[(name, tensor)])
-                loaded += 1
+                taken += 1
+                yield name, tensor
+
+        try:
+            # The same in-place reload as from a directory, fed as the tensors land: it
+            # redoes the kernels' post-processing (repacked CPU weights, fused layouts).
+            worker.reload_weights(weights_iterator=arriving(), is_checkpoint_format=True)
         except Exception as exc:  # reported to the controller, which decides
-            return {"loaded": False, "error": _error_text(exc), "restored": loaded == 0}
+            self._cobalt_abandon_partial_reload()
+            return {"loaded": False, "error": _error_text(exc), "restored": taken == 0}
         return {"loaded": True, "error": None, "restored": None}
+
+    def _cobalt_abandon_partial_reload(self) -> None:
+        worker: Any = self
+        _abandon_partial_reload(worker.model_runner.get_model())

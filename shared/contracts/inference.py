@@ -80,7 +80,7 @@ class PolicyStatus(BaseModel):
 
 class TensorSpec(BaseModel):
     """One tensor of a broadcast, announced before its bytes arrive: the receivers
-    allocate it and hand it to vLLM's `load_weights` under `name`."""
+    allocate it and hand it to vLLM's in-place reload under `name`."""
 
     model_config = ConfigDict(extra="forbid")
 

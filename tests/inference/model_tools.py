@@ -7,6 +7,9 @@ print JSON:
     python model_tools.py logprobs DIR IDS K       transformers' top-K next-token logprobs
     python model_tools.py tie DIR                  drop lm_head.weight, mark embeddings tied
     python model_tools.py widen DIR                give one late tensor a wrong (narrower) shape
+    python model_tools.py broadcast URL TOKEN DIR VERSION PORT
+                                                   send DIR's tensors to the server's workers
+                                                   over gloo, as the trainer would
 """
 
 from __future__ import annotations
@@ -75,6 +78,43 @@ def widen(model_dir: Path) -> dict[str, object]:
     return {"widened": name}
 
 
+def broadcast(url: str, token: str, model_dir: Path, version: int, port: int) -> dict[str, object]:
+    """Rank 0 of a weight broadcast: announce DIR's tensors, then send them."""
+    import threading
+
+    import httpx
+    from safetensors.torch import load_file
+
+    from cobalt.shared.weight_broadcast import open_weight_group
+
+    tensors = load_file(model_dir / "model.safetensors")
+    request = {
+        "version": version, "master_address": "127.0.0.1", "master_port": port,
+        "world_size": 2, "backend": "gloo",
+        "tensors": [{"name": name, "dtype": str(t.dtype).removeprefix("torch."),
+                     "shape": list(t.shape)} for name, t in tensors.items()],
+    }  # fmt: skip
+    answer: dict[str, object] = {}
+
+    def post() -> None:
+        response = httpx.post(f"{url}/v1/policy/broadcast", json=request, timeout=120,
+                              headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+        answer.update(status=response.status_code, body=response.json())
+
+    poster = threading.Thread(target=post)
+    poster.start()
+    group = open_weight_group(
+        host="127.0.0.1", port=port, rank=0, world_size=2, backend="gloo", device="cpu",
+        timeout_s=120,
+    )  # fmt: skip
+    try:
+        sent: object = group.send(tensors.values())
+    except RuntimeError as exc:  # the server's answer says why
+        sent = f"{type(exc).__name__}: {exc}"
+    poster.join(150)
+    return {**answer, "sent": sent}
+
+
 def main(argv: list[str]) -> None:
     command, *args = argv
     if command == "perturb":
@@ -85,6 +125,8 @@ def main(argv: list[str]) -> None:
         result = tie(Path(args[0]))
     elif command == "widen":
         result = widen(Path(args[0]))
+    elif command == "broadcast":
+        result = broadcast(args[0], args[1], Path(args[2]), int(args[3]), int(args[4]))
     else:
         raise SystemExit(f"unknown command {command!r}")
     print(json.dumps(result))

