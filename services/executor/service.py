@@ -187,7 +187,7 @@ class ExecutorService:
     async def _run_admitted(self, request: ExecuteRequest) -> ExecuteResponse:
         budget = request.limits.total_s or self.settings.max_total_s
         deadline = time.monotonic() + budget
-        # Set when the request fails or its caller goes away: tests not yet started are
+        # Set when the request fails or its task is cancelled: tests not yet started are
         # skipped instead of running for nobody.
         abandoned = threading.Event()
         try:
