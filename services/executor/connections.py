@@ -10,15 +10,44 @@ piece of a body must arrive within `body_timeout_s` (408 otherwise).
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from cobalt.executor.errors import BodyTimeout
+from cobalt.executor.errors import BodyTimeout, ClientDisconnected
 from cobalt.shared.http import error_response
 
-__all__ = ["BodyDeadline", "header_deadline_protocol"]
+__all__ = ["BodyDeadline", "header_deadline_protocol", "unless_disconnected"]
+
+Result = TypeVar("Result")
+
+
+async def unless_disconnected(request: Request, work: Coroutine[Any, Any, Result]) -> Result:
+    """Await `work`, cancelling it if the client disconnects first (its tests not yet
+    started are then dropped instead of running for nobody).
+
+    Raises:
+        ClientDisconnected: the client went away before the work was done.
+    """
+    task = asyncio.create_task(work)
+
+    async def watch() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+        task.cancel()
+
+    watcher = asyncio.create_task(watch())
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if watcher.done() and not watcher.cancelled():
+            raise ClientDisconnected("the client disconnected; its tests were cancelled") from None
+        raise
+    finally:
+        watcher.cancel()
 
 
 def header_deadline_protocol(header_timeout_s: float) -> type[H11Protocol]:

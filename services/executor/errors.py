@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from cobalt.shared.errors import InvalidInput, Unavailable
+from cobalt.shared.errors import CobaltError, InvalidInput, Unavailable
 
 __all__ = [
     "BodyTimeout",
+    "ClientDisconnected",
     "FileDescriptorsExhausted",
     "LimitTooHigh",
     "SandboxUnavailable",
@@ -43,3 +44,10 @@ class BodyTimeout(InvalidInput):
 
     status_code = 408
     error_type = "body_timeout"
+
+
+class ClientDisconnected(CobaltError):
+    """The client went away before its request was answered (nobody reads the reply)."""
+
+    status_code = 499
+    error_type = "client_disconnected"

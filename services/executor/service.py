@@ -187,8 +187,8 @@ class ExecutorService:
     async def _run_admitted(self, request: ExecuteRequest) -> ExecuteResponse:
         budget = request.limits.total_s or self.settings.max_total_s
         deadline = time.monotonic() + budget
-        # Set when the request fails or its caller goes away: tests not yet started are
-        # skipped instead of running for nobody.
+        # Set when the request fails or is cancelled (its client went away): tests not yet
+        # started are skipped instead of running for nobody.
         abandoned = threading.Event()
         try:
             if request.stop_on_first_failure:

@@ -520,3 +520,41 @@ def test_out_of_file_descriptors_is_a_503_with_retry_after(sandbox_pool: Sandbox
         assert response.json()["error"]["type"] == "out_of_file_descriptors"
         # Nothing leaked: the next request runs.
         assert client.post("/v1/execute", json=body).json()["passed"] == 1
+
+
+def _counter(client: httpx.Client, sample: str) -> float:
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith(sample + " "):
+            return float(line.split()[-1])
+    return 0.0
+
+
+def test_a_client_that_disconnects_cancels_its_tests(executor_http: httpx.Client) -> None:
+    accepted = 'cobalt_executor_verdicts_total{verdict="accepted"}'
+    before = _counter(executor_http, accepted)
+    body = json.dumps(
+        {
+            "code": "import time\ntime.sleep(1)",
+            "tests": [{"stdin": "", "expected_stdout": ""}] * 20,
+            "limits": {"wall_s": 3},
+        }
+    ).encode()
+    host, port = executor_http.base_url.host, executor_http.base_url.port
+    assert port is not None
+    with socket.create_connection((host, port)) as sock:
+        sock.sendall(
+            b"POST /v1/execute HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        deadline = time.monotonic() + 30
+        while _counter(executor_http, "cobalt_executor_pending_tests") < 20:
+            assert time.monotonic() < deadline, "the request never started"
+            time.sleep(0.05)
+    # Gone: the tests still queued are dropped; only those already running finish.
+    deadline = time.monotonic() + 60
+    while _counter(executor_http, "cobalt_executor_pending_tests") > 0:
+        assert time.monotonic() < deadline, "the abandoned request kept the queue"
+        time.sleep(0.1)
+    ran = _counter(executor_http, accepted) - before
+    assert ran < 20, ran

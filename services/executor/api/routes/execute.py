@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends, Request
 
 from cobalt.executor.api.deps import ServiceDep, require_token
 from cobalt.executor.bodies import openapi_body, read_body
+from cobalt.executor.connections import unless_disconnected
 from cobalt.shared.contracts import (
     BatchExecuteRequest,
     BatchExecuteResponse,
@@ -19,10 +20,12 @@ router = APIRouter(prefix="/v1", tags=["execute"], dependencies=[Depends(require
 @router.post("/execute", openapi_extra=openapi_body(ExecuteRequest))
 async def execute(request: Request, service: ServiceDep) -> ExecuteResponse:
     """Run one program on its tests; per-test verdicts in test order."""
-    return await service.execute(await read_body(request, ExecuteRequest))
+    parsed = await read_body(request, ExecuteRequest)
+    return await unless_disconnected(request, service.execute(parsed))
 
 
 @router.post("/execute/batch", openapi_extra=openapi_body(BatchExecuteRequest))
 async def execute_batch(request: Request, service: ServiceDep) -> BatchExecuteResponse:
     """Run many programs with bounded parallelism; one response per request, in order."""
-    return await service.execute_batch(await read_body(request, BatchExecuteRequest))
+    parsed = await read_body(request, BatchExecuteRequest)
+    return await unless_disconnected(request, service.execute_batch(parsed))
