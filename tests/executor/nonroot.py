@@ -19,6 +19,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import pytest
+
+import cobalt.executor
 
 NONROOT_UID = 61990
 """The server's uid in shared-uid mode: outside every per-slot range (61000 + slot)."""
@@ -45,12 +48,32 @@ def _free_port() -> int:
         return port
 
 
+def _unreadable_by_nonroot(*paths: str) -> list[str]:
+    """The paths uid NONROOT_UID cannot read (a checkout under a closed home directory)."""
+    as_nonroot = ["setpriv", f"--reuid={NONROOT_UID}", f"--regid={NONROOT_UID}", "--clear-groups"]
+    return [
+        path
+        for path in paths
+        if subprocess.run([*as_nonroot, "/usr/bin/test", "-r", path], check=False).returncode
+    ]
+
+
 @contextmanager
 def nonroot_executor(log: Path, **env: str) -> Iterator[str]:
-    """`cobalt executor serve` as uid NONROOT_UID; yields its base URL."""
+    """`cobalt executor serve` as uid NONROOT_UID; yields its base URL.
+
+    Skips (with the reason) when that uid cannot read the checkout or the venv, e.g. a
+    clone under root's home directory (mode 700): the server could not import Cobalt.
+    """
     if os.geteuid() != 0:
         raise RuntimeError("starting a server as another uid needs root")
     site_packages = sysconfig.get_paths()["purelib"]
+    closed = _unreadable_by_nonroot(site_packages, str(Path(cobalt.executor.__file__).parent))
+    if closed:
+        pytest.skip(
+            f"uid {NONROOT_UID} cannot read {', '.join(closed)}: clone the project under a "
+            "directory other users can enter (not a 0700 home) to run the shared-uid tests"
+        )
     port = _free_port()
     environment = {
         "HOME": "/tmp",
