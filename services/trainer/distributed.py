@@ -6,8 +6,10 @@ Each holds a shard of the policy's (and the reference's) parameters (FSDP2
 mini-batch's rows (row i goes to rank i mod G); FSDP averages the gradients over ranks.
 Because the GRPO loss is a token-mean over the whole mini-batch, each rank scales its
 local token-mean by (its tokens x G / all tokens), so the averaged gradient is exactly
-the single-process one (`step.train_step` does this). The backend is NCCL on CUDA and
-gloo on the CPU, which is how the tests run this path here (no GPU).
+the single-process one (`step.train_step` does this). Each rank packs its share into
+micro-batches; the ranks agree on the largest count (`agree_on_counts`) and a rank with
+fewer runs idle ones, since every backward joins FSDP's collectives. The backend is NCCL
+on CUDA and gloo on the CPU, which is how the tests run this path here (no GPU).
 
 Only rank 0 talks to the orchestrator and the inference service (`on_rank_zero`): it
 claims each step and hands the batch to the other ranks, so G processes act as one
