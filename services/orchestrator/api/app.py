@@ -12,19 +12,27 @@ from cobalt.orchestrator.api import browse, datasets, health, runs, training
 from cobalt.orchestrator.api.ui import install_ui
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
+from cobalt.shared.clients import ExecutorClientSettings
 from cobalt.shared.http import install_error_handlers
 
 __all__ = ["create_app"]
 
 
-def create_app(settings: OrchestratorSettings) -> FastAPI:
-    """The REST API over the store, the runs and the queue: one router per resource."""
+def create_app(
+    settings: OrchestratorSettings, executor: ExecutorClientSettings | None = None
+) -> FastAPI:
+    """The REST API over the store, the runs and the queue: one router per resource.
+
+    `executor` is the executor evaluation and in-process rollouts use (None: read from
+    COBALT_EXECUTOR_* once, when the app starts).
+    """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         upgrade_database(settings.database_url)
         engine = make_engine(settings.database_url)
         app.state.settings = settings
+        app.state.executor_settings = executor or ExecutorClientSettings()
         app.state.sessions = make_sessionmaker(engine)
         yield
         engine.dispose()

@@ -7,6 +7,8 @@ from typing import Annotated
 import typer
 
 from cobalt.orchestrator.console import settings_or_exit
+from cobalt.shared import cli as shared_cli
+from cobalt.shared.clients import ExecutorClientSettings
 from cobalt.shared.logging import configure_logging
 
 __all__ = ["orchestrator_app"]
@@ -29,9 +31,10 @@ def serve(
     from cobalt.orchestrator.api.app import create_app
 
     settings = settings_or_exit()
+    executor = shared_cli.settings_or_exit(ExecutorClientSettings, "COBALT_EXECUTOR_*")
     configure_logging(settings.log_level, json_lines=settings.log_json)
     uvicorn.run(
-        create_app(settings),
+        create_app(settings, executor),
         host=host or settings.orchestrator_host,
         port=port or settings.orchestrator_port,
         log_config=None,

@@ -10,11 +10,11 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, status
 
-from cobalt.orchestrator.api.deps import Sessions, Settings
+from cobalt.orchestrator.api.deps import ExecutorSettings, Sessions, Settings
 from cobalt.orchestrator.runs import service
 from cobalt.orchestrator.runs.evaluation import evaluate_run
 from cobalt.orchestrator.worker.carry_out import carry_out_run
-from cobalt.shared.clients import ExecutorClient, ExecutorClientSettings
+from cobalt.shared.clients import ExecutorClient
 from cobalt.shared.contracts.runs import (
     EvaluationReport,
     RefineRunRequest,
@@ -33,18 +33,22 @@ def _key(request: SampleRunRequest | RefineRunRequest) -> str | None:
 
 
 @router.post("/v1/runs", status_code=status.HTTP_202_ACCEPTED)
-def create_sample_run(body: SampleRunRequest, sessions: Sessions, settings: Settings) -> RunPublic:
+def create_sample_run(
+    body: SampleRunRequest, sessions: Sessions, settings: Settings, executor: ExecutorSettings
+) -> RunPublic:
     """Start a sample run (turn 0, and `turns` feedback turns if asked)."""
     run_id = service.create_sample_run(sessions, body)
-    carry_out_run(settings, sessions, run_id, api_key=_key(body), background=True)
+    carry_out_run(settings, sessions, run_id, api_key=_key(body), in_background=executor)
     return service.run_public(sessions, run_id)
 
 
 @router.post("/v1/runs/refine", status_code=status.HTTP_202_ACCEPTED)
-def create_refine_run(body: RefineRunRequest, sessions: Sessions, settings: Settings) -> RunPublic:
+def create_refine_run(
+    body: RefineRunRequest, sessions: Sessions, settings: Settings, executor: ExecutorSettings
+) -> RunPublic:
     """Start feedback turns on top of a finished sample run's turn 0."""
     run_id = service.create_refine_run(sessions, body)
-    carry_out_run(settings, sessions, run_id, api_key=_key(body), background=True)
+    carry_out_run(settings, sessions, run_id, api_key=_key(body), in_background=executor)
     return service.run_public(sessions, run_id)
 
 
@@ -69,19 +73,23 @@ def cancel_run(run_id: int, sessions: Sessions) -> RunPublic:
 
 
 @router.post("/v1/runs/{run_id}/resume", status_code=status.HTTP_202_ACCEPTED)
-def resume_run(run_id: int, sessions: Sessions, settings: Settings) -> RunPublic:
+def resume_run(
+    run_id: int, sessions: Sessions, settings: Settings, executor: ExecutorSettings
+) -> RunPublic:
     """Re-queue the open and failed trajectories (API keys: set them on the workers)."""
     service.reopen_failed(sessions, run_id)
-    carry_out_run(settings, sessions, run_id, api_key=None, background=True)
+    carry_out_run(settings, sessions, run_id, api_key=None, in_background=executor)
     return service.run_public(sessions, run_id)
 
 
 @router.post("/v1/runs/{run_id}/evaluate")
 def evaluate(
-    run_id: int, sessions: Sessions, k: Annotated[list[int] | None, Query()] = None
+    run_id: int,
+    sessions: Sessions,
+    executor_settings: ExecutorSettings,
+    k: Annotated[list[int] | None, Query()] = None,
 ) -> EvaluationReport:
     """Hidden tests for every turn not yet judged; Pass@1 per turn and pass@k."""
-    executor_settings = ExecutorClientSettings()
     if not executor_settings.url:
         raise Unavailable("evaluation needs an executor: set COBALT_EXECUTOR_URL on the API")
     with ExecutorClient.from_settings(executor_settings) as executor:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, status
 
-from cobalt.orchestrator.api.deps import Sessions, Settings
+from cobalt.orchestrator.api.deps import ExecutorSettings, Sessions, Settings
 from cobalt.orchestrator.store.models import TrainingJobStatus
 from cobalt.orchestrator.training import service
 from cobalt.orchestrator.worker.carry_out import start_round
@@ -54,10 +54,10 @@ def resume_job(job_id: int, sessions: Sessions) -> TrainingJobPublic:
 
 @router.post("/{job_id}/rounds/{round}", status_code=status.HTTP_202_ACCEPTED)
 def start_rollout_round(
-    job_id: int, round: int, sessions: Sessions, settings: Settings
+    job_id: int, round: int, sessions: Sessions, settings: Settings, executor: ExecutorSettings
 ) -> RoundStarted:
     """Queue the rollouts of round `round` (the groups step `round` will train on)."""
-    return start_round(settings, sessions, job_id, round)
+    return start_round(settings, sessions, job_id, round, executor)
 
 
 @router.post("/{job_id}/steps/{step}/claim")

@@ -24,6 +24,7 @@ from cobalt.orchestrator.training import jobs as training_jobs
 from cobalt.orchestrator.training.service import begin_round
 from cobalt.orchestrator.worker import queue
 from cobalt.orchestrator.worker.in_process import job_executor, run_in_process
+from cobalt.shared.clients import ExecutorClientSettings
 from cobalt.shared.contracts.training import RoundStarted
 
 __all__ = ["CarriedOut", "carry_out_run", "start_round"]
@@ -48,16 +49,17 @@ def carry_out_run(
     *,
     api_key: str | None,
     executor: tuple[str, str | None] | None = None,
-    background: bool = False,
+    in_background: ExecutorClientSettings | None = None,
     on_job_done: Callable[[int, BaseException | None], None] | None = None,
 ) -> CarriedOut:
     """Queue the run's open jobs, or run them here; here, the run is finished (or failed)
     once they are done.
 
     Args:
-        executor: (URL, token) of the executor in-process jobs use (None: COBALT_EXECUTOR_URL's
-            or a local one started for them).
-        background: Run in-process jobs in a thread and return at once (the API).
+        executor: (URL, token) of the executor in-process jobs use, waited for here
+            (the CLI).
+        in_background: Instead, run in-process jobs in a thread and return at once (the
+            API), on this executor (or a local one started for them when it has no URL).
         on_job_done: Called after each in-process job (progress displays).
     """
     problem_ids = service.open_problem_ids(sessions, run_id)
@@ -67,17 +69,19 @@ def carry_out_run(
 
     def run_here() -> None:
         try:
-            if executor is not None:
+            if in_background is None:
+                if executor is None:
+                    raise ValueError("in-process jobs need an executor")
                 run_in_process(settings, run_id, problem_ids, api_key=api_key,
                                executor=executor, on_job_done=on_job_done)  # fmt: skip
                 return
-            with job_executor() as started:
+            with job_executor(in_background) as started:
                 run_in_process(settings, run_id, problem_ids, api_key=api_key,
                                executor=started, on_job_done=on_job_done)  # fmt: skip
         finally:
             finish_run_if_done(sessions, run_id)
 
-    if not background:
+    if in_background is None:
         run_here()
         return CarriedOut(queued=False)
 
@@ -93,7 +97,11 @@ def carry_out_run(
 
 
 def start_round(
-    settings: OrchestratorSettings, sessions: sessionmaker[Session], job_id: int, round: int
+    settings: OrchestratorSettings,
+    sessions: sessionmaker[Session],
+    job_id: int,
+    round: int,
+    executor: ExecutorClientSettings,
 ) -> RoundStarted:
     """Queue a training round's groups; without Redis, roll them out in a thread.
 
@@ -107,8 +115,8 @@ def start_round(
 
     def run_here() -> None:
         try:
-            with job_executor() as executor:
-                training_jobs.schedule_round(settings, job_id, round, executor=executor)
+            with job_executor(executor) as started:
+                training_jobs.schedule_round(settings, job_id, round, executor=started)
         except Exception as exc:
             logger.exception("training job %d round %d failed", job_id, round)
             with sessions.begin() as session:

@@ -27,9 +27,8 @@ _Key = TypeVar("_Key", bound=Hashable)
 
 
 @contextlib.contextmanager
-def job_executor() -> Iterator[tuple[str, str | None]]:
-    """(URL, token) of COBALT_EXECUTOR_URL's executor, or of a local one started for now."""
-    settings = ExecutorClientSettings()
+def job_executor(settings: ExecutorClientSettings) -> Iterator[tuple[str, str | None]]:
+    """(URL, token) of the configured executor, or of a local one started for now."""
     if settings.url:
         token = settings.auth_token
         yield settings.url, token.get_secret_value() if token else None
