@@ -40,12 +40,15 @@ RUN pip install --no-deps /src \
       --shell /usr/sbin/nologin cobalt \
  && mkdir -p /var/lib/cobalt/checkpoints /var/lib/cobalt/models \
  && chown -R 10001:10001 /var/lib/cobalt
-# vLLM compiles parts of its sampler with torch.compile, whose CPU backend calls a C++
-# compiler at run time ("InvalidCxxCompiler" on the first request without one). Installed
-# after the Python packages so that adding it did not invalidate their layers.
+# vLLM compiles parts of its sampler with torch.compile, whose CPU backend compiles C++
+# against Python's headers at run time ("InvalidCxxCompiler", then "Python.h: No such
+# file" on the first request without them). The python: base has the headers; a Debian
+# base needs libpython3-dev. After the Python packages, so their layers stay cached.
 # hadolint ignore=DL3008
-RUN apt-get update \
- && apt-get install -y --no-install-recommends g++ \
+RUN headers=libpython3-dev \
+ && if [ -e "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ]; then headers=; fi \
+ && apt-get update \
+ && apt-get install -y --no-install-recommends g++ $headers \
  && rm -rf /var/lib/apt/lists/*
 # `cobalt-inference-cli ARGS` is `cobalt inference ARGS` without the `cobalt` console script,
 # which loads every service's command line (and their packages, absent here).

@@ -543,6 +543,11 @@ def test_compose_executor_is_isolated_and_checkpoints_shared() -> None:
     options = services["executor"]["security_opt"]
     profile = next(o for o in options if o.startswith("seccomp="))
     assert (ROOT / profile.removeprefix("seccomp=")).resolve() == SECCOMP_PROFILE
+    # The manifest's other exceptions and hardening, in compose's words (tests/containers
+    # shows each exception is needed, on the manifest's pod spec).
+    assert {"no-new-privileges:true", "systempaths=unconfined", "apparmor=unconfined"} <= set(
+        options
+    ), options
     for name in ("inference", "inference-cpu", "trainer", "trainer-cpu"):
         mounts = [m.split(":")[:2] for m in services[name]["volumes"]]
         assert ["checkpoints", "/var/lib/cobalt/checkpoints"] in mounts, name
