@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make images`: builds Cobalt's container images with podman or docker, whichever runs.
 #
-#   scripts/build-images.sh                  the CPU set: executor, core, inference-cpu, trainer-cpu
+#   scripts/build-images.sh                  the CPU set: executor, core, inference-cpu, trainer-cpu,
+#                                            postgres, redis
 #   scripts/build-images.sh executor core    only these
 #   scripts/build-images.sh postgres redis   Debian-package stand-ins for the compose stack's
 #                                            official postgres and redis images (no registry)
@@ -46,7 +47,7 @@ declare -A IMAGE=(
   [inference-cuda]=cobalt/inference:$TAG-cuda [trainer-cuda]=cobalt/trainer:$TAG-cuda
   [postgres]=cobalt/postgres:15-debian [redis]=cobalt/redis:7.0-debian
 )
-CPU_SET=(executor core inference-cpu trainer-cpu)
+CPU_SET=(executor core inference-cpu trainer-cpu postgres redis)
 GPU_SET=(inference-cuda trainer-cuda)
 
 names=()
