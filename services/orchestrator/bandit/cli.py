@@ -20,11 +20,11 @@ from cobalt.orchestrator.bandit.prompt_length import PromptTokenCounter
 from cobalt.orchestrator.bandit.selection import DEFAULT_KEEP
 from cobalt.orchestrator.console import (
     EXIT_USAGE,
-    StoreContext,
+    JsonOption,
     echo_json,
     fail,
     handled,
-    settings_or_exit,
+    store_context,
 )
 from cobalt.orchestrator.store import repo_bandit
 
@@ -38,12 +38,6 @@ bandit_app = typer.Typer(
     ),
     no_args_is_help=True,
 )
-
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
-
-
-def _store() -> StoreContext:
-    return StoreContext(settings=settings_or_exit())
 
 
 def _mix(values: list[str]) -> tuple[tuple[str, float], ...]:
@@ -111,7 +105,7 @@ def build(
         mix=_mix(mix or []),
         tokenizer=str(tokenizer),
     )
-    store = _store()
+    store = store_context()
     with handled():
         counter = PromptTokenCounter.from_dir(tokenizer)
         result = build_bandit_dataset(
@@ -150,7 +144,7 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """A dataset's settings, rule counts and contexts (provenance, prev_best, tokens)."""
-    store = _store()
+    store = store_context()
     with handled(), store.sessions()() as session:
         dataset = repo_bandit.get_bandit_dataset(session, name=name)
         contexts = repo_bandit.contexts_of(session, dataset_id=dataset.id)
@@ -205,7 +199,7 @@ def show(
 @bandit_app.command("list")
 def list_datasets(as_json: JsonOption = False) -> None:
     """Every bandit dataset, newest first."""
-    store = _store()
+    store = store_context()
     with handled(), store.sessions()() as session:
         rows = [
             {
@@ -245,7 +239,7 @@ def export(
     as_json: JsonOption = False,
 ) -> None:
     """Write a dataset as verl parquet (train.parquet / validation.parquet) or JSON lines."""
-    store = _store()
+    store = store_context()
     with handled(), store.sessions()() as session:
         path = export_bandit_dataset(session, name=name, export_format=export_format, out_dir=out)
     store.close()
@@ -258,7 +252,7 @@ def export(
 @bandit_app.command("delete")
 def delete(name: Annotated[str, typer.Argument(help="The bandit dataset.")]) -> None:
     """Delete a dataset and its contexts (the run it came from is kept)."""
-    store = _store()
+    store = store_context()
     with handled(), store.sessions().begin() as session:
         repo_bandit.delete_bandit_dataset(session, name=name)
     store.close()
