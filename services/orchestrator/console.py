@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -41,6 +41,7 @@ from cobalt.shared.reward import RewardSettings, TokenizerCounter
 __all__ = [
     "EXIT_UNREACHABLE",
     "EXIT_USAGE",
+    "JsonOption",
     "StoreContext",
     "echo_json",
     "fail",
@@ -49,6 +50,7 @@ __all__ = [
     "progress_bar",
     "reward_tokenizer",
     "settings_or_exit",
+    "store_context",
 ]
 
 
@@ -77,9 +79,18 @@ def handled() -> Iterator[None]:
         raise fail(EXIT_USAGE, f"cannot use{where}: {exc.strerror or exc}") from exc
 
 
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+"""`--json`: the command prints one JSON object on stdout (the contract scripts use)."""
+
+
 def settings_or_exit() -> OrchestratorSettings:
     """The orchestrator's settings from the environment (exits 2 on a bad one)."""
     return shared_cli.settings_or_exit(OrchestratorSettings, "COBALT_*")
+
+
+def store_context() -> StoreContext:
+    """The context of a command: settings from the environment (exits 2 on a bad one)."""
+    return StoreContext(settings=settings_or_exit())
 
 
 @dataclass

@@ -38,11 +38,11 @@ from cobalt.orchestrator.analysis.judge import (
 from cobalt.orchestrator.console import (
     EXIT_UNREACHABLE,
     EXIT_USAGE,
-    StoreContext,
+    JsonOption,
     echo_json,
     fail,
     handled,
-    settings_or_exit,
+    store_context,
 )
 from cobalt.orchestrator.rollouts.sampling import ChatSampler
 from cobalt.shared.clients import ModelEndpoint
@@ -59,7 +59,6 @@ analyze_app = typer.Typer(
     "have an LLM judge say how.",
     no_args_is_help=True,
 )
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
 
 
 @analyze_app.command("hacking")
@@ -81,7 +80,7 @@ def hacking(
     """Flag each turn that changed its program and now passes the perturbed test whose
     wrong expected output its feedback showed, and every benign public test; store the
     cases (re-running adds none)."""
-    store = StoreContext(settings=settings_or_exit())
+    store = store_context()
     with handled(), store.sessions().begin() as session:
         summary = find_and_store_cases(session, run_id=run, any_failure=any_failure)
         records = case_records(session, run_id=run)
@@ -182,7 +181,7 @@ def judge(
     if (run is None) == (input_file is None):
         raise fail(EXIT_USAGE, "give exactly one of --run RUN and --input FILE.jsonl")
     records = _read_records(input_file) if input_file is not None else []
-    store = StoreContext(settings=settings_or_exit())
+    store = store_context()
     sessions = store.sessions()
     with handled(), sessions() as session:
         selection = (

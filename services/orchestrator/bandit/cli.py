@@ -24,11 +24,11 @@ from cobalt.orchestrator.bandit.selection import (
 )
 from cobalt.orchestrator.console import (
     EXIT_USAGE,
-    StoreContext,
+    JsonOption,
     echo_json,
     fail,
     handled,
-    settings_or_exit,
+    store_context,
 )
 from cobalt.orchestrator.store import repo_bandit
 
@@ -42,12 +42,6 @@ bandit_app = typer.Typer(
     ),
     no_args_is_help=True,
 )
-
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
-
-
-def _store() -> StoreContext:
-    return StoreContext(settings=settings_or_exit())
 
 
 def _mix(values: list[str]) -> tuple[tuple[str, float], ...]:
@@ -138,7 +132,7 @@ def build(
         else DEFAULT_FIRST_STOP_TURNS,
         research_validation=research_validation,
     )
-    store = _store()
+    store = store_context()
     with handled():
         counter = PromptTokenCounter.from_dir(tokenizer)
         result = build_bandit_dataset(
@@ -177,7 +171,7 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """A dataset's settings, rule counts and contexts (provenance, prev_best, tokens)."""
-    store = _store()
+    store = store_context()
     with handled(), store.sessions()() as session:
         dataset = repo_bandit.get_bandit_dataset(session, name=name)
         contexts = repo_bandit.contexts_of(session, dataset_id=dataset.id)
@@ -232,7 +226,7 @@ def show(
 @bandit_app.command("list")
 def list_datasets(as_json: JsonOption = False) -> None:
     """Every bandit dataset, newest first."""
-    store = _store()
+    store = store_context()
     with handled(), store.sessions()() as session:
         rows = [
             {
@@ -272,7 +266,7 @@ def export(
     as_json: JsonOption = False,
 ) -> None:
     """Write a dataset as verl parquet (train.parquet / validation.parquet) or JSON lines."""
-    store = _store()
+    store = store_context()
     with handled(), store.sessions()() as session:
         path = export_bandit_dataset(session, name=name, export_format=export_format, out_dir=out)
     store.close()
@@ -285,7 +279,7 @@ def export(
 @bandit_app.command("delete")
 def delete(name: Annotated[str, typer.Argument(help="The bandit dataset.")]) -> None:
     """Delete a dataset and its contexts (the run it came from is kept)."""
-    store = _store()
+    store = store_context()
     with handled(), store.sessions().begin() as session:
         repo_bandit.delete_bandit_dataset(session, name=name)
     store.close()

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.console import (
     EXIT_USAGE,
+    JsonOption,
     StoreContext,
     echo_json,
     fail,
@@ -59,7 +60,6 @@ run_app = typer.Typer(
     no_args_is_help=True,
 )
 
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
 DetachOption = Annotated[
     bool, typer.Option("--detach", help="Return once queued (needs COBALT_REDIS_URL).")
 ]

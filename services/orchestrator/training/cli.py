@@ -16,11 +16,11 @@ from rich.table import Table
 
 from cobalt.orchestrator.console import (
     EXIT_USAGE,
-    StoreContext,
+    JsonOption,
     echo_json,
     fail,
     handled,
-    settings_or_exit,
+    store_context,
 )
 from cobalt.orchestrator.store.models import TrainingJobStatus
 from cobalt.orchestrator.training import service
@@ -42,12 +42,6 @@ train_app = typer.Typer(
     ),
     no_args_is_help=True,
 )
-
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
-
-
-def _store() -> StoreContext:
-    return StoreContext(settings=settings_or_exit())
 
 
 @train_app.command("start")
@@ -164,7 +158,7 @@ def start(
         mode=mode,
         params={k: v for k, v in rollouts.items() if v is not None},
     )
-    store = _store()
+    store = store_context()
     sessions = store.sessions()
     with handled():
         job = service.job_public(sessions, service.create_job(sessions, request))
@@ -176,7 +170,7 @@ def start(
 @train_app.command("list")
 def list_jobs(as_json: JsonOption = False) -> None:
     """Every training job, newest first."""
-    store = _store()
+    store = store_context()
     with handled():
         jobs = service.list_jobs(store.sessions())
     if as_json:
@@ -195,14 +189,14 @@ def list_jobs(as_json: JsonOption = False) -> None:
 @train_app.command("show")
 def show(job_id: Annotated[int, typer.Argument()], as_json: JsonOption = False) -> None:
     """A job: status, policy version and every step's metrics."""
-    store = _store()
+    store = store_context()
     with handled():
         job = service.job_public(store.sessions(), job_id)
     _show(job, as_json=as_json)
 
 
 def _set_status(job_id: int, status: TrainingJobStatus, as_json: bool) -> None:
-    store = _store()
+    store = store_context()
     sessions = store.sessions()
     with handled():
         service.set_job_status(sessions, job_id, status)
@@ -255,7 +249,7 @@ def export_verl(
         )  # fmt: skip
     except ValueError as exc:
         raise fail(EXIT_USAGE, str(exc).splitlines()[-1]) from exc
-    store = _store()
+    store = store_context()
     with handled():
         written = export_for_verl(
             store.sessions(), contexts=contexts, out_dir=out, model=model, hyper=hyper,
