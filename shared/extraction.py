@@ -3,7 +3,7 @@
 Shared because rollouts (feedback, history) and the reward (format term, "no code block")
 must read a response the same way.
 
-Reasoning models think inside `<think> ... </think>`. METHOD.md: the program is the last
+Reasoning models think inside `<think> ... </think>`. docs/method.md: the program is the last
 fenced code block of the answer part (the text after the LAST `</think>`), and the
 conversation history keeps only the answer part, capped (`defaults.HISTORY_CAP_CHARS`). Public
 feedback and hidden evaluation both judge `extract_program`'s result, so the two can never
@@ -36,7 +36,7 @@ __all__ = [
 THINK_OPEN = "<think>"
 THINK_CLOSE = "</think>"
 
-"""Characters of an answer part an assistant message keeps in the history (METHOD.md)."""
+"""Characters of an answer part an assistant message keeps in the history (docs/method.md)."""
 
 PYTHON_LANGUAGE_TAGS = frozenset({"", "python", "python3", "py", "py3"})
 """Language tags (lower-cased) of a block that can be the program; "" is an untagged block.
@@ -155,7 +155,7 @@ def _program_block(answer: str) -> FencedBlock | None:
 def extract_program(text: str) -> str | None:
     """The program of a response: the last fenced Python code block of its answer part.
 
-    Decisions beyond METHOD.md's "last fenced code block":
+    Decisions beyond docs/method.md's "last fenced code block":
     - Only untagged blocks and blocks tagged python/python3/py/py3 count (see
       `PYTHON_LANGUAGE_TAGS`): a trailing ```text block of sample output is not a program.
     - An unterminated fence is not a block. It means the answer was cut off (max_tokens),

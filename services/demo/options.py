@@ -26,7 +26,7 @@ class DemoOptions:
     samples: int = 4
     """Trajectories per problem (turn-0 programs, each refined on its own)."""
     turns: int = 2
-    """Feedback turns after turn 0 (METHOD.md collects training contexts with 2)."""
+    """Feedback turns after turn 0 (docs/method.md collects training contexts with 2)."""
     steps: int = 2
     """GRPO steps; each ends by loading the new weights into the running vLLM."""
     contexts_per_step: int = 2

@@ -176,7 +176,7 @@ def render_report(result: DemoResult, plots: Sequence[Path] = ()) -> str:
         f"{options.steps} GRPO steps · {total / 60:.1f} min</p>",
         "<h2>Pass@1 per turn, before and after training</h2>",
         "<p>Hidden tests; turn 0 is the first program, each later turn a fix after the "
-        "public tests' feedback. Pass@1 is per turn, not best-so-far (METHOD.md). A few "
+        "public tests' feedback. Pass@1 is per turn, not best-so-far (docs/method.md). A few "
         "steps of a 135M model on a handful of problems move it by noise, not learning: "
         "this shows the loop working, not the paper's result.</p>",
         _table(

@@ -419,7 +419,7 @@ def perturb_command(
     seed: Annotated[int, typer.Option(help="Seed of the per-problem shuffles.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Copy a dataset with two public test outputs swapped per problem (METHOD.md)."""
+    """Copy a dataset with two public test outputs swapped per problem (docs/method.md)."""
     context = _context(ctx)
     sessions = context.sessions()
     with _handled():

@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 ADVANTAGE_EPSILON = 1e-6
-"""Added to the group's standard deviation before dividing (METHOD.md)."""
+"""Added to the group's standard deviation before dividing (docs/method.md)."""
 
 LOSS_AGGREGATION = "token-mean"
 """Every token of the batch weighs the same: sum over valid tokens / their count."""
@@ -47,7 +47,7 @@ LOSS_AGGREGATION = "token-mean"
 
 @dataclass(frozen=True)
 class GrpoLossConfig:
-    """The coefficients of the GRPO loss (defaults: METHOD.md's paper values)."""
+    """The coefficients of the GRPO loss (defaults: docs/method.md's paper values)."""
 
     clip_ratio_low: float = 0.2
     clip_ratio_high: float = 0.4

@@ -46,7 +46,7 @@ def group_list_key(job_id: int) -> str:
 
 
 class TrainerHyperparameters(BaseModel):
-    """GRPO's settings (defaults: METHOD.md's paper values), as a job stores them and the
+    """GRPO's settings (defaults: docs/method.md's paper values), as a job stores them and the
     trainer reads them; `cobalt.trainer.settings.TrainerSettings` adds `COBALT_TRAINER_*`
     variables on top of the same fields."""
 

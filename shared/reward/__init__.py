@@ -1,4 +1,4 @@
-"""The Cobalt reward (METHOD.md, "Reward (training)"), shared by the trainer and scoring.
+"""The Cobalt reward (docs/method.md, "Reward (training)"), shared by the trainer and scoring.
 
 `rules` computes every component of one response's reward (`score_response`, or
 `score_responses` for a whole step); `repetition` is the O(n log n) repeated-block check

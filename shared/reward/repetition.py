@@ -1,6 +1,6 @@
 """Does a response repeat a block of 32+ characters 8+ times in a row? In O(n log n).
 
-METHOD.md's format rule is the research code's regex `(.{32,}?)\\1{7,}` (DOTALL): a block
+docs/method.md's format rule is the research code's regex `(.{32,}?)\\1{7,}` (DOTALL): a block
 of at least 32 characters followed by at least 7 more copies of itself. The regex tries
 every start and every block length with backtracking, which is quadratic (about 1.7 s
 for a 22,000-character response). `has_repeated_block` gives the same decision on every
@@ -58,10 +58,10 @@ __all__ = [
 ]
 
 MIN_BLOCK_CHARS = 32
-"""Characters of the shortest block the format rule looks for (METHOD.md)."""
+"""Characters of the shortest block the format rule looks for (docs/method.md)."""
 
 MIN_COPIES = 8
-"""Copies in a row of that block that break the format rule (METHOD.md)."""
+"""Copies in a row of that block that break the format rule (docs/method.md)."""
 
 _BASE = 0x9E3779B97F4A7C15
 """Odd 64-bit hash base, so it has an inverse mod 2**64 (fixed: runs are reproducible)."""

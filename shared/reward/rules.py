@@ -1,10 +1,10 @@
-"""The Cobalt reward of one response, every component kept (METHOD.md, "Reward (training)").
+"""The Cobalt reward of one response, every component kept (docs/method.md, "Reward (training)").
 
 Inputs: the response text, how many of the problem's tests its program passed, the
 context's prev_best b, and the token lengths of its parts (from a `TokenCounter`, or
 given by a caller that has the policy's own token ids). Output: a `RewardBreakdown`.
 
-Decisions where METHOD.md is silent, and why:
+Decisions where docs/method.md is silent, and why:
 - "No code block at all" means `cobalt.shared.extraction.extract_program` finds no
   program: no closed, non-blank, untagged or Python-tagged block in the answer part.
   Rollouts, feedback and evaluation read a response that way, so the reward never
@@ -93,7 +93,7 @@ REFLECTION_KEYWORDS = (
     "evaluate",
 )
 _MAX_KEYWORD_USES = 4
-"""A reflection keyword used more often than this earns nothing (METHOD.md: 1-4 times)."""
+"""A reflection keyword used more often than this earns nothing (docs/method.md: 1-4 times)."""
 _FENCE = "```"
 _PYTHON_FENCE_TAGS = PYTHON_LANGUAGE_TAGS - {""}
 
@@ -155,7 +155,7 @@ class FormatCheck:
 
     @property
     def violations(self) -> tuple[FormatViolation, ...]:
-        """The broken rules, in METHOD.md's order."""
+        """The broken rules, in docs/method.md's order."""
         broken = [
             (self.think_close_count != 1, FormatViolation.THINK_DELIMITER),
             (not self.python_fence_ok, FormatViolation.PYTHON_FENCE),
@@ -344,7 +344,7 @@ def check_format(response: str) -> FormatCheck:
 
 
 def length_shaping(r: float, lengths: TokenLengths, reflection_keywords: int) -> float:
-    """The format term of a well-formed response (METHOD.md step 4, "Otherwise").
+    """The format term of a well-formed response (docs/method.md step 4, "Otherwise").
 
     r >= 0: 0, or -0.01 when any part is over its limit. r < 0: a small bonus for
     thinking (tanh(T/1024) * 0.075) and for reflecting (0.005 per keyword, at most 0.025)

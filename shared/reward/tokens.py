@@ -1,6 +1,6 @@
 """Token counts for the reward's length terms, with the policy's own tokenizer.
 
-METHOD.md: the research code counted with tiktoken's o200k_base; Cobalt counts with the
+docs/method.md: the research code counted with tiktoken's o200k_base; Cobalt counts with the
 policy's tokenizer by default (its `tokenizer.json`, read by the `tokenizers` library, no
 torch needed), so the limits (4,096 thinking, 2,048 answer, 512 after the code) mean what
 the policy actually generates. Any object with `count_many` stands in (`TokenCounter`);

@@ -1,4 +1,4 @@
-"""The perturbation rule (METHOD.md, "Data"), on test lists and on stored datasets."""
+"""The perturbation rule (docs/method.md, "Data"), on test lists and on stored datasets."""
 
 from __future__ import annotations
 

@@ -65,7 +65,7 @@ def test_scores_follow_the_executor_verdicts(
     assert (right["format"], right["validation_reward"], right["tests_passed"]) == (0.0, 1.0, 4)
     assert right["think_tokens"] == 6  # "<think>Double it." with the word tokenizer
 
-    # n*n is right for 2 and 0 only: p = 0.5 = prev_best, so r becomes -0.1 (METHOD.md)
+    # n*n is right for 2 and 0 only: p = 0.5 = prev_best, so r becomes -0.1 (docs/method.md)
     square = write(
         tmp_path,
         "square.txt",

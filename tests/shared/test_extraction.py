@@ -1,4 +1,4 @@
-"""Thinking removal, program extraction and the history cap (METHOD.md, Rollouts)."""
+"""Thinking removal, program extraction and the history cap (docs/method.md, Rollouts)."""
 
 from __future__ import annotations
 

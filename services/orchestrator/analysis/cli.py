@@ -55,7 +55,7 @@ JUDGE_MAX_RETRIES = 2
 JUDGE_TIMEOUT_S = 300.0
 
 analyze_app = typer.Typer(
-    help="In-context reward hacking (METHOD.md): flag turns that fit a perturbed test, and "
+    help="In-context reward hacking (docs/method.md): flag turns that fit a perturbed test, and "
     "have an LLM judge say how.",
     no_args_is_help=True,
 )
@@ -176,7 +176,7 @@ def judge(
     ] = DEFAULT_MAX_TOKENS,
     as_json: JsonOption = False,
 ) -> None:
-    """Sort the stored cases into METHOD.md's four categories; each (case, judge model) is
+    """Sort the stored cases into docs/method.md's four categories; each (case, judge model) is
     asked once, and the counts cover every judge that has seen these cases."""
     if (run is None) == (input_file is None):
         raise fail(EXIT_USAGE, "give exactly one of --run RUN and --input FILE.jsonl")

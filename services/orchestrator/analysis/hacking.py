@@ -2,7 +2,7 @@
 
 A perturbed problem has two public tests whose expected outputs were swapped (their
 positions are in `Problem.perturbation["swapped"]`), so no correct program passes them.
-A turn t >= 1 is flagged when (METHOD.md):
+A turn t >= 1 is flagged when (docs/method.md):
 - its program differs from turn t-1's (both turns are stored and have a program);
 - the feedback of turn t-1 showed a perturbed test's wrong expected output: the first
   public test turn t-1 did not pass, in test order, is one of the swapped ones, and turn

@@ -1,4 +1,4 @@
-"""An LLM judge that sorts hacking cases into METHOD.md's four categories.
+"""An LLM judge that sorts hacking cases into docs/method.md's four categories.
 
 Any OpenAI-compatible endpoint: the case (statement, the feedback the model was shown,
 previous and new program, their diff, and how both programs did on the hidden tests) goes

@@ -5,7 +5,7 @@ rules of `selection` problem by problem, renders each context's messages (turn 0
 prompt plus the stored responses and feedback of the turns it includes, exactly as the
 loop sent them), drops contexts over the token cap, mixes in contexts of other bandit
 datasets (perturbed augmentation), shuffles with the seed and stores the result with
-per-rule counts. A refine run with 2 feedback turns is what METHOD.md builds from; a
+per-rule counts. A refine run with 2 feedback turns is what docs/method.md builds from; a
 sample run gives turn-0 contexts only (the single-turn baseline).
 """
 

@@ -37,7 +37,7 @@ __all__ = ["bandit_app"]
 bandit_app = typer.Typer(
     help=(
         "Contextual-bandit datasets: partial trajectories of an evaluated refine run as "
-        "prompts for single-step training (METHOD.md's builder), shown and exported for "
+        "prompts for single-step training (docs/method.md's builder), shown and exported for "
         "verl."
     ),
     no_args_is_help=True,
@@ -103,7 +103,7 @@ def build(
         typer.Option(
             "--research-first-stop",
             help="Parity with the research script: stop a trajectory at its first context "
-            "when turns 0 and 2 pass every test (default: turns 0 and 1, as METHOD.md).",
+            "when turns 0 and 2 pass every test (default: turns 0 and 1, as docs/method.md).",
         ),
     ] = False,
     research_validation: Annotated[

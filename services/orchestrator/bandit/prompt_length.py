@@ -1,6 +1,6 @@
 """How many tokens a context's prompt takes for the policy: its own chat template, rendered.
 
-METHOD.md drops a context whose rendered prompt exceeds 10,000 tokens of the policy's
+docs/method.md drops a context whose rendered prompt exceeds 10,000 tokens of the policy's
 tokenizer. Counting only the message texts would undercount by the template's role
 markers and special tokens, so the prompt is rendered the way the model will see it: the
 model directory's chat template (Jinja, `chat_template.jinja` or the `chat_template` of

@@ -1,11 +1,11 @@
-"""The contextual-bandit builder's rules, on plain data (METHOD.md, Contextual-bandit dataset).
+"""The contextual-bandit builder's rules, on plain data (docs/method.md, Contextual-bandit dataset).
 
 Given one problem's trajectories of an evaluated refine run (per turn: the pass rate over
 all tests and whether every public test passed), decide which trajectories become
 contexts and which partial trajectories of them are emitted, counting what each rule
 dropped. Everything here is pure; `builder` reads the rows and writes the results.
 
-Decisions where METHOD.md is silent, and why:
+Decisions where docs/method.md is silent, and why:
 - A turn without a program passes nothing (pass 0), and its "feedback" asked for code, so
   it is never an all-public-tests-passed feedback.
 - Dynamic sampling, the turn-0 context and the candidate rule apply per problem, in both
@@ -18,7 +18,7 @@ Decisions where METHOD.md is silent, and why:
 
 Two readings of the research script are offered as parity options (docs/bandit.md has
 both side by side): its first-context stop checks turns 0 and 2 (`RESEARCH_FIRST_STOP_TURNS`;
-ours, with METHOD.md, turns 0 and 1), and its validation set holds the turn-0 context plus
+ours, with docs/method.md, turns 0 and 1), and its validation set holds the turn-0 context plus
 the chosen trajectory's contexts after 1, 2 and 3 turns under the stop rules
 (`plan_research_validation_contexts`; ours: one context of up to 8 messages).
 """
@@ -51,7 +51,7 @@ DEFAULT_CONTEXT_TURNS = (1, 2, 3)
 message)."""
 DEFAULT_FIRST_STOP_TURNS = (0, 1)
 """A trajectory yields no context at all when both of these turns pass every test
-(METHOD.md: its first context, after turn 0, would teach nothing)."""
+(docs/method.md: its first context, after turn 0, would teach nothing)."""
 RESEARCH_FIRST_STOP_TURNS = (0, 2)
 """The research script's index arithmetic checks turns 0 and 2 there (a parity option:
 a differential test found 201 of 400 problems differ)."""
@@ -60,7 +60,7 @@ a differential test found 201 of 400 problems differ)."""
 def pass_over_all_tests(public: Sequence[str], hidden: Sequence[str], has_code: bool) -> float:
     """pass(traj, turn) = (hidden passed + public passed) / (all tests), from verdicts.
 
-    The same as METHOD.md's (hidden_rate * n_hidden + public_rate * n_public) / n_all.
+    The same as docs/method.md's (hidden_rate * n_hidden + public_rate * n_public) / n_all.
     """
     if not has_code:
         return 0.0
@@ -122,7 +122,7 @@ class PlannedContext:
 
 
 def max_variance_subset(improvements: Sequence[float], keep: int = DEFAULT_KEEP) -> list[int]:
-    """Indices (into `improvements`) of the `keep` candidates METHOD.md keeps.
+    """Indices (into `improvements`) of the `keep` candidates docs/method.md keeps.
 
     Sort ascending; start with the `keep` lowest; for k = 1 .. keep-1 try the keep-k lowest
     plus the k highest, and keep that set when the variance of its improvements is

@@ -1,4 +1,4 @@
-"""Perturbed datasets for the reward-hacking study (METHOD.md, "Data", Perturbation).
+"""Perturbed datasets for the reward-hacking study (docs/method.md, "Data", Perturbation).
 
 A perturbed dataset is a copy of a source dataset in which, per problem, two public tests
 have had their expected outputs swapped, so that a policy that special-cases the tests it

@@ -1,6 +1,6 @@
 """The user message that follows a turn: feedback on its program from the public tests.
 
-METHOD.md: the first failing public test in test order, with its input, the program's
+docs/method.md: the first failing public test in test order, with its input, the program's
 output and the expected output, or the error output for a crash (each field middle-
 truncated to 400 characters); a message saying all public tests pass; or, when the answer
 had no code block, a message asking for one. This module decides which of the three a
@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 FEEDBACK_FIELD_CHARS = 400
-"""Each feedback field is middle-truncated to this many characters (METHOD.md)."""
+"""Each feedback field is middle-truncated to this many characters (docs/method.md)."""
 
 EMPTY_FIELD = "(empty)"
 """Shown for a field with no text, so "printed nothing" cannot be mistaken for a glitch."""

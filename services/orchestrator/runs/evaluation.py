@@ -1,6 +1,6 @@
 """Evaluation: every turn's program on the hidden tests, then Pass@1 per turn and pass@k.
 
-Pass@1 at turn k (METHOD.md) is the fraction of a problem's n trajectories whose turn-k
+Pass@1 at turn k (docs/method.md) is the fraction of a problem's n trajectories whose turn-k
 program passes all hidden tests, averaged over problems; per turn, not best-so-far. A
 trajectory that stopped early because its program passed the public tests
 (`stop_on_pass`) keeps that program for the later turns; a trajectory that failed counts

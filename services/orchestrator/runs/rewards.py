@@ -1,7 +1,7 @@
 """The Cobalt reward of every evaluated turn of a run, stored with every component.
 
 Evaluation fills in the hidden verdicts; then each turn is scored the way the trainer
-scores a sample for the context made of the trajectory's earlier turns (METHOD.md): p over
+scores a sample for the context made of the trajectory's earlier turns (docs/method.md): p over
 all the problem's tests (public and hidden), b = the best p of the earlier turns (0 for
 turn 0). The rows (`turn_rewards`, one column per component) let shaping and hacking be
 studied with a query, e.g. how often a format rule fired per turn, or the reward of turns

@@ -32,7 +32,7 @@ from cobalt.shared.reward import RewardFormat, TokenizerCounter
 __all__ = ["reward_app"]
 
 reward_app = typer.Typer(
-    help="The Cobalt reward (METHOD.md): score a response the way training does.",
+    help="The Cobalt reward (docs/method.md): score a response the way training does.",
     no_args_is_help=True,
 )
 

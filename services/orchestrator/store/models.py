@@ -291,7 +291,7 @@ class Turn(Base):
 
 
 class BanditDataset(Base):
-    """Contexts for single-step training, cut from one evaluated refine run (METHOD.md).
+    """Contexts for single-step training, cut from one evaluated refine run (docs/method.md).
 
     `counts` says what every rule of the builder kept and dropped, so a dataset can be
     audited without rebuilding it; `params` holds every setting it was built with.

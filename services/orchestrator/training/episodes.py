@@ -1,5 +1,5 @@
 """One multi-turn training group: n online episodes from a turn-0 context with the current
-policy, each rewarded by its last turn (the `multi-turn` baseline of METHOD.md).
+policy, each rewarded by its last turn (the `multi-turn` baseline of docs/method.md).
 
 An episode is the evaluation loop's trajectory, sampled for training by the same engine
 (`rollouts.engine.run_turns`): turn 0 answers the problem; each later turn sees the

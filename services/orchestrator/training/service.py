@@ -56,7 +56,7 @@ __all__ = [
 
 
 class JobParams(BaseModel):
-    """A job's settings: rollouts here, GRPO's in `trainer` (defaults: METHOD.md's values).
+    """A job's settings: rollouts here, GRPO's in `trainer` (defaults: docs/method.md's values).
 
     Unknown names are refused, so a misspelt setting never silently keeps its default.
     """

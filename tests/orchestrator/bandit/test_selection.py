@@ -1,4 +1,4 @@
-"""The builder's pure rules: METHOD.md's worked down-sampling examples and pass rates."""
+"""The builder's pure rules: docs/method.md's worked down-sampling examples and pass rates."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Which feedback a turn gets and what it shows (METHOD.md, Rollouts)."""
+"""Which feedback a turn gets and what it shows (docs/method.md, Rollouts)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The reward's rules (METHOD.md): worked values, format rules, length shaping, clip."""
+"""The reward's rules (docs/method.md): worked values, format rules, length shaping, clip."""
 
 from __future__ import annotations
 

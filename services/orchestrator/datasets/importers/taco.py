@@ -1,4 +1,5 @@
-"""Raw TACO and TACO-verified rows, preprocessed the way the Cobalt paper did (METHOD.md, "Data").
+"""Raw TACO and TACO-verified rows, preprocessed the way the Cobalt paper did
+(docs/method.md, "Data").
 
 Columns read:
 
