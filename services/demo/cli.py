@@ -23,6 +23,7 @@ from cobalt.demo.results import DemoResult
 from cobalt.shared import defaults
 from cobalt.shared.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from cobalt.shared.errors import CobaltError
+from cobalt.shared.reward import RewardFormat
 
 __all__ = ["demo_command", "up_command"]
 
@@ -99,6 +100,13 @@ def demo_command(
         int, typer.Option(help="Context length of the vLLM the demo starts.")
     ] = 2048,
     lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = defaults.LEARNING_RATE,
+    reward_format: Annotated[
+        RewardFormat,
+        typer.Option(
+            help="instruct: no thinking block expected (SmolLM2); reasoning: the paper's rules, "
+            "for a reasoning model given with --model."
+        ),
+    ] = RewardFormat.INSTRUCT,
     work_dir: Annotated[
         Path, typer.Option(help="Database, converted model, checkpoints, logs, report.")
     ] = DEFAULT_WORK_DIR,
@@ -131,8 +139,9 @@ def demo_command(
             problems=problems, samples=samples, turns=turns, steps=steps,
             contexts_per_step=contexts_per_step, group_size=group_size, max_tokens=max_tokens,
             max_context_tokens=max_context_tokens, max_model_len=max_model_len,
-            lr=lr, work_dir=work_dir, fresh=fresh, inference_url=inference_url, model=model,
-            served_model=served_model, ui_port=ui_port, keep_serving=keep_serving,
+            lr=lr, reward_format=reward_format, work_dir=work_dir, fresh=fresh,
+            inference_url=inference_url, model=model, served_model=served_model,
+            ui_port=ui_port, keep_serving=keep_serving,
         )  # fmt: skip
     except ValueError as exc:
         raise _fail(EXIT_USAGE, str(exc)) from exc

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from cobalt.shared import defaults
+from cobalt.shared.reward import RewardFormat
 
 __all__ = ["DEFAULT_WORK_DIR", "DemoOptions", "DemoPaths"]
 
@@ -46,6 +47,10 @@ class DemoOptions:
     their feedback fit, and the 1 GiB CPU KV cache still holds every sample at once."""
     lr: float = defaults.LEARNING_RATE
     """AdamW learning rate (the paper's)."""
+    reward_format: RewardFormat = RewardFormat.INSTRUCT
+    """The reward's format rules. SmolLM2 writes no thinking block, so the paper's rules
+    (one `</think>`, written for reasoning models) would cost every response 0.9; pass
+    `reasoning` with a reasoning model (`--model`)."""
     temperature: float = defaults.TEMPERATURE
     work_dir: Path = DEFAULT_WORK_DIR
     fresh: bool = False

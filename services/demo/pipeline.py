@@ -278,7 +278,8 @@ def _train(
         name=f"demo-{datetime.now(UTC):%Y%m%d-%H%M%S}", contexts=contexts,
         model=str(ctx.model_dir.resolve()),
         params={"base_url": f"{ctx.endpoints.inference}/v1", "served_model": ctx.served,
-                "temperature": options.temperature, "trainer": trainer_params},
+                "temperature": options.temperature, "trainer": trainer_params,
+                "reward_format": options.reward_format.value},
     )  # fmt: skip
     job_id = create_job(ctx.sessions, request)
     env = without_cobalt_settings()

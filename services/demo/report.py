@@ -19,8 +19,21 @@ from typing import Any
 
 from cobalt.demo.results import DemoResult, PhaseResult
 from cobalt.orchestrator.runs.plots import plot_pass_at_1
+from cobalt.shared.reward import RewardFormat
 
 __all__ = ["report_data", "render_report", "write_report"]
+
+_REWARD_FORMAT_NOTES = {
+    RewardFormat.INSTRUCT: (
+        "The reward uses its instruct format (docs/reward.md): SmolLM2 writes no thinking "
+        "block, so the <code>&lt;/think&gt;</code> rule is not checked and the thinking "
+        "counts as empty; a passing program scores 1.0 and a failing one -0.1 or less."
+    ),
+    RewardFormat.REASONING: (
+        "The reward is the paper's, written for reasoning models: a response without "
+        "exactly one <code>&lt;/think&gt;</code> takes its -0.9 format term."
+    ),
+}
 
 STEP_COLUMNS = (
     ("reward_mean", "mean reward"),
@@ -197,10 +210,7 @@ def render_report(result: DemoResult, plots: Sequence[Path] = ()) -> str:
         f"<p>{_link(_ui(result, f'training/{result.training.id}'), f'job {result.training.id}')}"
         f": {result.training.step} steps; the inference server went from policy "
         f"v{result.before.policy_version} to v{result.after.policy_version} without a "
-        "restart. The reward is the paper's, written for reasoning models: a response "
-        "without exactly one <code>&lt;/think&gt;</code> takes its -0.9 format term, so with "
-        "SmolLM2 a failing program scores -1.0 and a passing one 0.1; GRPO compares "
-        "responses within a group, so the shift does not change what is learnt.</p>",
+        f"restart. {_REWARD_FORMAT_NOTES[result.options.reward_format]}</p>",
         _table(["step", "policy", *(label for _, label in STEP_COLUMNS)], _step_rows(result)),
         "<h2>Where the time went</h2>",
         _table(

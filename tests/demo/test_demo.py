@@ -80,6 +80,8 @@ def test_the_smallest_demo_trains_syncs_and_reports_what_the_database_holds(
     finally:
         engine.dispose()
     assert job.step == 1 and job.steps[0].metrics["samples"] == 2
+    # SmolLM2 writes no thinking block: the job scores it with the instruct format.
+    assert job.params["reward_format"] == "instruct" and "instruct format" in text
     assert job.steps[0].metrics["sync_seconds"] > 0
     # The trainer loaded its step into the running vLLM: the after-run sampled from it.
     assert data["after"]["policy_version"] == data["before"]["policy_version"] + 1

@@ -32,6 +32,7 @@ from cobalt.shared.contracts.training import (
     TrainingJobPublic,
     TrainingMode,
 )
+from cobalt.shared.reward import RewardFormat
 
 __all__ = ["train_app"]
 
@@ -110,6 +111,13 @@ def start(
     ] = None,
     top_p: Annotated[float | None, typer.Option(help=f"Sampling top_p [{defaults.TOP_P}].")] = None,
     seed: Annotated[int | None, typer.Option(help="Sampling seed.")] = None,
+    reward_format: Annotated[
+        RewardFormat | None,
+        typer.Option(
+            help="reasoning: the paper's format rules (one </think>); instruct: for models "
+            "without a thinking block [reasoning]."
+        ),
+    ] = None,
     turns: Annotated[
         int | None, typer.Option(help="multi-turn: turns per episode, turn 0 included [3].")
     ] = None,
@@ -146,6 +154,7 @@ def start(
         "temperature": temperature,
         "top_p": top_p,
         "seed": seed,
+        "reward_format": reward_format,
         "turns": turns,
         "stop_on_pass": stop_on_pass,
         "template": template,

@@ -39,7 +39,7 @@ from cobalt.orchestrator.store.repo_training import SampleRow
 from cobalt.orchestrator.training.rollout import GroupContext, ScoredGroup, checked_samples
 from cobalt.shared.clients import AsyncExecutorClient
 from cobalt.shared.execution import execute_programs
-from cobalt.shared.reward import ScoreInput, TokenCounter, score_responses
+from cobalt.shared.reward import RewardFormat, ScoreInput, TokenCounter, score_responses
 
 __all__ = ["EpisodeSpec", "roll_out_episodes"]
 
@@ -87,6 +87,7 @@ async def roll_out_episodes(
     params: SamplingParams,
     template: PromptTemplate,
     spec: EpisodeSpec,
+    reward_format: RewardFormat = RewardFormat.REASONING,
 ) -> ScoredGroup:
     """`params.n` episodes of up to `spec.turns` turns, scored by their last turns.
 
@@ -149,6 +150,7 @@ async def roll_out_episodes(
             for i, t in enumerate(last_turns)
         ],
         tokens=tokens,
+        reward_format=reward_format,
     )
     rows = []
     for i, (episode, reward) in enumerate(zip(episodes, rewards, strict=True)):

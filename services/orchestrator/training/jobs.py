@@ -151,9 +151,15 @@ def run_group_job(
                     stop_on_pass=params.stop_on_pass,
                     think_cap_chars=params.think_cap_chars,
                 ),
+                reward_format=params.reward_format,
             )
         return await roll_out_group(
-            group_context, sampler=sampler, executor=executor, tokens=tokens, params=sampling
+            group_context,
+            sampler=sampler,
+            executor=executor,
+            tokens=tokens,
+            params=sampling,
+            reward_format=params.reward_format,
         )
 
     group = runtime().run(roll_out)

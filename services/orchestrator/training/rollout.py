@@ -27,7 +27,7 @@ from cobalt.shared.contracts import Compare, Limits, StoredTest
 from cobalt.shared.errors import UpstreamError
 from cobalt.shared.execution import execute_programs
 from cobalt.shared.extraction import extract_program
-from cobalt.shared.reward import ScoreInput, TokenCounter, score_responses
+from cobalt.shared.reward import RewardFormat, ScoreInput, TokenCounter, score_responses
 
 __all__ = ["GroupContext", "ScoredGroup", "checked_samples", "roll_out_group"]
 
@@ -93,6 +93,7 @@ async def roll_out_group(
     params: SamplingParams,
     limits: Limits | None = None,
     compare: Compare = Compare.COBALT,
+    reward_format: RewardFormat = RewardFormat.REASONING,
 ) -> ScoredGroup:
     """Sample `params.n` responses, run each program on every test, score each response.
 
@@ -128,6 +129,7 @@ async def roll_out_group(
             for i, sample in enumerate(samples)
         ],
         tokens=tokens,
+        reward_format=reward_format,
     )
     rows = [
         SampleRow(

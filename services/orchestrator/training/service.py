@@ -41,6 +41,7 @@ from cobalt.shared.contracts.training import (
     TrainingSamplePublic,
 )
 from cobalt.shared.errors import Conflict, InvalidInput, first_validation_error
+from cobalt.shared.reward import RewardFormat
 
 __all__ = [
     "JobParams",
@@ -73,6 +74,11 @@ class JobParams(BaseModel):
         default=0, ge=0, description="policy-version lag a sample may have (0: synchronous)"
     )
     seed: int | None = Field(default=None, description="sampling seed (per request)")
+    reward_format: RewardFormat = Field(
+        default=RewardFormat.REASONING,
+        description="the reward's format rules: reasoning (the paper's: one </think>) or "
+        "instruct (models without a thinking block; docs/reward.md)",
+    )
     trainer: TrainerHyperparameters = Field(default_factory=TrainerHyperparameters)
     """Group size (n_samples), contexts per step, the response cap and GRPO's settings."""
     # Multi-turn mode only (refused in the others, where they would mean nothing).

@@ -20,10 +20,12 @@ def test_a_job_from_start_to_resume(
             "--name", "first", "--n-samples", "4", "--contexts-per-step", "2",
             "--base-url", "http://127.0.0.1:9/v1", "--served-model", "policy",
             "--max-staleness", "1", "--lr", "1e-5", "--micro-batch-tokens", "20000",
-            "--compute-dtype", "bfloat16", "--no-activation-checkpointing", "--json",
+            "--compute-dtype", "bfloat16", "--no-activation-checkpointing",
+            "--reward-format", "instruct", "--json",
         )
     )  # fmt: skip
     assert started["status"] == "pending" and started["contexts"] == "ctx"
+    assert started["params"]["reward_format"] == "instruct"
     trainer = started["params"]["trainer"]
     assert trainer["micro_batch_tokens"] == 20_000 and trainer["compute_dtype"] == "bfloat16"
     assert trainer["activation_checkpointing"] is False

@@ -133,3 +133,35 @@ def test_round_slices_wrap_and_bad_jobs_are_refused(
     )  # fmt: skip
     with pytest.raises(InvalidInput, match="has 1 contexts for mode single-turn"):
         service.create_job(sessions, single)
+
+
+def test_a_job_in_the_instruct_format_scores_without_the_thinking_terms(
+    sessions: sessionmaker[Session],
+    store_url: str,
+    executor_url: str,
+    model: tuple[FakeOpenAI, str],
+    policy_dir: Path,
+) -> None:
+    """The job's reward_format reaches the scoring of its groups: the same wrong answer as
+    above loses its thinking bonus (T = 0, no reflection words), so its total is r."""
+    bandit_dataset(sessions)
+    request = TrainingJobCreate(
+        name="instruct",
+        contexts="ctx",
+        model=str(policy_dir),
+        params={"base_url": model[1], "served_model": "fake-model", "reward_format": "instruct",
+                "trainer": {"n_samples": 3, "contexts_per_step": 2}},
+    )  # fmt: skip
+    job_id = service.create_job(sessions, request)
+    settings = OrchestratorSettings(database_url=store_url, redis_url=None)
+    context_ids = schedule_round(settings, job_id, 1, executor=(executor_url, None))
+    recorded = {g.context_key: g for g in groups(sessions)}
+    wrong, right, _ = recorded[f"bandit:{context_ids[1]}"].samples  # prev_best 0.25
+    assert right.total == 1.0
+    assert wrong.reflection_keywords == 0 and wrong.think_tokens == 0
+    assert wrong.format == 0.0 and wrong.total == pytest.approx(-0.2)
+    with pytest.raises(InvalidInput, match="reward_format"):
+        service.create_job(
+            sessions,
+            request.model_copy(update={"name": "bad", "params": {"reward_format": "thinking"}}),
+        )
