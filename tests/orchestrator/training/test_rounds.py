@@ -25,13 +25,20 @@ from tests.fakes.openai_server import FakeOpenAI
 from tests.support.training import WRONG, bandit_dataset
 
 
-def start_job(sessions: sessionmaker[Session], url: str, policy_dir: Path, **params: Any) -> int:
+def start_job(
+    sessions: sessionmaker[Session],
+    url: str,
+    policy_dir: Path,
+    rollout: dict[str, Any] | None = None,
+    **params: Any,
+) -> int:
+    """A job over the test bandit dataset; `params` are the trainer's, `rollout` the job's."""
     bandit_dataset(sessions)
     request = TrainingJobCreate(
         name="job",
         contexts="ctx",
         model=str(policy_dir),
-        params={"base_url": url, "served_model": "fake-model",
+        params={"base_url": url, "served_model": "fake-model", **(rollout or {}),
                 "trainer": {"n_samples": 3, "contexts_per_step": 2, **params}},
     )  # fmt: skip
     return service.create_job(sessions, request)
@@ -144,15 +151,7 @@ def test_a_job_in_the_instruct_format_scores_without_the_thinking_terms(
 ) -> None:
     """The job's reward_format reaches the scoring of its groups: the same wrong answer as
     above loses its thinking bonus (T = 0, no reflection words), so its total is r."""
-    bandit_dataset(sessions)
-    request = TrainingJobCreate(
-        name="instruct",
-        contexts="ctx",
-        model=str(policy_dir),
-        params={"base_url": model[1], "served_model": "fake-model", "reward_format": "instruct",
-                "trainer": {"n_samples": 3, "contexts_per_step": 2}},
-    )  # fmt: skip
-    job_id = service.create_job(sessions, request)
+    job_id = start_job(sessions, model[1], policy_dir, rollout={"reward_format": "instruct"})
     settings = OrchestratorSettings(database_url=store_url, redis_url=None)
     context_ids = schedule_round(settings, job_id, 1, executor=(executor_url, None))
     recorded = {g.context_key: g for g in groups(sessions)}
@@ -160,8 +159,8 @@ def test_a_job_in_the_instruct_format_scores_without_the_thinking_terms(
     assert right.total == 1.0
     assert wrong.reflection_keywords == 0 and wrong.think_tokens == 0
     assert wrong.format == 0.0 and wrong.total == pytest.approx(-0.2)
+    bad = TrainingJobCreate(
+        name="bad", contexts="ctx", model=str(policy_dir), params={"reward_format": "thinking"}
+    )
     with pytest.raises(InvalidInput, match="reward_format"):
-        service.create_job(
-            sessions,
-            request.model_copy(update={"name": "bad", "params": {"reward_format": "thinking"}}),
-        )
+        service.create_job(sessions, bad)
