@@ -409,11 +409,12 @@ def _breakdown(
         )
     tier = correctness_tier(pass_rate)
     r, rule = apply_improvement(tier, pass_rate, prev_best)
-    keywords = count_reflection_keywords(check.think)
     violations = check.violations
     if reward_format is RewardFormat.INSTRUCT:  # no thinking block is expected or measured
         violations = tuple(v for v in violations if v is not FormatViolation.THINK_DELIMITER)
         lengths, keywords = dataclasses.replace(lengths, think=0), 0
+    else:
+        keywords = count_reflection_keywords(check.think)
     format_term = FORMAT_PENALTY if violations else length_shaping(r, lengths, keywords)
     unclipped = r + format_term
     return RewardBreakdown(
