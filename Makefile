@@ -16,18 +16,21 @@ TRAINER_STAMP := .venv-trainer/.installed
 
 setup: $(STAMP) $(INFERENCE_STAMP) $(TRAINER_STAMP)
 
-$(STAMP): pyproject.toml setup.py scripts/install-system-packages.sh
+# Each environment is built from the distributions' pyproject.toml files (shared/,
+# services/*/) at the versions of requirements/*.txt.
+DISTRIBUTIONS := shared/pyproject.toml $(wildcard services/*/pyproject.toml)
+
+$(STAMP): $(DISTRIBUTIONS) requirements/constraints.txt requirements/dev.txt requirements/test.txt \
+		scripts/setup-core-venv.sh scripts/install-system-packages.sh
 	scripts/install-system-packages.sh
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet -e ".[dev]"
-	touch $(STAMP)
+	scripts/setup-core-venv.sh
 
 # vLLM and the model tooling; separate because its pins clash with the trainer's (verl).
-$(INFERENCE_STAMP): scripts/setup-inference-venv.sh pyproject.toml setup.py
+$(INFERENCE_STAMP): scripts/setup-inference-venv.sh $(DISTRIBUTIONS) requirements/inference.txt
 	scripts/setup-inference-venv.sh
 
 # GRPO: torch + verl's core_algos + transformers <5.11 (docs/trainer.md).
-$(TRAINER_STAMP): scripts/setup-trainer-venv.sh pyproject.toml setup.py
+$(TRAINER_STAMP): scripts/setup-trainer-venv.sh $(DISTRIBUTIONS) requirements/constraints.txt
 	scripts/setup-trainer-venv.sh
 
 services:
@@ -37,8 +40,9 @@ lint: setup
 	$(BIN)/ruff check services shared tests bench
 	$(BIN)/ruff format --check services shared tests bench
 
+# Strict mypy over every distribution's src/ folder (pyproject.toml's [tool.mypy]).
 typecheck: setup
-	scripts/typecheck.sh
+	$(BIN)/mypy shared/src services/*/src
 
 # The trainer's tests need torch and verl, so they run in .venv-trainer; --confcutdir keeps
 # tests/conftest.py (core venv only) out of that run.

@@ -198,7 +198,7 @@ sys.meta_path.insert(0, SourceFinder)
 """
 """Prefix of a `python -c` program that imports `cobalt` from the checkout in argv[1]."""
 
-SERVE = "import sys\nsys.argv[0] = 'cobalt'\nfrom cobalt.cli import main\nmain()\n"
+SERVE = "import sys\nsys.argv[0] = 'cobalt'\nfrom cobalt.shared.commands import main\nmain()\n"
 
 OVERHEAD = """
 import statistics, sys, time

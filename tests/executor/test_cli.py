@@ -14,10 +14,10 @@ import pytest
 import uvicorn
 from typer.testing import CliRunner
 
-from cobalt.cli import app
 from cobalt.executor.app import create_app
 from cobalt.executor.pool import SandboxPool
 from cobalt.executor.settings import ExecutorSettings
+from cobalt.shared.commands import app
 from cobalt.shared.contracts import ExecuteResponse
 
 TOKEN = "cli-test-token"

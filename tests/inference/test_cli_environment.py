@@ -14,7 +14,7 @@ def test_make_tiny_model_from_the_core_command_runs_in_the_inference_environment
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
     done = subprocess.run(
-        [sys.executable, "-c", "from cobalt.cli import main; main()", "inference",
+        [sys.executable, "-c", "from cobalt.shared.commands import main; main()", "inference",
          "make-tiny-model", str(tmp_path / "tiny")],
         env=env, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip

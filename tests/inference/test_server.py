@@ -129,7 +129,13 @@ def test_malformed_load_request_is_422(tiny_server: Server) -> None:
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     """The core environment's `cobalt` command, with the control token in its environment."""
     return subprocess.run(
-        [sys.executable, "-c", "from cobalt.cli import main; main()", "inference", *args],
+        [
+            sys.executable,
+            "-c",
+            "from cobalt.shared.commands import main; main()",
+            "inference",
+            *args,
+        ],
         capture_output=True,
         text=True,
         check=False,

@@ -27,16 +27,3 @@ def test_all_lists_every_public_class(name: str) -> None:
         if isinstance(value, type) and not attr.startswith("_")
     }
     assert public <= set(module.__all__)
-
-
-def test_shared_never_imports_services() -> None:
-    import pathlib
-
-    root = pathlib.Path(__file__).resolve().parents[2] / "shared"
-    offenders = [
-        str(path)
-        for path in root.rglob("*.py")
-        if "from cobalt.executor" in path.read_text()
-        or "import cobalt.executor" in path.read_text()
-    ]
-    assert offenders == []

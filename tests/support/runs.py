@@ -80,7 +80,7 @@ def add_doubles(sessions: sessionmaker[Session]) -> str:
 def cobalt(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     """`cobalt ARGS` in a subprocess with environment `env`, as a user runs it."""
     return subprocess.run(
-        [sys.executable, "-c", "from cobalt.cli import main; main()", *args],
+        [sys.executable, "-c", "from cobalt.shared.commands import main; main()", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -108,7 +108,7 @@ def json_out(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
 def worker(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     """`cobalt worker ARGS` started in its own process group (so a test can kill it)."""
     return subprocess.Popen(
-        [sys.executable, "-c", "from cobalt.cli import main; main()", "worker", *args],
+        [sys.executable, "-c", "from cobalt.shared.commands import main; main()", "worker", *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

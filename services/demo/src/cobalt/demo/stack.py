@@ -19,6 +19,7 @@ from cobalt.demo.processes import ChildProcess, free_port, port_is_free
 from cobalt.demo.progress import DemoProgress, StageBar
 from cobalt.inference.launcher import inference_python
 from cobalt.inference.settings import InferenceSettings
+from cobalt.shared.checkout import checkout_python
 
 __all__ = [
     "Endpoints",
@@ -33,7 +34,6 @@ HOST = "127.0.0.1"
 SERVICE_START_TIMEOUT_S = 120.0
 INFERENCE_START_TIMEOUT_S = 600.0
 MODEL_PREPARE_TIMEOUT_S = 600.0
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -57,7 +57,7 @@ def check_setup(options: DemoOptions) -> None:
                 "run `make setup`"
             )
     trainer_python = Path(
-        os.environ.get("COBALT_TRAINER_PYTHON") or REPO_ROOT / ".venv-trainer" / "bin" / "python"
+        os.environ.get("COBALT_TRAINER_PYTHON") or checkout_python(".venv-trainer")
     )
     if not trainer_python.is_file():
         raise DemoFailed(f"the trainer environment ({trainer_python}) is missing; run `make setup`")

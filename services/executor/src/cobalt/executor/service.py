@@ -15,7 +15,6 @@ from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from cobalt import __version__
 from cobalt.executor.admission import Admission
 from cobalt.executor.errors import FileDescriptorsExhausted, LimitTooHigh, UnsupportedFeature
 from cobalt.executor.judge import judge, sandbox_error, skipped
@@ -42,6 +41,7 @@ from cobalt.shared.contracts import (
 )
 from cobalt.shared.errors import Overloaded
 from cobalt.shared.text import truncate_middle
+from cobalt.shared.version import __version__
 
 __all__ = ["EXECUTOR_VERSION", "ExecutorService", "job_for_test"]
 

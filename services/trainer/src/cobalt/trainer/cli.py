@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 
+from cobalt.shared.checkout import checkout_python
 from cobalt.shared.cli import EXIT_UNREACHABLE, EXIT_USAGE, settings_or_exit
 from cobalt.shared.cli import fail as _fail
 from cobalt.shared.errors import CobaltError, Unavailable, UpstreamError
@@ -23,7 +24,6 @@ from cobalt.trainer.settings import TrainerSettings
 
 __all__ = ["trainer_app"]
 
-_REPO_ROOT = Path(__file__).resolve().parents[2]
 _REEXEC_MARKER = "COBALT_TRAINER_REEXECUTED"
 
 trainer_app = typer.Typer(
@@ -47,7 +47,7 @@ def _has_trainer_packages() -> bool:
 
 
 def _trainer_python(settings: TrainerSettings) -> Path:
-    return settings.python or _REPO_ROOT / ".venv-trainer" / "bin" / "python"
+    return settings.python or checkout_python(".venv-trainer")
 
 
 @trainer_app.command("serve")

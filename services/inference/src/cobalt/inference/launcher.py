@@ -23,6 +23,7 @@ import httpx
 from pydantic import SecretStr
 
 from cobalt.inference.settings import InferenceSettings
+from cobalt.shared.checkout import checkout_python
 
 __all__ = [
     "CONTROL_MIDDLEWARE",
@@ -42,7 +43,6 @@ logger = logging.getLogger(__name__)
 
 CONTROL_MIDDLEWARE = "cobalt.inference.control.PolicyControlMiddleware"
 WORKER_EXTENSION = "cobalt.inference.worker.WeightReloadExtension"
-_REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class ServerFailed(RuntimeError):
@@ -53,7 +53,7 @@ def inference_python(settings: InferenceSettings) -> Path:
     """The interpreter of the inference environment."""
     if settings.python is not None:
         return settings.python
-    candidate = _REPO_ROOT / ".venv-inference" / "bin" / "python"
+    candidate = checkout_python(".venv-inference")
     return candidate if candidate.exists() else Path(sys.executable)
 
 

@@ -7,13 +7,13 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from cobalt import __version__
 from cobalt.orchestrator.api import browse, datasets, health, runs, training
 from cobalt.orchestrator.api.ui import install_ui
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
 from cobalt.shared.clients import ExecutorClientSettings
 from cobalt.shared.http import install_error_handlers
+from cobalt.shared.version import __version__
 
 __all__ = ["create_app"]
 

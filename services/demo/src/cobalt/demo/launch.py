@@ -30,7 +30,7 @@ def cobalt_command() -> list[str]:
     script = Path(sys.executable).parent / "cobalt"
     if script.is_file():
         return [str(script)]
-    return [sys.executable, "-c", "from cobalt.cli import main; main()"]
+    return [sys.executable, "-c", "from cobalt.shared.commands import main; main()"]
 
 
 def executor_process(

@@ -9,7 +9,6 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from cobalt import __version__
 from cobalt.executor.api.routes import execute, ops, sandboxfusion
 from cobalt.executor.bodies import add_body_schemas
 from cobalt.executor.connections import BodyDeadline
@@ -20,6 +19,7 @@ from cobalt.executor.service import ExecutorService
 from cobalt.executor.settings import ExecutorSettings
 from cobalt.shared.contracts import BatchExecuteRequest, ExecuteRequest
 from cobalt.shared.http import BodySizeLimit, error_response, install_error_handlers
+from cobalt.shared.version import __version__
 
 __all__ = ["create_app"]
 

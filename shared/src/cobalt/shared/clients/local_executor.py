@@ -52,7 +52,7 @@ def cobalt_command() -> list[str]:
     script = Path(sys.executable).parent / "cobalt"
     if script.is_file() and os.access(script, os.X_OK):
         return [str(script)]
-    return [sys.executable, "-c", "from cobalt.cli import main; main()"]
+    return [sys.executable, "-c", "from cobalt.shared.commands import main; main()"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:

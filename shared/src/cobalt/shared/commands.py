@@ -1,0 +1,100 @@
+"""The `cobalt` command: one root with a sub-command per service or task.
+
+Each distribution declares its sub-commands as entry points in the `cobalt.commands` group
+(`executor = "cobalt.executor.cli:executor_app"`), and the root imports one only when it
+runs. So `cobalt --version` and `cobalt data --help` do not import the orchestrator's
+database drivers, the OpenAI client or pyarrow, and an environment holding only some of the
+distributions (the executor image: cobalt-shared and cobalt-executor) has exactly their
+commands. `cobalt --help` lists every installed command with its one-line help, which loads
+each command's module but none of the heavy libraries its commands use when they run.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from functools import cache
+from typing import Any
+
+import typer
+import typer.core
+import typer.main
+
+# typer 0.29 vendors click; its groups and commands are these classes, not the click
+# distribution's.
+from typer import _click as click
+
+from cobalt.shared.version import __version__
+
+__all__ = ["COMMAND_GROUP", "app", "installed_commands", "main"]
+
+COMMAND_GROUP = "cobalt.commands"
+
+
+@cache
+def installed_commands() -> dict[str, importlib.metadata.EntryPoint]:
+    """The sub-commands that the installed distributions declare, by name."""
+    return {point.name: point for point in importlib.metadata.entry_points(group=COMMAND_GROUP)}
+
+
+def _command_from(target: Any, name: str) -> click.Command:
+    """A click command from what an entry point names: a typer app or a plain function."""
+    if isinstance(target, typer.Typer):
+        # Always a group, so `cobalt executor serve` keeps its sub-command even when the
+        # app holds a single one.
+        command: click.Command = typer.main.get_group(target)
+    elif callable(target):
+        single = typer.Typer()
+        single.command(name)(target)
+        command = typer.main.get_command(single)
+    else:
+        raise TypeError(f"entry point {name!r} names neither a typer app nor a function")
+    # The entry point's name is the command's name (a one-command typer app would otherwise
+    # be listed under its function's name).
+    command.name = name
+    return command
+
+
+class LazyCommands(typer.core.TyperGroup):
+    """A group whose sub-commands are entry points, imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(installed_commands())
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        point = installed_commands().get(cmd_name)
+        if point is None:
+            return None
+        return _command_from(point.load(), cmd_name)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"cobalt {__version__}")
+        raise typer.Exit()
+
+
+app = typer.Typer(
+    name="cobalt",
+    cls=LazyCommands,
+    help=(
+        "Cobalt: train and evaluate LLMs on multi-turn code generation with execution "
+        "feedback. Configuration comes from COBALT_* environment variables "
+        "(docs/configuration.md lists them all)."
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Cobalt command line."""
+
+
+def main() -> None:
+    """Entry point of the `cobalt` console script."""
+    app()
