@@ -11,15 +11,15 @@ from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator import lifecycle
-from cobalt.orchestrator.lifecycle import JobEvent, RunEvent
+from cobalt.orchestrator.lifecycle import JobEvent, RunEvent, TrajectoryEvent
 from cobalt.orchestrator.runs import service
 from cobalt.orchestrator.store import repo_datasets, repo_runs
 from cobalt.orchestrator.store.models import Run
 from cobalt.shared.contracts.runs import RunPublic
-from cobalt.shared.contracts.statuses import RunStatus, TrainingJobStatus
+from cobalt.shared.contracts.statuses import RunStatus, TrainingJobStatus, TrajectoryStatus
 from cobalt.shared.errors import Conflict
 
-R, J = RunStatus, TrainingJobStatus
+R, J, T = RunStatus, TrainingJobStatus, TrajectoryStatus
 
 LEGAL_RUN = {
     (RunEvent.START, R.PENDING): R.RUNNING,
@@ -47,6 +47,16 @@ LEGAL_JOB = {
     **{(JobEvent.FAIL, s): J.FAILED for s in UNFINISHED},
 }
 
+LEGAL_TRAJECTORY = {
+    (TrajectoryEvent.START, T.PENDING): T.RUNNING,
+    (TrajectoryEvent.START, T.FAILED): T.RUNNING,
+    (TrajectoryEvent.START, T.RUNNING): T.RUNNING,
+    (TrajectoryEvent.FINISH, T.RUNNING): T.FINISHED,
+    (TrajectoryEvent.FAIL, T.RUNNING): T.FAILED,
+    (TrajectoryEvent.REOPEN, T.FAILED): T.PENDING,
+    (TrajectoryEvent.REOPEN, T.RUNNING): T.PENDING,
+}
+
 
 @pytest.mark.parametrize(("event", "status"), list(itertools.product(RunEvent, RunStatus)))
 def test_every_run_event_in_every_status(event: RunEvent, status: RunStatus) -> None:
@@ -66,6 +76,25 @@ def test_every_job_event_in_every_status(event: JobEvent, status: TrainingJobSta
             lifecycle.job_after(3, status, event)
     else:
         assert lifecycle.job_after(3, status.value, event) is expected
+
+
+@pytest.mark.parametrize(
+    ("event", "status"), list(itertools.product(TrajectoryEvent, TrajectoryStatus))
+)
+def test_every_trajectory_event_in_every_status(
+    event: TrajectoryEvent, status: TrajectoryStatus
+) -> None:
+    expected = LEGAL_TRAJECTORY.get((event, status))
+    if expected is None:
+        with pytest.raises(Conflict, match=f"a {status} trajectory cannot {event}"):
+            lifecycle.trajectory_after(status, event)
+    else:
+        assert lifecycle.trajectory_after(status.value, event) is expected
+        assert lifecycle.is_trajectory_move(status, expected)
+
+
+def test_a_finished_trajectory_never_moves() -> None:
+    assert not any(lifecycle.is_trajectory_move(T.FINISHED, after) for after in TrajectoryStatus)
 
 
 def test_a_finished_run_never_moves() -> None:

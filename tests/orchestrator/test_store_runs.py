@@ -19,11 +19,12 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from cobalt.orchestrator.lifecycle import TrajectoryEvent
 from cobalt.orchestrator.store import repo_datasets, repo_runs
 from cobalt.orchestrator.store.db import alembic_config, make_engine, upgrade_database
 from cobalt.orchestrator.store.models import Run, Trajectory, Turn
 from cobalt.orchestrator.store.repo_runs import TurnRow
-from cobalt.shared.errors import InvalidInput, NotFound
+from cobalt.shared.errors import Conflict, InvalidInput, NotFound
 
 ADMIN_URL = os.environ.get(
     "COBALT_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -481,11 +482,17 @@ def test_mark_trajectory_and_progress(
     run_id, (p0, p1) = run_with_trajectories
     with sessions.begin() as session:
         repo_runs.insert_turns(session, rows=[_turn(run_id, p0, 0, 0), _turn(run_id, p0, 0, 1)])
+        for problem, sample in [(p0, 0), (p1, 0), (p1, 1)]:
+            repo_runs.mark_trajectory(
+                session,
+                run_id=run_id,
+                problem_id=problem,
+                sample_index=sample,
+                status="running",
+                turns_done=0,
+            )
         repo_runs.mark_trajectory(
             session, run_id=run_id, problem_id=p0, sample_index=0, status="finished", turns_done=2
-        )
-        repo_runs.mark_trajectory(
-            session, run_id=run_id, problem_id=p1, sample_index=0, status="running", turns_done=0
         )
         repo_runs.mark_trajectory(
             session,
@@ -518,6 +525,71 @@ def test_mark_trajectory_and_progress(
             repo_runs.mark_trajectory(
                 session, run_id=run_id, problem_id=p0, sample_index=0, status="done", turns_done=0
             )
+
+
+def test_a_trajectory_moves_only_as_the_lifecycle_allows(
+    sessions: sessionmaker[Session], run_with_trajectories: tuple[int, list[int]]
+) -> None:
+    run_id, (p0, _) = run_with_trajectories
+    with sessions.begin() as session:
+        with pytest.raises(Conflict, match="cannot go from pending to finished"):
+            repo_runs.mark_trajectory(
+                session, run_id=run_id, problem_id=p0, sample_index=0, status="finished",
+                turns_done=0,
+            )  # fmt: skip
+        for status in ("running", "finished"):
+            repo_runs.mark_trajectory(
+                session, run_id=run_id, problem_id=p0, sample_index=0, status=status,
+                turns_done=0,
+            )  # fmt: skip
+        for status in ("running", "pending", "failed"):
+            with pytest.raises(Conflict, match=f"cannot go from finished to {status}"):
+                repo_runs.mark_trajectory(
+                    session, run_id=run_id, problem_id=p0, sample_index=0, status=status,
+                    turns_done=0,
+                )  # fmt: skip
+    with sessions() as session:
+        progress = repo_runs.run_progress(session, run_id=run_id)
+    assert progress.trajectories == {"pending": 3, "running": 0, "finished": 1, "failed": 0}
+
+
+def test_move_trajectories_moves_only_those_the_event_applies_to(
+    sessions: sessionmaker[Session], run_with_trajectories: tuple[int, list[int]]
+) -> None:
+    """Each event moves only the trajectories in a status it can happen in."""
+    run_id, (p0, p1) = run_with_trajectories
+    with sessions.begin() as session:
+
+        def move(event: TrajectoryEvent, problem: int | None, error: str | None = None) -> int:
+            return repo_runs.move_trajectories(
+                session, run_id=run_id, problem_id=problem, event=event, error=error
+            )
+
+        repo_runs.insert_turns(session, rows=[_turn(run_id, p0, 0, 0)])
+        assert move(TrajectoryEvent.START, p0) == 2
+        assert move(TrajectoryEvent.FINISH, p0) == 2
+        # A job carried out again finds them finished: no event moves them.
+        assert [move(event, p0, "late") for event in TrajectoryEvent] == [0] * 4
+        # The other problem is pending: FINISH does not apply to it, START does.
+        assert move(TrajectoryEvent.FINISH, p1) == 0
+        assert move(TrajectoryEvent.START, p1) == 2
+        assert move(TrajectoryEvent.FAIL, p1, "boom") == 2
+        # Resume reopens the failed ones of the whole run, not the finished ones.
+        assert move(TrajectoryEvent.REOPEN, None) == 2
+    with sessions() as session:
+        rows = session.execute(
+            select(
+                Trajectory.problem_id, Trajectory.status, Trajectory.turns_done, Trajectory.error
+            )
+            .where(Trajectory.run_id == run_id)
+            .order_by(Trajectory.problem_id, Trajectory.sample_index)
+        ).all()
+    assert [tuple(row) for row in rows] == [
+        (p0, "finished", 1, None),
+        (p0, "finished", 0, None),
+        (p1, "pending", 0, None),
+        (p1, "pending", 0, None),
+    ]
 
 
 def test_record_hidden_results(

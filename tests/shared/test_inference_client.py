@@ -7,6 +7,7 @@ import json
 import httpx
 import pytest
 
+from cobalt.shared.clients import RetryPolicy
 from cobalt.shared.clients.inference import (
     InferenceControlClient,
     ModelEndpoint,
@@ -47,7 +48,10 @@ def control_client(status: int, body: object) -> InferenceControlClient:
         return httpx.Response(status, content=json.dumps(body).encode())
 
     return InferenceControlClient(
-        "http://inference", token="t", transport=httpx.MockTransport(handler)
+        "http://inference",
+        token="t",
+        transport=httpx.MockTransport(handler),
+        retry=RetryPolicy(max_retries=0),
     )
 
 
@@ -76,6 +80,8 @@ def test_control_client_parses_results() -> None:
 
 
 def test_unreachable_inference_service_is_unavailable() -> None:
-    with InferenceControlClient("http://127.0.0.1:9", timeout_s=2) as client:
+    with InferenceControlClient(
+        "http://127.0.0.1:9", timeout=2, retry=RetryPolicy(max_retries=0)
+    ) as client:
         with pytest.raises(Unavailable, match="cobalt inference serve"):
             client.status()

@@ -154,10 +154,11 @@ def _run(
     for problem, samples in passes.items():
         for sample, outcomes in enumerate(samples):
             done = len(outcomes) == turns + 1 or status == "finished"
-            repo_runs.mark_trajectory(
-                session, run_id=run.id, problem_id=ids[problem], sample_index=sample,
-                status="finished" if done else "running", turns_done=len(outcomes),
-            )  # fmt: skip
+            for moved_to in ("running", "finished") if done else ("running",):
+                repo_runs.mark_trajectory(
+                    session, run_id=run.id, problem_id=ids[problem], sample_index=sample,
+                    status=moved_to, turns_done=len(outcomes),
+                )  # fmt: skip
     repo_runs.record_hidden_results(
         session,
         results=[

@@ -12,14 +12,13 @@ import os
 import signal
 import socket
 import subprocess
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
 from cobalt.demo.errors import DemoFailed
+from cobalt.shared.clients.base import wait_until_ready
+from cobalt.shared.errors import Unavailable
 
 __all__ = ["ChildProcess", "free_port", "log_tail", "port_is_free"]
 
@@ -101,22 +100,18 @@ class ChildProcess:
         Raises:
             DemoFailed: the process exited, or was not ready within `timeout_s`.
         """
-        started = time.monotonic()
-        with httpx.Client(timeout=5.0) as client:
-            while True:
-                if not self.is_running():
-                    raise self.failure(f"exited with code {self.returncode} while starting")
-                if self.ready_url is None:
-                    return time.monotonic() - started
-                with contextlib.suppress(httpx.TransportError):
-                    if client.get(self.ready_url).status_code == 200:
-                        return time.monotonic() - started
-                waited = time.monotonic() - started
-                if waited > timeout_s:
-                    raise self.failure(f"was not ready after {timeout_s:g} s")
-                if on_tick is not None:
-                    on_tick(waited)
-                time.sleep(0.5)
+        if self.ready_url is None:
+            if not self.is_running():
+                raise self.failure(f"exited with code {self.returncode} while starting")
+            return 0.0
+        try:
+            return wait_until_ready(
+                self.ready_url, timeout_s=timeout_s, is_alive=self.is_running, on_tick=on_tick
+            )
+        except Unavailable as exc:
+            if not self.is_running():
+                raise self.failure(f"exited with code {self.returncode} while starting") from exc
+            raise self.failure(f"was not ready after {timeout_s:g} s") from exc
 
     def stop(self, timeout_s: float = DEFAULT_STOP_TIMEOUT_S) -> None:
         """SIGTERM the child's process group, then SIGKILL whatever is left of it."""

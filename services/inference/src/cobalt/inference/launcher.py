@@ -15,15 +15,15 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-import httpx
 from pydantic import SecretStr
 
 from cobalt.inference.settings import InferenceSettings
 from cobalt.shared.checkout import checkout_python
+from cobalt.shared.clients import base as clients_base
+from cobalt.shared.errors import Unavailable
 
 __all__ = [
     "CONTROL_MIDDLEWARE",
@@ -169,21 +169,18 @@ def wait_until_ready(
 
     Raises ServerFailed as soon as the process exits, or after `timeout_s`.
     """
-    started = time.monotonic()
-    with httpx.Client(timeout=5.0) as client:
-        while True:
-            if process is not None and process.poll() is not None:
-                raise ServerFailed(
-                    f"vLLM exited with code {process.returncode}{_log_tail(log_path)}"
-                )
-            try:
-                if client.get(f"{base_url}/ready").status_code == 200:
-                    return time.monotonic() - started
-            except httpx.TransportError:
-                pass
-            if time.monotonic() - started > timeout_s:
-                raise ServerFailed(f"vLLM not ready after {timeout_s:g} s{_log_tail(log_path)}")
-            time.sleep(0.5)
+    try:
+        return clients_base.wait_until_ready(
+            f"{base_url}/ready",
+            timeout_s=timeout_s,
+            is_alive=lambda: process is None or process.poll() is None,
+        )
+    except Unavailable as exc:
+        if process is not None and process.poll() is not None:
+            raise ServerFailed(
+                f"vLLM exited with code {process.returncode}{_log_tail(log_path)}"
+            ) from exc
+        raise ServerFailed(f"vLLM not ready after {timeout_s:g} s{_log_tail(log_path)}") from exc
 
 
 def _log_tail(log_path: Path | None, lines: int = 15) -> str:

@@ -1,15 +1,24 @@
-"""The lifecycle of runs and training jobs: which events move them, from where, to where.
+"""The lifecycle of runs, their trajectories and training jobs: which events move them,
+from where, to where.
 
-Every status change of a run or a training job is one of the events below. The tables are
-the whole state machine: an event from a status it has no entry for is refused with
-`Conflict` (HTTP 409, CLI exit 2), and the store refuses any status change that no event
-makes (`repo_runs.set_run_status`), so no code path can move a run around the machine.
+Every status change of a run, a trajectory or a training job is one of the events below.
+The tables are the whole state machine: an event from a status it has no entry for is
+refused with `Conflict` (HTTP 409, CLI exit 2), and the store's writers are the only code
+that writes a status column (`repo_runs.set_run_status`, `repo_runs.mark_trajectory`,
+`repo_runs.move_trajectories`, `repo_training.apply_job_event`); each of them asks this
+module first, so no code path can move anything around the machine.
+`tests/orchestrator/test_status_writes.py` fails if a status is written anywhere else.
 
 Runs::
 
     pending --start--> running --finish/fail--> finished | failed
     pending|running --cancel--> cancelled          failed --cancel--> cancelled
     pending|running|failed|cancelled --resume--> pending (its failed trajectories reopen)
+
+Trajectories (a job moves every trajectory of its problem at once)::
+
+    pending|failed|running --start--> running      running --finish--> finished
+    running --fail--> failed                       failed|running --reopen--> pending
 
 Training jobs::
 
@@ -23,17 +32,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import StrEnum
 
-from cobalt.shared.contracts.statuses import RunStatus, TrainingJobStatus
+from cobalt.shared.contracts.statuses import RunStatus, TrainingJobStatus, TrajectoryStatus
 from cobalt.shared.errors import Conflict
 
 __all__ = [
     "JOB_TRANSITIONS",
     "RUN_TRANSITIONS",
+    "TRAJECTORY_TRANSITIONS",
     "JobEvent",
     "RunEvent",
+    "TrajectoryEvent",
     "is_run_move",
+    "is_trajectory_move",
     "job_after",
     "run_after",
+    "trajectory_after",
 ]
 
 
@@ -48,6 +61,19 @@ class RunEvent(StrEnum):
     """The user cancelled: jobs not started skip it, running ones stop at their next turn."""
     RESUME = "resume"
     """The user resumed: failed trajectories reopen and the run waits for its jobs."""
+
+
+class TrajectoryEvent(StrEnum):
+    START = "start"
+    """A job took the trajectory's problem: it was pending, failed (RQ retries the job) or
+    still running (the job is carried out again after its worker died)."""
+    FINISH = "finish"
+    """The job wrote the trajectory's last turn."""
+    FAIL = "fail"
+    """The job failed; the error is recorded and `cobalt run resume` reopens it."""
+    REOPEN = "reopen"
+    """The run was resumed (failed ones run again) or cancelled while its job ran (the
+    job let go of it)."""
 
 
 class JobEvent(StrEnum):
@@ -70,6 +96,15 @@ RUN_TRANSITIONS: Mapping[RunEvent, Mapping[RunStatus, RunStatus]] = {
     RunEvent.FAIL: {_R.PENDING: _R.FAILED, _R.RUNNING: _R.FAILED},
     RunEvent.CANCEL: {s: _R.CANCELLED for s in (_R.PENDING, _R.RUNNING, _R.FAILED)},
     RunEvent.RESUME: {s: _R.PENDING for s in (_R.PENDING, _R.RUNNING, _R.FAILED, _R.CANCELLED)},
+}
+"""event -> {status it may happen in: the status it leads to}."""
+
+_T = TrajectoryStatus
+TRAJECTORY_TRANSITIONS: Mapping[TrajectoryEvent, Mapping[TrajectoryStatus, TrajectoryStatus]] = {
+    TrajectoryEvent.START: {s: _T.RUNNING for s in (_T.PENDING, _T.FAILED, _T.RUNNING)},
+    TrajectoryEvent.FINISH: {_T.RUNNING: _T.FINISHED},
+    TrajectoryEvent.FAIL: {_T.RUNNING: _T.FAILED},
+    TrajectoryEvent.REOPEN: {_T.FAILED: _T.PENDING, _T.RUNNING: _T.PENDING},
 }
 """event -> {status it may happen in: the status it leads to}."""
 
@@ -106,6 +141,28 @@ def run_after(run_id: int, status: str, event: RunEvent) -> RunStatus:
 def is_run_move(before: str, after: str) -> bool:
     """Whether some event moves a run from `before` to `after`."""
     return (RunStatus(before), RunStatus(after)) in _RUN_MOVES
+
+
+_TRAJECTORY_MOVES = frozenset(
+    (before, after) for table in TRAJECTORY_TRANSITIONS.values() for before, after in table.items()
+)
+
+
+def trajectory_after(status: str, event: TrajectoryEvent) -> TrajectoryStatus:
+    """The status a trajectory in `status` moves to on `event`.
+
+    Raises:
+        Conflict: the event cannot happen in `status`.
+    """
+    after = TRAJECTORY_TRANSITIONS[event].get(TrajectoryStatus(status))
+    if after is None:
+        raise Conflict(f"a {status} trajectory cannot {event}")
+    return after
+
+
+def is_trajectory_move(before: str, after: str) -> bool:
+    """Whether some event moves a trajectory from `before` to `after`."""
+    return (TrajectoryStatus(before), TrajectoryStatus(after)) in _TRAJECTORY_MOVES
 
 
 def job_after(job_id: int, status: str, event: JobEvent) -> TrainingJobStatus:

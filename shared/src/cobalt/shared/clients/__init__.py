@@ -1,8 +1,19 @@
-"""HTTP clients for Cobalt's services: contracts in, contracts out, errors from one tree."""
+"""HTTP clients for Cobalt's services: contracts in, contracts out, errors from one tree.
 
-from cobalt.shared.clients.executor import (
+`base` holds what every client shares (timeouts, the retry policy, the error mapping);
+one module per service holds its endpoints.
+"""
+
+from cobalt.shared.clients.base import (
     DEFAULT_LIMITS,
     DEFAULT_MAX_RETRIES,
+    DEFAULT_RETRY,
+    AsyncServiceClient,
+    RetryPolicy,
+    ServiceClient,
+    wait_until_ready,
+)
+from cobalt.shared.clients.executor import (
     DEFAULT_TIMEOUT,
     AsyncExecutorClient,
     ExecutorClient,
@@ -19,8 +30,10 @@ from cobalt.shared.clients.training import TrainingClient
 
 __all__ = [
     "AsyncExecutorClient",
+    "AsyncServiceClient",
     "DEFAULT_LIMITS",
     "DEFAULT_MAX_RETRIES",
+    "DEFAULT_RETRY",
     "DEFAULT_TIMEOUT",
     "ExecutorClient",
     "ExecutorClientSettings",
@@ -28,6 +41,9 @@ __all__ = [
     "ModelEndpoint",
     "PolicyEndpointSettings",
     "ReferenceEndpointSettings",
+    "RetryPolicy",
+    "ServiceClient",
     "TrainingClient",
     "policy_version_of",
+    "wait_until_ready",
 ]

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import httpx
 from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import SettingsConfigDict
 
-from cobalt.shared.clients._service import ServiceClient
-from cobalt.shared.clients.responses import parse_contract, raise_for_error
+from cobalt.shared.clients.base import ServiceClient
 from cobalt.shared.contracts.inference import (
     POLICY_VERSION_HEADER,
     BroadcastWeightsRequest,
@@ -23,7 +21,6 @@ from cobalt.shared.contracts.inference import (
     LoadWeightsResponse,
     PolicyStatus,
 )
-from cobalt.shared.errors import Unavailable
 from cobalt.shared.settings import CobaltSettings
 
 __all__ = [
@@ -106,56 +103,30 @@ def policy_version_of(headers: Mapping[str, str]) -> int | None:
 class InferenceControlClient(ServiceClient):
     """Blocking client for the inference service's control path.
 
-    `base_url` is the server root (http://host:8000), without /v1. No retries: a weight
-    load must not be repeated blindly, and the caller (the trainer) decides what to do.
+    `base_url` is the server root (http://host:8000), without /v1. Reads retry as every
+    client does; a weight load or broadcast is not idempotent (it must not be repeated
+    blindly), so it is sent again only when the server cannot have started it: a
+    connection that never opened, or a 503 (not ready, drain timed out: nothing loaded).
     """
 
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        token: str | SecretStr | None = None,
-        timeout_s: float = 600.0,
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
-        if isinstance(token, SecretStr):
-            token = token.get_secret_value()
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        super().__init__(base_url, timeout_s=timeout_s, headers=headers, transport=transport)
-
-    def _call(self, method: str, path: str, body: BaseModel | None = None) -> httpx.Response:
-        url = f"{self._client.base_url}{path}"
-        try:
-            response = self._client.request(
-                method,
-                path,
-                content=body.model_dump_json() if body is not None else None,
-                headers={"content-type": "application/json"} if body is not None else None,
-            )
-        except httpx.TransportError as exc:
-            raise Unavailable(
-                f"cannot reach the inference service at {url} ({type(exc).__name__}: "
-                f"{exc or 'no detail'}); check that `cobalt inference serve` is running"
-            ) from exc
-        raise_for_error(response, not_found_hint="is this a Cobalt inference service?")
-        return response
+    service = "inference service"
+    start_hint = "check that `cobalt inference serve` is running"
+    default_timeout_s = 600.0  # a weight load drains in-flight requests, then loads
 
     def status(self) -> PolicyStatus:
         """What is serving: policy version, weights directory, state."""
-        return parse_contract(self._call("GET", "/v1/policy"), PolicyStatus)
+        return self._parse(self._send("GET", "/v1/policy"), PolicyStatus)
 
     def load_weights(
         self, path: str, *, version: int | None = None, check: bool = True
     ) -> LoadWeightsResponse:
         """Load a checkpoint directory (as the server sees it) and return the new version."""
         request = LoadWeightsRequest(path=path, version=version, check=check)
-        return parse_contract(
-            self._call("POST", "/v1/policy/weights", request), LoadWeightsResponse
-        )
+        response = self._send("POST", "/v1/policy/weights", request, idempotent=False)
+        return self._parse(response, LoadWeightsResponse)
 
     def broadcast_weights(self, request: BroadcastWeightsRequest) -> LoadWeightsResponse:
         """Have the server's workers receive new weights from the caller's process group
         (the caller sends them meanwhile: this returns once every tensor is loaded)."""
-        return parse_contract(
-            self._call("POST", "/v1/policy/broadcast", request), LoadWeightsResponse
-        )
+        response = self._send("POST", "/v1/policy/broadcast", request, idempotent=False)
+        return self._parse(response, LoadWeightsResponse)

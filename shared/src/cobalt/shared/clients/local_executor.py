@@ -20,10 +20,10 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from cobalt.shared.clients.base import wait_until_ready
 from cobalt.shared.clients.executor import ExecutorClient
 from cobalt.shared.errors import Unavailable
 
@@ -86,20 +86,25 @@ def _stop(process: subprocess.Popen[bytes], timeout_s: float) -> None:
 def _wait_ready(
     client: ExecutorClient, process: subprocess.Popen[bytes], *, log: Path, timeout_s: float
 ) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    try:
+        wait_until_ready(
+            f"{client.base_url.rstrip('/')}/readyz",
+            timeout_s=timeout_s,
+            is_alive=lambda: process.poll() is None,
+            interval_s=_POLL_S,
+            headers={"Authorization": f"Bearer {client.token}"} if client.token else None,
+        )
+    except Unavailable as exc:
         if process.poll() is not None:
             raise Unavailable(
                 f"the local executor exited with status {process.returncode} before it was "
                 f"ready: {_tail(log) or 'no output'}"
-            )
-        if client.ready():
-            return
-        time.sleep(_POLL_S)
-    raise Unavailable(
-        f"the local executor was not ready within {timeout_s:.0f}s: {_tail(log) or 'no output'}"
-        "; set COBALT_EXECUTOR_URL to use a running executor instead"
-    )
+            ) from exc
+        raise Unavailable(
+            f"the local executor was not ready within {timeout_s:.0f}s: "
+            f"{_tail(log) or 'no output'}; set COBALT_EXECUTOR_URL to use a running executor "
+            "instead"
+        ) from exc
 
 
 @contextlib.contextmanager

@@ -18,7 +18,7 @@ from pydantic import SecretStr
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from cobalt.orchestrator.lifecycle import RUN_TRANSITIONS, RunEvent, run_after
+from cobalt.orchestrator.lifecycle import RUN_TRANSITIONS, RunEvent, TrajectoryEvent, run_after
 from cobalt.orchestrator.rollouts.loop import RolloutSpec, RunCancelled, roll_out_problem
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.rollouts.sampling import SamplingParams
@@ -134,18 +134,20 @@ def run_problem_job(
             model=run.model,
             api_key=SecretStr(api_key) if api_key else None,
         )
-        template_name, template_sha = run.template_name, run.template_sha256
+        template = PromptTemplate.load(run.template_name)
+        if template.sha256 != run.template_sha256:
+            raise Conflict(
+                f"prompt template {run.template_name!r} changed since run {run_id} started "
+                f"(sha256 {template.sha256[:12]} != {run.template_sha256[:12]}); restore it "
+                "or start a new run"
+            )
         if run.status in RUN_TRANSITIONS[RunEvent.START]:
             status = run_after(run_id, run.status, RunEvent.START)
             repo_runs.set_run_status(session, run_id=run_id, status=status)
-            session.commit()
-    template = PromptTemplate.load(template_name)
-    if template.sha256 != template_sha:
-        raise Conflict(
-            f"prompt template {template_name!r} changed since run {run_id} started "
-            f"(sha256 {template.sha256[:12]} != {template_sha[:12]}); restore it or start "
-            "a new run"
+        repo_runs.move_trajectories(
+            session, run_id=run_id, problem_id=problem_id, event=TrajectoryEvent.START
         )
+        session.commit()
     store = DatabaseTurnStore(sessions, run_id)
     try:
         histories = runtime().run(
@@ -155,15 +157,16 @@ def run_problem_job(
         )
     except RunCancelled:
         logger.info("run %d cancelled; problem %d stopped", run_id, problem_id)
+        _move_problem(sessions, run_id, problem_id, TrajectoryEvent.REOPEN)
         return {"turns": 0}
     except CobaltError as exc:
-        _mark_problem(sessions, run_id, problem_id, TrajectoryStatus.FAILED, error=exc.message)
+        _move_problem(sessions, run_id, problem_id, TrajectoryEvent.FAIL, error=exc.message)
         raise
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
-        _mark_problem(sessions, run_id, problem_id, TrajectoryStatus.FAILED, error=error)
+        _move_problem(sessions, run_id, problem_id, TrajectoryEvent.FAIL, error=error)
         raise
-    _mark_problem(sessions, run_id, problem_id, TrajectoryStatus.FINISHED)
+    _move_problem(sessions, run_id, problem_id, TrajectoryEvent.FINISH)
     finish_run_if_done(sessions, run_id)
     return {"turns": sum(len(h) for h in histories.values())}
 
@@ -184,17 +187,17 @@ async def _roll_out(
     return await roll_out_problem(spec, problem_id, problem, template, sampler, executor, store)
 
 
-def _mark_problem(
+def _move_problem(
     sessions: sessionmaker[Session],
     run_id: int,
     problem_id: int,
-    status: str,
+    event: TrajectoryEvent,
     *,
     error: str | None = None,
 ) -> None:
     with sessions.begin() as session:
-        repo_runs.mark_problem_trajectories(
-            session, run_id=run_id, problem_id=problem_id, status=status, error=error
+        repo_runs.move_trajectories(
+            session, run_id=run_id, problem_id=problem_id, event=event, error=error
         )
 
 

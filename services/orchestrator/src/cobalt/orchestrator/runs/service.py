@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from cobalt.orchestrator.lifecycle import RunEvent, run_after
+from cobalt.orchestrator.lifecycle import RunEvent, TrajectoryEvent, run_after
 from cobalt.orchestrator.rollouts.conversation import messages_of_turns
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.store import repo_datasets, repo_runs
@@ -154,17 +154,9 @@ def reopen_failed(sessions: sessionmaker[Session], run_id: int) -> int:
         if run.status == RunStatus.FINISHED:
             return 0  # nothing to resume
         status = run_after(run_id, run.status, RunEvent.RESUME)
-        result = session.execute(
-            update(Trajectory)
-            .where(
-                Trajectory.run_id == run_id,
-                Trajectory.status.in_((TrajectoryStatus.FAILED, TrajectoryStatus.RUNNING)),
-            )
-            .values(status=TrajectoryStatus.PENDING.value, error=None)
-            .execution_options(synchronize_session=False)
-        )
+        reopened = repo_runs.move_trajectories(session, run_id=run_id, event=TrajectoryEvent.REOPEN)
         repo_runs.set_run_status(session, run_id=run_id, status=status)
-        return int(getattr(result, "rowcount", 0) or 0)
+        return reopened
 
 
 def cancel_run(sessions: sessionmaker[Session], run_id: int) -> None:

@@ -14,12 +14,17 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Table, func, select, tuple_, update
+from sqlalchemy import JSON, Table, case, func, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
 
-from cobalt.orchestrator.lifecycle import is_run_move
+from cobalt.orchestrator.lifecycle import (
+    TRAJECTORY_TRANSITIONS,
+    TrajectoryEvent,
+    is_run_move,
+    is_trajectory_move,
+)
 from cobalt.orchestrator.store.models import (
     Run,
     RunKind,
@@ -44,8 +49,8 @@ __all__ = [
     "get_run",
     "insert_turns",
     "list_runs",
-    "mark_problem_trajectories",
     "mark_trajectory",
+    "move_trajectories",
     "record_hidden_results",
     "run_progress",
     "runs_progress",
@@ -427,54 +432,66 @@ def mark_trajectory(
     turns_done: int,
     error: str | None = None,
 ) -> None:
-    """Record a trajectory's status, how many turns it has and its error (None clears it).
+    """Move one trajectory to `status`, with how many turns it has and its error (None
+    clears it).
 
     Raises:
         InvalidInput: unknown status.
         NotFound: there is no such trajectory.
+        Conflict: no lifecycle event moves the trajectory from its status to `status`.
     """
     try:
         new = TrajectoryStatus(status)
     except ValueError as exc:
         choices = ", ".join(s.value for s in TrajectoryStatus)
         raise InvalidInput(f"unknown trajectory status {status!r}; use one of: {choices}") from exc
-    result = session.execute(
-        update(Trajectory)
+    trajectory = session.scalar(
+        select(Trajectory)
         .where(
             Trajectory.run_id == run_id,
             Trajectory.problem_id == problem_id,
             Trajectory.sample_index == sample_index,
         )
-        .values(status=new.value, turns_done=turns_done, error=error, updated_at=func.now())
-        .execution_options(synchronize_session="fetch")
+        .with_for_update()
     )
-    if getattr(result, "rowcount", 0) == 0:
+    if trajectory is None:
         raise NotFound(
             f"run {run_id} has no trajectory for problem {problem_id}, sample "
             f"{sample_index}; call ensure_trajectories first",
             detail={"run_id": run_id, "problem_id": problem_id, "sample_index": sample_index},
         )
+    if not is_trajectory_move(trajectory.status, new):
+        raise Conflict(
+            f"trajectory (run {run_id}, problem {problem_id}, sample {sample_index}) cannot "
+            f"go from {trajectory.status} to {new}"
+        )
+    trajectory.status = new.value
+    trajectory.turns_done = turns_done
+    trajectory.error = error
+    trajectory.updated_at = _now()
+    session.flush()
 
 
-def mark_problem_trajectories(
-    session: Session, *, run_id: int, problem_id: int, status: str, error: str | None = None
+def move_trajectories(
+    session: Session,
+    *,
+    run_id: int,
+    event: TrajectoryEvent,
+    problem_id: int | None = None,
+    error: str | None = None,
 ) -> int:
-    """Set the status of every trajectory of one problem of a run, with its stored turns.
+    """Apply `event` to the trajectories of a run (of one problem of it, if given).
 
-    One UPDATE whatever the number of samples: `turns_done` is counted from the turns
-    table in the same statement, so it is right even for a job that failed part-way.
+    One UPDATE whatever the number of samples. Only trajectories in a status the event
+    can happen in move (`lifecycle.TRAJECTORY_TRANSITIONS`); the others keep theirs, so a
+    job carried out twice cannot reopen a finished trajectory. `turns_done` is counted
+    from the turns table in the same statement, so it is right even for a job that failed
+    part-way; `error` replaces the stored one (None clears it).
 
     Returns:
-        How many trajectories were updated.
-
-    Raises:
-        InvalidInput: unknown status.
+        How many trajectories moved.
     """
-    try:
-        new = TrajectoryStatus(status)
-    except ValueError as exc:
-        choices = ", ".join(s.value for s in TrajectoryStatus)
-        raise InvalidInput(f"unknown trajectory status {status!r}; use one of: {choices}") from exc
+    moves = TRAJECTORY_TRANSITIONS[event]
     turns_done = (
         select(func.count(Turn.id))
         .where(
@@ -484,13 +501,21 @@ def mark_problem_trajectories(
         )
         .scalar_subquery()
     )
+    which = [Trajectory.run_id == run_id, Trajectory.status.in_([s.value for s in moves])]
+    if problem_id is not None:
+        which.append(Trajectory.problem_id == problem_id)
     result = session.execute(
         update(Trajectory)
-        .where(Trajectory.run_id == run_id, Trajectory.problem_id == problem_id)
-        .values(status=new.value, turns_done=turns_done, error=error, updated_at=func.now())
+        .where(*which)
+        .values(
+            status=case({b.value: a.value for b, a in moves.items()}, value=Trajectory.status),
+            turns_done=turns_done,
+            error=error,
+            updated_at=func.now(),
+        )
         .execution_options(synchronize_session=False)
     )
-    return int(getattr(result, "rowcount", 0))
+    return int(getattr(result, "rowcount", 0) or 0)
 
 
 def record_hidden_results(

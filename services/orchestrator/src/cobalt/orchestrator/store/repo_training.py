@@ -22,10 +22,12 @@ from sqlalchemy import func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, selectinload
 
+from cobalt.orchestrator.lifecycle import JobEvent, job_after
 from cobalt.orchestrator.store.models import (
     TrainingGroup,
     TrainingGroupStatus,
     TrainingJob,
+    TrainingJobStatus,
     TrainingSample,
 )
 from cobalt.shared.errors import Conflict, InvalidInput, NotFound
@@ -34,6 +36,7 @@ from cobalt.shared.reward import RewardBreakdown
 __all__ = [
     "ClaimedStep",
     "SampleRow",
+    "apply_job_event",
     "claim_step",
     "create_job",
     "get_job",
@@ -107,6 +110,17 @@ def get_job(session: Session, *, job_id: int, for_update: bool = False) -> Train
     if job is None:
         raise NotFound(f"training job {job_id} does not exist (see `cobalt train list`)")
     return job
+
+
+def apply_job_event(job: TrainingJob, event: JobEvent) -> TrainingJobStatus:
+    """Move `job` as `event` does (`lifecycle.JOB_TRANSITIONS`); returns its new status.
+
+    Raises:
+        Conflict: the event cannot happen in the job's status.
+    """
+    status = job_after(job.id, job.status, event)
+    job.status = status.value
+    return status
 
 
 def record_group(

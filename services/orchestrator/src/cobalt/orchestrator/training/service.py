@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from cobalt.orchestrator.lifecycle import JOB_TRANSITIONS, JobEvent, job_after
+from cobalt.orchestrator.lifecycle import JOB_TRANSITIONS, JobEvent
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.store import repo_bandit, repo_training
 from cobalt.orchestrator.store.models import (
@@ -186,7 +186,7 @@ def begin_round(sessions: sessionmaker[Session], job_id: int, round: int) -> lis
     """
     with sessions.begin() as session:
         job = repo_training.get_job(session, job_id=job_id, for_update=True)
-        job.status = job_after(job_id, job.status, JobEvent.BEGIN_ROUND).value
+        repo_training.apply_job_event(job, JobEvent.BEGIN_ROUND)
         return context_ids_for_round(session, job_id=job_id, round=round)
 
 
@@ -203,7 +203,7 @@ def set_job_status(sessions: sessionmaker[Session], job_id: int, status: Trainin
         raise InvalidInput(f"a training job can be stopped or resumed, not set {status}")
     with sessions.begin() as session:
         job = repo_training.get_job(session, job_id=job_id, for_update=True)
-        job.status = job_after(job_id, job.status, events[status]).value
+        repo_training.apply_job_event(job, events[status])
         if status == TrainingJobStatus.RUNNING:
             job.error = None
 
@@ -282,7 +282,7 @@ def report_step(sessions: sessionmaker[Session], job_id: int, report: StepReport
         job.step = max(job.step, report.step)
         job.policy_version = max(job.policy_version, report.policy_version)
         if job.status in JOB_TRANSITIONS[JobEvent.REPORT_STEP]:
-            job.status = job_after(job_id, job.status, JobEvent.REPORT_STEP).value
+            repo_training.apply_job_event(job, JobEvent.REPORT_STEP)
 
 
 def _public(session: Session, job: TrainingJob, *, with_steps: bool) -> TrainingJobPublic:

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from cobalt.orchestrator.lifecycle import JobEvent, job_after
+from cobalt.orchestrator.lifecycle import JobEvent
 from cobalt.orchestrator.rollouts.jobs import finish_run_if_done
 from cobalt.orchestrator.runs import service
 from cobalt.orchestrator.settings import OrchestratorSettings
-from cobalt.orchestrator.store.repo_training import get_job
+from cobalt.orchestrator.store.repo_training import apply_job_event, get_job
 from cobalt.orchestrator.training import jobs as training_jobs
 from cobalt.orchestrator.training.service import begin_round
 from cobalt.orchestrator.worker import queue
@@ -121,7 +121,7 @@ def start_round(
             logger.exception("training job %d round %d failed", job_id, round)
             with sessions.begin() as session:
                 job = get_job(session, job_id=job_id)
-                job.status = job_after(job_id, job.status, JobEvent.FAIL).value
+                apply_job_event(job, JobEvent.FAIL)
                 job.error = f"round {round}: {type(exc).__name__}: {exc}"
 
     threading.Thread(target=run_here, name=f"training-{job_id}-{round}", daemon=True).start()
