@@ -12,6 +12,7 @@ import queue
 import resource
 import threading
 
+from cobalt.executor.cgroups import open_slot_cgroups
 from cobalt.executor.errors import SandboxUnavailable
 from cobalt.executor.interpreter import describe_interpreter
 from cobalt.executor.sandbox import RawRun, SandboxConfig, SandboxJob, SandboxSlot
@@ -60,6 +61,7 @@ class SandboxPool:
         _check_enforceable(config)
         self._seccomp = seccomp_bpf()
         test_filter = per_test_seccomp_bpf()
+        self.cgroups = open_slot_cgroups(config.cgroups, config.slots, config.nproc)
         self.slots = [
             SandboxSlot(
                 index=i,
@@ -67,6 +69,7 @@ class SandboxPool:
                 interpreter=self.interpreter,
                 seccomp=self._seccomp,
                 test_filter=test_filter,
+                cgroup=self.cgroups.slots[i] if self.cgroups.slots else None,
             )
             for i in range(config.slots)
         ]
@@ -90,11 +93,12 @@ class SandboxPool:
                 "filesystem and network visible); only rlimits and seccomp apply"
             )
         logger.info(
-            "sandbox pool ready: %d slots, python %s (%s), bwrap=%s",
+            "sandbox pool ready: %d slots, python %s (%s), bwrap=%s, %s",
             len(self.slots),
             self.interpreter.version,
             self.interpreter.path,
             self.config.use_bwrap,
+            self.cgroups.describe(),
         )
 
     def run(self, job: SandboxJob) -> RawRun:
@@ -135,3 +139,4 @@ class SandboxPool:
     def close(self) -> None:
         for slot in self.slots:
             slot.close()
+        self.cgroups.close()
