@@ -273,6 +273,8 @@ def _spare_main(channel: socket.socket) -> NoReturn:
     """Never returns: a pre-forked child that waits for its test, then runs it."""
     try:
         os.setsid()
+        # While waiting, off the test's critical path: the spare becomes the test.
+        _prefer_for_oom_kill()
         _install_test_filter(TEST_FILTER)
         _reset_signals()
         if hasattr(sys, "set_int_max_str_digits"):
@@ -304,7 +306,6 @@ def _run_child(fds: list[int], channel: socket.socket) -> NoReturn:
         command = json.loads(_read_all(COMMAND_FD))
         os.close(COMMAND_FD)
         nonce = command["nonce"]
-        _prefer_for_oom_kill()
         # Measured after the command is in memory: the program's limit is for its own
         # data, on top of what its source already takes here.
         _apply_limits(command["limits"], _mapped_bytes())
