@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from cobalt.executor.cgroups import open_slot_cgroups
 from tests.executor.nonroot import NONROOT_UID, delegated_cgroups, nonroot_executor
 from tests.support.attacks import ACTIVITY_PROBE, KERNEL_MEMORY_HOG, PROCESS_HOG
 
@@ -146,3 +147,25 @@ def test_a_delegated_subtree_is_used_and_cleaned_up(tmp_path: Path) -> None:
         assert not list(dirs[0].glob("cobalt-executor-*")), subprocess.run(
             ["ls", "-R", str(dirs[0])], capture_output=True, text=True, check=False
         ).stdout
+
+
+def test_cgroups_left_by_a_dead_executor_are_swept_at_start() -> None:
+    """An executor killed with SIGKILL cannot remove its cgroups; the next one does."""
+    cgroups = open_slot_cgroups("auto", 1, 8)
+    try:
+        if cgroups.version != 1:
+            pytest.skip(f"needs cgroup v1 as root here ({cgroups.reason or cgroups.describe()})")
+        pids_parent = cgroups.parents[1].parent
+    finally:
+        cgroups.close()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = pids_parent / f"cobalt-executor-{dead.pid}"
+    (stale / "slot0").mkdir(parents=True)
+    live = open_slot_cgroups("required", 1, 8)
+    try:
+        assert not stale.exists()
+        assert all(slot.pids.is_dir() for slot in live.slots)
+    finally:
+        live.close()
+    assert not any(parent.exists() for parent in live.parents)

@@ -277,7 +277,25 @@ def _enable_v2_controllers(own_dir: Path, parent: Path) -> None:
     _write(parent / "cgroup.subtree_control", "+memory +pids")
 
 
+def _sweep_stale(parent: Path) -> None:
+    """Remove what an executor that died without cleaning up left under `parent` (empty
+    `cobalt-executor-<pid>` trees whose pid is gone; a tree still in use stays)."""
+    for stale in parent.glob("cobalt-executor-*"):
+        pid = stale.name.rsplit("-", 1)[1]
+        if not pid.isdigit() or int(pid) == os.getpid() or Path(f"/proc/{pid}").exists():
+            continue
+        try:
+            for slot in stale.glob("slot*"):
+                slot.rmdir()
+            stale.rmdir()
+            logger.info("removed the stale cgroup %s", stale)
+        except OSError:
+            pass
+
+
 def _make_dir(path: Path) -> Path:
+    if path.name.startswith("cobalt-executor-"):
+        _sweep_stale(path.parent)
     try:
         path.mkdir(exist_ok=True)
     except OSError as exc:
