@@ -160,7 +160,7 @@ def test_cgroups_left_by_a_dead_executor_are_swept_at_start() -> None:
         cgroups.close()
     dead = subprocess.Popen(["true"])
     dead.wait()
-    stale = pids_parent / f"cobalt-executor-{dead.pid}"
+    stale = pids_parent / f"cobalt-executor-{dead.pid}-0"
     (stale / "slot0").mkdir(parents=True)
     live = open_slot_cgroups("required", 1, 8)
     try:

@@ -15,14 +15,16 @@ Where the host offers them:
   the `memory` and `pids` controllers), as systemd's `Delegate=yes` or a container runtime
   that mounts the cgroup tree writable gives it.
 
-Slot cgroups live under the server's own cgroup, in `cobalt-executor-<pid>/slot<i>`, and
-are removed at shutdown. Without cgroups (`COBALT_EXECUTOR_CGROUPS=auto` on a host that
-offers none), rlimits and the zygote's polls remain; `required` refuses to start instead.
+Slot cgroups live under the server's own cgroup, in `cobalt-executor-<pid>-<n>/slot<i>`
+(one tree per pool), and are removed at shutdown. Without cgroups
+(`COBALT_EXECUTOR_CGROUPS=auto` on a host that offers none), rlimits and the zygote's
+polls remain; `required` refuses to start instead.
 """
 
 from __future__ import annotations
 
 import errno
+import itertools
 import logging
 import os
 import re
@@ -206,6 +208,9 @@ def open_slot_cgroups(
     return cgroups
 
 
+_POOL_NUMBERS = itertools.count()
+
+
 class _NoCgroups(Exception):
     """Why this host offers no usable cgroups."""
 
@@ -222,7 +227,8 @@ def _own_paths() -> dict[str, str]:
 
 def _create(slots: int, pids_max: int, root: Path) -> SlotCgroups:
     own = _own_paths()
-    name = f"cobalt-executor-{os.getpid()}"
+    # One tree per pool: a process may hold several pools (tests do), never sharing slots.
+    name = f"cobalt-executor-{os.getpid()}-{next(_POOL_NUMBERS)}"
     if (root / "memory").is_dir() and (root / "pids").is_dir() and "memory" in own:
         memory = _make_dir(root / "memory" / own["memory"].lstrip("/") / name)
         try:
@@ -279,9 +285,9 @@ def _enable_v2_controllers(own_dir: Path, parent: Path) -> None:
 
 def _sweep_stale(parent: Path) -> None:
     """Remove what an executor that died without cleaning up left under `parent` (empty
-    `cobalt-executor-<pid>` trees whose pid is gone; a tree still in use stays)."""
+    `cobalt-executor-<pid>-<n>` trees whose pid is gone; a tree still in use stays)."""
     for stale in parent.glob("cobalt-executor-*"):
-        pid = stale.name.rsplit("-", 1)[1]
+        pid = stale.name.split("-")[2]
         if not pid.isdigit() or int(pid) == os.getpid() or Path(f"/proc/{pid}").exists():
             continue
         try:
