@@ -177,21 +177,31 @@ def run_baseline(workload: Workload, prefix: list[str], workers: int, guard: str
 
 
 SOURCE_LOADER = """
-import importlib.util, sys
+import glob, importlib.machinery, importlib.util, os, sys
 root = sys.argv.pop(1)
-packages = {"cobalt": root + "/services", "cobalt.shared": root + "/shared"}
+# One distribution per service: src/cobalt/<name> under services/* and shared/.
+roots = sorted(glob.glob(root + "/services/*/src/cobalt")) + [root + "/shared/src/cobalt"]
 
 
 class SourceFinder:
-    # Import `cobalt` from another checkout (the baseline) instead of this one.
+    # Import `cobalt` from another checkout (the baseline) instead of this one; deeper
+    # modules follow their package's __path__, which then points into that checkout.
     @staticmethod
     def find_spec(name, path=None, target=None):
-        where = packages.get(name)
-        if where is None:
+        if name == "cobalt":
+            spec = importlib.machinery.ModuleSpec("cobalt", None, is_package=True)
+            spec.submodule_search_locations = roots
+            return spec
+        top, _, rest = name.partition(".")
+        if top != "cobalt" or not rest or "." in rest:
             return None
-        return importlib.util.spec_from_file_location(
-            name, where + "/__init__.py", submodule_search_locations=[where]
-        )
+        for where in roots:
+            init = os.path.join(where, rest, "__init__.py")
+            if os.path.exists(init):
+                return importlib.util.spec_from_file_location(
+                    name, init, submodule_search_locations=[os.path.dirname(init)]
+                )
+        return None
 
 
 sys.meta_path.insert(0, SourceFinder)
@@ -306,9 +316,12 @@ def _run_cobalt(url: str, workload: Workload, in_flight: int, batch: int = 1) ->
     return _measure(one_call, chunks, in_flight, workload.tests)
 
 
-def sandbox_overhead(n: int, source: str | None = None) -> tuple[float, float]:
+def sandbox_overhead(
+    n: int, source: str | None = None, env: dict[str, str] | None = None
+) -> tuple[float, float]:
     """p50/p99 ms to run a do-nothing program through one slot (everything is overhead),
-    in a child process running this checkout's `cobalt` or that of `source`."""
+    in a child process running this checkout's `cobalt` or that of `source` (with `env`
+    added to its environment, e.g. to turn a layer off)."""
     loader = [] if source is None else [source]
     program = (SOURCE_LOADER if source else "") + OVERHEAD
     done = subprocess.run(
@@ -316,6 +329,7 @@ def sandbox_overhead(n: int, source: str | None = None) -> tuple[float, float]:
         capture_output=True,
         text=True,
         check=True,
+        env={**os.environ, **(env or {})},
     )
     p50, p99 = done.stdout.split()[-2:]
     return float(p50), float(p99)
@@ -432,6 +446,7 @@ def before_and_after(
                 rows.append((workload.name, _mean(runs["before"]), _mean(runs["after"])))
         overhead_before = sandbox_overhead(n, source)
         overhead_after = sandbox_overhead(n)
+        overhead_no_cgroups = sandbox_overhead(n, env={"COBALT_EXECUTOR_CGROUPS": "off"})
     print(f"\nbefore ({ref}) and after (this checkout), {settings.slots} slots, same run:\n")
     print(
         "| workload | before tests/s | after tests/s | after/before | p50 / p99 ms: before, after |"
@@ -448,7 +463,10 @@ def before_and_after(
         f"before p50 {overhead_before[0]:.2f} ms, p99 {overhead_before[1]:.2f} ms; "
         f"after p50 {overhead_after[0]:.2f} ms, p99 {overhead_after[1]:.2f} ms; "
         f"cost of the resource layer per test (p50 difference): "
-        f"{overhead_after[0] - overhead_before[0]:+.2f} ms"
+        f"{overhead_after[0] - overhead_before[0]:+.2f} ms; "
+        f"after without cgroups p50 {overhead_no_cgroups[0]:.2f} ms, "
+        f"p99 {overhead_no_cgroups[1]:.2f} ms (cgroups cost "
+        f"{overhead_after[0] - overhead_no_cgroups[0]:+.2f} ms at p50)"
     )
 
 

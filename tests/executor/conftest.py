@@ -15,7 +15,7 @@ from cobalt.executor.app import create_app
 from cobalt.executor.connections import header_deadline_protocol
 from cobalt.executor.pool import SandboxPool
 from cobalt.executor.settings import ExecutorSettings
-from tests.executor.nonroot import nonroot_executor
+from tests.executor.nonroot import NONROOT_UID, delegated_cgroups, nonroot_executor
 
 INTEGRITY_LIMITS = {
     "MAX_PENDING_TESTS": "40",
@@ -29,10 +29,14 @@ INTEGRITY_LIMITS = {
 
 @pytest.fixture(scope="session")
 def nonroot_executor_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real executor server run as a non-root user (every slot under its uid)."""
+    """A real executor server run as a non-root user (every slot under its uid), in a cgroup
+    subtree delegated to that user where the host has one (as a deployment would give it)."""
     log = tmp_path_factory.mktemp("nonroot-executor") / "server.log"
     env = {f"COBALT_EXECUTOR_{key}": value for key, value in INTEGRITY_LIMITS.items()}
-    with nonroot_executor(log, **env) as url:
+    with (
+        delegated_cgroups(NONROOT_UID) as cgroups,
+        nonroot_executor(log, cgroups=cgroups, **env) as url,
+    ):
         yield url
 
 

@@ -9,6 +9,7 @@ server runs on the system Python of the same version with the venv's site-packag
 from __future__ import annotations
 
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -59,8 +60,60 @@ def _unreadable_by_nonroot(*paths: str) -> list[str]:
 
 
 @contextmanager
-def nonroot_executor(log: Path, **env: str) -> Iterator[str]:
+def delegated_cgroups(uid: int) -> Iterator[list[Path]]:
+    """cgroup v1 `memory` and `pids` directories handed to `uid` (v1's delegation: chown).
+
+    Yields no directories when this host has no writable cgroup v1 memory and pids
+    hierarchies (the server then runs on its fallback, as `CGROUPS=auto` does).
+    """
+    own = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(","):
+            own[controller] = path.lstrip("/")
+    name = f"cobalt-nonroot-test-{os.getpid()}-{secrets.token_hex(3)}"
+    root = Path("/sys/fs/cgroup")
+    dirs = [
+        root / "memory" / own.get("memory", "") / name,
+        root / "pids" / own.get("pids", "") / name,
+    ]
+    try:
+        for directory in dirs:
+            directory.mkdir(exist_ok=True)
+            for path in (directory, directory / "cgroup.procs", directory / "tasks"):
+                os.chown(path, uid, uid)
+    except OSError:
+        dirs = [directory for directory in dirs if directory.is_dir()]
+        for directory in dirs:
+            directory.rmdir()
+        yield []
+        return
+    try:
+        yield dirs
+    finally:
+        for directory in dirs:
+            for _ in range(100):
+                leftovers = sorted(directory.rglob("*/"), key=lambda p: -len(p.parts))
+                try:
+                    for child in [*leftovers, directory]:
+                        if child.is_dir():
+                            child.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+
+
+def _enter_cgroups(dirs: list[Path]) -> None:
+    for directory in dirs:
+        (directory / "cgroup.procs").write_text("0")
+
+
+@contextmanager
+def nonroot_executor(log: Path, cgroups: list[Path] | None = None, **env: str) -> Iterator[str]:
     """`cobalt executor serve` as uid NONROOT_UID; yields its base URL.
+
+    With `cgroups` (from `delegated_cgroups`) the server starts inside them, so it may
+    create per-slot cgroups there as a delegated non-root service does.
 
     Skips (with the reason) when that uid cannot read the checkout or the venv, e.g. a
     clone under root's home directory (mode 700): the server could not import Cobalt.
@@ -94,7 +147,12 @@ def nonroot_executor(log: Path, **env: str) -> Iterator[str]:
     ]
     with log.open("wb") as sink:
         server = subprocess.Popen(
-            command, env=environment, stdout=sink, stderr=subprocess.STDOUT, cwd="/"
+            command,
+            env=environment,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            cwd="/",
+            preexec_fn=(lambda: _enter_cgroups(cgroups)) if cgroups else None,
         )
     url = f"http://127.0.0.1:{port}"
     try:

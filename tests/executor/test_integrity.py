@@ -22,6 +22,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from cobalt.executor.app import create_app
+from cobalt.executor.bodies import PROCESS_PARSE_BYTES
 from cobalt.executor.pool import SandboxPool
 from cobalt.executor.settings import ExecutorSettings
 from tests.executor.helpers import wait_ready
@@ -256,6 +257,34 @@ def test_a_full_queue_is_429_with_retry_after(executor_http: httpx.Client) -> No
             thread.join()
     assert response.status_code == 429, response.text
     assert int(response.headers["Retry-After"]) >= 1
+
+
+def test_big_bodies_are_parsed_off_the_event_loop_with_the_same_answers(
+    executor_http: httpx.Client,
+) -> None:
+    """Bodies over PROCESS_PARSE_BYTES go to the parser process: a valid one is judged, and
+    malformed JSON, a body that does not fit the schema and a lone surrogate get the same
+    422s as small bodies (never a 500), and the server keeps answering."""
+    padding = "x" * (PROCESS_PARSE_BYTES + 1000)
+    code = f"# {padding}\nimport sys\nprint(len(sys.stdin.read()))\n"
+    stdin = "1234567\n" * 200_000
+    body = {"code": code, "tests": [{"stdin": stdin, "expected_stdout": str(len(stdin))}]}
+    assert [r["verdict"] for r in _post(executor_http, "/v1/execute", body)["results"]] == [
+        "accepted"
+    ]
+    text = json.dumps(body)
+    refused = {
+        "malformed": text[:-1],
+        "unfit": json.dumps({**body, "tests": [{"stdin": 1, "expected_stdout": []}]}),
+        "surrogate": text.replace('"1234567', '"\\ud800', 1),
+    }
+    for name, content in refused.items():
+        response = executor_http.post(
+            "/v1/execute", content=content, headers={"content-type": "application/json"}
+        )
+        assert response.status_code == 422, (name, response.text[:500])
+        assert response.json()["error"]["type"], name
+    assert executor_http.get("/healthz").status_code == 200
 
 
 def test_a_small_request_cannot_ask_for_a_huge_response(executor_http: httpx.Client) -> None:

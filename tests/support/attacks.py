@@ -44,6 +44,89 @@ def probe_failure(baseline: str, result: dict[str, Any]) -> str:
     )
 
 
+# --- resource hogs and side channels between slots (issue 18, classes 3 and 6) ---------
+
+PROCESS_HOG = """
+import os, time
+end = time.time() + 5
+while time.time() < end:
+    try:
+        if os.fork() == 0:
+            time.sleep(10)
+            os._exit(0)
+    except OSError:
+        time.sleep(0.005)
+print("PWNED")
+"""
+"""Takes every process it can and holds them: a neighbour in another slot must still fork."""
+
+KERNEL_MEMORY_HOG = """
+import os, socket, time
+
+def fill():
+    held = []
+    try:
+        while True:
+            a, b = socket.socketpair()
+            a.setblocking(False)
+            try:
+                while True:
+                    a.send(b"x" * 65536)
+            except BlockingIOError:
+                pass
+            held.append((a, b))
+    except OSError:
+        pass
+    return held
+
+for _ in range(15):
+    if os.fork() == 0:
+        held = fill()
+        time.sleep(10)
+        os._exit(0)
+held = fill()
+time.sleep(5)
+print("PWNED")
+"""
+"""Queues about 500 MiB in socket buffers across 16 processes: kernel memory, invisible to
+RLIMIT_AS and to the zygote's polls; only a memory cgroup charges it."""
+
+ACTIVITY_SOURCES = (
+    *(f"/proc/1/{name}" for name in ("stat", "status", "sched", "schedstat", "io")),
+    *(f"/proc/1/task/1/{name}" for name in ("stat", "status", "sched", "schedstat")),
+    *(f"/proc/pressure/{name}" for name in ("cpu", "memory", "io")),
+    *(f"/proc/sys/fs/{name}" for name in ("file-nr", "inode-nr", "dentry-state")),
+    "/proc/sys/kernel/ns_last_pid",
+    *(
+        f"/proc/{name}"
+        for name in (
+            "loadavg stat schedstat meminfo vmstat zoneinfo buddyinfo interrupts softirqs "
+            "diskstats locks"
+        ).split()
+    ),
+)
+"""Files that change with what other processes do: the zygote's reaped CPU time and
+context switches, the PID namespace's last pid, the host's load, counters and free memory."""
+
+ACTIVITY_PROBE = (
+    "import json\n"
+    f"SOURCES = {ACTIVITY_SOURCES!r}\n"
+    """
+visible = {}
+for path in SOURCES:
+    try:
+        with open(path) as fh:
+            text = fh.read()
+    except OSError:
+        continue
+    if text.strip():
+        visible[path] = text[:80]
+print(json.dumps(visible, sort_keys=True))
+"""
+)
+"""Prints, as JSON, every activity source a test can read (`{}` when all are hidden)."""
+
+
 # --- the generic cases ----------------------------------------------------------------
 
 
@@ -70,13 +153,16 @@ import os, signal, sys, time
 
 
 def report_zygote():
+    # Its /proc/1/stat is masked (empty), so ask the kernel whether it still exists.
     try:
-        with open("/proc/1/stat") as fh:
-            state = fh.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
+        os.kill(1, 0)
+        state = "alive"
+    except ProcessLookupError:
         state = "gone"
+    except PermissionError:
+        state = "alive"
     print("zygote state", state, file=sys.stderr)
-    if state not in ("S", "R"):
+    if state != "alive":
         print("PWNED")
 """
 
@@ -809,9 +895,8 @@ CASES: list[Case] = [
         """
         import resource, sys
         try:
-            with open("/proc/1/status") as fh:
-                size = [l for l in fh if l.startswith("VmSize:")][0].split()[1]
-            cap = (int(size) << 10) + (32 << 20)
+            # Its /proc/1/status is masked: a generous cap it would survive, if allowed.
+            cap = 4 << 30
             resource.prlimit(1, resource.RLIMIT_AS, (cap, cap))
         except (OSError, ValueError, IndexError) as exc:
             print(exc, file=sys.stderr)
@@ -959,6 +1044,12 @@ CASES: list[Case] = [
     Case("forge_sandbox_error_null_byte", "print('PWNED')\0\n"),
     Case("forge_sandbox_error_compile_recursion", "x = " + "1+" * 200_000 + "1\n"),
     Case("forge_sandbox_error_parser_memory", "x = " + "-" * 100_000 + "1\n"),
+    # Issue 18, class 6: nothing in /proc tells a test what ran before it or elsewhere.
+    Case(
+        "activity_side_channels",
+        ACTIVITY_PROBE + "if visible:\n    print('PWNED')\n",
+        verdicts=("wrong_answer",),
+    ),
     # A20: huge inputs.
     Case(
         "huge_stdin_unread",

@@ -25,7 +25,9 @@ for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
             cmdline = fh.read()[:48]
         with open(f"/proc/{pid}/stat") as fh:
-            state = fh.read().rsplit(")", 1)[1].split()[0]
+            text = fh.read()
+        # The init's stat is masked (empty) against side channels.
+        state = text.rsplit(")", 1)[1].split()[0] if text else "masked"
     except OSError:
         continue
     # Running or sleeping varies with timing; stopped, traced or zombie does not.

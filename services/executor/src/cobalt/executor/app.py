@@ -10,7 +10,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from cobalt.executor.api.routes import execute, ops, sandboxfusion
-from cobalt.executor.bodies import add_body_schemas
+from cobalt.executor.bodies import BodyParser, add_body_schemas
 from cobalt.executor.connections import BodyDeadline
 from cobalt.executor.errors import FileDescriptorsExhausted
 from cobalt.executor.metrics import ExecutorMetrics
@@ -36,6 +36,8 @@ def create_app(settings: ExecutorSettings, *, pool: SandboxPool | None = None) -
         SandboxUnavailable: at start-up, if bubblewrap cannot run and the unsafe mode is off.
     """
 
+    body_parser = BodyParser()
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         own_pool = pool is None
@@ -44,6 +46,8 @@ def create_app(settings: ExecutorSettings, *, pool: SandboxPool | None = None) -
             sandboxes.start()
         service = ExecutorService(settings=settings, pool=sandboxes, metrics=ExecutorMetrics())
         app.state.service = service
+        app.state.body_parser = body_parser
+        await asyncio.to_thread(body_parser.warm_up)
         # One canary before serving, so /readyz is right from the first call.
         await service.readiness.check(service.run_canary)
         watcher = asyncio.create_task(service.readiness.watch(service.run_canary))
@@ -51,6 +55,7 @@ def create_app(settings: ExecutorSettings, *, pool: SandboxPool | None = None) -
             yield
         finally:
             watcher.cancel()
+            body_parser.close()
             service.close()
             if own_pool:
                 sandboxes.close()

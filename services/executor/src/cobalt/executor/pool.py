@@ -12,6 +12,7 @@ import queue
 import resource
 import threading
 
+from cobalt.executor.cgroups import SlotCgroups, open_slot_cgroups
 from cobalt.executor.errors import SandboxUnavailable
 from cobalt.executor.interpreter import describe_interpreter
 from cobalt.executor.sandbox import RawRun, SandboxConfig, SandboxJob, SandboxSlot
@@ -60,6 +61,7 @@ class SandboxPool:
         _check_enforceable(config)
         self._seccomp = seccomp_bpf()
         test_filter = per_test_seccomp_bpf()
+        self.cgroups = SlotCgroups(version=None, reason="the pool has not started")
         self.slots = [
             SandboxSlot(
                 index=i,
@@ -79,22 +81,32 @@ class SandboxPool:
         """Start every slot now, so the first request pays no start-up.
 
         Raises:
-            SandboxUnavailable: a slot could not start (bubblewrap missing or broken).
+            SandboxUnavailable: a slot could not start (bubblewrap missing or broken), or
+                `COBALT_EXECUTOR_CGROUPS=required` and this host offers no usable cgroups.
         """
-        for slot in self.slots:
-            slot.start()
-            self._idle.put(slot)
+        # Made at start, not construction: a pool that never starts leaves nothing behind.
+        self.cgroups = open_slot_cgroups(self.config.cgroups, len(self.slots), self.config.nproc)
+        for slot, cgroup in zip(self.slots, self.cgroups.slots, strict=False):
+            slot.cgroup = cgroup
+        try:
+            for slot in self.slots:
+                slot.start()
+                self._idle.put(slot)
+        except BaseException:
+            self.close()  # the jails started so far, and the slots' cgroups
+            raise
         if not self.config.use_bwrap:
             logger.critical(
                 "UNSAFE: running untrusted code WITHOUT bubblewrap (no namespaces, host "
                 "filesystem and network visible); only rlimits and seccomp apply"
             )
         logger.info(
-            "sandbox pool ready: %d slots, python %s (%s), bwrap=%s",
+            "sandbox pool ready: %d slots, python %s (%s), bwrap=%s, %s",
             len(self.slots),
             self.interpreter.version,
             self.interpreter.path,
             self.config.use_bwrap,
+            self.cgroups.describe(),
         )
 
     def run(self, job: SandboxJob) -> RawRun:
@@ -135,3 +147,4 @@ class SandboxPool:
     def close(self) -> None:
         for slot in self.slots:
             slot.close()
+        self.cgroups.close()

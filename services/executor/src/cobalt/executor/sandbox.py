@@ -15,6 +15,8 @@ returns raw evidence (`RawRun`); `judge.py` turns that into a verdict.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import json
 import logging
 import os
@@ -31,6 +33,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
+from cobalt.executor.cgroups import CgroupMode, SlotCgroup
 from cobalt.executor.errors import SandboxUnavailable
 from cobalt.executor.interpreter import Interpreter
 from cobalt.executor.seccomp import seccomp_memfd
@@ -86,6 +89,7 @@ class SandboxConfig:
     kill_grace_s: float = 1.0
     start_timeout_s: float = 15.0
     max_tests_per_slot: int = 5000
+    cgroups: CgroupMode = "auto"
 
 
 @dataclass(frozen=True)
@@ -171,9 +175,10 @@ def bwrap_command(
         cmd += ["--ro-bind", path, path]
     for target, link in interpreter.symlinks:
         cmd += ["--symlink", target, link]
+    cmd += ["--proc", "/proc"]
+    for path in _masked_activity_files():
+        cmd += ["--ro-bind", _empty_file(), path]
     cmd += [
-        "--proc",
-        "/proc",
         "--dev",
         "/dev",
         "--size",
@@ -197,6 +202,63 @@ def bwrap_command(
     return cmd + _zygote_argv(interpreter, test_filter)
 
 
+ACTIVITY_FILES = (
+    # The zygote is the jail's init: it reaps every test, so its CPU time, reaped
+    # children's time and context switches grow with what earlier tests did.
+    "/proc/1/stat",
+    "/proc/1/status",
+    "/proc/1/sched",
+    "/proc/1/schedstat",
+    "/proc/1/task/1/stat",
+    "/proc/1/task/1/status",
+    "/proc/1/task/1/sched",
+    "/proc/1/task/1/schedstat",
+    # The PID namespace's last pid: how many processes earlier tests started.
+    "/proc/sys/kernel/ns_last_pid",
+    "/proc/loadavg",
+    # Host-wide counters that move with what other slots (and the host) do.
+    "/proc/stat",
+    "/proc/schedstat",
+    "/proc/pressure/cpu",
+    "/proc/pressure/memory",
+    "/proc/pressure/io",
+    "/proc/pressure/irq",
+    "/proc/meminfo",
+    "/proc/vmstat",
+    "/proc/zoneinfo",
+    "/proc/buddyinfo",
+    "/proc/interrupts",
+    "/proc/softirqs",
+    "/proc/diskstats",
+    "/proc/locks",
+    "/proc/sys/fs/file-nr",
+    "/proc/sys/fs/inode-nr",
+    "/proc/sys/fs/inode-state",
+    "/proc/sys/fs/dentry-state",
+)
+"""/proc files that tell a test what ran before it or elsewhere; each jail sees them
+empty (an empty file bound over each). A test's own /proc/self is untouched."""
+
+
+def _masked_activity_files() -> list[str]:
+    # A bind needs its target to exist; the jail's procfs offers what the host kernel does.
+    # Pid 1's files exist in every fresh procfs: pid 1 is the jail's own init.
+    return [path for path in ACTIVITY_FILES if path.startswith("/proc/1/") or os.path.exists(path)]
+
+
+@functools.cache
+def _empty_file() -> str:
+    """An empty read-only file every slot uid can bind (one per server process)."""
+    directory = tempfile.mkdtemp(prefix="cobalt-executor-masks-")
+    os.chmod(directory, 0o755)
+    path = os.path.join(directory, "empty")
+    with open(path, "w"):
+        pass
+    os.chmod(path, 0o444)
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    return path
+
+
 def _zygote_argv(interpreter: Interpreter, test_filter: bytes) -> list[str]:
     # argv[2]: the per-test seccomp filter, which each pre-forked child installs on itself.
     source = ZYGOTE_SOURCE
@@ -217,8 +279,11 @@ class SandboxSlot:
         interpreter: Interpreter,
         seccomp: bytes,
         test_filter: bytes = b"",
+        cgroup: SlotCgroup | None = None,
     ) -> None:
         self.index = index
+        self.cgroup = cgroup
+        """The slot's own cgroup, or None when the host offers none."""
         self.config = config
         self.interpreter = interpreter
         self._seccomp = seccomp
@@ -262,12 +327,16 @@ class SandboxSlot:
                 + [self._private_workroot(), "dedicated-uid" if self.uid else "shared-uid"]
             )
             uid = self.uid
+            if self.cgroup is not None and uid is not None:
+                self.cgroup.grant(uid)
             self._process = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 env={} if self.config.use_bwrap else self._unsafe_env(),
-                preexec_fn=_child_setup(theirs.fileno(), seccomp_fd, self.config.use_bwrap),
+                preexec_fn=_child_setup(
+                    theirs.fileno(), seccomp_fd, self.config.use_bwrap, self.cgroup
+                ),
                 pass_fds=(CONTROL_FD, SECCOMP_FD),
                 user=uid,
                 group=uid,
@@ -337,6 +406,9 @@ class SandboxSlot:
         self._next_id += 1
         nonce = secrets.token_hex(16)
         raw = RawRun(nonce=nonce)
+        if not self._prepare_cgroup(job):
+            raw.slot_died = True
+            return raw
         command = dumps_value(
             {
                 "nonce": nonce,
@@ -380,10 +452,34 @@ class SandboxSlot:
             self._collect(job, command, pipes, raw)
         finally:
             pipes.close_all()
+        if self.cgroup is not None and self.cgroup.oom_killed_since_prepare():
+            # The kernel charged the jail past the test's memory (kernel memory included) and
+            # killed in it. Only the test's own use can do that: the harness, the zygote and
+            # their headroom fit the limit, and the test's processes are the OOM killer's
+            # first choice. So it is the program's verdict, even if the jail went down.
+            raw.memory_exceeded = True
+            raw.started = True
         self.tests_run += 1
         if raw.slot_died or self.tests_run >= self.config.max_tests_per_slot:
             self.close()
         return raw
+
+    def _prepare_cgroup(self, job: SandboxJob) -> bool:
+        """Set the jail's cgroup limit for this job; False if even a fresh jail cannot have it."""
+        if self.cgroup is None:
+            return True
+        try:
+            self.cgroup.prepare(job.memory_mb)
+            return True
+        except SandboxUnavailable:
+            # Lowering the limit below what the jail holds failed: a fresh jail holds less.
+            self.start()
+        try:
+            self.cgroup.prepare(job.memory_mb)
+            return True
+        except SandboxUnavailable:
+            logger.exception("slot %d: cannot set its cgroup memory limit", self.index)
+            return False
 
     def _collect(self, job: SandboxJob, command: bytes, pipes: JobPipes, raw: RawRun) -> None:
         """Feed the test, drain its output, and enforce its deadline until it has ended."""
@@ -458,8 +554,11 @@ class SandboxSlot:
         return reply
 
 
-def _child_setup(control_fd: int, seccomp_fd: int, use_bwrap: bool) -> Any:
-    """Runs in the forked child before exec: put the fds where the sandbox expects them."""
+def _child_setup(
+    control_fd: int, seccomp_fd: int, use_bwrap: bool, cgroup: SlotCgroup | None
+) -> Any:
+    """Runs in the forked child before exec: join the slot's cgroup (so that everything the
+    jail ever starts is charged to it) and put the fds where the sandbox expects them."""
     unsafe_filter = None
     if not use_bwrap:
         from cobalt.executor.seccomp import build_filter
@@ -467,6 +566,8 @@ def _child_setup(control_fd: int, seccomp_fd: int, use_bwrap: bool) -> Any:
         unsafe_filter = build_filter()
 
     def setup() -> None:
+        if cgroup is not None:
+            cgroup.enter_self()
         os.dup2(control_fd, CONTROL_FD)
         os.dup2(seccomp_fd, SECCOMP_FD)
         if unsafe_filter is not None:

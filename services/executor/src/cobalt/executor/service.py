@@ -327,7 +327,8 @@ class ExecutorService:
             slots=len(self.pool.slots),
             max_pending_tests=s.max_pending_tests,
             max_body_bytes=s.max_body_bytes,
-            sandbox="none (UNSAFE)" if s.unsafe_no_sandbox else "bubblewrap+seccomp+rlimits",
+            sandbox=("none (UNSAFE)" if s.unsafe_no_sandbox else "bubblewrap+seccomp+rlimits")
+            + f"+{self.pool.cgroups.describe()}",
             python=self.pool.interpreter.version,
         )
 

@@ -7,6 +7,7 @@ import os
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from cobalt.executor.cgroups import CgroupMode
 from cobalt.executor.sandbox import SandboxConfig
 from cobalt.shared.settings import CobaltSettings
 
@@ -54,6 +55,10 @@ class ExecutorSettings(CobaltSettings):
     """Processes and threads one test may have at once."""
     nofile: int = Field(default=256, ge=16)
     file_size_mb: int = Field(default=64, ge=1)
+    cgroups: CgroupMode = "auto"
+    """Per-slot cgroups (memory with kernel memory, pids): `auto` uses them where the host
+    allows (root with cgroup v1, or a delegated subtree) and warns otherwise, `required`
+    refuses to start without them, `off` never uses them. See docs/executor.md."""
     unsafe_no_sandbox: bool = False
     """Run without bubblewrap (rlimits and seccomp only). Never for untrusted code."""
     readiness_timeout_s: float = Field(default=10.0, gt=0)
@@ -78,4 +83,5 @@ class ExecutorSettings(CobaltSettings):
             nproc=self.nproc,
             nofile=self.nofile,
             file_size_mb=self.file_size_mb,
+            cgroups=self.cgroups,
         )

@@ -1,0 +1,320 @@
+"""Per-slot cgroups: the kernel charges a jail for everything it uses, kernel memory included.
+
+The zygote's 50 ms polls see a jail's processes and tmpfs files, but not what the kernel
+holds for them (socket and pipe buffers, page tables, slab); RLIMIT_NPROC counts per uid,
+so slots that share the server's uid share one process budget. A cgroup per slot closes
+both: its memory limit covers user and kernel memory together and an over-limit jail is
+OOM-killed inside its own cgroup (the test's processes first: they raise their
+`oom_score_adj`), and its `pids.max` bounds the jail's processes whatever its uid.
+
+Where the host offers them:
+
+- **cgroup v1** (as on these machines): the `memory` and `pids` hierarchies, as root or
+  in a subtree chowned to the server's user (v1's delegation).
+- **cgroup v2**: a subtree delegated to the server (its own cgroup is writable and offers
+  the `memory` and `pids` controllers), as systemd's `Delegate=yes` or a container runtime
+  that mounts the cgroup tree writable gives it.
+
+Slot cgroups live under the server's own cgroup, in `cobalt-executor-<pid>-<n>/slot<i>`
+(one tree per pool), and are removed at shutdown. Without cgroups
+(`COBALT_EXECUTOR_CGROUPS=auto` on a host that offers none), rlimits and the zygote's
+polls remain; `required` refuses to start instead.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from cobalt.executor.errors import SandboxUnavailable
+
+__all__ = [
+    "CgroupMode",
+    "SlotCgroup",
+    "SlotCgroups",
+    "open_slot_cgroups",
+]
+
+logger = logging.getLogger(__name__)
+
+CgroupMode = Literal["auto", "required", "off"]
+CGROUP_FS = Path("/sys/fs/cgroup")
+ZYGOTE_HEADROOM_MB = 64
+"""Memory a jail may hold on top of its test's `memory_mb`: the zygote, its spare child
+and the kernel's own structures for them. Limits inside it stay the zygote's to judge."""
+ZYGOTE_PROCESSES = 8
+"""Processes a jail holds besides its test's: bubblewrap, the zygote, its spare child."""
+
+
+@dataclass
+class SlotCgroup:
+    """One slot's cgroup directories: `memory` and `pids` (one directory in v2)."""
+
+    version: int
+    memory: Path
+    pids: Path
+    _limit_bytes: int = 0
+    _ooms_before: int = 0
+    _events_fd: int | None = None
+
+    def enter_self(self) -> None:
+        """Move the calling process into this cgroup (the slot's child, before exec).
+
+        Runs between fork and exec: plain writes only, no logging, no allocation-heavy work.
+        """
+        for directory in {self.memory, self.pids}:
+            fd = os.open(directory / "cgroup.procs", os.O_WRONLY)
+            try:
+                os.write(fd, b"0")
+            finally:
+                os.close(fd)
+
+    def grant(self, uid: int) -> None:
+        """Let processes of `uid` (the slot's own, when the server is root) move themselves in."""
+        for directory in {self.memory, self.pids}:
+            os.chown(directory / "cgroup.procs", uid, -1)
+
+    def prepare(self, memory_mb: int) -> None:
+        """Set the jail's memory limit for the next test and note its OOM-kill count.
+
+        Raises:
+            SandboxUnavailable: the limit could not be set (lowering it below what the jail
+                already holds fails when the kernel cannot reclaim enough): restart the jail.
+        """
+        limit = (memory_mb + ZYGOTE_HEADROOM_MB) << 20
+        if limit != self._limit_bytes:
+            try:
+                self._set_memory_limit(limit)
+            except _NoCgroups as exc:
+                self._limit_bytes = 0
+                raise SandboxUnavailable(str(exc)) from exc
+            self._limit_bytes = limit
+        self._ooms_before = self.oom_kills()
+
+    def oom_killed_since_prepare(self) -> bool:
+        """The kernel OOM-killed a process of this jail since `prepare`."""
+        return self.oom_kills() > self._ooms_before
+
+    def oom_kills(self) -> int:
+        """How many processes the kernel OOM-killed in this cgroup so far."""
+        # Read twice per test: one descriptor kept open and re-read from offset 0 costs a
+        # fraction of opening the file each time.
+        if self._events_fd is None:
+            name = "memory.oom_control" if self.version == 1 else "memory.events"
+            try:
+                self._events_fd = os.open(self.memory / name, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                return 0
+        try:
+            text = os.pread(self._events_fd, 4096, 0)
+        except OSError:
+            return 0
+        found = re.search(rb"^oom_kill (\d+)$", text, re.MULTILINE)
+        return int(found.group(1)) if found else 0
+
+    def _set_memory_limit(self, limit: int) -> None:
+        if self.version == 2:
+            _write(self.memory / "memory.max", str(limit))
+            _write(self.memory / "memory.swap.max", "0", missing_ok=True)
+            return
+        # memsw (memory + swap) must stay >= the memory limit at every step, so the order of
+        # the two writes depends on the direction; without it a jail could swap past its limit.
+        memsw = self.memory / "memory.memsw.limit_in_bytes"
+        current = int((self.memory / "memory.limit_in_bytes").read_text())
+        if limit > current:
+            _write(memsw, str(limit), missing_ok=True)
+        _write(self.memory / "memory.limit_in_bytes", str(limit))
+        if limit <= current:
+            _write(memsw, str(limit), missing_ok=True)
+
+    def remove(self) -> None:
+        """Remove the directories once the jail's last process has gone (it may take a moment
+        after the jail was killed: the kernel tears its PID namespace down asynchronously)."""
+        if self._events_fd is not None:
+            os.close(self._events_fd)
+            self._events_fd = None
+        for directory in {self.memory, self.pids}:
+            for attempt in range(50):
+                try:
+                    directory.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError as exc:
+                    if exc.errno != errno.EBUSY or attempt == 49:
+                        logger.warning("could not remove cgroup %s: %s", directory, exc)
+                        break
+                    time.sleep(0.02)
+
+
+@dataclass
+class SlotCgroups:
+    """The cgroups of all slots, or none when the host offers no usable cgroups."""
+
+    version: int | None
+    """1 or 2, or None: no cgroups (rlimits and the zygote's polls only)."""
+    parents: list[Path] = field(default_factory=list)
+    slots: list[SlotCgroup] = field(default_factory=list)
+    reason: str = ""
+    """Why there are none (logged, and shown by `/v1/info`)."""
+
+    def describe(self) -> str:
+        return f"cgroup-v{self.version}" if self.version else "no-cgroups"
+
+    def close(self) -> None:
+        for slot in self.slots:
+            slot.remove()
+        for parent in self.parents:
+            try:
+                parent.rmdir()
+            except OSError:
+                pass
+
+
+def open_slot_cgroups(
+    mode: CgroupMode, slots: int, pids_per_slot: int, root: Path = CGROUP_FS
+) -> SlotCgroups:
+    """Create one cgroup per slot if the host allows it.
+
+    Raises:
+        SandboxUnavailable: `mode` is "required" and cgroups cannot be used here (the
+            message says why and what to change).
+    """
+    if mode == "off":
+        return SlotCgroups(version=None, reason="turned off (COBALT_EXECUTOR_CGROUPS=off)")
+    try:
+        cgroups = _create(slots, pids_per_slot + ZYGOTE_PROCESSES, root)
+    except _NoCgroups as exc:
+        if mode == "required":
+            raise SandboxUnavailable(
+                f"COBALT_EXECUTOR_CGROUPS=required, but per-slot cgroups cannot be used: {exc}; "
+                "run as root with cgroup v1, delegate a cgroup v2 subtree to the server, or "
+                "set COBALT_EXECUTOR_CGROUPS=auto to run on rlimits and polls alone"
+            ) from exc
+        logger.warning(
+            "no per-slot cgroups (%s): kernel memory (socket and pipe buffers) is not charged "
+            "to tests, and slots sharing one uid share its process limit",
+            exc,
+        )
+        return SlotCgroups(version=None, reason=str(exc))
+    logger.info("per-slot cgroups (v%d) under %s", cgroups.version, cgroups.parents)
+    return cgroups
+
+
+_POOL_NUMBERS = itertools.count()
+
+
+class _NoCgroups(Exception):
+    """Why this host offers no usable cgroups."""
+
+
+def _own_paths() -> dict[str, str]:
+    """This process's cgroup path per v1 controller, and under "" its v2 path."""
+    paths: dict[str, str] = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(",") if controllers else [""]:
+            paths[controller] = path
+    return paths
+
+
+def _create(slots: int, pids_max: int, root: Path) -> SlotCgroups:
+    own = _own_paths()
+    # One tree per pool: a process may hold several pools (tests do), never sharing slots.
+    name = f"cobalt-executor-{os.getpid()}-{next(_POOL_NUMBERS)}"
+    if (root / "memory").is_dir() and (root / "pids").is_dir() and "memory" in own:
+        memory = _make_dir(root / "memory" / own["memory"].lstrip("/") / name)
+        try:
+            pids = _make_dir(root / "pids" / own.get("pids", "/").lstrip("/") / name)
+        except _NoCgroups:
+            memory.rmdir()
+            raise
+        cgroups = SlotCgroups(version=1, parents=[memory, pids])
+        for index in range(slots):
+            slot = SlotCgroup(
+                version=1,
+                memory=_make_dir(memory / f"slot{index}"),
+                pids=_make_dir(pids / f"slot{index}"),
+            )
+            cgroups.slots.append(slot)
+            _write(slot.pids / "pids.max", str(pids_max))
+            _write(slot.memory / "memory.use_hierarchy", "1", missing_ok=True)
+        return cgroups
+    if (root / "cgroup.controllers").is_file() and "" in own:
+        own_dir = root / own[""].lstrip("/")
+        parent = _make_dir(own_dir / name)
+        try:
+            _enable_v2_controllers(own_dir, parent)
+        except _NoCgroups:
+            parent.rmdir()
+            raise
+        cgroups = SlotCgroups(version=2, parents=[parent])
+        for index in range(slots):
+            directory = _make_dir(parent / f"slot{index}")
+            cgroups.slots.append(SlotCgroup(version=2, memory=directory, pids=directory))
+            _write(directory / "pids.max", str(pids_max))
+        return cgroups
+    raise _NoCgroups(f"neither cgroup v1 memory+pids nor cgroup v2 is mounted at {root}")
+
+
+def _enable_v2_controllers(own_dir: Path, parent: Path) -> None:
+    """Make memory and pids available to the slots under `parent`.
+
+    cgroup v2 lets a cgroup hand controllers to its children only while it holds no
+    processes itself, so the server's own cgroup must already delegate them (systemd's
+    `Delegate=yes` does, with the server in a leaf) or accept them now.
+    """
+    wanted = {"memory", "pids"}
+    if not wanted <= set((parent / "cgroup.controllers").read_text().split()):
+        try:
+            _write(own_dir / "cgroup.subtree_control", "+memory +pids")
+        except _NoCgroups as exc:
+            raise _NoCgroups(
+                f"{own_dir} does not hand memory and pids to its children ({exc}); put the "
+                "server in a leaf cgroup and enable them in its parent's cgroup.subtree_control"
+            ) from exc
+    _write(parent / "cgroup.subtree_control", "+memory +pids")
+
+
+def _sweep_stale(parent: Path) -> None:
+    """Remove what an executor that died without cleaning up left under `parent` (empty
+    `cobalt-executor-<pid>-<n>` trees whose pid is gone; a tree still in use stays)."""
+    for stale in parent.glob("cobalt-executor-*"):
+        pid = stale.name.split("-")[2]
+        if not pid.isdigit() or int(pid) == os.getpid() or Path(f"/proc/{pid}").exists():
+            continue
+        try:
+            for slot in stale.glob("slot*"):
+                slot.rmdir()
+            stale.rmdir()
+            logger.info("removed the stale cgroup %s", stale)
+        except OSError:
+            pass
+
+
+def _make_dir(path: Path) -> Path:
+    if path.name.startswith("cobalt-executor-"):
+        _sweep_stale(path.parent)
+    try:
+        path.mkdir(exist_ok=True)
+    except OSError as exc:
+        reason = "not delegated to this user" if exc.errno in (errno.EACCES, errno.EPERM) else ""
+        raise _NoCgroups(f"cannot create {path}: {exc.strerror} {reason}".strip()) from exc
+    return path
+
+
+def _write(path: Path, value: str, *, missing_ok: bool = False) -> None:
+    try:
+        path.write_text(value)
+    except FileNotFoundError:
+        if not missing_ok:
+            raise _NoCgroups(f"{path} does not exist") from None
+    except OSError as exc:
+        raise _NoCgroups(f"cannot write {value!r} to {path}: {exc.strerror}") from exc
