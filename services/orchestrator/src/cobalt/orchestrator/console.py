@@ -22,6 +22,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from pydantic import ValidationError
 
+# typer 0.29 vendors click; this is its current-context lookup.
+from typer._click.globals import get_current_context
+
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.shared import cli as shared_cli
 from cobalt.shared.cli import EXIT_UNREACHABLE, EXIT_USAGE, fail
@@ -95,9 +98,17 @@ def settings_or_exit() -> OrchestratorSettings:
     return shared_cli.settings_or_exit(OrchestratorSettings, "COBALT_*")
 
 
-def store_context() -> StoreContext:
-    """The context of a command: settings from the environment (exits 2 on a bad one)."""
-    return StoreContext(settings=settings_or_exit())
+def store_context(settings: OrchestratorSettings | None = None) -> StoreContext:
+    """The context of a command: `settings`, else the environment's (exits 2 on a bad one).
+
+    Its database engine is disposed when the command ends, so a command run in a process
+    that goes on (tests run commands in-process) leaves no connection open behind it.
+    """
+    context = StoreContext(settings=settings_or_exit() if settings is None else settings)
+    command = get_current_context(silent=True)
+    if command is not None:
+        command.call_on_close(context.close)
+    return context
 
 
 @dataclass

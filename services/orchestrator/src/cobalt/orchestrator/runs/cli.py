@@ -32,6 +32,7 @@ from cobalt.orchestrator.console import (
     progress_bar,
     reward_tokenizer,
     settings_or_exit,
+    store_context,
 )
 from cobalt.shared import defaults
 from cobalt.shared.errors import first_validation_error_parts
@@ -71,7 +72,7 @@ def _store(*, detach: bool = False) -> StoreContext:
     settings = settings_or_exit()
     if detach and not settings.redis_url:
         raise fail(EXIT_USAGE, "--detach needs COBALT_REDIS_URL (a queue that outlives us)")
-    return StoreContext(settings=settings)
+    return store_context(settings)
 
 
 def _request(contract: type[_Request], **values: object) -> _Request:
