@@ -1,5 +1,6 @@
 """`cobalt demo` and `cobalt up` when something is wrong: one clear line and a non-zero exit,
-and `cobalt up` started and stopped on SQLite (no vLLM)."""
+and `cobalt up` started and stopped on SQLite (no vLLM). Bad options and settings, refused
+before anything starts, are checked in this process; the rest run `cobalt` as a process."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import httpx
 import pytest
 
 from cobalt.demo.processes import free_port, port_is_free
+from tests.support.cli import cobalt_here
 from tests.support.up import COBALT, cobalt_up
 
 TRAINER_PYTHON = Path(__file__).resolve().parents[2] / ".venv-trainer" / "bin" / "python"
@@ -41,7 +43,7 @@ def _cobalt(
 def test_bad_demo_options_exit_2_saying_which(
     args: list[str], message: str, tmp_path: Path
 ) -> None:
-    done = _cobalt("demo", "--work-dir", str(tmp_path), *args, env=_env())
+    done = cobalt_here(_env(), "demo", "--work-dir", str(tmp_path), *args)
 
     assert done.returncode == 2
     assert done.stderr.startswith("error: ") and message in done.stderr
@@ -77,7 +79,7 @@ def test_a_missing_trainer_environment_fails_before_starting_anything(tmp_path: 
 
 
 def test_up_refuses_workers_without_redis(tmp_path: Path) -> None:
-    done = _cobalt("up", "--workers", "2", "--log-dir", str(tmp_path), env=_env())
+    done = cobalt_here(_env(), "up", "--workers", "2", "--log-dir", str(tmp_path))
 
     assert done.returncode == 2
     assert "--workers needs COBALT_REDIS_URL" in done.stderr
@@ -88,10 +90,9 @@ def test_up_refuses_a_port_in_use(tmp_path: Path) -> None:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        done = _cobalt(
-            "up", "--no-inference", "--log-dir", str(tmp_path),
-            env=_env(COBALT_EXECUTOR_PORT=str(port)),
-        )  # fmt: skip
+        done = cobalt_here(
+            _env(COBALT_EXECUTOR_PORT=str(port)), "up", "--no-inference", "--log-dir", str(tmp_path)
+        )
 
     assert done.returncode == 2
     assert f"port {port} of the executor is in use; set COBALT_EXECUTOR_PORT" in done.stderr

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
+from tests.support.cli import cobalt_here
 from tests.support.runs import cobalt, json_out
 
 STDIN_TESTS = [
@@ -136,10 +137,10 @@ def test_bad_input_exits_2_with_a_message(
     ]
     for extra, message in cases:
         args = ["--response", str(response), "--tests", str(good_tests), "--prev-best", "0.5"]
-        done = cobalt(env, "reward", "score", *args, "--tokenizer", str(policy), *extra)
+        done = cobalt_here(env, "reward", "score", *args, "--tokenizer", str(policy), *extra)
         assert done.returncode == 2, (extra, done.stderr)
         assert message in done.stderr, (extra, done.stderr)
-    no_tokenizer = cobalt(
+    no_tokenizer = cobalt_here(
         env, "reward", "score", "--response", str(response), "--tests", str(good_tests),
         "--prev-best", "0",
     )  # fmt: skip
@@ -173,7 +174,7 @@ def test_instruct_format_scores_a_model_without_thinking_on_its_program(
     instruct = score(env, plain, tests, *options, "--reward-format", "instruct")
     assert instruct["format_violations"] == [] and instruct["think_tokens"] == 0
     assert instruct["total"] == 1.0
-    refused = cobalt(
+    refused = cobalt_here(
         env, "reward", "score", "--response", str(plain), "--tests", str(tests), *options,
         "--reward-format", "thinking",
     )  # fmt: skip

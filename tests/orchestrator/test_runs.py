@@ -16,6 +16,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from cobalt.orchestrator.rollouts.conversation import messages_of_turns
 from cobalt.orchestrator.rollouts.jobs import run_problem_job
 from tests.fakes.openai_server import FakeOpenAI
+from tests.support.cli import cobalt_here
 from tests.support.runs import (
     RIGHT,
     add_doubles,
@@ -163,13 +164,14 @@ def test_unreachable_model_fails_with_the_reason_and_resume_recovers(
 
 
 def test_bad_arguments_get_clear_errors(dataset: str, cli_env: dict[str, str]) -> None:
-    missing = run_sample(cli_env, "nope", "http://x/v1", "m", "--json")
+    sample = ("run", "sample", "--base-url", "http://x/v1", "--model", "m")
+    missing = cobalt_here(cli_env, *sample, "--dataset", "nope", "--json")
     assert missing.returncode == 2 and "no dataset named 'nope'" in missing.stderr
-    bad_n = run_sample(cli_env, dataset, "http://x/v1", "m", "--n", "0")
+    bad_n = cobalt_here(cli_env, *sample, "--dataset", dataset, "--n", "0")
     assert bad_n.returncode == 2 and "--n" in bad_n.stderr
-    detached = run_sample(cli_env, dataset, "http://x/v1", "m", "--detach")
+    detached = cobalt_here(cli_env, *sample, "--dataset", dataset, "--detach")
     assert detached.returncode == 2 and "COBALT_REDIS_URL" in detached.stderr
-    unknown = cobalt(cli_env, "run", "show", "999")
+    unknown = cobalt_here(cli_env, "run", "show", "999")
     assert unknown.returncode == 2 and re.search("run 999", unknown.stderr)
 
 

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.store import repo_datasets
 from cobalt.orchestrator.store.models import Turn
 from cobalt.shared.contracts import ProblemRow, StdinTest
+from tests.support.cli import Invoked
 
 WRONG = "Here you go:\n```python\nprint(int(input()) + 1)\n```"
 RIGHT = "<think>double it</think>\nFixed:\n```python\nprint(2 * int(input()))\n```"
@@ -98,7 +99,7 @@ def run_sample(
     )
 
 
-def json_out(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+def json_out(done: subprocess.CompletedProcess[str] | Invoked) -> dict[str, Any]:
     """The JSON a successful `cobalt ... --json` printed."""
     assert done.returncode == 0, done.stderr
     result: dict[str, Any] = json.loads(done.stdout)

@@ -20,6 +20,7 @@ from cobalt.orchestrator.store import repo_datasets, repo_runs
 from cobalt.orchestrator.store.models import HackingCase, JudgeVerdict, Problem, Turn
 from cobalt.orchestrator.store.repo_runs import TurnRow
 from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
+from tests.support.cli import cobalt_here
 from tests.support.runs import cobalt, json_out
 
 A, W = "accepted", "wrong_answer"
@@ -187,13 +188,13 @@ def test_hacking_refuses_runs_it_cannot_analyse(
     env: dict[str, str], sessions: sessionmaker[Session]
 ) -> None:
     plain = stored_run(sessions, perturbed=False)
-    done = cobalt(env, "analyze", "hacking", "--run", str(plain))
+    done = cobalt_here(env, "analyze", "hacking", "--run", str(plain))
     assert done.returncode == 2 and "cobalt data perturb" in done.stderr
     unevaluated = stored_run(sessions, evaluated=False)
-    done = cobalt(env, "analyze", "hacking", "--run", str(unevaluated), "--json")
+    done = cobalt_here(env, "analyze", "hacking", "--run", str(unevaluated), "--json")
     assert done.returncode == 2 and f"cobalt run evaluate {unevaluated}" in done.stderr
     assert done.stdout == ""
-    missing = cobalt(env, "analyze", "hacking", "--run", "999")
+    missing = cobalt_here(env, "analyze", "hacking", "--run", "999")
     assert missing.returncode == 2 and "999" in missing.stderr
     with sessions() as session:
         assert session.scalars(select(HackingCase)).all() == []
@@ -284,13 +285,13 @@ def test_judge_takes_the_cases_of_a_file(
 
     unknown = tmp_path / "unknown.jsonl"
     unknown.write_text(json.dumps({**records[0], "turn_index": 9}) + "\n", encoding="utf-8")
-    done = cobalt(env, *judge, "--input", str(unknown))
+    done = cobalt_here(env, *judge, "--input", str(unknown))
     assert done.returncode == 2 and "not stored" in done.stderr and "turn 9" in done.stderr
     garbled = tmp_path / "garbled.jsonl"
     garbled.write_text("{not json\n", encoding="utf-8")
-    done = cobalt(env, *judge, "--input", str(garbled))
+    done = cobalt_here(env, *judge, "--input", str(garbled))
     assert done.returncode == 2 and "garbled.jsonl:1" in done.stderr
-    both = cobalt(env, *judge, "--input", str(one), "--run", str(run_id))
+    both = cobalt_here(env, *judge, "--input", str(one), "--run", str(run_id))
     assert both.returncode == 2 and "exactly one of --run" in both.stderr
     assert len(fake.requests) == 1
 

@@ -18,6 +18,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from cobalt.orchestrator.bandit.prompt_length import PromptTokenCounter
 from cobalt.shared.errors import InvalidInput
 from tests.support.bandit import LONG_ANSWER, PROMPT, stored_run
+from tests.support.cli import cobalt_here
 from tests.support.runs import cobalt, json_out
 
 CHAT_TEMPLATE = (
@@ -145,8 +146,8 @@ def test_bad_arguments_exit_2_with_a_message(
         (["--run", str(run_id), "--name", "x", "--research-validation"], "add --validation"),
     ]
     for args, message in cases:
-        done = cobalt(env, "bandit", "build", *args)
+        done = cobalt_here(env, "bandit", "build", *args)
         assert done.returncode == 2, (args, done.stderr)
         assert message in done.stderr, (args, done.stderr)
-    listed = json_out(cobalt(env, "bandit", "list", "--json"))
+    listed = json_out(cobalt_here(env, "bandit", "list", "--json"))
     assert listed["bandit_datasets"] == []  # nothing half-built

@@ -1,4 +1,5 @@
-"""`cobalt train start|list|show|stop|resume` as a user runs them (subprocesses)."""
+"""`cobalt train start|list|show|stop|resume` as a user runs them (subprocesses; the
+mistakes that exit 2 in this process)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from tests.support.cli import cobalt_here
 from tests.support.runs import cobalt, json_out
 from tests.support.training import bandit_dataset
 
@@ -47,21 +49,21 @@ def test_mistakes_exit_2_with_a_message(
 ) -> None:
     bandit_dataset(sessions)
     base = ["train", "start", "--model", str(policy_dir), "--contexts-per-step", "2"]
-    unknown = cobalt(cli_env, *base, "--contexts", "nope")
+    unknown = cobalt_here(cli_env, *base, "--contexts", "nope")
     assert unknown.returncode == 2 and "nope" in unknown.stderr
-    too_many = cobalt(cli_env, *base[:-1], "4", "--contexts", "ctx")
+    too_many = cobalt_here(cli_env, *base[:-1], "4", "--contexts", "ctx")
     assert too_many.returncode == 2 and "has 2 contexts" in too_many.stderr
-    odd = cobalt(cli_env, *base, "--contexts", "ctx", "--updates-per-step", "3")
+    odd = cobalt_here(cli_env, *base, "--contexts", "ctx", "--updates-per-step", "3")
     assert odd.returncode == 2 and "updates_per_step" in odd.stderr
-    missing = cobalt(cli_env, "train", "show", "41")
+    missing = cobalt_here(cli_env, "train", "show", "41")
     assert missing.returncode == 2 and "41" in missing.stderr
     # A budget below the longest row is refused at creation, with the value it needs.
-    small = cobalt(cli_env, *base, "--contexts", "ctx", "--max-prompt-tokens", "1000",
-                   "--max-response-tokens", "500", "--micro-batch-tokens", "1024")  # fmt: skip
+    small = cobalt_here(cli_env, *base, "--contexts", "ctx", "--max-prompt-tokens", "1000",
+                        "--max-response-tokens", "500", "--micro-batch-tokens", "1024")  # fmt: skip
     assert small.returncode == 2 and "micro_batch_tokens to at least 1500" in small.stderr
-    listed = json_out(cobalt(cli_env, "train", "list", "--json"))
+    listed = json_out(cobalt_here(cli_env, "train", "list", "--json"))
     assert listed["total"] == 0  # nothing half-written
-    misplaced = cobalt(cli_env, *base, "--contexts", "ctx", "--turns", "4")
+    misplaced = cobalt_here(cli_env, *base, "--contexts", "ctx", "--turns", "4")
     assert misplaced.returncode == 2 and "turns: multi-turn settings" in misplaced.stderr
 
 

@@ -1,11 +1,13 @@
 """`cobalt trainer serve` from the core environment: it re-executes itself in
-.venv-trainer (torch, verl), and an unreachable orchestrator exits 3 with a message."""
+.venv-trainer (torch, verl), and an unreachable orchestrator exits 3 with a message. Bad
+settings exit 2 before any re-execution, so those tests run the command in this process."""
 
 from __future__ import annotations
 
 import os
 import socket
 
+from tests.support.cli import cobalt_here
 from tests.support.runs import cobalt
 
 
@@ -24,7 +26,8 @@ def test_serve_runs_in_the_trainer_environment_and_says_what_is_unreachable() ->
 def test_bad_trainer_settings_exit_2() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
     env["COBALT_TRAINER_KEEP_CHECKPOINTS"] = "1"
-    done = cobalt(env, "trainer", "serve", "--job", "1")
+    env["COBALT_TRAINER_PYTHON"] = "/nonexistent/python"  # never re-executes this process
+    done = cobalt_here(env, "trainer", "serve", "--job", "1")
     assert done.returncode == 2 and "keep_checkpoints" in done.stderr
 
 
@@ -32,6 +35,6 @@ def test_a_cadence_below_one_exits_2_naming_the_variable_before_any_model_loads(
     env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
     env["COBALT_TRAINER_SAVE_EVERY"] = "0"
     env["COBALT_TRAINER_PYTHON"] = "/nonexistent/python"  # it never gets as far as torch
-    done = cobalt(env, "trainer", "serve", "--job", "1")
+    done = cobalt_here(env, "trainer", "serve", "--job", "1")
     assert done.returncode == 2, done.stderr
     assert "COBALT_TRAINER_SAVE_EVERY" in done.stderr and "whole number of steps" in done.stderr

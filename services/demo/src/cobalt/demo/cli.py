@@ -10,7 +10,7 @@ import time
 import traceback
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -18,12 +18,15 @@ from rich.table import Table
 
 from cobalt.demo.errors import DemoFailed
 from cobalt.demo.options import DEFAULT_WORK_DIR, DemoOptions
-from cobalt.demo.progress import DemoProgress
-from cobalt.demo.results import DemoResult
 from cobalt.shared import defaults
 from cobalt.shared.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from cobalt.shared.errors import CobaltError
-from cobalt.shared.reward import RewardFormat
+from cobalt.shared.reward_format import RewardFormat
+
+# The results (pydantic contracts) and the progress display are needed once the demo runs,
+# not for `cobalt demo --help`.
+if TYPE_CHECKING:
+    from cobalt.demo.results import DemoResult
 
 __all__ = ["demo_command", "up_command"]
 
@@ -146,6 +149,7 @@ def demo_command(
     except ValueError as exc:
         raise _fail(EXIT_USAGE, str(exc)) from exc
     from cobalt.demo.pipeline import run_demo
+    from cobalt.demo.progress import DemoProgress
 
     signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     started = time.monotonic()

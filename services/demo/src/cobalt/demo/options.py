@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from cobalt.shared import defaults
-from cobalt.shared.reward import RewardFormat
+from cobalt.shared.reward_format import RewardFormat
 
 __all__ = ["DEFAULT_WORK_DIR", "DemoOptions", "DemoPaths"]
 

@@ -7,7 +7,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
@@ -16,14 +16,10 @@ from rich.table import Table
 from rich.text import Text
 
 from cobalt.executor.errors import SandboxUnavailable
-from cobalt.executor.metrics import ExecutorMetrics
-from cobalt.executor.pool import SandboxPool
-from cobalt.executor.service import ExecutorService
 from cobalt.executor.settings import ExecutorSettings
 from cobalt.shared.cli import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
 from cobalt.shared.cli import fail as _fail
-from cobalt.shared.clients import ExecutorClient, ExecutorClientSettings
-from cobalt.shared.contracts import Compare, ExecuteRequest, ExecuteResponse, Verdict
+from cobalt.shared.contracts import Compare, ExecuteRequest, Verdict
 from cobalt.shared.errors import (
     CobaltError,
     Overloaded,
@@ -32,6 +28,12 @@ from cobalt.shared.errors import (
     first_validation_error,
 )
 from cobalt.shared.logging import configure_logging
+
+# The HTTP client, the sandbox pool and the service (prometheus_client) are imported where
+# a program is judged, so that `cobalt exec --help` and `cobalt executor --help` load none.
+if TYPE_CHECKING:
+    from cobalt.shared.clients import ExecutorClientSettings
+    from cobalt.shared.contracts import ExecuteResponse
 
 __all__ = ["exec_app", "executor_app"]
 
@@ -138,6 +140,8 @@ def run(
 
     Exit status: 0 all tests passed, 1 some failed, 2 bad input, 3 executor unreachable.
     """
+    from cobalt.shared.clients import ExecutorClientSettings
+
     request = _load_request(
         file,
         tests,
@@ -216,6 +220,8 @@ def _load_request(
 
 def _execute_remote(request: ExecuteRequest, settings: ExecutorClientSettings) -> ExecuteResponse:
     """Send the request to the executor at `settings.url`; exit 2 or 3 on failure."""
+    from cobalt.shared.clients import ExecutorClient
+
     try:
         client = ExecutorClient.from_settings(settings)
     except ValueError as exc:  # a URL that is not http(s)
@@ -231,6 +237,10 @@ def _execute_remote(request: ExecuteRequest, settings: ExecutorClientSettings) -
 
 def _execute_local(request: ExecuteRequest) -> ExecuteResponse:
     """Judge the request in this process on a small, short-lived sandbox pool."""
+    from cobalt.executor.metrics import ExecutorMetrics
+    from cobalt.executor.pool import SandboxPool
+    from cobalt.executor.service import ExecutorService
+
     try:
         settings = ExecutorSettings(slots=min(2, os.cpu_count() or 1))
         pool = SandboxPool(settings.sandbox_config())

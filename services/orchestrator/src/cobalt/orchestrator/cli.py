@@ -20,7 +20,7 @@ import json
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -45,20 +45,20 @@ from cobalt.orchestrator.console import (
 from cobalt.orchestrator.console import (
     progress_bar as _progress,
 )
-from cobalt.orchestrator.datasets import catalog
-from cobalt.orchestrator.datasets.export import export_dataset
-from cobalt.orchestrator.datasets.importers import FORMATS, importer_for, resolve_source
-from cobalt.orchestrator.datasets.importing import (
+from cobalt.orchestrator.datasets.importers import (
     DEFAULT_PUBLIC_TESTS,
-    Executor,
-    ImportOptions,
-    ImportReport,
-    import_file,
+    FORMATS,
+    importer_for,
+    resolve_source,
 )
-from cobalt.orchestrator.datasets.perturb import perturb_dataset
-from cobalt.orchestrator.datasets.records import BadRow, count_records
-from cobalt.shared.contracts import DatasetPublic, ProblemPublic
 from cobalt.shared.text import truncate_middle
+
+# The commands import the store, the import flow and the contracts when they run, so that
+# `cobalt data --help` loads none of SQLAlchemy, Alembic or pydantic's models.
+if TYPE_CHECKING:
+    from cobalt.orchestrator.datasets.importing import Executor, ImportReport
+    from cobalt.orchestrator.datasets.records import BadRow
+    from cobalt.shared.contracts import DatasetPublic, ProblemPublic
 
 __all__ = ["data_app"]
 
@@ -215,6 +215,9 @@ def import_command(
     Bad rows are skipped and listed by reason. Exit status: 0 done, 1 no row was valid,
     2 bad input, 3 database or executor unreachable.
     """
+    from cobalt.orchestrator.datasets.importing import ImportOptions, import_file
+    from cobalt.orchestrator.datasets.records import count_records
+
     _check_format(fmt)
     with _handled():
         path = resolve_source(fmt, path)
@@ -264,6 +267,8 @@ def list_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """List the datasets and their problem counts."""
+    from cobalt.orchestrator.datasets import catalog
+
     sessions = _context(ctx).sessions()
     with _handled():
         datasets = catalog.list_datasets(sessions)
@@ -362,6 +367,8 @@ def show_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Show a dataset (provenance, first problem ids) or one of its problems (tests)."""
+    from cobalt.orchestrator.datasets import catalog
+
     sessions = _context(ctx).sessions()
     with _handled():
         if problem is not None:
@@ -395,6 +402,8 @@ def export_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Write a dataset to JSONL (re-importable with --format jsonl) or Parquet."""
+    from cobalt.orchestrator.datasets.export import export_dataset
+
     context = _context(ctx)
     sessions = context.sessions()
     with _handled():
@@ -420,6 +429,8 @@ def perturb_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Copy a dataset with two public test outputs swapped per problem (docs/method.md)."""
+    from cobalt.orchestrator.datasets.perturb import perturb_dataset
+
     context = _context(ctx)
     sessions = context.sessions()
     with _handled():

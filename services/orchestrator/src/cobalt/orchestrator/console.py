@@ -3,6 +3,11 @@ mapping, the executor to use, progress bars and JSON output.
 
 Exit statuses and the one-line error are every command's (`cobalt.shared.cli`); the names
 are re-exported here for the orchestrator's command modules.
+
+Every command module imports this one, and `cobalt COMMAND --help` imports the command
+module, so nothing heavy is imported here at load time: SQLAlchemy and Alembic, the HTTP
+clients, the reward's numpy and tokenizers and rich's progress bars are imported by the
+function that uses them (tests/test_cli_startup.py checks it).
 """
 
 from __future__ import annotations
@@ -12,31 +17,26 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.orm import Session, sessionmaker
+
+# typer 0.29 vendors click; this is its current-context lookup.
+from typer._click.globals import get_current_context
 
 from cobalt.orchestrator.settings import OrchestratorSettings
-from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
 from cobalt.shared import cli as shared_cli
 from cobalt.shared.cli import EXIT_UNREACHABLE, EXIT_USAGE, fail
-from cobalt.shared.clients import ExecutorClient, ExecutorClientSettings
-from cobalt.shared.clients.local_executor import local_executor
 from cobalt.shared.errors import CobaltError, Overloaded, Unavailable, UpstreamError
-from cobalt.shared.reward import RewardSettings, TokenizerCounter
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, ProgressColumn
+    from sqlalchemy.engine import Engine
+    from sqlalchemy.orm import Session, sessionmaker
+
+    from cobalt.shared.clients import ExecutorClient
+    from cobalt.shared.reward import TokenizerCounter
 
 __all__ = [
     "EXIT_UNREACHABLE",
@@ -54,9 +54,20 @@ __all__ = [
 ]
 
 
-def _database_error(exc: sa_exc.DBAPIError) -> str:
-    detail = str(exc.orig).strip().splitlines() if exc.orig is not None else []
-    return detail[0] if detail else type(exc).__name__
+def _database_failure(exc: Exception) -> typer.Exit | None:
+    """The exit for one of SQLAlchemy's errors, or None when `exc` is not one."""
+    # Imported here, on the error path: an error SQLAlchemy raised means it is loaded already.
+    from sqlalchemy import exc as sa_exc
+
+    if isinstance(exc, sa_exc.ArgumentError):
+        return fail(EXIT_USAGE, f"COBALT_DATABASE_URL is not a usable database URL: {exc}")
+    if isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError):
+        detail = str(exc.orig).strip().splitlines() if exc.orig is not None else []
+        reason = detail[0] if detail else type(exc).__name__
+        return fail(EXIT_UNREACHABLE, f"cannot use the database: {reason}")
+    if isinstance(exc, sa_exc.SQLAlchemyError):
+        return fail(EXIT_UNREACHABLE, f"database error: {exc}")
+    return None
 
 
 @contextlib.contextmanager
@@ -68,15 +79,14 @@ def handled() -> Iterator[None]:
         raise fail(EXIT_UNREACHABLE, str(exc)) from exc
     except CobaltError as exc:
         raise fail(EXIT_USAGE, str(exc)) from exc
-    except sa_exc.ArgumentError as exc:
-        raise fail(EXIT_USAGE, f"COBALT_DATABASE_URL is not a usable database URL: {exc}") from exc
-    except (sa_exc.OperationalError, sa_exc.InterfaceError) as exc:
-        raise fail(EXIT_UNREACHABLE, f"cannot use the database: {_database_error(exc)}") from exc
-    except sa_exc.SQLAlchemyError as exc:
-        raise fail(EXIT_UNREACHABLE, f"database error: {exc}") from exc
     except OSError as exc:
         where = f" {exc.filename}" if exc.filename else ""
         raise fail(EXIT_USAGE, f"cannot use{where}: {exc.strerror or exc}") from exc
+    except Exception as exc:
+        database = _database_failure(exc)
+        if database is None:
+            raise
+        raise database from exc
 
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
@@ -88,9 +98,17 @@ def settings_or_exit() -> OrchestratorSettings:
     return shared_cli.settings_or_exit(OrchestratorSettings, "COBALT_*")
 
 
-def store_context() -> StoreContext:
-    """The context of a command: settings from the environment (exits 2 on a bad one)."""
-    return StoreContext(settings=settings_or_exit())
+def store_context(settings: OrchestratorSettings | None = None) -> StoreContext:
+    """The context of a command: `settings`, else the environment's (exits 2 on a bad one).
+
+    Its database engine is disposed when the command ends, so a command run in a process
+    that goes on (tests run commands in-process) leaves no connection open behind it.
+    """
+    context = StoreContext(settings=settings_or_exit() if settings is None else settings)
+    command = get_current_context(silent=True)
+    if command is not None:
+        command.call_on_close(context.close)
+    return context
 
 
 @dataclass
@@ -104,6 +122,12 @@ class StoreContext:
     def sessions(self) -> sessionmaker[Session]:
         """Sessions on the upgraded database (exits 3 if it cannot be reached)."""
         if self._sessions is None:
+            from cobalt.orchestrator.store.db import (
+                make_engine,
+                make_sessionmaker,
+                upgrade_database,
+            )
+
             with handled():
                 upgrade_database(self.settings.database_url)
                 self._engine = make_engine(self.settings.database_url)
@@ -117,6 +141,9 @@ class StoreContext:
     @property
     def database(self) -> str:
         """The database URL without its password, for messages."""
+        from sqlalchemy import exc as sa_exc
+        from sqlalchemy.engine import make_url
+
         try:
             return make_url(self.settings.database_url).render_as_string(hide_password=True)
         except sa_exc.ArgumentError:
@@ -126,6 +153,9 @@ class StoreContext:
 @contextlib.contextmanager
 def open_executor() -> Iterator[ExecutorClient]:
     """COBALT_EXECUTOR_URL's executor (checked ready), or a local one started for the command."""
+    from cobalt.shared.clients import ExecutorClient, ExecutorClientSettings
+    from cobalt.shared.clients.local_executor import local_executor
+
     try:
         settings = ExecutorClientSettings()
         client = ExecutorClient.from_settings(settings) if settings.url else None
@@ -145,8 +175,18 @@ def open_executor() -> Iterator[ExecutorClient]:
         yield client
 
 
-def progress_bar(*extra: TextColumn) -> Progress:
+def progress_bar(*extra: ProgressColumn) -> Progress:
     """Bars on stderr (off when it is not a terminal), with `extra` columns at the end."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     console = Console(stderr=True)
     return Progress(
         SpinnerColumn(),
@@ -165,6 +205,8 @@ def reward_tokenizer(given: Path | None) -> tuple[TokenizerCounter, Path] | None
     """The reward's token counter: `given` (--tokenizer), else COBALT_REWARD_TOKENIZER,
     else COBALT_POLICY_TOKENIZER; None when none is set (the caller says what that means).
     A bad setting or a directory without tokenizer.json exits 2."""
+    from cobalt.shared.reward import RewardSettings, TokenizerCounter
+
     if given is None:
         try:
             given = RewardSettings().tokenizer

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -20,7 +20,11 @@ from cobalt.shared.cli import EXIT_UNREACHABLE, EXIT_USAGE, settings_or_exit
 from cobalt.shared.cli import fail as _fail
 from cobalt.shared.errors import CobaltError, Unavailable, UpstreamError
 from cobalt.shared.logging import configure_logging
-from cobalt.trainer.settings import TrainerSettings
+
+# The settings hold the trainer's hyperparameters (pydantic contracts): imported when the
+# command runs, not for `cobalt trainer --help`.
+if TYPE_CHECKING:
+    from cobalt.trainer.settings import TrainerSettings
 
 __all__ = ["trainer_app"]
 
@@ -39,6 +43,8 @@ def trainer_group() -> None:
 
 
 def _settings() -> TrainerSettings:
+    from cobalt.trainer.settings import TrainerSettings
+
     return settings_or_exit(TrainerSettings, "COBALT_TRAINER_*")
 
 

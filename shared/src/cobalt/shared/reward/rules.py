@@ -49,6 +49,7 @@ from cobalt.shared.reward.tokens import (
     TokenCounter,
     TokenLengths,
 )
+from cobalt.shared.reward_format import RewardFormat
 
 __all__ = [
     "FORMAT_PENALTY",
@@ -109,21 +110,6 @@ class FormatViolation(StrEnum):
     """A backtick inside the program."""
     REPETITION = "repetition"
     """A block of 32+ characters repeated 8+ times in a row."""
-
-
-class RewardFormat(StrEnum):
-    """Which responses the format term is written for (chosen per training job and in
-    `cobalt reward score`; docs/reward.md)."""
-
-    REASONING = "reasoning"
-    """The paper's rules, for reasoning models: exactly one `</think>`, and the thinking's
-    length and reflection words shape a negative reward."""
-    INSTRUCT = "instruct"
-    """For models that write no thinking block (instruct models such as SmolLM2-Instruct,
-    Qwen2.5-Coder-Instruct): the `</think>` rule is not checked and the thinking counts as
-    empty (T = 0, no reflection words); every other rule is unchanged. Under the paper's
-    rules such a model loses 0.9 on every response, so a correct program scores +0.1 and the
-    signal is mostly the format."""
 
 
 class ImprovementRule(StrEnum):

@@ -11,29 +11,18 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
 
-from cobalt.orchestrator.analysis.cases import (
-    CaseSelection,
-    case_ids_of_records,
-    case_records,
-    cases_to_judge,
-    find_and_store_cases,
-    store_verdicts,
-    verdict_counts,
-)
 from cobalt.orchestrator.analysis.judge import (
     CATEGORIES,
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_TOKENS,
-    CaseForJudge,
     JudgeRun,
-    judge_cases,
 )
 from cobalt.orchestrator.console import (
     EXIT_UNREACHABLE,
@@ -44,9 +33,13 @@ from cobalt.orchestrator.console import (
     handled,
     store_context,
 )
-from cobalt.orchestrator.rollouts.sampling import ChatSampler
-from cobalt.shared.clients import ModelEndpoint
 from cobalt.shared.errors import Overloaded, Unavailable, UpstreamError
+
+# The cases (SQLAlchemy), the sampler (the OpenAI client) and the endpoint (httpx) are
+# imported by the commands that use them, so that `cobalt analyze --help` loads none.
+if TYPE_CHECKING:
+    from cobalt.orchestrator.analysis.judge import CaseForJudge
+    from cobalt.shared.clients import ModelEndpoint
 
 __all__ = ["analyze_app"]
 
@@ -80,6 +73,8 @@ def hacking(
     """Flag each turn that changed its program and now passes the perturbed test whose
     wrong expected output its feedback showed, and every benign public test; store the
     cases (re-running adds none)."""
+    from cobalt.orchestrator.analysis.cases import case_records, find_and_store_cases
+
     store = store_context()
     with handled(), store.sessions().begin() as session:
         summary = find_and_store_cases(session, run_id=run, any_failure=any_failure)
@@ -129,6 +124,9 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
 def _ask_judge(
     endpoint: ModelEndpoint, cases: list[CaseForJudge], *, concurrency: int, max_tokens: int
 ) -> JudgeRun:
+    from cobalt.orchestrator.analysis.judge import judge_cases
+    from cobalt.orchestrator.rollouts.sampling import ChatSampler
+
     async def ask() -> JudgeRun:
         sampler = ChatSampler(endpoint, max_retries=JUDGE_MAX_RETRIES, timeout_s=JUDGE_TIMEOUT_S)
         try:
@@ -178,6 +176,15 @@ def judge(
 ) -> None:
     """Sort the stored cases into docs/method.md's four categories; each (case, judge model) is
     asked once, and the counts cover every judge that has seen these cases."""
+    from cobalt.orchestrator.analysis.cases import (
+        CaseSelection,
+        case_ids_of_records,
+        cases_to_judge,
+        store_verdicts,
+        verdict_counts,
+    )
+    from cobalt.shared.clients import ModelEndpoint
+
     if (run is None) == (input_file is None):
         raise fail(EXIT_USAGE, "give exactly one of --run RUN and --input FILE.jsonl")
     records = _read_records(input_file) if input_file is not None else []

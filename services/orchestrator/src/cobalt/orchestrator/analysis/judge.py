@@ -22,10 +22,14 @@ import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from cobalt.orchestrator.rollouts.sampling import Sample, SamplingParams
 from cobalt.shared.errors import CobaltError, Unavailable
+
+# `sampling` imports the OpenAI client; `cobalt analyze --help` shows this module's
+# defaults, so it is imported where a judge is asked (judge_cases).
+if TYPE_CHECKING:
+    from cobalt.orchestrator.rollouts.sampling import Sample, SamplingParams
 
 __all__ = [
     "CATEGORIES",
@@ -159,6 +163,8 @@ async def judge_cases(
         The verdicts received (in case order), the errors of the requests that failed, and
         how many cases were not sent because the endpoint had become unreachable.
     """
+    from cobalt.orchestrator.rollouts.sampling import SamplingParams
+
     limit = asyncio.Semaphore(max(1, concurrency))
     params = SamplingParams(n=1, temperature=0.0, top_p=1.0, max_tokens=max_tokens)
     unreachable = asyncio.Event()

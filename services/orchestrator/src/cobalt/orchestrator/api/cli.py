@@ -8,7 +8,6 @@ import typer
 
 from cobalt.orchestrator.console import settings_or_exit
 from cobalt.shared import cli as shared_cli
-from cobalt.shared.clients import ExecutorClientSettings
 from cobalt.shared.logging import configure_logging
 
 __all__ = ["orchestrator_app"]
@@ -29,6 +28,7 @@ def serve(
     import uvicorn
 
     from cobalt.orchestrator.api.app import create_app
+    from cobalt.shared.clients import ExecutorClientSettings
 
     settings = settings_or_exit()
     executor = shared_cli.settings_or_exit(ExecutorClientSettings, "COBALT_EXECUTOR_*")

@@ -20,6 +20,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from cobalt.orchestrator.bandit.options import DEFAULT_MAX_PROMPT_TOKENS, DEFAULT_SEED
 from cobalt.orchestrator.bandit.selection import (
     DEFAULT_CONTEXT_TURNS,
     DEFAULT_FIRST_STOP_TURNS,
@@ -39,9 +40,6 @@ from cobalt.orchestrator.store.repo_bandit import ContextRow
 from cobalt.shared.errors import Conflict, InvalidInput
 
 __all__ = ["BuildOptions", "BuildResult", "build_bandit_dataset"]
-
-DEFAULT_MAX_PROMPT_TOKENS = 10_000
-DEFAULT_SEED = 42
 
 TokenCount = Callable[[Sequence[dict[str, Any]]], int]
 

@@ -9,14 +9,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cobalt.orchestrator.bandit.builder import (
+from cobalt.orchestrator.bandit.options import (
     DEFAULT_MAX_PROMPT_TOKENS,
     DEFAULT_SEED,
-    BuildOptions,
-    build_bandit_dataset,
+    ExportFormat,
 )
-from cobalt.orchestrator.bandit.export import ExportFormat, export_bandit_dataset
-from cobalt.orchestrator.bandit.prompt_length import PromptTokenCounter
 from cobalt.orchestrator.bandit.selection import (
     DEFAULT_FIRST_STOP_TURNS,
     DEFAULT_KEEP,
@@ -30,7 +27,9 @@ from cobalt.orchestrator.console import (
     handled,
     store_context,
 )
-from cobalt.orchestrator.store import repo_bandit
+
+# The builder, the exporter and the store are imported by the commands that use them, so
+# that `cobalt bandit --help` loads none of SQLAlchemy, pyarrow, jinja2 or tokenizers.
 
 __all__ = ["bandit_app"]
 
@@ -118,6 +117,9 @@ def build(
     as_json: JsonOption = False,
 ) -> None:
     """Build contexts from a refine run (2 feedback turns) and its hidden-test evaluation."""
+    from cobalt.orchestrator.bandit.builder import BuildOptions, build_bandit_dataset
+    from cobalt.orchestrator.bandit.prompt_length import PromptTokenCounter
+
     if research_validation and not validation:
         raise fail(EXIT_USAGE, "--research-validation shapes a validation set: add --validation")
     options = BuildOptions(
@@ -171,6 +173,8 @@ def show(
     as_json: JsonOption = False,
 ) -> None:
     """A dataset's settings, rule counts and contexts (provenance, prev_best, tokens)."""
+    from cobalt.orchestrator.store import repo_bandit
+
     store = store_context()
     with handled(), store.sessions()() as session:
         dataset = repo_bandit.get_bandit_dataset(session, name=name)
@@ -226,6 +230,8 @@ def show(
 @bandit_app.command("list")
 def list_datasets(as_json: JsonOption = False) -> None:
     """Every bandit dataset, newest first."""
+    from cobalt.orchestrator.store import repo_bandit
+
     store = store_context()
     with handled(), store.sessions()() as session:
         rows = [
@@ -266,6 +272,8 @@ def export(
     as_json: JsonOption = False,
 ) -> None:
     """Write a dataset as verl parquet (train.parquet / validation.parquet) or JSON lines."""
+    from cobalt.orchestrator.bandit.export import export_bandit_dataset
+
     store = store_context()
     with handled(), store.sessions()() as session:
         path = export_bandit_dataset(session, name=name, export_format=export_format, out_dir=out)
@@ -279,6 +287,8 @@ def export(
 @bandit_app.command("delete")
 def delete(name: Annotated[str, typer.Argument(help="The bandit dataset.")]) -> None:
     """Delete a dataset and its contexts (the run it came from is kept)."""
+    from cobalt.orchestrator.store import repo_bandit
+
     store = store_context()
     with handled(), store.sessions().begin() as session:
         repo_bandit.delete_bandit_dataset(session, name=name)

@@ -13,7 +13,6 @@ split and the provenance in extra_info. The file is named after the split
 from __future__ import annotations
 
 import json
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -22,17 +21,13 @@ import pyarrow.parquet as pq
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from cobalt.orchestrator.bandit.options import ExportFormat
 from cobalt.orchestrator.store import repo_bandit
 from cobalt.orchestrator.store.models import BanditDataset, Problem
 
 __all__ = ["ExportFormat", "export_bandit_dataset", "rows_of"]
 
 ABILITY = "code"
-
-
-class ExportFormat(StrEnum):
-    VERL = "verl"
-    JSONL = "jsonl"
 
 
 def rows_of(session: Session, dataset: BanditDataset) -> list[dict[str, Any]]:

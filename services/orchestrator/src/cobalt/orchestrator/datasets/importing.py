@@ -16,7 +16,11 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
-from cobalt.orchestrator.datasets.importers import importer_for, resolve_source
+from cobalt.orchestrator.datasets.importers import (
+    DEFAULT_PUBLIC_TESTS,
+    importer_for,
+    resolve_source,
+)
 from cobalt.orchestrator.datasets.records import BadRow
 from cobalt.orchestrator.store import repo_datasets
 from cobalt.shared.contracts import ExecuteRequest, ExecuteResponse, ProblemRow
@@ -30,9 +34,6 @@ __all__ = [
     "import_file",
     "validation_reason",
 ]
-
-DEFAULT_PUBLIC_TESTS = 4
-"""Public tests per problem when an importer splits tests itself (the paper's setting)."""
 
 
 class Executor(Protocol):

@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from pydantic import BaseModel, ValidationError
 from rich.console import Console
-from rich.progress import TextColumn
 from rich.table import Table
-from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.console import (
     EXIT_USAGE,
@@ -34,20 +32,17 @@ from cobalt.orchestrator.console import (
     progress_bar,
     reward_tokenizer,
     settings_or_exit,
+    store_context,
 )
-from cobalt.orchestrator.runs import service
-from cobalt.orchestrator.runs.evaluation import evaluate_run
-from cobalt.orchestrator.runs.plots import plot_pass_at_1
-from cobalt.orchestrator.store import repo_runs
-from cobalt.orchestrator.worker.carry_out import carry_out_run
 from cobalt.shared import defaults
-from cobalt.shared.contracts.runs import (
-    EvaluationReport,
-    RefineRunRequest,
-    RunPublic,
-    SampleRunRequest,
-)
 from cobalt.shared.errors import first_validation_error_parts
+
+# The commands import the store, the run service and the contracts when they run, so that
+# `cobalt run --help` loads none of SQLAlchemy, the OpenAI client, RQ or matplotlib.
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session, sessionmaker
+
+    from cobalt.shared.contracts.runs import EvaluationReport, RunPublic
 
 __all__ = ["run_app"]
 
@@ -77,7 +72,7 @@ def _store(*, detach: bool = False) -> StoreContext:
     settings = settings_or_exit()
     if detach and not settings.redis_url:
         raise fail(EXIT_USAGE, "--detach needs COBALT_REDIS_URL (a queue that outlives us)")
-    return StoreContext(settings=settings)
+    return store_context(settings)
 
 
 def _request(contract: type[_Request], **values: object) -> _Request:
@@ -92,6 +87,9 @@ def _carry_out(
     store: StoreContext, run_id: int, *, api_key: str | None, detach: bool, quiet: bool
 ) -> RunPublic:
     """Queue or run the open jobs of a run, then wait for it (unless detached)."""
+    from cobalt.orchestrator.runs import service
+    from cobalt.orchestrator.worker.carry_out import carry_out_run
+
     sessions = store.sessions()
     settings = store.settings
     if settings.redis_url:
@@ -119,6 +117,8 @@ class _live:
     """Progress bars fed from the database: trajectories done and failed, tokens/s."""
 
     def __init__(self, sessions: sessionmaker[Session], run_id: int, *, quiet: bool) -> None:
+        from rich.progress import TextColumn
+
         self.sessions, self.run_id = sessions, run_id
         self.bars = progress_bar(TextColumn("{task.fields[extra]}"))
         self.started = time.monotonic()
@@ -126,6 +126,8 @@ class _live:
             self.bars.disable = True
 
     def __enter__(self) -> _live:
+        from cobalt.orchestrator.store import repo_runs
+
         self.bars.__enter__()
         with self.sessions() as session:
             total = repo_runs.get_run(session, run_id=self.run_id).total_trajectories
@@ -137,6 +139,9 @@ class _live:
 
     def __call__(self) -> str:
         """Update the bars from the database; returns the run's status."""
+        from cobalt.orchestrator.runs import service
+        from cobalt.orchestrator.store import repo_runs
+
         with self.sessions() as session:
             progress = repo_runs.run_progress(session, run_id=self.run_id)
             tokens = service.completion_tokens(session, self.run_id)
@@ -155,6 +160,8 @@ class _live:
 
 
 def _wait(sessions: sessionmaker[Session], run_id: int, *, quiet: bool) -> RunPublic:
+    from cobalt.orchestrator.runs import service
+
     with _live(sessions, run_id, quiet=quiet) as tick:
         while tick() not in ("finished", "failed", "cancelled"):
             time.sleep(1.0)
@@ -223,6 +230,9 @@ def sample(
 
     With --turns T the same run goes on with T feedback turns (multi-turn from scratch).
     """
+    from cobalt.orchestrator.runs import service
+    from cobalt.shared.contracts.runs import SampleRunRequest
+
     request = _request(
         SampleRunRequest,
         dataset=dataset,
@@ -267,6 +277,9 @@ def refine(
     detach: DetachOption = False,
 ) -> None:
     """Feedback turns on top of a sample run's turn 0 (the same turn 0 for every experiment)."""
+    from cobalt.orchestrator.runs import service
+    from cobalt.shared.contracts.runs import RefineRunRequest
+
     request = _request(
         RefineRunRequest,
         from_run=from_run,
@@ -293,6 +306,8 @@ def resume(
     detach: DetachOption = False,
 ) -> None:
     """Continue a stopped or failed run from the turns already stored."""
+    from cobalt.orchestrator.runs import service
+
     store = _store(detach=detach)
     with handled():
         service.reopen_failed(store.sessions(), run_id)
@@ -302,6 +317,8 @@ def resume(
 @run_app.command("cancel")
 def cancel(run_id: Annotated[int, typer.Argument()], as_json: JsonOption = False) -> None:
     """Stop a run; running jobs stop at their next turn (resume continues it)."""
+    from cobalt.orchestrator.runs import service
+
     store = _store()
     with handled():
         service.cancel_run(store.sessions(), run_id)
@@ -318,6 +335,8 @@ def list_runs(
     as_json: JsonOption = False,
 ) -> None:
     """The most recent runs."""
+    from cobalt.orchestrator.runs import service
+
     store = _store()
     with handled():
         runs = service.list_runs(store.sessions(), limit=limit)
@@ -342,6 +361,8 @@ def list_runs(
 @run_app.command("show")
 def show(run_id: Annotated[int, typer.Argument()], as_json: JsonOption = False) -> None:
     """A run; with --json also every trajectory's turns (messages, response, code, verdicts)."""
+    from cobalt.orchestrator.runs import service
+
     store = _store()
     with handled():
         public = service.run_public(store.sessions(), run_id, with_turns=as_json)
@@ -372,6 +393,9 @@ def evaluate(
 ) -> None:
     """Run every turn's program on the hidden tests; Pass@1 per turn and pass@k, and with a
     tokenizer every turn's reward components."""
+    from cobalt.orchestrator.runs.evaluation import evaluate_run
+    from cobalt.orchestrator.runs.plots import plot_pass_at_1
+
     store = _store()
     sessions = store.sessions()
     found = reward_tokenizer(tokenizer)

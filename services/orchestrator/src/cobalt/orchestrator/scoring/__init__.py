@@ -1,5 +1,6 @@
-"""Scoring one response by running it: the executor's verdicts, then the Cobalt reward."""
+"""Scoring one response by running it: the executor's verdicts, then the Cobalt reward
+(`scoring.score`).
 
-from cobalt.orchestrator.scoring.score import ScoredResponse, score_with_executor
-
-__all__ = ["ScoredResponse", "score_with_executor"]
+Nothing is imported here: `cobalt reward --help` imports `scoring.cli`, and with it this
+package, and should not load the HTTP client, numpy or tokenizers that scoring needs.
+"""

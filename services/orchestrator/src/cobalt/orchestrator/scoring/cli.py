@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import TypeAdapter, ValidationError
@@ -24,10 +24,14 @@ from cobalt.orchestrator.console import (
     open_executor,
     reward_tokenizer,
 )
-from cobalt.orchestrator.scoring.score import score_with_executor
-from cobalt.shared.contracts import StoredTest
 from cobalt.shared.errors import first_validation_error
-from cobalt.shared.reward import RewardFormat, TokenizerCounter
+from cobalt.shared.reward_format import RewardFormat
+
+# The command imports the scoring, the contracts and the tokenizer when it runs, so that
+# `cobalt reward --help` loads neither pydantic's models nor numpy and tokenizers.
+if TYPE_CHECKING:
+    from cobalt.shared.contracts import StoredTest
+    from cobalt.shared.reward import TokenizerCounter
 
 __all__ = ["reward_app"]
 
@@ -36,12 +40,12 @@ reward_app = typer.Typer(
     no_args_is_help=True,
 )
 
-_TEST_LIST = TypeAdapter(list[StoredTest])
-
 
 def _read_tests(path: Path) -> list[StoredTest]:
+    from cobalt.shared.contracts import StoredTest
+
     try:
-        tests = _TEST_LIST.validate_json(path.read_bytes())
+        tests = TypeAdapter(list[StoredTest]).validate_json(path.read_bytes())
     except OSError as exc:
         raise fail(EXIT_USAGE, f"cannot read {path}: {exc.strerror or exc}") from exc
     except ValidationError as exc:
@@ -121,6 +125,8 @@ def score(
 ) -> None:
     """Run RESPONSE's program on TESTS (the executor at COBALT_EXECUTOR_URL, else a local
     one) and print every reward component."""
+    from cobalt.orchestrator.scoring.score import score_with_executor
+
     text = _read_response(response)
     test_list = _read_tests(tests)
     counter = _token_counter(tokenizer)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -22,17 +22,15 @@ from cobalt.orchestrator.console import (
     handled,
     store_context,
 )
-from cobalt.orchestrator.store.models import TrainingJobStatus
-from cobalt.orchestrator.training import service
-from cobalt.orchestrator.training.verl_export import export_for_verl
 from cobalt.shared import defaults
-from cobalt.shared.contracts.training import (
-    TrainerHyperparameters,
-    TrainingJobCreate,
-    TrainingJobPublic,
-    TrainingMode,
-)
-from cobalt.shared.reward import RewardFormat
+from cobalt.shared.contracts.training import TrainingMode
+from cobalt.shared.reward_format import RewardFormat
+
+# The training service, the verl export and the store are imported by the commands that
+# use them, so that `cobalt train --help` loads none of SQLAlchemy, Alembic or pyarrow.
+if TYPE_CHECKING:
+    from cobalt.shared.contracts import TrainingJobStatus
+    from cobalt.shared.contracts.training import TrainingJobPublic
 
 __all__ = ["train_app"]
 
@@ -135,6 +133,9 @@ def start(
     as_json: JsonOption = False,
 ) -> None:
     """Create a pending training job (defaults: the paper's settings)."""
+    from cobalt.orchestrator.training import service
+    from cobalt.shared.contracts.training import TrainingJobCreate
+
     trainer = {
         "n_samples": n_samples,
         "contexts_per_step": contexts_per_step,
@@ -179,6 +180,8 @@ def start(
 @train_app.command("list")
 def list_jobs(as_json: JsonOption = False) -> None:
     """Every training job, newest first."""
+    from cobalt.orchestrator.training import service
+
     store = store_context()
     with handled():
         jobs = service.list_jobs(store.sessions())
@@ -198,6 +201,8 @@ def list_jobs(as_json: JsonOption = False) -> None:
 @train_app.command("show")
 def show(job_id: Annotated[int, typer.Argument()], as_json: JsonOption = False) -> None:
     """A job: status, policy version and every step's metrics."""
+    from cobalt.orchestrator.training import service
+
     store = store_context()
     with handled():
         job = service.job_public(store.sessions(), job_id)
@@ -205,6 +210,8 @@ def show(job_id: Annotated[int, typer.Argument()], as_json: JsonOption = False) 
 
 
 def _set_status(job_id: int, status: TrainingJobStatus, as_json: bool) -> None:
+    from cobalt.orchestrator.training import service
+
     store = store_context()
     sessions = store.sessions()
     with handled():
@@ -216,12 +223,16 @@ def _set_status(job_id: int, status: TrainingJobStatus, as_json: bool) -> None:
 @train_app.command("stop")
 def stop(job_id: Annotated[int, typer.Argument()], as_json: JsonOption = False) -> None:
     """Stop a job: its trainer ends after the current step, queued rollouts are skipped."""
+    from cobalt.shared.contracts import TrainingJobStatus
+
     _set_status(job_id, TrainingJobStatus.STOPPED, as_json)
 
 
 @train_app.command("resume")
 def resume(job_id: Annotated[int, typer.Argument()], as_json: JsonOption = False) -> None:
     """Mark a stopped or failed job running; then `cobalt trainer serve --job ID --resume`."""
+    from cobalt.shared.contracts import TrainingJobStatus
+
     _set_status(job_id, TrainingJobStatus.RUNNING, as_json)
 
 
@@ -250,6 +261,9 @@ def export_verl(
 ) -> None:
     """Write verl parquet, the Cobalt reward function for verl and a launch script with the
     paper's hyperparameters, for GRPO with verl on a Ray cluster."""
+    from cobalt.orchestrator.training.verl_export import export_for_verl
+    from cobalt.shared.contracts.training import TrainerHyperparameters
+
     try:
         hyper = TrainerHyperparameters(
             n_samples=n_samples, contexts_per_step=contexts_per_step,

@@ -11,8 +11,6 @@ from typing import Annotated
 import typer
 
 from cobalt.orchestrator.console import EXIT_USAGE, fail, open_executor, settings_or_exit
-from cobalt.orchestrator.worker.queue import QUEUE_NAME
-from cobalt.orchestrator.worker.runtime import JobContext, close_runtime, install_job_context
 
 __all__ = ["worker_command"]
 
@@ -31,8 +29,12 @@ def worker_command(
     ] = False,
 ) -> None:
     """An RQ worker for rollout jobs (COBALT_REDIS_URL); run as many as you like, anywhere."""
+    # Imported when a worker starts, not for `cobalt worker --help`.
     from redis import Redis
     from rq import SimpleWorker, Worker
+
+    from cobalt.orchestrator.worker.queue import QUEUE_NAME
+    from cobalt.orchestrator.worker.runtime import JobContext, close_runtime, install_job_context
 
     settings = settings_or_exit()
     if not settings.redis_url:

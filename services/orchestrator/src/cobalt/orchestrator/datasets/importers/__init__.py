@@ -21,7 +21,10 @@ if TYPE_CHECKING:
     from cobalt.orchestrator.datasets.records import BadRow
     from cobalt.shared.contracts import ProblemRow
 
-__all__ = ["FORMATS", "importer_for", "resolve_source"]
+__all__ = ["DEFAULT_PUBLIC_TESTS", "FORMATS", "importer_for", "resolve_source"]
+
+DEFAULT_PUBLIC_TESTS = 4
+"""Public tests per problem when an importer splits tests itself (the paper's setting)."""
 
 FORMATS: dict[str, str] = {
     "taco-cobalt": "cobalt.orchestrator.datasets.importers.taco_cobalt",
