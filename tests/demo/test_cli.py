@@ -15,6 +15,7 @@ from cobalt.demo.processes import free_port, port_is_free
 from tests.support.up import COBALT, cobalt_up
 
 TRAINER_PYTHON = Path(__file__).resolve().parents[2] / ".venv-trainer" / "bin" / "python"
+INFERENCE_PYTHON = Path(__file__).resolve().parents[2] / ".venv-inference" / "bin" / "python"
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -47,13 +48,22 @@ def test_bad_demo_options_exit_2_saying_which(
     assert done.stderr.startswith("error: ") and message in done.stderr
 
 
-def test_a_missing_model_package_fails_the_demo_with_the_fix(tmp_path: Path) -> None:
-    # An "inference environment" without SmolLM2's GGUF file: the trainer's (it has
-    # transformers).
-    fake = tmp_path / "inference-env" / "bin" / "python"
-    fake.parent.mkdir(parents=True)
-    fake.write_text(f'#!/bin/sh\nexec "{TRAINER_PYTHON}" "$@"\n')
-    fake.chmod(0o755)
+def test_a_missing_model_file_fails_the_demo_with_the_fix(tmp_path: Path) -> None:
+    # An inference environment without SmolLM2's GGUF file: a venv of its own (so its
+    # share/cobalt/models is empty) that sees .venv-inference's packages.
+    where = (
+        "import sys, sysconfig; "
+        "print(sys._base_executable, sys.prefix, sysconfig.get_paths()['purelib'])"
+    )
+    base_python, prefix, packages = subprocess.run(
+        [str(INFERENCE_PYTHON), "-c", where], capture_output=True, text=True, check=True
+    ).stdout.split()
+    environment = tmp_path / "inference-env"
+    subprocess.run([base_python, "-m", "venv", "--without-pip", str(environment)], check=True)
+    (environment / Path(packages).relative_to(prefix) / "inference-packages.pth").write_text(
+        f"import site; site.addsitedir({packages!r})\n"
+    )
+    fake = environment / "bin" / "python"
 
     done = _cobalt(
         "demo", "--work-dir", str(tmp_path / "work"),
