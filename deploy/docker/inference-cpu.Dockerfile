@@ -48,6 +48,17 @@ COPY services/inference/pyproject.toml services/inference/
 RUN mkdir -p shared/src services/inference/src \
  && pip install -c requirements/inference.txt "./shared[http]" ./services/inference \
       gguf accelerate
+# vLLM compiles parts of its sampler with torch.compile, whose CPU backend compiles C++
+# against Python's headers at run time ("InvalidCxxCompiler", then "Python.h: No such
+# file" on the first request without them). The python: base has the headers; a Debian
+# base needs libpython3-dev. After the Python packages, so their layers stay cached, and
+# before the code, so that a change to the code does not install it again.
+# hadolint ignore=DL3008
+RUN headers=libpython3-dev \
+ && if [ -e "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ]; then headers=; fi \
+ && apt-get update \
+ && apt-get install -y --no-install-recommends g++ $headers \
+ && rm -rf /var/lib/apt/lists/*
 COPY shared/src shared/src
 COPY services/inference/src services/inference/src
 # /var/lib/cobalt is owned by the service user so Docker's new named volumes mounted
@@ -58,16 +69,6 @@ RUN pip install --no-deps --force-reinstall ./shared ./services/inference \
       --shell /usr/sbin/nologin cobalt \
  && mkdir -p /var/lib/cobalt/checkpoints /var/lib/cobalt/models \
  && chown -R 10001:10001 /var/lib/cobalt
-# vLLM compiles parts of its sampler with torch.compile, whose CPU backend compiles C++
-# against Python's headers at run time ("InvalidCxxCompiler", then "Python.h: No such
-# file" on the first request without them). The python: base has the headers; a Debian
-# base needs libpython3-dev. After the Python packages, so their layers stay cached.
-# hadolint ignore=DL3008
-RUN headers=libpython3-dev \
- && if [ -e "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ]; then headers=; fi \
- && apt-get update \
- && apt-get install -y --no-install-recommends g++ $headers \
- && rm -rf /var/lib/apt/lists/*
 COPY --chmod=0755 deploy/docker/inference-entrypoint.sh /usr/local/bin/cobalt-inference
 RUN cobalt inference prepare-model --out /opt/cobalt/models/smollm2-135m-instruct \
  && chmod -R a+rX /opt/cobalt/models
