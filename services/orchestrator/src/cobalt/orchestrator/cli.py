@@ -57,7 +57,7 @@ from cobalt.orchestrator.datasets.importing import (
 )
 from cobalt.orchestrator.datasets.perturb import perturb_dataset
 from cobalt.orchestrator.datasets.records import BadRow, count_records
-from cobalt.shared.contracts import DatasetPublic, ProblemPublic
+from cobalt.shared.contracts import Compare, DatasetPublic, ProblemPublic
 from cobalt.shared.text import truncate_middle
 
 __all__ = ["data_app"]
@@ -206,6 +206,14 @@ def import_command(
             "COBALT_EXECUTOR_URL, or a local one).",
         ),
     ] = False,
+    judge: Annotated[
+        Compare | None,
+        typer.Option(
+            "--judge",
+            help="Judge preset runs on this dataset use (default: lcb for lcb, humaneval for "
+            "humaneval, else cobalt); humaneval also stores each task's whole check as one test.",
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the report as one JSON object.")
     ] = False,
@@ -232,6 +240,7 @@ def import_command(
             functional_as_stdin=functional_as_stdin,
             verify=verify,
             executor=executor,
+            judge=judge,
         )
         task = progress.add_task(f"importing {path.name}", total=total)
         report = import_file(

