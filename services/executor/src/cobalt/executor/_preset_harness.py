@@ -13,7 +13,9 @@ LiveCodeBench (`lcb_runner`'s testing_util), stdin problems:
   body; top-level imports are hoisted; every other statement becomes the body of one
   function, run once per test in a module named `tmp_sol` (so any other `__name__` guard
   is false), after a fixed list of pre-imports and `sys.setrecursionlimit(50000)`;
-- stdout is captured in a StringIO (`sys.stdout.buffer` does not exist); stdin is a stand-in
+- the module is loaded with an empty stdin and an unjudged stdout (names that
+  `from sys import *` binds keep those); then per test stdout is captured in a StringIO
+  (`sys.stdout.buffer` does not exist) and stdin is a stand-in
   whose read() is the whole input, readline() a line, readlines() the input split at "\\n"
   (newlines dropped), which cannot be iterated; open() of any file reads the input;
 - SystemExit, whatever its code, ends the program normally (its output is judged);
@@ -201,13 +203,16 @@ def _lcb_stdin() -> None:
         _fail(exc)
     _reliability_guard(_InteractiveExit())
     captured = io.StringIO()
-    sys.stdin = _LcbStdin(real_stdin_text)
-    builtins.open = _lcb_open(real_stdin_text)
     try:
+        # The module loads before any test's input is patched in: `from sys import *`
+        # binds `stdin` to an empty stream and `stdout` to one nobody judges, as there.
+        sys.stdin, sys.stdout = io.StringIO(""), io.StringIO()
         exec(compile(LCB_PRE_IMPORTS, "<pre-imports>", "exec"), namespace)
         exec(code, namespace)
         if "class Solution" in ast.unparse(module):
             namespace["Solution"]()  # LeetCode's wrapper: absent at module level here
+        sys.stdin = _LcbStdin(real_stdin_text)
+        builtins.open = _lcb_open(real_stdin_text)
         sys.stdout = captured
         try:
             namespace["wrapped_function"]()
