@@ -63,7 +63,7 @@ _LCB_ORACLE = r"""
 import ast, builtins, contextlib, decimal, io, json, signal, sys, types
 from unittest import mock
 
-STAR = %(star)r
+STAR = @STAR@
 PLAIN = [m for m in STAR if m not in ("builtins", "typing")]
 PRELUDE = "".join(f"from {m} import *\n" for m in STAR)
 PRELUDE += "".join(f"import {m}\n" for m in PLAIN) + "sys.setrecursionlimit(50000)\n"
@@ -194,7 +194,7 @@ except Exception:
     passed = False
 sys.__stdout__.write("\n" + json.dumps({"passed": passed}) + "\n")
 sys.__stdout__.flush()
-""" % {"star": _LCB_STAR_MODULES}
+""".replace("@STAR@", repr(_LCB_STAR_MODULES))
 
 
 def lcb_official(code: str, cases: list[tuple[str, str]], fn_name: str | None = None) -> bool:
