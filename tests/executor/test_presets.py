@@ -53,6 +53,8 @@ LCB_CASES = [
     LcbCase("trailing spaces per line", "print('1 ')\nprint('2 ')", TWO_LINES, True, False),
     LcbCase("sys.exit(1) after output", "import sys\nprint(3)\nsys.exit(1)", ONE, True, False),
     LcbCase("sys.exit with a message", "import sys\nprint(3)\nsys.exit('bye')", ONE, True, False),
+    LcbCase("sys.exit(0)", "import sys\nprint(3)\nsys.exit(0)", ONE, True, True),
+    LcbCase("sys.exit()", "import sys\nprint(3)\nsys.exit()", ONE, True, True),
     LcbCase("exit()", "print(input())\nexit()", ONE, True, False),
     LcbCase("exit() in a function", "def main():\n  print(3)\n  exit(0)\nmain()", ONE, True, False),
     LcbCase("quit()", "print(input())\nquit()", ONE, False, False),
@@ -339,6 +341,20 @@ HUMANEVAL_CASES = [
         "failed",
         False,
     ),  # fmt: skip
+    HumanEvalCase(
+        "quit() after the function",
+        "HumanEval/29",
+        "    return [s for s in strings if s.startswith(prefix)]\nquit()\n",
+        "failed",
+        False,
+    ),
+    HumanEvalCase(
+        "sys.exit with a message in the function",
+        "HumanEval/29",
+        "    import sys\n    sys.exit('done')\n",
+        "failed",
+        False,
+    ),
     HumanEvalCase(
         "reads stdin",
         "HumanEval/29",
