@@ -121,6 +121,15 @@ LCB_CASES = [
         False,
         True,
     ),  # fmt: skip
+    LcbCase("from __future__", "from __future__ import annotations\nprint(3)", ONE, False, True),
+    LcbCase(
+        "from __future__ in a functional program",
+        "from __future__ import annotations\ndef f(a):\n  return a",
+        [("1", "1")],
+        False,
+        True,
+        "f",
+    ),  # fmt: skip
     LcbCase("runtime error after output", "print(3)\n1 / 0", ONE, False, False),
     # Functional (LeetCode) problems: one JSON value per input line, the output as JSON.
     LcbCase(

@@ -21,7 +21,8 @@ LiveCodeBench (`lcb_runner`'s testing_util), stdin problems:
 - SystemExit, whatever its code, ends the program normally (its output is judged);
   `exit` is the interactive exit (SystemExit); `quit` is None (calling it is an error);
 - a source that holds "class Solution" is instantiated as LeetCode's `Solution()`; a
-  stdin program has none at module level, so that fails.
+  stdin program has none at module level, so that fails;
+- `from __future__ import ...` is a SyntaxError (the pre-imports come first there).
 LiveCodeBench, functional problems: the pre-imports, then the program, in one module; the
 method of `Solution()` when the text holds "class Solution", else the module's function;
 a returned tuple counts as a list at the top level only; SystemExit is a failure.
@@ -167,6 +168,17 @@ def _lcb_module() -> types.ModuleType:
     return module
 
 
+def _refuse_future_imports(tree: ast.Module) -> None:
+    # The scorer puts its pre-imports above the program, where `from __future__` is a
+    # SyntaxError; the harness runs them separately, so it says so itself.
+    for statement in tree.body:
+        if isinstance(statement, ast.ImportFrom) and statement.module == "__future__":
+            raise SyntaxError(
+                "from __future__ imports must occur at the beginning of the file",
+                ("solution.py", statement.lineno, statement.col_offset + 1, None),
+            )
+
+
 def _lcb_stdin_program(tree: ast.Module) -> ast.Module:
     """The module LiveCodeBench runs for a stdin program: imports, then one function."""
     body = list(tree.body)
@@ -195,6 +207,7 @@ def _lcb_stdin() -> None:
     namespace = _lcb_module().__dict__
     try:
         tree = ast.parse(_SOURCE, "solution.py")
+        _refuse_future_imports(tree)
         module = _lcb_stdin_program(tree)
         code = compile(module, "solution.py", "exec")
     except MemoryError:
@@ -230,7 +243,9 @@ def _lcb_call(fn_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> An
     module = _lcb_module()
     _reliability_guard(_InteractiveExit())
     exec(compile(LCB_PRE_IMPORTS, "<pre-imports>", "exec"), module.__dict__)
-    exec(compile(_SOURCE, "solution.py", "exec"), module.__dict__)
+    tree = ast.parse(_SOURCE, "solution.py")
+    _refuse_future_imports(tree)
+    exec(compile(tree, "solution.py", "exec"), module.__dict__)
     target = module.Solution() if "class Solution" in _SOURCE else module
     method = getattr(target, fn_name)
     value = method(*args, **kwargs)
