@@ -1,4 +1,4 @@
-"""Serves the web UI (services/orchestrator/ui/): static files at /ui, / redirects there.
+"""Serves the web UI (services/orchestrator/src/cobalt/orchestrator/ui/): static files at /ui, / redirects there.
 
 The UI is plain HTML, CSS and ES modules that read the REST API from the browser, so it
 needs no build step and no server of its own (docs/ui.md).
