@@ -14,6 +14,7 @@ HumanEval canonical solutions (one test each). Also reported: the sandbox overhe
 one test (time in the pool for a program that does nothing, no HTTP).
 
     .venv/bin/python bench/executor.py [--slots 2] [--requests 400] [--quick]
+    .venv/bin/python bench/executor.py --presets   # tests/s per judge preset only
 
 Prints a markdown table; the figures go to docs/benchmarks.md.
 """
@@ -276,7 +277,9 @@ class ServerProcess:
             self.process.wait(timeout=30)
 
 
-def _run_cobalt(url: str, workload: Workload, in_flight: int, batch: int = 1) -> Result:
+def _run_cobalt(
+    url: str, workload: Workload, in_flight: int, batch: int = 1, compare: str = "cobalt"
+) -> Result:
     """Drive the service from `in_flight` threads, each with a keep-alive connection.
 
     http.client keeps the load generator's own CPU use small (it shares the machine with
@@ -292,7 +295,11 @@ def _run_cobalt(url: str, workload: Workload, in_flight: int, batch: int = 1) ->
         return conn
 
     def payload(code: str, tests: list[tuple[str, str]]) -> dict[str, Any]:
-        return {"code": code, "tests": [{"stdin": i, "expected_stdout": o} for i, o in tests]}
+        return {
+            "code": code,
+            "tests": [{"stdin": i, "expected_stdout": o} for i, o in tests],
+            "compare": compare,
+        }
 
     def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
         conn = connection()
@@ -365,6 +372,11 @@ def main() -> None:
         action="store_true",
         help="with --baseline: skip the paper/tuned comparison, print only before/after",
     )
+    parser.add_argument(
+        "--presets",
+        action="store_true",
+        help="only tests/s of 10 trivial tests per request under each judge preset",
+    )
     args = parser.parse_args()
     scale = 4 if args.quick else 1
 
@@ -383,6 +395,9 @@ def main() -> None:
         ),
         humaneval_workload(),
     ]
+    if args.presets:
+        presets(settings, workloads[1], args.port, in_flight=args.slots * 2)
+        return
     if args.baseline:
         before_and_after(args.baseline, settings, workloads, args.port, 300 // scale)
         if args.only_baseline:
@@ -421,6 +436,23 @@ def main() -> None:
         "\nsandbox overhead per test (do-nothing program, one slot, no HTTP): "
         f"p50 {p50:.1f} ms, p99 {p99:.1f} ms"
     )
+
+
+def presets(settings: ExecutorSettings, workload: Workload, port: int, in_flight: int) -> None:
+    """Tests/s and latency of one workload under each judge preset (lcb and humaneval run
+    the program inside the official scorer's harness)."""
+    rows = []
+    with ServerProcess(settings, port) as server:
+        for compare in ("cobalt", "lcb", "humaneval"):
+            rows.append((compare, _run_cobalt(server.url, workload, in_flight, compare=compare)))
+    print(f"\n{workload.name}, {settings.slots} slots, load {os.getloadavg()[0]:.1f}\n")
+    print("| preset | tests/s | p50 / p99 ms per request | passed |")
+    print("|---|---|---|---|")
+    for compare, result in rows:
+        print(
+            f"| {compare} | {result.tests_per_s:.0f} | {result.p50_ms:.0f} / "
+            f"{result.p99_ms:.0f} | {result.passed} of {result.total} |"
+        )
 
 
 def before_and_after(

@@ -347,7 +347,7 @@ def test_batch_results_keep_request_order(executor_client: TestClient) -> None:
 def test_info_reports_limits_and_capacity(executor_client: TestClient) -> None:
     info = executor_client.get("/v1/info").json()
     assert info["languages"] == ["python"]
-    assert set(info["compare_modes"]) == {"cobalt", "lines", "float"}
+    assert set(info["compare_modes"]) == {"cobalt", "lines", "float", "lcb", "humaneval"}
     assert info["default_limits"]["wall_s"] == 4.0 and info["default_limits"]["memory_mb"] == 1024
     assert info["slots"] == 2
     assert info["sandbox"].startswith("bubblewrap")

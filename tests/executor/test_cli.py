@@ -119,6 +119,25 @@ def test_local_options_reach_the_request(tmp_path: Path) -> None:
     assert verdicts(result.stdout) == ["accepted", "wrong_answer", "skipped"]
 
 
+def test_the_lcb_preset_from_the_command_line(tmp_path: Path) -> None:
+    # LiveCodeBench accepts 3.0 for 3 and a program that ends with exit(); the paper's
+    # preset accepts neither.
+    program, tests = write_case(
+        tmp_path, [{"stdin": "3", "expected_stdout": "3"}], code="print(float(input()))\nexit()\n"
+    )
+    assert invoke(program, "--tests", tests, "--compare", "lcb").exit_code == 0
+    result = invoke(program, "--tests", tests, "--json")
+    assert result.exit_code == 1, result.output
+    assert verdicts(result.stdout) == ["runtime_error"]
+
+
+def test_an_unknown_preset_exits_2(tmp_path: Path) -> None:
+    program, tests = write_case(tmp_path, [{"stdin": "1", "expected_stdout": "2"}])
+    result = invoke(program, "--tests", tests, "--compare", "official")
+    assert result.exit_code == 2, result.output
+    assert "lcb" in result.output and "humaneval" in result.output
+
+
 # --- input errors: exit 2, one line, no traceback -------------------------------------------
 
 

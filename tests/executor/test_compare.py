@@ -78,3 +78,45 @@ def test_float_mode(actual: str, expected: str, match: bool) -> None:
 )
 def test_values_match(actual: object, expected: object, mode: Compare, match: bool) -> None:
     assert values_match(actual, expected, mode) is match
+
+
+@pytest.mark.parametrize(
+    ("actual", "expected", "match"),
+    [
+        ("3.0\n", "3", True),
+        ("1  2\t3", "1 2 3", True),
+        ("1\r\n2\r\n", "1\n2", True),
+        ("1\n\n2", "1\n2", False),  # a blank line in between is a line
+        ("0.30000000000000004", "0.3", False),  # decimals, no tolerance
+        ("nan", "nan", True),  # equal as text
+        ("NaN", "nan", False),  # as decimals NaN equals nothing
+        ("sNaN", "sNaN1", False),  # a signalling NaN: no exception, a failure
+        ("YES 3.0", "YES 3", False),  # every token of a differing line must be a number
+        ("Infinity", "inf", True),
+    ],
+)
+def test_lcb_mode_compares_lines_then_decimals(actual: str, expected: str, match: bool) -> None:
+    assert outputs_match(actual, expected, Compare.LCB) is match
+
+
+@pytest.mark.parametrize(
+    ("typed", "expected", "equal"),
+    [
+        (True, 1, True),
+        (1, 1.0, True),
+        (2**53 + 1, float(2**53), False),  # exact, as Python compares int and float
+        ({"tuple": [1, 2]}, [1, 2], False),
+        ([1, 2], [1, 2], True),
+        ({"dict": [["a", 1]]}, {"a": 1}, True),
+        ({"dict": [[1, 1]]}, {"1": 1}, False),
+        ({"decimal": "0.5"}, 0.5, True),
+        ({"fraction": [1, 3]}, 0.3333333333333333, False),
+        (float("nan"), float("nan"), False),
+        ({"other": "set"}, [1], False),
+        (None, None, True),
+        ("a", "a", True),
+    ],
+)
+def test_python_equality_of_typed_values(typed: object, expected: object, equal: bool) -> None:
+    for mode in (Compare.LCB, Compare.HUMANEVAL):
+        assert values_match(typed, expected, mode) is equal

@@ -129,7 +129,9 @@ def test_values_survive_a_round_trip_and_equal_themselves(value: Any) -> None:
     decoded = loads_value(dumps_value(value))
     same_nan = json.dumps(value, default=repr) == json.dumps(decoded, default=repr)
     assert same_nan
-    for mode in Compare:
+    # Under lcb and humaneval the returned side is the harness's typed form (a JSON object
+    # is a tag there), compared with Python's == (tests/executor/test_compare.py).
+    for mode in (Compare.COBALT, Compare.LINES, Compare.FLOAT):
         # NaN never equals itself exactly; every other value does.
         if "NaN" not in dumps_value(value):
             assert values_match(decoded, value, mode)

@@ -26,6 +26,7 @@ from cobalt.shared.contracts import (
     StoredTest,
     TestResult,
     Verdict,
+    reference_limits,
 )
 
 __all__ = ["PlannedRequest", "execute_programs", "merge_responses", "plan_requests"]
@@ -50,10 +51,13 @@ def plan_requests(
     limits: Limits | None = None,
     compare: Compare = Compare.COBALT,
 ) -> list[PlannedRequest]:
-    """The executor requests that run `code` on every test in `tests` (at least one)."""
+    """The executor requests that run `code` on every test in `tests` (at least one).
+
+    Without `limits`, the judge preset's reference limits (`reference_limits`).
+    """
     if not tests:
         raise ValueError("a program needs at least one test to run on")
-    limits = limits or Limits()
+    limits = limits or reference_limits(compare)
     plain = [(i, t) for i, t in enumerate(tests) if not isinstance(t, ProgramTest)]
     planned: list[PlannedRequest] = []
     if plain:

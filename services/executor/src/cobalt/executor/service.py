@@ -20,6 +20,7 @@ from cobalt.executor.errors import FileDescriptorsExhausted, LimitTooHigh, Unsup
 from cobalt.executor.judge import judge, sandbox_error, skipped
 from cobalt.executor.metrics import ExecutorMetrics
 from cobalt.executor.pool import SandboxPool
+from cobalt.executor.presets import HARNESS_CALL_NAME, HARNESSED, harnessed_program
 from cobalt.executor.readiness import Readiness, ReadyState
 from cobalt.executor.sandbox import RawRun, SandboxJob
 from cobalt.executor.settings import ExecutorSettings
@@ -59,10 +60,17 @@ CANARY = ExecuteRequest(
 
 
 def job_for_test(test: StdinTest | CallTest, request: ExecuteRequest, wall_s: float) -> SandboxJob:
-    """The sandbox job for one test. Expected values stay here, never in the sandbox."""
+    """The sandbox job for one test. Expected values stay here, never in the sandbox.
+
+    Under the `lcb` and `humaneval` presets the program runs inside the scorer's harness,
+    and a call test calls the harness's entry point with the function's name first.
+    """
     limits = request.limits
+    harnessed = request.compare in HARNESSED
+    mode = "stdin" if isinstance(test, StdinTest) else "call"
+    code = harnessed_program(request.code, request.compare, mode) if harnessed else request.code
     common = {
-        "code": request.code,
+        "code": code,
         "wall_s": wall_s,
         "cpu_s": min(limits.cpu_s or limits.wall_s, wall_s),
         "memory_mb": limits.memory_mb,
@@ -74,8 +82,8 @@ def job_for_test(test: StdinTest | CallTest, request: ExecuteRequest, wall_s: fl
         return SandboxJob(mode="stdin", stdin=stdin, **common)  # type: ignore[arg-type]
     return SandboxJob(
         mode="call",
-        fn_name=test.fn_name,
-        args=test.args,
+        fn_name=HARNESS_CALL_NAME if harnessed else test.fn_name,
+        args=[test.fn_name, *test.args] if harnessed else test.args,
         kwargs=test.kwargs,
         **common,  # type: ignore[arg-type]
     )

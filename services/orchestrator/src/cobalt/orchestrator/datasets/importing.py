@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -18,12 +18,13 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.datasets.importers import (
     DEFAULT_PUBLIC_TESTS,
+    default_judge,
     importer_for,
     resolve_source,
 )
 from cobalt.orchestrator.datasets.records import BadRow
 from cobalt.orchestrator.store import repo_datasets
-from cobalt.shared.contracts import ExecuteRequest, ExecuteResponse, ProblemRow
+from cobalt.shared.contracts import Compare, ExecuteRequest, ExecuteResponse, ProblemRow
 from cobalt.shared.errors import Conflict, InvalidInput, first_validation_error
 
 __all__ = [
@@ -55,6 +56,9 @@ class ImportOptions:
     verify: bool = False
     """TACO: run reference solutions and drop problems none of them solve."""
     executor: Executor | None = None
+    judge: Compare | None = None
+    """The judge preset the dataset is scored with; None: the format's (`default_judge`).
+    HumanEval's preset also decides the tests' layout (one whole check, or split)."""
 
     def provenance(self) -> dict[str, Any]:
         return {
@@ -63,6 +67,7 @@ class ImportOptions:
             "strip_examples": self.strip_examples,
             "functional_as_stdin": self.functional_as_stdin,
             "verify": self.verify,
+            "judge": None if self.judge is None else self.judge.value,
         }
 
 
@@ -123,11 +128,13 @@ def import_file(
         Conflict: the dataset exists and was imported from another format.
     """
     reader = importer_for(fmt)
+    options = replace(options, judge=options.judge or default_judge(fmt))
     path = resolve_source(fmt, path)
     if not path.is_file():
         raise InvalidInput(f"no such file: {path}")
     report = ImportReport(dataset=name)
-    provenance = {
+    judge = (options.judge or Compare.COBALT).value
+    provenance: dict[str, Any] = {
         "format": fmt,
         "file": str(path.resolve()),
         "sha256": _sha256(path),
@@ -173,6 +180,8 @@ def import_file(
             dataset.provenance = {**dataset.provenance, "imports": imports}
         dataset.provenance = {
             **dataset.provenance,
+            # How runs on this dataset are judged unless they choose (the last import's).
+            "judge": judge,
             "last_import": {**provenance, "inserted": report.inserted, "bad": len(report.bad)},
         }
     return report

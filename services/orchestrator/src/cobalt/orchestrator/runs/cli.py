@@ -35,6 +35,7 @@ from cobalt.orchestrator.console import (
     store_context,
 )
 from cobalt.shared import defaults
+from cobalt.shared.contracts.executor import Compare
 from cobalt.shared.errors import first_validation_error_parts
 
 # The commands import the store, the run service and the contracts when they run, so that
@@ -223,6 +224,13 @@ def sample(
     think_cap: Annotated[
         int, typer.Option(help="Characters of an answer (after </think>) kept in the history.")
     ] = defaults.HISTORY_CAP_CHARS,
+    judge: Annotated[
+        Compare | None,
+        typer.Option(
+            "--judge",
+            help="Judge preset (default: the dataset's, e.g. lcb for a LiveCodeBench import).",
+        ),
+    ] = None,
     as_json: JsonOption = False,
     detach: DetachOption = False,
 ) -> None:
@@ -248,6 +256,7 @@ def sample(
         seed=seed,
         stop_on_pass=stop_on_pass,
         think_cap_chars=think_cap,
+        compare=judge,
     )
     store = _store(detach=detach)
     with handled():

@@ -19,6 +19,7 @@ from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.store import repo_datasets, repo_runs
 from cobalt.orchestrator.store.models import Dataset, Problem, Run, Trajectory, Turn
 from cobalt.orchestrator.store.repo_runs import TurnRow
+from cobalt.shared.contracts.executor import Compare, reference_limits
 from cobalt.shared.contracts.runs import (
     RefineRunRequest,
     RunPublic,
@@ -62,6 +63,12 @@ def create_sample_run(sessions: sessionmaker[Session], request: SampleRunRequest
         params = request.model_dump(
             mode="json", exclude={"dataset", "base_url", "model", "template", "limit"}
         )
+        # Judged as the dataset's import chose (an LCB or HumanEval import: its official
+        # scorer's preset) unless the run says otherwise; recorded, so every later step of
+        # the run (feedback, evaluation) judges alike.
+        compare = request.compare or Compare(dataset.provenance.get("judge") or Compare.COBALT)
+        params["compare"] = compare.value
+        params["limits"] = (request.limits or reference_limits(compare)).model_dump(mode="json")
         params["problems"] = len(problem_ids)
         run = repo_runs.create_run(
             session,

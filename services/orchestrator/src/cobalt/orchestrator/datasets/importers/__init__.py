@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cobalt.shared.contracts import Compare
 from cobalt.shared.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -21,7 +22,14 @@ if TYPE_CHECKING:
     from cobalt.orchestrator.datasets.records import BadRow
     from cobalt.shared.contracts import ProblemRow
 
-__all__ = ["DEFAULT_PUBLIC_TESTS", "FORMATS", "importer_for", "resolve_source"]
+__all__ = [
+    "DEFAULT_JUDGES",
+    "DEFAULT_PUBLIC_TESTS",
+    "FORMATS",
+    "default_judge",
+    "importer_for",
+    "resolve_source",
+]
 
 DEFAULT_PUBLIC_TESTS = 4
 """Public tests per problem when an importer splits tests itself (the paper's setting)."""
@@ -34,6 +42,16 @@ FORMATS: dict[str, str] = {
     "jsonl": "cobalt.orchestrator.datasets.importers.jsonl",
 }
 """Format name -> module holding its `read_problems`."""
+
+DEFAULT_JUDGES: dict[str, Compare] = {"lcb": Compare.LCB, "humaneval": Compare.HUMANEVAL}
+"""Benchmarks are judged by their official scorer's preset unless an import says
+otherwise; every other format by the paper's rule (`cobalt`)."""
+
+
+def default_judge(fmt: str) -> Compare:
+    """The judge preset a dataset imported from `fmt` is scored with by default."""
+    return DEFAULT_JUDGES.get(fmt, Compare.COBALT)
+
 
 Reader = Callable[[Path, "ImportOptions"], Iterator["ProblemRow | BadRow"]]
 

