@@ -12,7 +12,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
-    JSON,
     BigInteger,
     Boolean,
     DateTime,
@@ -21,8 +20,6 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
-    String,
-    Text,
     UniqueConstraint,
     func,
     text,
@@ -30,6 +27,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from cobalt.orchestrator.store.packed import PackedFloat64List, PackedInt32List
+from cobalt.orchestrator.store.text import StoredJson, StoredString, StoredText
 
 # The statuses are contracts (the REST schema lists them); the store keeps them as strings.
 from cobalt.shared.contracts.statuses import (
@@ -66,7 +64,7 @@ __all__ = [
 
 # Plain JSON (text kept as written), not JSONB: JSONB re-orders object keys, and a test's
 # dict argument must reach the program in the order the dataset gave it.
-JsonValue = JSON()
+JsonValue = StoredJson()
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -94,10 +92,10 @@ class Dataset(Base):
     __tablename__ = "datasets"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(String(200), unique=True)
-    source: Mapped[str] = mapped_column(String(50))
+    name: Mapped[str] = mapped_column(StoredString(200), unique=True)
+    source: Mapped[str] = mapped_column(StoredString(50))
     """Importer format (taco-cobalt, taco, lcb, humaneval, jsonl) or `perturb`."""
-    variant: Mapped[str] = mapped_column(String(50), default="original")
+    variant: Mapped[str] = mapped_column(StoredString(50), default="original")
     """`original`, or `perturbed` for datasets made by `cobalt data perturb`."""
     parent_id: Mapped[int | None] = mapped_column(
         ForeignKey("datasets.id", ondelete="SET NULL"), default=None
@@ -125,14 +123,14 @@ class Problem(Base):
     dataset_id: Mapped[int] = mapped_column(
         ForeignKey("datasets.id", ondelete="CASCADE"), index=True
     )
-    external_id: Mapped[str] = mapped_column(String(300))
-    statement: Mapped[str] = mapped_column(Text)
-    starter_code: Mapped[str] = mapped_column(Text, default="")
-    test_style: Mapped[str] = mapped_column(String(10))
-    fn_name: Mapped[str | None] = mapped_column(String(200), default=None)
+    external_id: Mapped[str] = mapped_column(StoredString(300))
+    statement: Mapped[str] = mapped_column(StoredText)
+    starter_code: Mapped[str] = mapped_column(StoredText, default="")
+    test_style: Mapped[str] = mapped_column(StoredString(10))
+    fn_name: Mapped[str | None] = mapped_column(StoredString(200), default=None)
     public_tests: Mapped[list[dict[str, Any]]] = mapped_column(JsonValue, default=list)
     hidden_tests: Mapped[list[dict[str, Any]]] = mapped_column(JsonValue, default=list)
-    difficulty: Mapped[str | None] = mapped_column(String(50), default=None)
+    difficulty: Mapped[str | None] = mapped_column(StoredString(50), default=None)
     source_metadata: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
     perturbation: Mapped[dict[str, Any] | None] = mapped_column(JsonValue, default=None)
     """For perturbed datasets: which public tests had their outputs swapped."""
@@ -143,7 +141,7 @@ class Problem(Base):
 
 # For the nullable JSON columns of turns, Python None means SQL NULL (not the JSON value
 # `null`), so `hidden_verdicts IS NULL` finds the turns evaluation has not scored yet.
-NullableJson = JSON(none_as_null=True)
+NullableJson = StoredJson(none_as_null=True)
 
 # Turn ids can pass 2**31 over many runs of many turns, so PostgreSQL gets BIGINT; SQLite
 # keeps INTEGER, the only type it turns into an auto-incrementing rowid alias (and its
@@ -161,9 +159,11 @@ class Run(Base):
     __tablename__ = "runs"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    kind: Mapped[str] = mapped_column(String(20))
+    kind: Mapped[str] = mapped_column(StoredString(20))
     """A `RunKind`."""
-    status: Mapped[str] = mapped_column(String(20), default=RunStatus.PENDING.value, index=True)
+    status: Mapped[str] = mapped_column(
+        StoredString(20), default=RunStatus.PENDING.value, index=True
+    )
     """A `RunStatus`; indexed because workers and the CLI look for running/pending runs."""
     # RESTRICT: a run's turns cost GPU hours and are only meaningful with the problems
     # they answer, so deleting a dataset that has runs must fail instead of silently
@@ -176,19 +176,19 @@ class Run(Base):
     parent_run_id: Mapped[int | None] = mapped_column(
         ForeignKey("runs.id", ondelete="RESTRICT"), default=None, index=True
     )
-    base_url: Mapped[str] = mapped_column(String(500))
-    model: Mapped[str] = mapped_column(String(200))
+    base_url: Mapped[str] = mapped_column(StoredString(500))
+    model: Mapped[str] = mapped_column(StoredString(200))
     params: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
     """Decoding and loop settings: n, temperature, top_p, max_tokens, turns, stop_on_pass,
     think_cap_chars, ..."""
-    template_name: Mapped[str] = mapped_column(String(200))
-    template_sha256: Mapped[str] = mapped_column(String(64))
+    template_name: Mapped[str] = mapped_column(StoredString(200))
+    template_sha256: Mapped[str] = mapped_column(StoredString(64))
     total_trajectories: Mapped[int] = mapped_column(Integer, default=0)
     """Problems x n, fixed when the run is created, so progress has a denominator."""
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
-    error: Mapped[str | None] = mapped_column(Text, default=None)
+    error: Mapped[str | None] = mapped_column(StoredText, default=None)
 
     dataset: Mapped[Dataset] = relationship()
     parent: Mapped[Run | None] = relationship(remote_side=[id])
@@ -211,9 +211,9 @@ class Trajectory(Base):
         ForeignKey("problems.id", ondelete="RESTRICT"), index=True
     )
     sample_index: Mapped[int] = mapped_column(Integer)
-    status: Mapped[str] = mapped_column(String(20), default=TrajectoryStatus.PENDING.value)
+    status: Mapped[str] = mapped_column(StoredString(20), default=TrajectoryStatus.PENDING.value)
     """A `TrajectoryStatus`."""
-    error: Mapped[str | None] = mapped_column(Text, default=None)
+    error: Mapped[str | None] = mapped_column(StoredText, default=None)
     turns_done: Mapped[int] = mapped_column(Integer, default=0)
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
@@ -257,18 +257,18 @@ class Turn(Base):
     earlier turn's `stored_response` and `feedback`, exactly as the loop builds it;
     `conversation.messages_of_turns` rebuilds it. Storing it would repeat the whole
     conversation in every row."""
-    raw_response: Mapped[str] = mapped_column(Text)
-    stored_response: Mapped[str] = mapped_column(Text)
+    raw_response: Mapped[str] = mapped_column(StoredText)
+    stored_response: Mapped[str] = mapped_column(StoredText)
     """What the conversation history keeps (e.g. the reasoning cut to `think_cap_chars`)."""
-    code: Mapped[str | None] = mapped_column(Text, default=None)
+    code: Mapped[str | None] = mapped_column(StoredText, default=None)
     """The extracted program; None when the answer had no code block."""
     public_verdicts: Mapped[list[str]] = mapped_column(JsonValue, default=list)
     """One `Verdict` string per public test."""
     public_passed: Mapped[bool] = mapped_column(Boolean)
-    feedback: Mapped[str] = mapped_column(Text, default="")
+    feedback: Mapped[str] = mapped_column(StoredText, default="")
     """The user message this turn's program earned from the public tests. The last turn
     has one too: the bandit builder's longest contexts end with it."""
-    finish_reason: Mapped[str | None] = mapped_column(String(50), default=None)
+    finish_reason: Mapped[str | None] = mapped_column(StoredString(50), default=None)
     # Packed binary, not JSON: most of a row's bytes, and JSON made them the slowest part
     # of writing a turn (store/packed.py has the layout and the measurement).
     prompt_token_ids: Mapped[list[int] | None] = mapped_column(PackedInt32List, default=None)
@@ -278,7 +278,7 @@ class Turn(Base):
     completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
     model_latency_ms: Mapped[float] = mapped_column(Float, default=0.0)
     exec_latency_ms: Mapped[float] = mapped_column(Float, default=0.0)
-    model: Mapped[str] = mapped_column(String(200))
+    model: Mapped[str] = mapped_column(StoredString(200))
     """The model name the endpoint reported (may differ from `Run.model`)."""
     policy_version: Mapped[int | None] = mapped_column(Integer, default=None)
     """The trainer's weights version that produced the answer (Cobalt inference only)."""
@@ -300,11 +300,11 @@ class BanditDataset(Base):
     __tablename__ = "bandit_datasets"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(String(200), unique=True)
+    name: Mapped[str] = mapped_column(StoredString(200), unique=True)
     source_run_id: Mapped[int] = mapped_column(
         ForeignKey("runs.id", ondelete="RESTRICT"), index=True
     )
-    split: Mapped[str] = mapped_column(String(20))
+    split: Mapped[str] = mapped_column(StoredString(20))
     """"train" (the full builder) or "validation" (one context per problem)."""
     params: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
     counts: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
@@ -346,7 +346,7 @@ class BanditContext(Base):
     prev_best: Mapped[float] = mapped_column(Float)
     prompt_tokens: Mapped[int] = mapped_column(Integer)
     """Tokens of the rendered prompt with the builder's tokenizer."""
-    template_sha256: Mapped[str] = mapped_column(String(64))
+    template_sha256: Mapped[str] = mapped_column(StoredString(64))
     mixed_from_id: Mapped[int | None] = mapped_column(Integer, default=None)
     """The bandit dataset a mixed-in context was copied from; None for its own."""
 
@@ -368,10 +368,10 @@ class HackingCase(Base):
     turn_index: Mapped[int] = mapped_column(Integer)
     shown_test: Mapped[int] = mapped_column(Integer)
     swapped_tests: Mapped[list[int]] = mapped_column(JsonValue)
-    previous_code: Mapped[str] = mapped_column(Text)
-    feedback: Mapped[str] = mapped_column(Text)
-    new_code: Mapped[str] = mapped_column(Text)
-    diff: Mapped[str] = mapped_column(Text)
+    previous_code: Mapped[str] = mapped_column(StoredText)
+    feedback: Mapped[str] = mapped_column(StoredText)
+    new_code: Mapped[str] = mapped_column(StoredText)
+    diff: Mapped[str] = mapped_column(StoredText)
     hidden_pass_before: Mapped[float | None] = mapped_column(Float, default=None)
     hidden_pass_after: Mapped[float | None] = mapped_column(Float, default=None)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
@@ -385,9 +385,9 @@ class JudgeVerdict(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     case_id: Mapped[int] = mapped_column(ForeignKey("hacking_cases.id", ondelete="CASCADE"))
-    judge_model: Mapped[str] = mapped_column(String(200))
-    category: Mapped[str] = mapped_column(String(20))
-    raw_answer: Mapped[str] = mapped_column(Text)
+    judge_model: Mapped[str] = mapped_column(StoredString(200))
+    category: Mapped[str] = mapped_column(StoredString(20))
+    raw_answer: Mapped[str] = mapped_column(StoredText)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
@@ -406,7 +406,7 @@ class RewardComponents:
     no_code: Mapped[bool] = mapped_column(Boolean)
     correctness: Mapped[float | None] = mapped_column(Float, default=None)
     improvement: Mapped[float | None] = mapped_column(Float, default=None)
-    improvement_rule: Mapped[str | None] = mapped_column(String(20), default=None)
+    improvement_rule: Mapped[str | None] = mapped_column(StoredString(20), default=None)
     before_format: Mapped[float | None] = mapped_column(Float, default=None)
     format: Mapped[float | None] = mapped_column(Float, default=None)
     format_violations: Mapped[list[str]] = mapped_column(JsonValue, default=list)
@@ -434,7 +434,7 @@ class TurnReward(RewardComponents, Base):
     )
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
     turn_index: Mapped[int] = mapped_column(Integer)
-    tokenizer: Mapped[str] = mapped_column(String(500))
+    tokenizer: Mapped[str] = mapped_column(StoredString(500))
     """What counted the length terms (the tokenizer's path), for provenance."""
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
@@ -449,19 +449,19 @@ class TrainingJob(Base):
     __tablename__ = "training_jobs"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    name: Mapped[str] = mapped_column(String(200), unique=True)
-    mode: Mapped[str] = mapped_column(String(20))
+    name: Mapped[str] = mapped_column(StoredString(200), unique=True)
+    mode: Mapped[str] = mapped_column(StoredString(20))
     """"cobalt" (bandit contexts), "single-turn" (turn-0 contexts) or "multi-turn"."""
     bandit_dataset_id: Mapped[int | None] = mapped_column(
         ForeignKey("bandit_datasets.id", ondelete="RESTRICT"), default=None, index=True
     )
-    model: Mapped[str] = mapped_column(String(500))
+    model: Mapped[str] = mapped_column(StoredString(500))
     params: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
     """Every setting the job was started with (the trainer's and the rollouts')."""
-    status: Mapped[str] = mapped_column(String(20), default=TrainingJobStatus.PENDING.value)
+    status: Mapped[str] = mapped_column(StoredString(20), default=TrainingJobStatus.PENDING.value)
     step: Mapped[int] = mapped_column(Integer, default=0)
     policy_version: Mapped[int] = mapped_column(Integer, default=0)
-    error: Mapped[str | None] = mapped_column(Text, default=None)
+    error: Mapped[str | None] = mapped_column(StoredText, default=None)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
@@ -482,14 +482,14 @@ class TrainingGroup(Base):
 
     id: Mapped[int] = mapped_column(TurnId, primary_key=True)
     job_id: Mapped[int] = mapped_column(ForeignKey("training_jobs.id", ondelete="CASCADE"))
-    context_key: Mapped[str] = mapped_column(String(100))
+    context_key: Mapped[str] = mapped_column(StoredString(100))
     """What was prompted: "bandit:<context id>", or "episode:<problem>:<n>" for multi-turn."""
     round: Mapped[int] = mapped_column(Integer)
     """The step the rollout was scheduled for (a context can be sampled again later)."""
     problem_id: Mapped[int] = mapped_column(ForeignKey("problems.id", ondelete="RESTRICT"))
     policy_version: Mapped[int] = mapped_column(Integer)
     """The weights version that sampled every response of the group."""
-    status: Mapped[str] = mapped_column(String(20), default=TrainingGroupStatus.READY.value)
+    status: Mapped[str] = mapped_column(StoredString(20), default=TrainingGroupStatus.READY.value)
     step: Mapped[int | None] = mapped_column(Integer, default=None)
     """The step that consumed it (or dropped it as stale); None while ready."""
     phase_seconds: Mapped[dict[str, float]] = mapped_column(JsonValue, default=dict)
@@ -517,7 +517,7 @@ class TrainingSample(RewardComponents, Base):
     """The response's index in its group; in a multi-turn group, its episode's."""
     turn: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     """The assistant turn within the episode (always 0 outside multi-turn jobs)."""
-    response: Mapped[str] = mapped_column(Text)
+    response: Mapped[str] = mapped_column(StoredText)
     prompt_token_ids: Mapped[list[int]] = mapped_column(PackedInt32List)
     response_token_ids: Mapped[list[int]] = mapped_column(PackedInt32List)
     response_logprobs: Mapped[list[float]] = mapped_column(PackedFloat64List)
