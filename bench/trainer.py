@@ -18,6 +18,7 @@ gradient accumulation. Generation is taken out of both (TRL gets the token ids f
     .venv-trainer/bin/python bench/trainer.py [--model tiny|DIR] [--micro-batch-tokens 2048]
         [--groups 1,2,4,8] [--n 4] [--prompt-tokens 256] [--response-tokens 512]
         [--steps 1] [--activation-checkpointing] [--compute-dtype float32] [--trl GROUPS]
+        [--log-prob-chunk-tokens 1024]
 
 --micro-batch-tokens takes a comma list too (one table row per budget and group count).
 --trl needs `pip install trl==1.16.0` in .venv-trainer (`make bench-trainer` does it).
@@ -101,6 +102,7 @@ def hyperparameters(config: dict[str, Any]) -> TrainerHyperparameters:
         max_prompt_tokens=config["prompt_tokens"], max_response_tokens=config["response_tokens"],
         micro_batch_tokens=config["budget"], compute_dtype=config["compute_dtype"],
         activation_checkpointing=config["checkpointing"],
+        log_prob_chunk_tokens=config.get("chunk_tokens", 1024),
     )  # fmt: skip
 
 
@@ -140,6 +142,8 @@ def cobalt_child(config: dict[str, Any]) -> dict[str, Any]:
         shape, micro_batch_tokens=largest, compute_bytes=precision.compute_dtype.itemsize,
         checkpointing=precision.activation_checkpointing, reference=reference is not None,
         chunk_tokens=hyper.log_prob_chunk_tokens, runtime_bytes=runtime,
+        reference_bytes=None if reference is None
+        else next(reference.parameters()).element_size(),
     )  # fmt: skip
     return {
         "step_s": statistics.median(seconds[1:] or seconds),
@@ -247,6 +251,7 @@ def main() -> None:
     parser.add_argument("--kl-coef", type=float, default=1e-4)
     parser.add_argument("--compute-dtype", default="float32")
     parser.add_argument("--activation-checkpointing", action="store_true")
+    parser.add_argument("--log-prob-chunk-tokens", type=int, default=1024)
     parser.add_argument("--trl", default="", help="group counts to also run TRL on")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -262,7 +267,7 @@ def main() -> None:
             "model_dir": str(model_dir), "n": args.n, "prompt_tokens": args.prompt_tokens,
             "response_tokens": args.response_tokens, "steps": args.steps,
             "compute_dtype": args.compute_dtype, "checkpointing": args.activation_checkpointing,
-            "kl_coef": args.kl_coef,
+            "kl_coef": args.kl_coef, "chunk_tokens": args.log_prob_chunk_tokens,
         }  # fmt: skip
         rows = []
         for budget in (int(b) for b in args.micro_batch_tokens.split(",")):

@@ -3,6 +3,7 @@ refusal of a micro-batch budget before any model loads."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -11,9 +12,9 @@ from transformers import Qwen2ForCausalLM
 
 from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.shared.errors import InvalidInput
-from cobalt.trainer.precision import Precision, load_models
+from cobalt.trainer.precision import Precision, freeze, load_models, store_exactly_narrower
 from cobalt.trainer.settings import TrainerSettings, job_hyperparameters
-from cobalt.trainer.step import make_optimizer
+from cobalt.trainer.step import Rollouts, make_optimizer, pack, response_log_probs
 from tests.trainer.test_loop import FakeOrchestrator, trainer
 
 CPU = torch.device("cpu")
@@ -45,6 +46,41 @@ def test_the_reference_is_frozen_in_the_compute_dtype(model_dir: Path) -> None:
     assert optimized.isdisjoint(id(p) for p in reference.parameters())
     for name, tensor in reference.state_dict().items():  # the starting weights
         assert torch.equal(tensor, policy.state_dict()[name].to(torch.bfloat16)), name
+
+
+def test_a_float32_reference_of_bfloat16_weights_is_stored_in_bfloat16_and_scores_the_same(
+    tiny_model: Qwen2ForCausalLM, tmp_path: Path
+) -> None:
+    with torch.no_grad():  # a starting model shipped in bfloat16, as real ones are
+        for parameter in tiny_model.parameters():
+            parameter.copy_(parameter.to(torch.bfloat16))
+    tiny_model.save_pretrained(tmp_path / "model")
+    settings = TrainerHyperparameters(kl_coef=1e-4, compute_dtype="float32")
+    _, reference = load_models(tmp_path / "model", settings, Precision.resolve(settings, CPU), CPU)
+    assert reference is not None
+    assert all(p.dtype == torch.bfloat16 for p in reference.parameters())
+    wide = freeze(copy.deepcopy(tiny_model))
+    batch = pack(Rollouts(prompt_ids=[[5, 9, 3], [12]], response_ids=[[7, 7, 21], [2, 30]],
+                          rewards=[0.0, 1.0], group_ids=[0, 0]), pad_id=0)  # fmt: skip
+    with torch.no_grad():
+        got = response_log_probs(reference, batch, chunk_tokens=2, entropy="logged")
+        want = response_log_probs(wide, batch, chunk_tokens=2, entropy="logged")
+    assert torch.equal(got.log_probs, want.log_probs)  # bit for bit: the widening is exact
+    assert got.entropy is not None and want.entropy is not None
+    assert torch.equal(got.entropy, want.entropy)
+    assert all(p.dtype == torch.bfloat16 for p in reference.parameters())  # narrow again
+
+
+def test_weights_that_bfloat16_would_round_stay_as_they_are(
+    tiny_model: Qwen2ForCausalLM,
+) -> None:
+    frozen = freeze(tiny_model)  # random float32 weights: not bfloat16 values
+    before = {n: t.clone() for n, t in frozen.state_dict().items()}
+    assert not store_exactly_narrower(frozen)
+    for name, tensor in frozen.state_dict().items():
+        assert tensor.dtype == torch.float32 and torch.equal(tensor, before[name]), name
+    with pytest.raises(ValueError, match="frozen"):
+        store_exactly_narrower(Qwen2ForCausalLM(tiny_model.config))
 
 
 def test_auto_settings_resolve_per_device() -> None:

@@ -12,12 +12,18 @@ logit[token] - logsumexp(logits). So:
 2. the hidden states of the positions that predict response tokens are gathered into
    (N, H), N = the real response tokens of the micro-batch (no padding);
 3. chunk by chunk of `chunk_tokens` rows, the head gives (chunk, V) logits, cast to
-   float32, and log p = logit[token] - logsumexp. With gradient, each chunk runs under
-   `torch.utils.checkpoint`: backward recomputes that chunk's logits instead of keeping
-   them, so at most one chunk's (chunk, V) float32 logits are alive at any time.
+   float32, and log p = logit[token] - logsumexp. With gradient, a chunk keeps only its
+   hidden states, targets and log-sum-exp (`_ChunkLogProbs`); backward runs the head
+   again and turns those logits, in place, into their gradient
+   g (onehot(token) - softmax), which the head's own backward takes. So one chunk's
+   (chunk, V) float32 buffer exists at a time, plus one temporary in the forward: autograd
+   through logsumexp and gather would hold four or five (the gather's scattered zeros,
+   the shifted logits, their exp, the product, the sum of the two gradients).
 
 The entropy -sum p log p is computed in the same chunk only when asked: with a gradient
-when the loss uses it (`entropy_coef > 0`), otherwise without keeping any graph (logged).
+when the loss uses it (`entropy_coef > 0`; that chunk then runs under
+`torch.utils.checkpoint`, whose backward recomputes it through autograd), otherwise
+without keeping any graph (logged, in the forward only).
 """
 
 from __future__ import annotations
@@ -47,20 +53,87 @@ class TokenLogProbs:
     entropy: torch.Tensor | None  # (B, T) float32; None when not asked for
 
 
-def _chunk_values(
-    head: torch.nn.Module, entropy: EntropyMode
+def _statistics(
+    logits: torch.Tensor, targets: torch.Tensor, entropy: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """log p(target), log-sum-exp and entropy (zeros unless asked) of float32 logits,
+    without a graph and with one (chunk, V) temporary: the shifted exponentials, reused in
+    place for the entropy's sum p * logit."""
+    peak = logits.amax(dim=-1, keepdim=True)
+    weights = (logits - peak).exp_()  # (chunk, V) exp(logit - max)
+    total = weights.sum(dim=-1)
+    normaliser = total.log() + peak.squeeze(-1)  # (chunk,)
+    chosen = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - normaliser
+    if not entropy:
+        return chosen, normaliser, torch.zeros_like(chosen)
+    # H = logsumexp - sum softmax * logits
+    spread = normaliser - weights.mul_(logits).sum(dim=-1) / total
+    return chosen, normaliser, spread
+
+
+class _ChunkLogProbs(torch.autograd.Function):  # type: ignore[misc]
+    """log p(target) of one chunk with a gradient, keeping no (chunk, V) tensor for
+    backward: it saves the hidden states and the log-sum-exp, and backward recomputes the
+    logits through the head (its hooks and autocast as in the forward), makes them the
+    logits' gradient in place, and hands that to the head's backward. The entropy it also
+    returns (when logged) carries no gradient."""
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        hidden: torch.Tensor,
+        targets: torch.Tensor,
+        head: torch.nn.Module,
+        logged_entropy: bool,
+        *parameters: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        device = hidden.device.type
+        ctx.head = head
+        ctx.autocast = (device, torch.is_autocast_enabled(device),
+                        torch.get_autocast_dtype(device))  # fmt: skip
+        chosen, normaliser, spread = _statistics(
+            head(hidden).float(), targets, entropy=logged_entropy
+        )
+        ctx.save_for_backward(hidden, targets, normaliser)
+        ctx.parameters = parameters  # the very tensors the head computes with
+        ctx.mark_non_differentiable(spread)
+        return chosen, spread
+
+    @staticmethod
+    def backward(ctx: Any, grad_chosen: torch.Tensor, _: Any) -> tuple[Any, ...]:
+        hidden, targets, normaliser = ctx.saved_tensors
+        parameters = ctx.parameters
+        device, autocast_on, autocast_dtype = ctx.autocast
+        wanted = [hidden.detach().requires_grad_(ctx.needs_input_grad[0])]
+        wanted += [p for p, needs in zip(parameters, ctx.needs_input_grad[4:], strict=True)
+                   if needs]  # fmt: skip
+        with torch.enable_grad(), torch.autocast(device, autocast_dtype, enabled=autocast_on):
+            logits = ctx.head(wanted[0])
+        with torch.no_grad():
+            grad = logits.float()  # the same storage when the head computes in float32
+            # d(logit[t] - logsumexp) / d logits = onehot(t) - softmax, times the incoming grad
+            grad.sub_(normaliser.unsqueeze(-1)).exp_().mul_(-grad_chosen.unsqueeze(-1))
+            grad.scatter_add_(-1, targets.unsqueeze(-1), grad_chosen.unsqueeze(-1))
+            grad = grad.to(logits.dtype)
+        sources = [w for w in wanted if w.requires_grad]
+        found = iter(torch.autograd.grad(logits, sources, grad) if sources else ())
+        del logits, grad
+        hidden_grad = next(found) if wanted[0].requires_grad else None
+        parameter_grads = [next(found) if needs else None for needs in ctx.needs_input_grad[4:]]
+        return (hidden_grad, None, None, None, *parameter_grads)
+
+
+def _trained_entropy_values(
+    head: torch.nn.Module,
 ) -> Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
-    """log p(target) and entropy (zeros for "none") of one chunk of hidden states."""
+    """log p(target) and entropy of one chunk, both with a graph (under checkpoint)."""
 
     def values(hidden: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         logits = head(hidden).float()  # (chunk, V): the only full-vocabulary tensor
         normaliser = torch.logsumexp(logits, dim=-1)  # (chunk,)
         chosen = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - normaliser
-        if entropy == "none":
-            return chosen, torch.zeros_like(chosen.detach())
         # H = logsumexp - sum softmax * logits: no (chunk, V) log-softmax kept beside it.
-        with torch.set_grad_enabled(torch.is_grad_enabled() and entropy == "trained"):
-            spread = normaliser - (torch.softmax(logits, dim=-1) * logits).sum(dim=-1)
+        spread = normaliser - (torch.softmax(logits, dim=-1) * logits).sum(dim=-1)
         return chosen, spread
 
     return values
@@ -75,15 +148,24 @@ def _chunked(
     entropy: EntropyMode,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(N,) log-probs and entropies of N hidden states, `chunk_tokens` at a time."""
-    values = _chunk_values(head, entropy)
     trained = torch.is_grad_enabled() and hidden.requires_grad
+    parameters = [p for p in head.parameters() if p.requires_grad] if trained else []
     log_probs, entropies = [hidden.new_zeros((0,), dtype=torch.float32)], []
     for start in range(0, hidden.shape[0], chunk_tokens):
         part, wanted = hidden[start : start + chunk_tokens], targets[start : start + chunk_tokens]
-        if trained:  # backward recomputes this chunk's logits instead of keeping them
-            chosen, spread = checkpoint(values, part, wanted, use_reentrant=False)
+        if trained and entropy == "trained":  # backward recomputes the chunk by autograd
+            chosen, spread = checkpoint(
+                _trained_entropy_values(head), part, wanted, use_reentrant=False
+            )
+        elif trained:
+            chosen, spread = _ChunkLogProbs.apply(
+                part, wanted, head, entropy == "logged", *parameters
+            )
         else:
-            chosen, spread = values(part, wanted)
+            with torch.no_grad():
+                chosen, _, spread = _statistics(
+                    head(part).float(), wanted, entropy=entropy != "none"
+                )
         log_probs.append(chosen)
         entropies.append(spread)
     return torch.cat(log_probs), torch.cat([log_probs[0], *entropies])

@@ -5,7 +5,9 @@ Plain arithmetic over a model's shape and the training settings; no torch. The b
 prints it for the paper's models on GPUs. Terms, in bytes, per device of G:
 
 - sharded state: float32 weights, float32 gradients and AdamW's two float32 moments,
-  16 P / G; the frozen reference (only when kl_coef > 0) in the compute dtype, e P / G;
+  16 P / G (AdamW fused: no temporaries the size of the weights); the frozen reference
+  (only when kl_coef > 0) in the compute dtype, e P / G, or r P bytes when it is stored
+  narrower than it computes (one process, float32 compute, bfloat16 weights: r = 2);
 - gathered weights: under FSDP2 the root unit (embeddings, head, final norm) stays
   gathered through forward and backward, in the compute dtype, plus two decoder layers
   (the one computing and the one prefetched); in one process with bfloat16 autocast, its
@@ -16,8 +18,9 @@ prints it for the paper's models on GPUs. Terms, in bytes, per device of G:
   layer's input L T H e plus one layer recomputed T A e; plus the gradient flowing back,
   about two such per-layer tensors; attention without a (T, T) matrix (flash /
   memory-efficient SDPA);
-- log-probabilities: one chunk of C tokens' full-vocabulary logits, float32, about three
-  copies (logits, softmax, its gradient): 12 C V;
+- log-probabilities: one chunk of C tokens' full-vocabulary logits, float32, two
+  (C, V) buffers at a time (the logits and their shifted exponentials in the forward;
+  in backward the logits, turned in place into their gradient, and the head's): 8 C V;
 - a fixed runtime (the interpreter and libraries on the CPU; the CUDA context and the
   allocator's slack on a GPU).
 """
@@ -110,6 +113,7 @@ def estimate_peak(
     reference: bool = True,
     chunk_tokens: int = 1024,
     runtime_bytes: int = 0,
+    reference_bytes: int | None = None,
 ) -> MemoryEstimate:
     """Peak memory of one trainer device (see the module docstring for each term).
 
@@ -122,10 +126,12 @@ def estimate_peak(
         reference: a reference policy is held (kl_coef > 0).
         chunk_tokens: C, response tokens per chunk of full-vocabulary logits.
         runtime_bytes: the fixed runtime (measured on the CPU; GPU_RUNTIME_BYTES on GPUs).
+        reference_bytes: bytes per reference parameter as stored; None: e.
     """
     p, e = shape.parameters, compute_bytes
     sharded_state = 16 * p // world
-    reference_bytes = e * p // world if reference else 0
+    stored = e if reference_bytes is None else reference_bytes
+    reference_total = stored * p // world if reference else 0
     if world > 1:
         gathered = e * (shape.root_parameters + 2 * shape.layer_parameters)
         if reference:  # the reference's units are gathered the same way, one at a time
@@ -137,9 +143,9 @@ def estimate_peak(
         activations = shape.layers * micro_batch_tokens * shape.hidden * e + 3 * per_layer
     else:
         activations = shape.layers * per_layer + 2 * per_layer
-    logits = 12 * min(chunk_tokens, micro_batch_tokens) * shape.vocab
+    logits = 8 * min(chunk_tokens, micro_batch_tokens) * shape.vocab
     return MemoryEstimate(
-        sharded_state, reference_bytes, gathered, activations, logits, runtime_bytes
+        sharded_state, reference_total, gathered, activations, logits, runtime_bytes
     )
 
 

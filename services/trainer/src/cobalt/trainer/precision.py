@@ -14,6 +14,11 @@ Activation checkpointing is Hugging Face's per-decoder-layer checkpointing (non-
 `torch.utils.checkpoint`): the module tree and its state-dict names stay as they are, so
 checkpoints and weight publishing do not change. The reference policy (only when
 `kl_coef > 0`) is loaded in the compute dtype, frozen, with no gradient or optimizer state.
+
+A float32 reference whose every weight is a bfloat16 value (the usual case: it is the
+job's starting model, shipped in bfloat16) is stored in bfloat16 and each module's own
+weights are widened to float32 for its forward only (`store_exactly_narrower`): half the
+bytes, and bit for bit the same log-probabilities, since the widening is exact.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -34,6 +40,7 @@ __all__ = [
     "freeze",
     "load_models",
     "load_reference",
+    "store_exactly_narrower",
 ]
 
 
@@ -89,17 +96,76 @@ def freeze(model: torch.nn.Module) -> torch.nn.Module:
     return model
 
 
+def store_exactly_narrower(model: torch.nn.Module, storage: torch.dtype = torch.bfloat16) -> bool:
+    """Keep a frozen model's parameters in `storage` when every one of them converts there
+    and back unchanged; each module then gets its own parameters back in their original
+    dtype for the length of its forward (a pre-hook widens them, a post-hook drops the
+    wide copies). Returns whether it did: False leaves the model untouched.
+
+    The forward computes with exactly the values it had, so its outputs are bit for bit
+    the same; what changes is that at most one module's wide copy exists at a time.
+    """
+    parameters = list(model.parameters())
+    if not parameters or any(p.requires_grad for p in parameters):
+        raise ValueError("only a frozen model's parameters can be stored narrower")
+    compute = parameters[0].dtype
+    if any(p.dtype != compute for p in parameters) or storage.itemsize >= compute.itemsize:
+        return False
+    with torch.no_grad():
+        if not all(torch.equal(p.to(storage).to(compute), p) for p in parameters):
+            return False
+        for module in model.modules():
+            own = [name for name, _ in module.named_parameters(recurse=False)]
+            if not own:
+                continue
+            for name in own:
+                narrow = module._parameters[name]
+                assert narrow is not None
+                module._parameters[name] = torch.nn.Parameter(
+                    narrow.to(storage), requires_grad=False
+                )
+            module.register_forward_pre_hook(_widen(own, compute))
+            module.register_forward_hook(_narrow_again(own), always_call=True)
+    return True
+
+
+def _widen(names: list[str], dtype: torch.dtype) -> Any:
+    def hook(module: torch.nn.Module, _args: Any) -> None:
+        stored = {name: module._parameters[name] for name in names}
+        module.__dict__["_cobalt_stored"] = stored
+        for name, narrow in stored.items():
+            assert narrow is not None
+            module._parameters[name] = torch.nn.Parameter(narrow.to(dtype), requires_grad=False)
+
+    return hook
+
+
+def _narrow_again(names: list[str]) -> Any:
+    def hook(module: torch.nn.Module, _args: Any, _output: Any) -> None:
+        stored = module.__dict__.pop("_cobalt_stored", None)
+        if stored is not None:
+            module._parameters.update(stored)
+
+    return hook
+
+
 def load_reference(model_dir: Path, precision: Precision) -> torch.nn.Module:
     """The frozen reference policy on the CPU: the job's starting weights, in the compute
     dtype (the caller shards it like the policy, or moves it to the device).
 
     Loaded from the model directory rather than copied from the policy, so it never costs
-    a float32 copy and is the starting model on resume too.
+    a float32 copy and is the starting model on resume too. In one process, float32 weights
+    that are all bfloat16 values are stored in bfloat16 (`store_exactly_narrower`); FSDP2
+    keeps its own copies, so a sharded reference stays as loaded.
     """
     from transformers import AutoModelForCausalLM
 
-    reference = AutoModelForCausalLM.from_pretrained(model_dir, dtype=precision.compute_dtype)
-    return freeze(reference)
+    reference = freeze(
+        AutoModelForCausalLM.from_pretrained(model_dir, dtype=precision.compute_dtype)
+    )
+    if not precision.sharded:
+        store_exactly_narrower(reference)
+    return reference
 
 
 def load_models(
