@@ -16,7 +16,7 @@ from cobalt.orchestrator.store.text import NUL_SYMBOL, without_nul
 from tests.support.runs import PROBLEMS
 
 
-def test_nul_in_text_varchar_and_json_is_stored_as_its_symbol(
+def test_nul_in_text_and_varchar_is_stored_as_its_symbol_and_json_keeps_it(
     sessions: sessionmaker[Session],
 ) -> None:
     row = PROBLEMS[0].model_dump(mode="json")
@@ -32,7 +32,8 @@ def test_nul_in_text_varchar_and_json_is_stored_as_its_symbol(
     assert dataset.name == f"nul{NUL_SYMBOL}name"
     assert problem.statement == f"read{NUL_SYMBOL}me"
     assert problem.external_id == f"id{NUL_SYMBOL}"
-    assert problem.public_tests[0]["expected"] == f"out{NUL_SYMBOL}put"
+    # JSON keeps it as written (PostgreSQL json stores the \u0000 escape).
+    assert problem.public_tests[0]["expected"] == "out\x00put"
 
 
 def test_without_nul_reaches_every_string_of_a_json_value() -> None:

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    JSON,
     BigInteger,
     Boolean,
     DateTime,
@@ -27,7 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from cobalt.orchestrator.store.packed import PackedFloat64List, PackedInt32List
-from cobalt.orchestrator.store.text import StoredJson, StoredString, StoredText
+from cobalt.orchestrator.store.text import StoredString, StoredText
 
 # The statuses are contracts (the REST schema lists them); the store keeps them as strings.
 from cobalt.shared.contracts.statuses import (
@@ -64,7 +65,7 @@ __all__ = [
 
 # Plain JSON (text kept as written), not JSONB: JSONB re-orders object keys, and a test's
 # dict argument must reach the program in the order the dataset gave it.
-JsonValue = StoredJson()
+JsonValue = JSON()
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -141,7 +142,7 @@ class Problem(Base):
 
 # For the nullable JSON columns of turns, Python None means SQL NULL (not the JSON value
 # `null`), so `hidden_verdicts IS NULL` finds the turns evaluation has not scored yet.
-NullableJson = StoredJson(none_as_null=True)
+NullableJson = JSON(none_as_null=True)
 
 # Turn ids can pass 2**31 over many runs of many turns, so PostgreSQL gets BIGINT; SQLite
 # keeps INTEGER, the only type it turns into an auto-incrementing rowid alias (and its

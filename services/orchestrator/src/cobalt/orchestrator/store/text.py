@@ -3,22 +3,21 @@
 A model's response and a judged program's output may contain NUL (U+0000), and so may an
 imported file or an API client's string. PostgreSQL's text and varchar cannot hold NUL
 ("text fields cannot contain NUL (0x00) bytes"), so one such character used to fail the
-whole write: a run's problem failed, a request became a 500. Every text column binds
-through these types, which store NUL as U+2400 SYMBOL FOR NULL ("␀"), visible where the
-text is shown, on SQLite too, so both stores hold the same text. JSON values are stored as
-written: PostgreSQL's `json` (not `jsonb`) keeps `\\u0000` escapes; their strings get the
-same substitution so that a response reads the same in a turn's columns and its messages.
+whole write: a run's problem failed, a request became a 500. Every text and varchar column
+binds through these types, which store NUL as U+2400 SYMBOL FOR NULL ("␀"), visible where
+the text is shown, on SQLite too, so both stores hold the same text. JSON columns need
+nothing: PostgreSQL's `json` (not `jsonb`) keeps the `\\u0000` escape as written.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, String, Text
+from sqlalchemy import String, Text
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
-__all__ = ["NUL_SYMBOL", "StoredJson", "StoredString", "StoredText", "without_nul"]
+__all__ = ["NUL_SYMBOL", "StoredString", "StoredText", "without_nul"]
 
 NUL_SYMBOL = "\u2400"
 
@@ -52,13 +51,3 @@ class StoredString(TypeDecorator[str]):
 
     def process_bind_param(self, value: str | None, dialect: Dialect) -> str | None:
         return None if value is None else without_nul(value)
-
-
-class StoredJson(TypeDecorator[Any]):
-    """JSON whose strings hold no NUL (`StoredJson(none_as_null=True)` as JSON's)."""
-
-    impl = JSON
-    cache_ok = True
-
-    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
-        return without_nul(value)
