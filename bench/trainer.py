@@ -45,6 +45,7 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from cobalt.shared.contracts.training import TrainerHyperparameters
+from cobalt.trainer.allocator import DEFAULT_MMAP_THRESHOLD, set_mmap_threshold
 from cobalt.trainer.memory import ModelShape, estimate_peak
 from cobalt.trainer.precision import Precision, load_models
 from cobalt.trainer.step import Rollouts, make_optimizer, micro_batches, train_step
@@ -120,6 +121,7 @@ def peak_resident_bytes() -> int:
 def cobalt_child(config: dict[str, Any]) -> dict[str, Any]:
     """One configuration in this (fresh) process: the trainer's set-up, then its steps."""
     runtime = resident_bytes()  # interpreter, torch, transformers, verl: before any model
+    set_mmap_threshold(DEFAULT_MMAP_THRESHOLD)  # as the trainer does (TrainerSettings)
     model_dir = Path(config["model_dir"])
     hyper = hyperparameters(config)
     device = torch.device("cpu")

@@ -30,6 +30,7 @@ from cobalt.shared.contracts.training import (
 )
 from cobalt.shared.errors import UpstreamError
 from cobalt.shared.weight_broadcast import open_weight_group
+from cobalt.trainer import loop as loop_module
 from cobalt.trainer.arrivals import RedisArrivals
 from cobalt.trainer.checkpoint import latest_checkpoint, latest_weights, load_checkpoint
 from cobalt.trainer.loop import JobStopped, TrainerRun
@@ -201,6 +202,25 @@ def test_each_step_is_claimed_trained_checkpointed_and_reported(
     changed = weights(latest.policy_dir)
     start = weights(model_dir)
     assert any(not torch.equal(changed[name], start[name]) for name in start)
+
+
+@pytest.mark.parametrize(
+    ("setting", "expected"),
+    [(None, ["threshold 131072", "load"]), (0, ["load"])],
+)
+def test_the_mmap_threshold_is_fixed_before_the_models_load(
+    model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    setting: int | None, expected: list[str],
+) -> None:  # fmt: skip
+    calls: list[str] = []
+    real_load = loop_module.load_models
+    monkeypatch.setattr(loop_module, "set_mmap_threshold",
+                        lambda size: calls.append(f"threshold {size}") or True)  # fmt: skip
+    monkeypatch.setattr(loop_module, "load_models",
+                        lambda *a, **k: calls.append("load") or real_load(*a, **k))  # fmt: skip
+    options = {} if setting is None else {"malloc_mmap_threshold": setting}
+    assert trainer(FakeOrchestrator(model_dir), tmp_path / "ckpt", **options).run(max_steps=1) == 1
+    assert calls == expected
 
 
 def test_a_resumed_trainer_ends_where_an_uninterrupted_one_does(

@@ -59,6 +59,7 @@ from cobalt.shared.contracts.training import (
     TrainingJobPublic,
 )
 from cobalt.shared.errors import Conflict, UpstreamError
+from cobalt.trainer.allocator import set_mmap_threshold
 from cobalt.trainer.arrivals import GroupArrivals, group_arrivals
 from cobalt.trainer.checkpoint import (
     Checkpoint,
@@ -164,6 +165,8 @@ class TrainerRun:
         model_dir = Path(job.model)
 
         # 2. setup
+        if self.settings.malloc_mmap_threshold:  # before the models: their tensors too
+            set_mmap_threshold(self.settings.malloc_mmap_threshold)
         torch.manual_seed(self.job_id)
         device = torch.device(self.settings.device)
         distributed = init_from_env(device)
