@@ -50,6 +50,7 @@ from cobalt.orchestrator.store.db import (  # noqa: E402
 )
 from cobalt.orchestrator.store.models import Turn  # noqa: E402
 from cobalt.orchestrator.worker import queue  # noqa: E402
+from cobalt.orchestrator.worker.runtime import JobConnections  # noqa: E402
 from cobalt.shared.clients.local_executor import local_executor  # noqa: E402
 from cobalt.shared.contracts import ProblemRow, StdinTest  # noqa: E402
 from cobalt.shared.contracts.runs import SampleRunRequest  # noqa: E402
@@ -107,9 +108,11 @@ def overhead_per_turn_ms(
         run_problem_job(
             run_id,
             problem_id,
-            executor_url=executor.base_url,
-            executor_token=executor.token,
-            database_url=settings.database_url,
+            JobConnections(
+                executor_url=executor.base_url,
+                executor_token=executor.token,
+                database_url=settings.database_url,
+            ),
         )
         wall_ms = (time.perf_counter() - started) * 1000
         with sessions() as session:

@@ -15,6 +15,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 from cobalt.orchestrator.rollouts.conversation import messages_of_turns
 from cobalt.orchestrator.rollouts.jobs import run_problem_job
+from cobalt.orchestrator.worker.runtime import JobConnections
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.cli import cobalt_here
 from tests.support.runs import (
@@ -132,7 +133,11 @@ def test_a_retried_job_writes_no_turn_twice(
     assert len(before) == 2 * 2 * 3
     requests = len(fake.requests)
     problem_id = turns_of(sessions, sample_id)[0].problem_id
-    run_problem_job(sample_id, problem_id, executor_url=executor_url, database_url=store_url)
+    run_problem_job(
+        sample_id,
+        problem_id,
+        JobConnections(executor_url=executor_url, database_url=store_url),
+    )
     after = [
         (t.problem_id, t.sample_index, t.turn_index, t.raw_response)
         for t in turns_of(sessions, sample_id)

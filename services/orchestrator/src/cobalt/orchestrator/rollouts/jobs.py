@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
-from pydantic import SecretStr
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -25,7 +24,7 @@ from cobalt.orchestrator.rollouts.sampling import SamplingParams
 from cobalt.orchestrator.store import repo_runs
 from cobalt.orchestrator.store.models import Problem, RunStatus, TrajectoryStatus, Turn
 from cobalt.orchestrator.store.repo_runs import TurnRow
-from cobalt.orchestrator.worker.runtime import job_resources, runtime
+from cobalt.orchestrator.worker.runtime import JobConnections, job_resources, runtime
 from cobalt.shared.clients import ModelEndpoint
 from cobalt.shared.contracts import Compare, Limits, ProblemRow
 from cobalt.shared.defaults import HISTORY_CAP_CHARS
@@ -101,11 +100,7 @@ def spec_of_run(run_id: int, params: dict[str, Any]) -> RolloutSpec:
 def run_problem_job(
     run_id: int,
     problem_id: int,
-    *,
-    api_key: str | None = None,
-    executor_url: str | None = None,
-    executor_token: str | None = None,
-    database_url: str | None = None,
+    connections: JobConnections | None = None,
 ) -> dict[str, int]:
     """Advance every trajectory of one problem of one run to its last turn.
 
@@ -113,7 +108,7 @@ def run_problem_job(
     RQ records it and retries while retries are left). A cancelled run is left alone.
     Returns {"turns": turns now stored for the problem}.
     """
-    resources = job_resources(database_url, executor_url, executor_token)
+    resources = job_resources(connections)
     sessions, executor_url, executor_token = (
         resources.sessions,
         resources.executor_url,
@@ -132,7 +127,7 @@ def run_problem_job(
         endpoint = ModelEndpoint(
             base_url=run.base_url,
             model=run.model,
-            api_key=SecretStr(api_key) if api_key else None,
+            api_key=resources.api_key,
         )
         template = PromptTemplate.load(run.template_name)
         if template.sha256 != run.template_sha256:

@@ -14,7 +14,6 @@ import functools
 import logging
 from collections.abc import Sequence
 
-from pydantic import SecretStr
 from sqlalchemy.orm import Session
 
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
@@ -32,7 +31,12 @@ from cobalt.orchestrator.training.rollout import GroupContext, ScoredGroup, roll
 from cobalt.orchestrator.training.service import JobParams, context_ids_for_round
 from cobalt.orchestrator.worker.in_process import run_here
 from cobalt.orchestrator.worker.queue import enqueue_job
-from cobalt.orchestrator.worker.runtime import job_resources, runtime, sessions_for
+from cobalt.orchestrator.worker.runtime import (
+    JobConnections,
+    job_resources,
+    runtime,
+    sessions_for,
+)
 from cobalt.shared.clients import ModelEndpoint
 from cobalt.shared.contracts import ProblemRow
 from cobalt.shared.contracts.training import GROUP_LIST_MAX, TrainingMode, group_list_key
@@ -85,18 +89,14 @@ def run_group_job(
     job_id: int,
     context_id: int,
     round: int,
-    *,
-    api_key: str | None = None,
-    executor_url: str | None = None,
-    executor_token: str | None = None,
-    database_url: str | None = None,
+    connections: JobConnections | None = None,
 ) -> dict[str, int | None]:
     """Roll out, score and record the group of one context for one round.
 
     Returns {"group_id": the new group's id, or None when it was already recorded or the
     job is stopped, "samples": how many were written}.
     """
-    resources = job_resources(database_url, executor_url, executor_token)
+    resources = job_resources(connections)
     settings, sessions = resources.settings, resources.sessions
     executor_url, executor_token = resources.executor_url, resources.executor_token
     with sessions() as session:
@@ -124,7 +124,7 @@ def run_group_job(
     endpoint = ModelEndpoint(
         base_url=params.base_url,
         model=params.served_model,
-        api_key=SecretStr(api_key) if api_key else None,
+        api_key=resources.api_key,
     )
     sampling = SamplingParams(
         n=params.trainer.n_samples,
@@ -229,7 +229,7 @@ def _enqueue(
             settings,
             run_group_job,
             (job_id, context_id, round),
-            {"api_key": api_key},
+            {"connections": JobConnections(api_key=api_key)},
             job_id=rq_job_id(job_id, round, context_id),
         )
 
@@ -249,10 +249,12 @@ def _run_here(
             job_id,
             context_id,
             round,
-            api_key=api_key,
-            executor_url=url,
-            executor_token=token,
-            database_url=settings.database_url,
+            JobConnections(
+                api_key=api_key,
+                executor_url=url,
+                executor_token=token,
+                database_url=settings.database_url,
+            ),
         )
         for context_id in dict.fromkeys(context_ids)
     }

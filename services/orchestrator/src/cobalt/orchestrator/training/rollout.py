@@ -34,16 +34,19 @@ __all__ = ["GroupContext", "ScoredGroup", "checked_samples", "roll_out_group"]
 
 @dataclass(frozen=True, slots=True)
 class GroupContext:
-    """What a group is sampled for: a bandit context and its problem's tests."""
+    """What a group is sampled for: a bandit context and its problem's tests.
+
+    `tests` holds every test of the problem, public then hidden, because the reward's p is
+    over all of them; the first `public_count` are public, the ones the feedback of
+    multi-turn episodes shows.
+    """
 
     context_key: str
     problem_id: int
     messages: list[dict[str, Any]]
     prev_best: float
     tests: Sequence[StoredTest]
-    """Every test of the problem, public then hidden: the reward's p is over all of them."""
     public_count: int
-    """How many of `tests` are public (the feedback of multi-turn episodes shows those)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from typing import TypeVar
 
 from cobalt.orchestrator.rollouts.jobs import run_problem_job
 from cobalt.orchestrator.settings import OrchestratorSettings
+from cobalt.orchestrator.worker.runtime import JobConnections
 from cobalt.shared.clients import ExecutorClientSettings
 from cobalt.shared.clients.local_executor import local_executor
 
@@ -72,10 +73,12 @@ def run_in_process(
             run_problem_job,
             run_id,
             problem_id,
-            api_key=api_key,
-            executor_url=executor[0],
-            executor_token=executor[1],
-            database_url=settings.database_url,
+            JobConnections(
+                api_key=api_key,
+                executor_url=executor[0],
+                executor_token=executor[1],
+                database_url=settings.database_url,
+            ),
         )
         for problem_id in problem_ids
     }

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from cobalt.orchestrator.rollouts.jobs import run_problem_job
 from cobalt.orchestrator.settings import OrchestratorSettings
+from cobalt.orchestrator.worker.runtime import JobConnections
 
 __all__ = [
     "QUEUE_NAME",
@@ -90,7 +91,7 @@ def enqueue_run(
             settings,
             run_problem_job,
             (run_id, problem_id),
-            {"api_key": api_key},
+            {"connections": JobConnections(api_key=api_key)},
             job_id=job_id(run_id, problem_id),
             retry_intervals=intervals,
         )

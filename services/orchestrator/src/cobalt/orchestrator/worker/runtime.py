@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import openai
+from pydantic import SecretStr
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.rollouts.sampling import ChatSampler, openai_client_for
@@ -41,6 +42,7 @@ from cobalt.orchestrator.store.db import make_engine, make_sessionmaker
 from cobalt.shared.clients import AsyncExecutorClient, ExecutorClientSettings, ModelEndpoint
 
 __all__ = [
+    "JobConnections",
     "JobContext",
     "JobResources",
     "RolloutRuntime",
@@ -245,28 +247,50 @@ def install_job_context(context: JobContext) -> None:
 
 
 @dataclass(frozen=True, slots=True)
+class JobConnections:
+    """Where one job reaches the model endpoint, the executor and the database, when its
+    caller decides (the in-process runner passes all four); a queued job carries only the
+    model's API key, and the worker's job context decides the rest.
+
+    One value instead of four keyword arguments, so that every job takes the same thing and
+    a new connection is added in one place. The API key travels with the job, never into
+    the database.
+    """
+
+    api_key: str | None = None
+    executor_url: str | None = None
+    """None: the process's executor (`JobContext`)."""
+    executor_token: str | None = None
+    database_url: str | None = None
+    """None: the process's database (`JobContext.settings`)."""
+
+
+@dataclass(frozen=True, slots=True)
 class JobResources:
-    """What one job uses: the process's settings, its database and its executor."""
+    """What one job uses: the process's settings, its database, its executor and the model
+    endpoint's API key."""
 
     settings: OrchestratorSettings
     sessions: sessionmaker[Session]
     executor_url: str | None
     executor_token: str | None
+    api_key: SecretStr | None
 
 
-def job_resources(
-    database_url: str | None, executor_url: str | None, executor_token: str | None
-) -> JobResources:
+def job_resources(connections: JobConnections | None) -> JobResources:
     """The job's database and executor: as its caller passed them (the in-process runner),
     else the process's (`job_context`)."""
     process = job_context()
+    connections = connections or JobConnections()
+    executor_url, executor_token = connections.executor_url, connections.executor_token
     if executor_url is None:
         executor_url, executor_token = process.executor_url, process.executor_token
     return JobResources(
         settings=process.settings,
-        sessions=sessions_for(database_url or process.settings.database_url),
+        sessions=sessions_for(connections.database_url or process.settings.database_url),
         executor_url=executor_url,
         executor_token=executor_token,
+        api_key=SecretStr(connections.api_key) if connections.api_key else None,
     )
 
 
