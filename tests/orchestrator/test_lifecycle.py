@@ -11,12 +11,17 @@ from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator import lifecycle
-from cobalt.orchestrator.lifecycle import JobEvent, RunEvent, TrajectoryEvent
+from cobalt.orchestrator.lifecycle import GroupEvent, JobEvent, RunEvent, TrajectoryEvent
 from cobalt.orchestrator.runs import service
 from cobalt.orchestrator.store import repo_datasets, repo_runs
 from cobalt.orchestrator.store.models import Run
 from cobalt.shared.contracts.runs import RunPublic
-from cobalt.shared.contracts.statuses import RunStatus, TrainingJobStatus, TrajectoryStatus
+from cobalt.shared.contracts.statuses import (
+    RunStatus,
+    TrainingGroupStatus,
+    TrainingJobStatus,
+    TrajectoryStatus,
+)
 from cobalt.shared.errors import Conflict
 
 R, J, T = RunStatus, TrainingJobStatus, TrajectoryStatus
@@ -76,6 +81,25 @@ def test_every_job_event_in_every_status(event: JobEvent, status: TrainingJobSta
             lifecycle.job_after(3, status, event)
     else:
         assert lifecycle.job_after(3, status.value, event) is expected
+
+
+LEGAL_GROUP = {
+    (GroupEvent.CONSUME, TrainingGroupStatus.READY): TrainingGroupStatus.CONSUMED,
+    (GroupEvent.EXPIRE, TrainingGroupStatus.READY): TrainingGroupStatus.STALE,
+}
+"""A group is trained on at most once: nothing moves a consumed or stale group."""
+
+
+@pytest.mark.parametrize(
+    ("event", "status"), list(itertools.product(GroupEvent, TrainingGroupStatus))
+)
+def test_every_group_event_in_every_status(event: GroupEvent, status: TrainingGroupStatus) -> None:
+    expected = LEGAL_GROUP.get((event, status))
+    if expected is None:
+        with pytest.raises(Conflict, match=f"training group 5 is {status}; it cannot {event}"):
+            lifecycle.group_after(5, status, event)
+    else:
+        assert lifecycle.group_after(5, status.value, event) is expected
 
 
 @pytest.mark.parametrize(

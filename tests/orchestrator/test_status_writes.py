@@ -23,9 +23,7 @@ WRITERS = {
     ("store/repo_runs.py", "mark_trajectory"): "is_trajectory_move",
     ("store/repo_runs.py", "move_trajectories"): "TRAJECTORY_TRANSITIONS",
     ("store/repo_training.py", "apply_job_event"): "job_after",
-    # The ledger's marks on scored groups (ready -> consumed | stale, once, in the claim's
-    # transaction) are not a lifecycle of runs, trajectories or jobs.
-    ("store/repo_training.py", "claim_step"): "",
+    ("store/repo_training.py", "claim_step"): "group_after",
 }
 """(module, function) allowed to write a status -> the lifecycle name it must use."""
 

@@ -1,12 +1,13 @@
-"""The lifecycle of runs, their trajectories and training jobs: which events move them,
-from where, to where.
+"""The lifecycle of runs, their trajectories, training jobs and their groups: which events
+move them, from where, to where.
 
-Every status change of a run, a trajectory or a training job is one of the events below.
-The tables are the whole state machine: an event from a status it has no entry for is
-refused with `Conflict` (HTTP 409, CLI exit 2), and the store's writers are the only code
-that writes a status column (`repo_runs.set_run_status`, `repo_runs.mark_trajectory`,
-`repo_runs.move_trajectories`, `repo_training.apply_job_event`); each of them asks this
-module first, so no code path can move anything around the machine.
+Every status change of a run, a trajectory, a training job or a training group is one of
+the events below. The tables are the whole state machine: an event from a status it has no
+entry for is refused with `Conflict` (HTTP 409, CLI exit 2), and the store's writers are
+the only code that writes a status column (`repo_runs.set_run_status`,
+`repo_runs.mark_trajectory`, `repo_runs.move_trajectories`, `repo_training.apply_job_event`,
+`repo_training.claim_step`); each of them asks this module first, so no code path can move
+anything around the machine.
 `tests/orchestrator/test_status_writes.py` fails if a status is written anywhere else.
 
 Runs::
@@ -25,6 +26,10 @@ Training jobs::
     pending|running --begin_round--> running       pending --report_step--> running
     any but finished --stop--> stopped             any but finished --resume--> running
     any but finished --fail--> failed
+
+Training groups (the ledger's scored groups; marked once, in the claim's transaction)::
+
+    ready --consume--> consumed                    ready --expire--> stale
 """
 
 from __future__ import annotations
@@ -32,16 +37,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from enum import StrEnum
 
-from cobalt.shared.contracts.statuses import RunStatus, TrainingJobStatus, TrajectoryStatus
+from cobalt.shared.contracts.statuses import (
+    RunStatus,
+    TrainingGroupStatus,
+    TrainingJobStatus,
+    TrajectoryStatus,
+)
 from cobalt.shared.errors import Conflict
 
 __all__ = [
+    "GROUP_TRANSITIONS",
     "JOB_TRANSITIONS",
     "RUN_TRANSITIONS",
     "TRAJECTORY_TRANSITIONS",
+    "GroupEvent",
     "JobEvent",
     "RunEvent",
     "TrajectoryEvent",
+    "group_after",
     "is_run_move",
     "is_trajectory_move",
     "job_after",
@@ -89,6 +102,13 @@ class JobEvent(StrEnum):
     """A round rolled out in the API process failed."""
 
 
+class GroupEvent(StrEnum):
+    CONSUME = "consume"
+    """A trainer's claim took the group for a step (exactly once)."""
+    EXPIRE = "expire"
+    """A claim found it sampled by a policy more than `max_staleness` versions behind."""
+
+
 _R = RunStatus
 RUN_TRANSITIONS: Mapping[RunEvent, Mapping[RunStatus, RunStatus]] = {
     RunEvent.START: {_R.PENDING: _R.RUNNING},
@@ -116,6 +136,13 @@ JOB_TRANSITIONS: Mapping[JobEvent, Mapping[TrainingJobStatus, TrainingJobStatus]
     JobEvent.STOP: {s: _J.STOPPED for s in _UNFINISHED_JOB},
     JobEvent.RESUME: {s: _J.RUNNING for s in _UNFINISHED_JOB},
     JobEvent.FAIL: {s: _J.FAILED for s in _UNFINISHED_JOB},
+}
+"""event -> {status it may happen in: the status it leads to}."""
+
+_G = TrainingGroupStatus
+GROUP_TRANSITIONS: Mapping[GroupEvent, Mapping[TrainingGroupStatus, TrainingGroupStatus]] = {
+    GroupEvent.CONSUME: {_G.READY: _G.CONSUMED},
+    GroupEvent.EXPIRE: {_G.READY: _G.STALE},
 }
 """event -> {status it may happen in: the status it leads to}."""
 
@@ -177,3 +204,15 @@ def job_after(job_id: int, status: str, event: JobEvent) -> TrainingJobStatus:
     if status == TrainingJobStatus.FINISHED:
         raise Conflict(f"training job {job_id} has finished; start a new one")
     raise Conflict(f"training job {job_id} is {status}; `cobalt train resume {job_id}` first")
+
+
+def group_after(group_id: int, status: str, event: GroupEvent) -> TrainingGroupStatus:
+    """The status training group `group_id` moves to on `event`.
+
+    Raises:
+        Conflict: the event cannot happen in `status` (a group is trained on at most once).
+    """
+    after = GROUP_TRANSITIONS[event].get(TrainingGroupStatus(status))
+    if after is None:
+        raise Conflict(f"training group {group_id} is {status}; it cannot {event}")
+    return after

@@ -22,7 +22,7 @@ from sqlalchemy import func, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, selectinload
 
-from cobalt.orchestrator.lifecycle import JobEvent, job_after
+from cobalt.orchestrator.lifecycle import GroupEvent, JobEvent, group_after, job_after
 from cobalt.orchestrator.store.models import (
     TrainingGroup,
     TrainingGroupStatus,
@@ -238,14 +238,16 @@ def claim_step(
     fresh: list[TrainingGroup] = []
     for group in ready:
         if current_version - group.policy_version > max_staleness:
-            group.status, group.step = TrainingGroupStatus.STALE.value, step
+            status = group_after(group.id, group.status, GroupEvent.EXPIRE)
+            group.status, group.step = status.value, step
         elif len(fresh) < groups:
             fresh.append(group)
     session.flush()
     if len(fresh) < groups:
         return None
     for group in fresh:
-        group.status, group.step = TrainingGroupStatus.CONSUMED.value, step
+        status = group_after(group.id, group.status, GroupEvent.CONSUME)
+        group.status, group.step = status.value, step
     session.flush()
     taken = _groups_of_step(session, job_id, step, TrainingGroupStatus.CONSUMED)
     return ClaimedStep(step, taken, _stale_count(session, job_id, step))
