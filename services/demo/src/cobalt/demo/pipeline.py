@@ -61,6 +61,7 @@ from cobalt.shared.clients import ExecutorClient
 from cobalt.shared.clients.inference import InferenceControlClient
 from cobalt.shared.clients.training import TrainingClient
 from cobalt.shared.contracts.runs import EvaluationReport, RefineRunRequest, SampleRunRequest
+from cobalt.shared.contracts.statuses import RunStatus, TrainingJobStatus
 from cobalt.shared.contracts.training import TrainingJobCreate, TrainingJobPublic
 from cobalt.shared.errors import CobaltError
 from cobalt.shared.reward import TokenizerCounter
@@ -127,7 +128,7 @@ def _carry_out(
             break
         worker.join(timeout=1.0)
     status = finish_run_if_done(sessions, run_id) or service.run_public(sessions, run_id).status
-    if failures or status != "finished":
+    if failures or status != RunStatus.FINISHED:
         reason = f": {failures[0][1]}" if failures else ""
         raise DemoFailed(f"run {run_id} ended {status}{reason} (see `cobalt run show {run_id}`)")
 
@@ -211,7 +212,7 @@ def _reusable_baseline(paths: DemoPaths, key: str, ctx: _RunContext) -> PhaseRes
     if saved.get("key") != key:
         return None
     try:
-        if service.run_public(ctx.sessions, int(saved["refine_run"])).status != "finished":
+        if service.run_public(ctx.sessions, int(saved["refine_run"])).status != RunStatus.FINISHED:
             return None
     except (CobaltError, KeyError, ValueError, SQLAlchemyError):
         return None  # a removed run or a state file of another database: run it again
@@ -302,7 +303,7 @@ def _train(
                 while trainer.is_running():
                     job = api.job(job_id)
                     bar.update(completed=job.step, note=_step_note(job))
-                    if job.status == "failed":
+                    if job.status == TrainingJobStatus.FAILED:
                         raise DemoFailed(f"training job {job_id} failed: {job.error}")
                     time.sleep(1.0)
             finally:

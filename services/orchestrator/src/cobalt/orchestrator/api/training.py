@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, status
 
 from cobalt.orchestrator.api.deps import ExecutorSettings, Sessions, Settings
-from cobalt.orchestrator.store.models import TrainingJobStatus
 from cobalt.orchestrator.training import service
 from cobalt.orchestrator.worker.carry_out import start_round
+from cobalt.shared.contracts.statuses import TrainingJobStatus
 from cobalt.shared.contracts.training import (
     RoundStarted,
     StepBatch,

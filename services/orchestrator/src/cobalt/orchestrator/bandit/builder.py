@@ -35,7 +35,7 @@ from cobalt.orchestrator.bandit.selection import (
 )
 from cobalt.orchestrator.rollouts.conversation import TurnRecord, next_turn_messages
 from cobalt.orchestrator.store import repo_bandit, repo_runs
-from cobalt.orchestrator.store.models import Problem, Trajectory, TrajectoryStatus, Turn
+from cobalt.orchestrator.store.models import Problem, RunStatus, Trajectory, TrajectoryStatus, Turn
 from cobalt.orchestrator.store.repo_bandit import ContextRow
 from cobalt.shared.errors import Conflict, InvalidInput
 
@@ -291,7 +291,7 @@ def build_bandit_dataset(
     counts = DropCounts()
     with sessions.begin() as session:
         run = repo_runs.get_run(session, run_id=run_id)
-        if run.status != "finished":
+        if run.status != RunStatus.FINISHED:
             raise InvalidInput(
                 f"run {run_id} is {run.status}; build from a finished run (`cobalt run "
                 f"resume {run_id}` completes it)"

@@ -130,7 +130,7 @@ def run_problems(sessions: sessionmaker[Session], run_id: int) -> RunProblemsPub
                 difficulty=problem.difficulty,
                 samples=len(samples),
                 turns=max((len(s) for s in samples), default=0),
-                failed=sum(t.status == "failed" for t in trajectories[problem_id]),
+                failed=sum(t.status == TrajectoryStatus.FAILED for t in trajectories[problem_id]),
                 hidden_pass_first=_rate([bool(v) for v in first]) if problem.hidden_tests else None,
                 hidden_pass_last=hidden_last,
                 public_pass_last=sum(bool(s and s[-1][1]) for s in samples) / len(samples),

@@ -36,6 +36,7 @@ from cobalt.orchestrator.console import (
 )
 from cobalt.shared import defaults
 from cobalt.shared.contracts.executor import Compare
+from cobalt.shared.contracts.statuses import RunStatus, TrajectoryStatus
 from cobalt.shared.errors import first_validation_error_parts
 
 # The commands import the store, the run service and the contracts when they run, so that
@@ -146,8 +147,8 @@ class _live:
         with self.sessions() as session:
             progress = repo_runs.run_progress(session, run_id=self.run_id)
             tokens = service.completion_tokens(session, self.run_id)
-        done = progress.trajectories.get("finished", 0)
-        failed = progress.trajectories.get("failed", 0)
+        done = progress.trajectories.get(TrajectoryStatus.FINISHED, 0)
+        failed = progress.trajectories.get(TrajectoryStatus.FAILED, 0)
         rate = tokens / max(1e-9, time.monotonic() - self.started)
         self.bars.update(
             self.task,
@@ -164,7 +165,7 @@ def _wait(sessions: sessionmaker[Session], run_id: int, *, quiet: bool) -> RunPu
     from cobalt.orchestrator.runs import service
 
     with _live(sessions, run_id, quiet=quiet) as tick:
-        while tick() not in ("finished", "failed", "cancelled"):
+        while tick() not in (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.CANCELLED):
             time.sleep(1.0)
     return service.run_public(sessions, run_id)
 
@@ -174,7 +175,7 @@ def _finish(public: RunPublic, as_json: bool) -> None:
         echo_json({"run_id": public.id, "status": public.status})
     else:
         _print_run(public)
-    if public.status in ("failed", "cancelled"):
+    if public.status in (RunStatus.FAILED, RunStatus.CANCELLED):
         raise typer.Exit(EXIT_RUN_FAILED)
 
 

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.runs.rewards import mean_reward_per_turn, score_turn_rewards
 from cobalt.orchestrator.store import repo_runs
-from cobalt.orchestrator.store.models import Problem, Trajectory, Turn, TurnReward
+from cobalt.orchestrator.store.models import Problem, Trajectory, TrajectoryStatus, Turn, TurnReward
 from cobalt.shared.clients import ExecutorClient
 from cobalt.shared.contracts import BatchExecuteRequest, Compare, Limits, ProblemRow
 from cobalt.shared.contracts.runs import EvaluationReport
@@ -193,7 +193,7 @@ def _report(
                 public[problem_id][sample].append(public_passed)
         failed = session.scalar(
             select(func.count(Trajectory.id)).where(
-                Trajectory.run_id == run_id, Trajectory.status == "failed"
+                Trajectory.run_id == run_id, Trajectory.status == TrajectoryStatus.FAILED.value
             )
         )
     return EvaluationReport(
