@@ -5,7 +5,7 @@ samples 8 tokens per response in torch), but the reward is VeRPO's over five
 "unit tests" of graded difficulty: the response holds the good token 7 at least 1, 2, 3
 and 4 times, and holds no bad token 3. The random model passes the first at about 16%
 and the last three far more rarely; each group of 8 weighs the tests by how few of its
-responses passed them (`cobalt.shared.reward.verpo_scores`). Twenty steps of 4 prompts
+responses passed them (`cobalt.shared.reward.verpo_scores`). Twelve steps of 4 prompts
 x 8 samples must raise the mean VeRPO reward and the share of tests passed well above
 where they started.
 """
@@ -23,6 +23,8 @@ from cobalt.trainer.step import Rollouts, frozen_copy, make_optimizer, train_ste
 from tests.trainer.toy_task import BAD, GOOD, PROMPTS, sample_toy
 
 THRESHOLDS = (1, 2, 3, 4)
+STEPS = 12
+"""Enough for the reward to rise (it reaches 1.0 by step 14 with this seed)."""
 
 
 def unit_tests(response: list[int]) -> list[bool]:
@@ -60,7 +62,7 @@ def test_grpo_on_verpo_rewards_raises_the_reward_on_a_toy_task(
     reference = frozen_copy(tiny_model)
     optimizer = make_optimizer(tiny_model, hyper)
     rewards, passed = [], []
-    for _ in range(20):
+    for _ in range(STEPS):
         rollouts, passes = sample(tiny_model, PROMPTS, hyper.n_samples, generator)
         rewards.append(statistics.fmean(rollouts.rewards))
         passed.append(statistics.fmean(sum(p) / len(p) for p in passes))
