@@ -118,18 +118,19 @@ def start(
         ),
     ] = None,
     turns: Annotated[
-        int | None, typer.Option(help="multi-turn: turns per episode, turn 0 included [3].")
+        int | None, typer.Option(help="multi-turn, verpo: turns per episode, turn 0 included [3].")
     ] = None,
     stop_on_pass: Annotated[
         bool | None,
         typer.Option(
             "--stop-on-pass/--no-stop-on-pass",
-            help="multi-turn: end an episode once its program passes every public test [on].",
+            help="multi-turn, verpo: end an episode once its program passes every public "
+            "test [on].",
         ),
     ] = None,
     template: Annotated[
         str | None,
-        typer.Option(help="multi-turn: feedback template [the contexts' source run's]."),
+        typer.Option(help="multi-turn, verpo: feedback template [the contexts' source run's]."),
     ] = None,
     verpo_outcome_weight: Annotated[
         float | None,

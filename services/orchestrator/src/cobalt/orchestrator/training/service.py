@@ -83,18 +83,18 @@ class JobParams(BaseModel):
     trainer: TrainerHyperparameters = Field(default_factory=TrainerHyperparameters)
     """Group size (n_samples), contexts per step, the response cap and GRPO's settings."""
     # Multi-turn and VeRPO modes only (refused in the others, where they mean nothing).
-    turns: int = Field(default=3, ge=1, description="multi-turn: turns per episode, turn 0 too")
+    turns: int = Field(default=3, ge=1, description="episodes: turns per episode, turn 0 too")
     stop_on_pass: bool = Field(
-        default=True, description="multi-turn: end an episode once every public test passes"
+        default=True, description="episodes: end an episode once every public test passes"
     )
     think_cap_chars: int = Field(
         default=defaults.HISTORY_CAP_CHARS,
         ge=1,
-        description="multi-turn: characters of an answer the history keeps",
+        description="episodes: characters of an answer the history keeps",
     )
     template: str | None = Field(
         default=None,
-        description="multi-turn: feedback template (default: the contexts' source run's)",
+        description="episodes: feedback template (default: the contexts' source run's)",
     )
     # VeRPO mode only.
     verpo_outcome_weight: float = Field(
