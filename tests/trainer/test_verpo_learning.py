@@ -3,11 +3,11 @@
 The same toy as test_learning.py (tests/trainer/toy_task.py: the tiny random Qwen2
 samples 8 tokens per response in torch), but the reward is VeRPO's over five
 "unit tests" of graded difficulty: the response holds the good token 7 at least 1, 2, 3
-and 4 times, and holds no bad token 3. The random model passes the first at about 16%
-and the last three far more rarely; each group of 8 weighs the tests by how few of its
-responses passed them (`cobalt.shared.reward.verpo_scores`). Twelve steps of 4 prompts
-x 8 samples must raise the mean VeRPO reward and the share of tests passed well above
-where they started.
+and 4 times, and holds no bad token 3. The random model passes the first at about 16%,
+the other counts far more rarely and the no-bad test at about 85%; each group of 8
+weighs the tests by how few of its responses passed them
+(`cobalt.shared.reward.verpo_scores`). Twelve steps of 4 prompts x 8 samples must raise
+the mean VeRPO reward and the share of tests passed well above where they started.
 """
 
 from __future__ import annotations
