@@ -1,9 +1,8 @@
 """A short CPU run on a toy task: GRPO with Cobalt's step makes the reward rise.
 
-The tiny random Qwen2 is the policy and its own sampler (multinomial sampling in torch,
-the sampled tokens' log-probabilities kept as the sampler's, exactly as vLLM returns
-them). The reward is the share of response tokens that are the "good" token 7, with a
-small penalty for the "bad" token 3: a task the random model does at chance (1/48).
+The tiny random Qwen2 is the policy and its own sampler (tests/trainer/toy_task.py). The
+reward is the share of response tokens that are the "good" token 7, with a small penalty
+for the "bad" token 3: a task the random model does at chance (1/48).
 Twenty steps of 4 prompts x 8 samples, two updates each, must raise the mean reward
 well above where it started.
 """
@@ -17,9 +16,7 @@ from transformers import Qwen2ForCausalLM
 
 from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.trainer.step import Rollouts, frozen_copy, make_optimizer, train_step
-
-GOOD, BAD = 7, 3
-RESPONSE_TOKENS = 8
+from tests.trainer.toy_task import BAD, GOOD, PROMPTS, sample_toy
 
 
 def reward(response: list[int]) -> float:
@@ -29,30 +26,13 @@ def reward(response: list[int]) -> float:
 def sample(
     policy: Qwen2ForCausalLM, prompts: list[list[int]], n: int, generator: torch.Generator
 ) -> Rollouts:
-    prompt_ids, response_ids, log_probs, groups = [], [], [], []
-    policy.eval()
-    with torch.no_grad():
-        for group, prompt in enumerate(prompts):
-            tokens = torch.tensor([prompt] * n)
-            chosen_log_probs = []
-            for _ in range(RESPONSE_TOKENS):
-                logits = policy(input_ids=tokens).logits[:, -1].float()
-                distribution = torch.log_softmax(logits, dim=-1)
-                token = torch.multinomial(distribution.exp(), 1, generator=generator)
-                chosen_log_probs.append(distribution.gather(1, token))
-                tokens = torch.cat([tokens, token], dim=1)
-            responses = tokens[:, len(prompt) :].tolist()
-            sampled = torch.cat(chosen_log_probs, dim=1).tolist()
-            prompt_ids += [prompt] * n
-            response_ids += responses
-            log_probs += sampled
-            groups += [group] * n
+    samples = sample_toy(policy, prompts, n, generator)
     return Rollouts(
-        prompt_ids=prompt_ids,
-        response_ids=response_ids,
-        rewards=[reward(r) for r in response_ids],
-        group_ids=groups,
-        old_log_probs=log_probs,
+        prompt_ids=samples.prompt_ids,
+        response_ids=samples.response_ids,
+        rewards=[reward(r) for r in samples.response_ids],
+        group_ids=samples.group_ids,
+        old_log_probs=samples.log_probs,
     )
 
 
@@ -63,10 +43,9 @@ def test_grpo_raises_the_reward_on_a_toy_task(tiny_model: Qwen2ForCausalLM) -> N
     )
     reference = frozen_copy(tiny_model)
     optimizer = make_optimizer(tiny_model, hyper)
-    prompts = [[11, 12, 13], [20, 21], [30, 31, 32, 33], [40]]
     means = []
     for _ in range(20):
-        rollouts = sample(tiny_model, prompts, hyper.n_samples, generator)
+        rollouts = sample(tiny_model, PROMPTS, hyper.n_samples, generator)
         means.append(statistics.fmean(rollouts.rewards))
         train_step(tiny_model, reference, optimizer, rollouts, hyper)
     first, last = statistics.fmean(means[:3]), statistics.fmean(means[-3:])

@@ -136,6 +136,10 @@ class TrainingMode(StrEnum):
     """Online episodes from the turn-0 contexts: up to `turns` turns with the current
     policy and execution feedback, each episode rewarded by its last turn, the loss on
     every assistant turn (multi-turn online GRPO)."""
+    VERPO = "verpo"
+    """The multi-turn episodes, each turn rewarded by VeRPO (difficulty-weighted partial
+    test passes, weights from the group's executions, mixed with the all-tests outcome)
+    and each episode by the mean of its turns' rewards (docs/method.md, "VeRPO")."""
 
 
 class TrainingJobCreate(BaseModel):

@@ -3,7 +3,9 @@
 `rules` computes every component of one response's reward (`score_response`, or
 `score_responses` for a whole step); `repetition` is the O(n log n) repeated-block check
 that decides exactly as the research code's quadratic regex; `tokens` counts with the
-policy's tokenizer. docs/reward.md has the rules and the decisions behind them.
+policy's tokenizer; `verpo` is the VeRPO baseline's reward (difficulty-weighted partial
+test passes, weights from the group). docs/reward.md has the rules and the decisions
+behind them.
 """
 
 from cobalt.shared.reward.repetition import (
@@ -42,8 +44,17 @@ from cobalt.shared.reward.tokens import (
     TokenizerCounter,
     TokenLengths,
 )
+from cobalt.shared.reward.verpo import (
+    DEFAULT_OUTCOME_WEIGHT,
+    VerpoScore,
+    difficulty_weights,
+    group_pass_rates,
+    pass_vector,
+    verpo_scores,
+)
 
 __all__ = [
+    "DEFAULT_OUTCOME_WEIGHT",
     "FORMAT_PENALTY",
     "FormatCheck",
     "FormatViolation",
@@ -65,13 +76,18 @@ __all__ = [
     "TokenCounter",
     "TokenLengths",
     "TokenizerCounter",
+    "VerpoScore",
     "apply_improvement",
     "check_format",
     "correctness_tier",
     "count_reflection_keywords",
+    "difficulty_weights",
+    "group_pass_rates",
     "has_repeated_block",
     "length_shaping",
+    "pass_vector",
     "regex_has_repeated_block",
     "score_response",
     "score_responses",
+    "verpo_scores",
 ]

@@ -452,7 +452,8 @@ class TrainingJob(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(StoredString(200), unique=True)
     mode: Mapped[str] = mapped_column(StoredString(20))
-    """"cobalt" (bandit contexts), "single-turn" (turn-0 contexts) or "multi-turn"."""
+    """"cobalt" (bandit contexts), "single-turn" (turn-0 contexts), "multi-turn" or "verpo"
+    (episodes from the turn-0 contexts)."""
     bandit_dataset_id: Mapped[int | None] = mapped_column(
         ForeignKey("bandit_datasets.id", ondelete="RESTRICT"), default=None, index=True
     )

@@ -54,7 +54,8 @@ def start(
         TrainingMode,
         typer.Option(
             help="cobalt: every context; single-turn: turn-0 only; multi-turn: online "
-            "episodes from the turn-0 contexts, rewarded by their last turn."
+            "episodes from the turn-0 contexts, rewarded by their last turn; verpo: the same "
+            "episodes, each turn rewarded by VeRPO (difficulty-weighted partial test passes)."
         ),
     ] = TrainingMode.COBALT,
     base_url: Annotated[
@@ -117,18 +118,26 @@ def start(
         ),
     ] = None,
     turns: Annotated[
-        int | None, typer.Option(help="multi-turn: turns per episode, turn 0 included [3].")
+        int | None, typer.Option(help="multi-turn, verpo: turns per episode, turn 0 included [3].")
     ] = None,
     stop_on_pass: Annotated[
         bool | None,
         typer.Option(
             "--stop-on-pass/--no-stop-on-pass",
-            help="multi-turn: end an episode once its program passes every public test [on].",
+            help="multi-turn, verpo: end an episode once its program passes every public "
+            "test [on].",
         ),
     ] = None,
     template: Annotated[
         str | None,
-        typer.Option(help="multi-turn: feedback template [the contexts' source run's]."),
+        typer.Option(help="multi-turn, verpo: feedback template [the contexts' source run's]."),
+    ] = None,
+    verpo_outcome_weight: Annotated[
+        float | None,
+        typer.Option(
+            help="verpo: the all-tests outcome's share of a turn's reward; the "
+            "difficulty-weighted dense reward has the rest [0.5]."
+        ),
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -159,6 +168,7 @@ def start(
         "turns": turns,
         "stop_on_pass": stop_on_pass,
         "template": template,
+        "verpo_outcome_weight": verpo_outcome_weight,
         "trainer": {k: v for k, v in trainer.items() if v is not None},
     }
     request = TrainingJobCreate(

@@ -38,10 +38,17 @@ from cobalt.orchestrator.rollouts.sampling import ChatSampler, Sample, SamplingP
 from cobalt.orchestrator.store.repo_training import SampleRow
 from cobalt.orchestrator.training.rollout import GroupContext, ScoredGroup, checked_samples
 from cobalt.shared.clients import AsyncExecutorClient
+from cobalt.shared.contracts import ExecuteResponse
 from cobalt.shared.execution import execute_programs
 from cobalt.shared.reward import RewardFormat, ScoreInput, TokenCounter, score_responses
 
-__all__ = ["EpisodeSpec", "roll_out_episodes"]
+__all__ = [
+    "EpisodeRecorder",
+    "EpisodeSpec",
+    "roll_out_episodes",
+    "run_hidden_tests",
+    "sample_episodes",
+]
 
 EPISODE_PREV_BEST = 0.0
 """An episode starts from the problem alone (see the module docstring)."""
@@ -58,7 +65,7 @@ class EpisodeSpec(MultiTurnSpec):
     """End an episode at its first program that passes every public test."""
 
 
-class _EpisodeRecorder(TurnObserver):
+class EpisodeRecorder(TurnObserver):
     """Training's side of the engine: turns kept in memory, answers checked for training
     and the policy versions and phase times collected."""
 
@@ -77,6 +84,67 @@ class _EpisodeRecorder(TurnObserver):
         for turn in batch.turns:
             self.episodes[turn.sample_index].append(turn)
 
+    @property
+    def oldest_version(self) -> int | None:
+        """The group's policy version: the oldest that sampled any of its turns, so the
+        staleness bound holds for every turn even if the weights changed mid-episode."""
+        known = {version for version in self.versions if version is not None}
+        return min(known) if known else None
+
+
+async def sample_episodes(
+    context: GroupContext,
+    *,
+    sampler: ChatSampler,
+    executor: AsyncExecutorClient,
+    params: SamplingParams,
+    template: PromptTemplate,
+    spec: EpisodeSpec,
+) -> EpisodeRecorder:
+    """`params.n` episodes of up to `spec.turns` turns, judged on the public tests only.
+
+    Raises:
+        ValueError: the context has no tests, fewer than 2 episodes or 0 turns are asked for.
+        UpstreamError: the endpoint's answer cannot be trained on (`rollout.checked_samples`).
+        CobaltError: the endpoint or the executor failed.
+    """
+    if not context.tests:
+        raise ValueError(f"{context.context_key}: the problem has no tests to reward with")
+    if params.n < 2:
+        raise ValueError("a GRPO group needs n >= 2 episodes")
+    if spec.turns < 1:
+        raise ValueError("an episode needs at least one turn")
+    recorder = EpisodeRecorder(params.n, sampler.endpoint.base_url)
+    await run_turns(
+        initial_messages=list(context.messages),
+        n=params.n,
+        sampling=params,
+        spec=spec,
+        public_tests=context.tests[: context.public_count],
+        template=template,
+        sampler=sampler,
+        executor=executor,
+        observer=recorder,
+    )
+    return recorder
+
+
+async def run_hidden_tests(
+    context: GroupContext,
+    executor: AsyncExecutorClient,
+    turns: Sequence[JudgedTurn],
+    spec: EpisodeSpec,
+) -> dict[int, ExecuteResponse]:
+    """The turns' programs on the hidden tests (the engine ran only the public ones), by
+    index in `turns`; a turn without a program has no entry."""
+    return await execute_programs(
+        executor,
+        [turn.code for turn in turns],
+        context.tests[context.public_count :],
+        limits=spec.limits,
+        compare=spec.compare,
+    )
+
 
 async def roll_out_episodes(
     context: GroupContext,
@@ -91,45 +159,17 @@ async def roll_out_episodes(
 ) -> ScoredGroup:
     """`params.n` episodes of up to `spec.turns` turns, scored by their last turns.
 
-    The group's policy version is the oldest that sampled any of its turns, so the
-    staleness bound holds for every turn even if the weights changed mid-episode.
-
-    Raises:
-        ValueError: the context has no tests, fewer than 2 episodes or 0 turns are asked for.
-        UpstreamError: the endpoint's answer cannot be trained on (`rollout.checked_samples`).
-        CobaltError: the endpoint or the executor failed.
+    Raises: as `sample_episodes`.
     """
-    if not context.tests:
-        raise ValueError(f"{context.context_key}: the problem has no tests to reward with")
-    if params.n < 2:
-        raise ValueError("a GRPO group needs n >= 2 episodes")
-    if spec.turns < 1:
-        raise ValueError("an episode needs at least one turn")
-    recorder = _EpisodeRecorder(params.n, sampler.endpoint.base_url)
-    await run_turns(
-        initial_messages=list(context.messages),
-        n=params.n,
-        sampling=params,
-        spec=spec,
-        public_tests=context.tests[: context.public_count],
-        template=template,
-        sampler=sampler,
-        executor=executor,
-        observer=recorder,
+    recorder = await sample_episodes(
+        context, sampler=sampler, executor=executor, params=params, template=template, spec=spec
     )
     episodes, seconds = recorder.episodes, recorder.seconds
 
     # The last program of each episode on the hidden tests: its pass rate is over all tests.
     started = time.perf_counter()
-    hidden_tests = context.tests[context.public_count :]
     last_turns = [episode[-1] for episode in episodes]
-    hidden = await execute_programs(
-        executor,
-        [t.code for t in last_turns],
-        hidden_tests,
-        limits=spec.limits,
-        compare=spec.compare,
-    )
+    hidden = await run_hidden_tests(context, executor, last_turns, spec)
     scoring = time.perf_counter()
     seconds["execute"] += scoring - started
     passed = [
@@ -171,5 +211,4 @@ async def roll_out_episodes(
                 )
             )
     seconds["score"] = time.perf_counter() - scoring
-    known = {version for version in recorder.versions if version is not None}
-    return ScoredGroup(policy_version=min(known) if known else None, samples=rows, seconds=seconds)
+    return ScoredGroup(policy_version=recorder.oldest_version, samples=rows, seconds=seconds)

@@ -28,7 +28,12 @@ from cobalt.orchestrator.store.models import (
 )
 from cobalt.orchestrator.training.episodes import EpisodeSpec, roll_out_episodes
 from cobalt.orchestrator.training.rollout import GroupContext, ScoredGroup, roll_out_group
-from cobalt.orchestrator.training.service import JobParams, context_ids_for_round
+from cobalt.orchestrator.training.service import (
+    EPISODE_MODES,
+    JobParams,
+    context_ids_for_round,
+)
+from cobalt.orchestrator.training.verpo import roll_out_verpo_episodes
 from cobalt.orchestrator.worker.in_process import run_here
 from cobalt.orchestrator.worker.queue import enqueue_job
 from cobalt.orchestrator.worker.runtime import (
@@ -118,8 +123,9 @@ def run_group_job(
             tests=[*row.public_tests, *row.hidden_tests],
             public_count=len(row.public_tests),
         )
-        multi_turn = job.mode == TrainingMode.MULTI_TURN
-        template = feedback_template(session, params, context) if multi_turn else None
+        mode = TrainingMode(job.mode)
+        episodic = mode in EPISODE_MODES
+        template = feedback_template(session, params, context) if episodic else None
         scheduled_version, model_dir = job.policy_version, job.model
     endpoint = ModelEndpoint(
         base_url=params.base_url,
@@ -134,10 +140,23 @@ def run_group_job(
         seed=params.seed,
     )
     tokens = _token_counter(model_dir)
+    spec = EpisodeSpec(
+        turns=params.turns, stop_on_pass=params.stop_on_pass, think_cap_chars=params.think_cap_chars
+    )
 
     async def roll_out() -> ScoredGroup:
         sampler = await runtime().sampler(endpoint)
         executor = await runtime().executor_client(executor_url, executor_token)
+        if template is not None and mode == TrainingMode.VERPO:
+            return await roll_out_verpo_episodes(
+                group_context,
+                sampler=sampler,
+                executor=executor,
+                params=sampling,
+                template=template,
+                spec=spec,
+                outcome_weight=params.verpo_outcome_weight,
+            )
         if template is not None:
             return await roll_out_episodes(
                 group_context,
@@ -146,11 +165,7 @@ def run_group_job(
                 tokens=tokens,
                 params=sampling,
                 template=template,
-                spec=EpisodeSpec(
-                    turns=params.turns,
-                    stop_on_pass=params.stop_on_pass,
-                    think_cap_chars=params.think_cap_chars,
-                ),
+                spec=spec,
                 reward_format=params.reward_format,
             )
         return await roll_out_group(

@@ -41,9 +41,10 @@ from cobalt.shared.contracts.training import (
     TrainingSamplePublic,
 )
 from cobalt.shared.errors import Conflict, InvalidInput, first_validation_error
-from cobalt.shared.reward import RewardFormat
+from cobalt.shared.reward import DEFAULT_OUTCOME_WEIGHT, RewardFormat
 
 __all__ = [
+    "EPISODE_MODES",
     "JobParams",
     "begin_round",
     "claim_step",
@@ -81,23 +82,34 @@ class JobParams(BaseModel):
     )
     trainer: TrainerHyperparameters = Field(default_factory=TrainerHyperparameters)
     """Group size (n_samples), contexts per step, the response cap and GRPO's settings."""
-    # Multi-turn mode only (refused in the others, where they would mean nothing).
-    turns: int = Field(default=3, ge=1, description="multi-turn: turns per episode, turn 0 too")
+    # Multi-turn and VeRPO modes only (refused in the others, where they mean nothing).
+    turns: int = Field(default=3, ge=1, description="episodes: turns per episode, turn 0 too")
     stop_on_pass: bool = Field(
-        default=True, description="multi-turn: end an episode once every public test passes"
+        default=True, description="episodes: end an episode once every public test passes"
     )
     think_cap_chars: int = Field(
         default=defaults.HISTORY_CAP_CHARS,
         ge=1,
-        description="multi-turn: characters of an answer the history keeps",
+        description="episodes: characters of an answer the history keeps",
     )
     template: str | None = Field(
         default=None,
-        description="multi-turn: feedback template (default: the contexts' source run's)",
+        description="episodes: feedback template (default: the contexts' source run's)",
+    )
+    # VeRPO mode only.
+    verpo_outcome_weight: float = Field(
+        default=DEFAULT_OUTCOME_WEIGHT,
+        ge=0,
+        le=1,
+        description="verpo: the all-tests outcome's share of a turn's reward (alpha); the "
+        "difficulty-weighted dense reward has the rest",
     )
 
 
 MULTI_TURN_PARAMS = frozenset({"turns", "stop_on_pass", "think_cap_chars", "template"})
+VERPO_PARAMS = frozenset({"verpo_outcome_weight"})
+EPISODE_MODES = frozenset({TrainingMode.MULTI_TURN, TrainingMode.VERPO})
+"""The modes that roll out online episodes from the turn-0 contexts."""
 
 
 def _params(raw: dict[str, Any]) -> JobParams:
@@ -118,9 +130,18 @@ def create_job(sessions: sessionmaker[Session], request: TrainingJobCreate) -> i
     """
     params = _params(request.params)
     misplaced = sorted(MULTI_TURN_PARAMS & request.params.keys())
-    if misplaced and request.mode != TrainingMode.MULTI_TURN:
+    if misplaced and request.mode not in EPISODE_MODES:
         raise InvalidInput(
             f"{', '.join(misplaced)}: multi-turn settings, but the job's mode is {request.mode}"
+        )
+    if "reward_format" in request.params and request.mode == TrainingMode.VERPO:
+        raise InvalidInput(
+            "reward_format: the VeRPO reward reads only the tests' verdicts, no format rules"
+        )
+    misplaced = sorted(VERPO_PARAMS & request.params.keys())
+    if misplaced and request.mode != TrainingMode.VERPO:
+        raise InvalidInput(
+            f"{', '.join(misplaced)}: a VeRPO setting, but the job's mode is {request.mode}"
         )
     if params.template is not None:
         PromptTemplate.load(params.template)  # a bad name fails here, not in every rollout
@@ -146,7 +167,7 @@ def create_job(sessions: sessionmaker[Session], request: TrainingJobCreate) -> i
 
 def _contexts_query(dataset_id: int, mode: str) -> Any:
     query = select(BanditContext.id).where(BanditContext.bandit_dataset_id == dataset_id)
-    if mode in (TrainingMode.SINGLE_TURN, TrainingMode.MULTI_TURN):
+    if mode == TrainingMode.SINGLE_TURN or mode in EPISODE_MODES:
         query = query.where(BanditContext.assistant_turns == 0)
     return query
 
