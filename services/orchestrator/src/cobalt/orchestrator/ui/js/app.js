@@ -1,4 +1,4 @@
-// Hash routing: #/runs, #/runs/ID, #/runs/ID/problems/PROBLEM, #/runs/ID/hacking,
+// Hash routing: #/runs, #/runs/ID, #/compare/A/B, #/runs/ID/trajectories, #/runs/ID/problems/PROBLEM, #/runs/ID/hacking,
 // #/datasets[/NAME[/problems/PROBLEM]], #/bandit[/NAME], #/training[/ID], #/analysis,
 // #/search?q=. Each page renders into <main> with one <h1>; a page may ask to be
 // re-rendered every few seconds (a running run or job), and leaving it stops that.
@@ -8,6 +8,7 @@ import { currentRoute } from "./route.js";
 import { h } from "./dom.js";
 import { analysisPage, hackingPage, searchPage } from "./analysis.js";
 import { banditListPage, banditPage, datasetPage, datasetsPage, problemPage } from "./datasets.js";
+import { comparePage } from "./compare.js";
 import { runPage, runsPage } from "./runs.js";
 import { trainingJobPage, trainingListPage } from "./training.js";
 import { trajectoryPage } from "./trajectory.js";
@@ -17,6 +18,7 @@ export const POLL_MS = 3000;
 const routes = [
   [/^\/runs\/(\d+)\/problems\/(.+)$/, (m, q) => trajectoryPage(Number(m[1]), decodeURIComponent(m[2]), q), "runs"],
   [/^\/runs\/(\d+)\/hacking$/, (m, q) => hackingPage(Number(m[1]), q), "analysis"],
+  [/^\/compare\/(\d+)\/(\d+)$/, (m, q) => comparePage(Number(m[1]), Number(m[2]), q), "runs"],
   [/^\/runs\/(\d+)$/, (m, q) => runPage(Number(m[1]), q), "runs"],
   [/^\/runs$/, (m, q) => runsPage(q), "runs"],
   [/^\/datasets\/([^/]+)\/problems\/(.+)$/, (m) => problemPage(decodeURIComponent(m[1]), decodeURIComponent(m[2])), "datasets"],
