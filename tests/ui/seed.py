@@ -80,13 +80,13 @@ STEP_GROUPS = {
 TRAINING_METRICS = [
     {"reward_mean": 0.1, "pass_rate": 0.2, "ppo_kl": 0.001, "pg_clipfrac": 0.05,
      "generate_seconds": 30.0, "execute_seconds": 4.0, "score_seconds": 1.0,
-     "train_seconds": 20.0, "dropped_stale": 0.0},
+     "train_seconds": 20.0, "dropped_stale": 0.0, "entropy": 0.9},
     {"reward_mean": 0.3, "pass_rate": 0.35, "ppo_kl": 0.002, "pg_clipfrac": 0.07,
      "generate_seconds": 28.0, "execute_seconds": 4.5, "score_seconds": 1.1,
-     "train_seconds": 21.0, "dropped_stale": 2.0},
+     "train_seconds": 21.0, "dropped_stale": 2.0, "entropy": 0.85},
     {"reward_mean": 0.45, "pass_rate": 0.5, "ppo_kl": 0.003, "pg_clipfrac": 0.06,
      "generate_seconds": 27.0, "execute_seconds": 4.2, "score_seconds": 1.0,
-     "train_seconds": 20.5, "dropped_stale": 1.0},
+     "train_seconds": 20.5, "dropped_stale": 1.0, "entropy": 0.8},
 ]  # fmt: skip
 
 

@@ -12,11 +12,13 @@ import { comparePage } from "./compare.js";
 import { runPage, runsPage } from "./runs.js";
 import { trainingJobPage, trainingListPage } from "./training.js";
 import { trajectoryPage } from "./trajectory.js";
+import { turnsPage } from "./turns.js";
 
 export const POLL_MS = 3000;
 
 const routes = [
   [/^\/runs\/(\d+)\/problems\/(.+)$/, (m, q) => trajectoryPage(Number(m[1]), decodeURIComponent(m[2]), q), "runs"],
+  [/^\/runs\/(\d+)\/trajectories$/, (m, q) => turnsPage(Number(m[1]), q), "runs"],
   [/^\/runs\/(\d+)\/hacking$/, (m, q) => hackingPage(Number(m[1]), q), "analysis"],
   [/^\/compare\/(\d+)\/(\d+)$/, (m, q) => comparePage(Number(m[1]), Number(m[2]), q), "runs"],
   [/^\/runs\/(\d+)$/, (m, q) => runPage(Number(m[1]), q), "runs"],
@@ -26,7 +28,7 @@ const routes = [
   [/^\/datasets$/, () => datasetsPage(), "datasets"],
   [/^\/bandit\/([^/]+)$/, (m, q) => banditPage(decodeURIComponent(m[1]), q), "bandit"],
   [/^\/bandit$/, () => banditListPage(), "bandit"],
-  [/^\/training\/(\d+)$/, (m) => trainingJobPage(Number(m[1])), "training"],
+  [/^\/training\/(\d+)$/, (m, q) => trainingJobPage(Number(m[1]), q), "training"],
   [/^\/training$/, () => trainingListPage(), "training"],
   [/^\/analysis$/, () => analysisPage(), "analysis"],
   [/^\/search$/, (m, q) => searchPage(q), "search"],
@@ -62,8 +64,11 @@ async function render({ focus }) {
   const focusedId = main.contains(document.activeElement) ? document.activeElement.id : "";
   main.replaceChildren(...page.nodes.flat(Infinity).filter((n) => n !== null && n !== undefined && n !== false));
   document.title = `${page.title} · Cobalt`;
-  if (focus) main.focus({ preventScroll: false });
+  // A page may name the part the address points at (a turn, a test): scroll to it.
+  const target = page.focus ? document.getElementById(page.focus) : null;
+  if (focus) main.focus({ preventScroll: Boolean(target) });
   else if (focusedId) document.getElementById(focusedId)?.focus({ preventScroll: true });
+  if (target && focus) target.scrollIntoView({ block: "start" });
   // Which view is on screen and its render count: what the browser tests wait for.
   main.dataset.route = window.location.hash.replace(/^#/, "");
   main.dataset.renders = String(Number(main.dataset.renders ?? 0) + 1);
