@@ -207,6 +207,12 @@ def test_filtering_turns(api: httpx.Client, seeded: Seeded) -> None:
         (0, 1), (0, 2), (1, 1), (1, 2),
     ]  # fmt: skip
     assert all(t["reward"]["total"] == 1.0 for t in rewarded["items"])
+    # A substring of the response, in any case; % and _ are literal characters.
+    texts = api.get(f"/v1/runs/{run}/turns", params={"text": "A[::-1] + 2"}).json()
+    assert [(t["external_id"], t["turn_index"]) for t in texts["items"]] == [
+        ("lcb/reverse", 1), ("lcb/reverse", 1),
+    ]  # fmt: skip
+    assert api.get(f"/v1/runs/{run}/turns", params={"text": "%"}).json()["total"] == 0
     page = api.get(f"/v1/runs/{run}/turns", params={"limit": 5, "offset": 15}).json()
     assert page["total"] == 18 and len(page["items"]) == 3
     bad = api.get(f"/v1/runs/{run}/turns", params={"component": "nope", "min": 1})

@@ -70,6 +70,7 @@ def run_turns(
     tests: TestSet = TestSet.ANY,
     turn: Annotated[int | None, Query(ge=0)] = None,
     problem: Annotated[str | None, Query(max_length=300)] = None,
+    text: Annotated[str | None, Query(max_length=500)] = None,
     hidden_passed: bool | None = None,
     component: str | None = None,
     min: float | None = None,  # noqa: A002 (the query parameter's name)
@@ -78,9 +79,11 @@ def run_turns(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> TurnMatchesPage:
     """The run's turns matching every filter given: a verdict on any/public/hidden test,
-    the turn index, a problem id substring, hidden pass, and a reward component range."""
+    the turn index, a problem id substring, a response substring, hidden pass, and a reward
+    component range."""
     filters = TurnFilters(
-        verdict=verdict, tests=tests, turn=turn, problem=problem, hidden_passed=hidden_passed,
+        verdict=verdict, tests=tests, turn=turn, problem=problem, text=text,
+        hidden_passed=hidden_passed,
         component=component, minimum=min, maximum=max,
     )  # fmt: skip
     return find_turns(sessions, run_id, filters, offset=offset, limit=limit)

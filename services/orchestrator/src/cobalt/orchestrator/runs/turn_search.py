@@ -1,5 +1,5 @@
-"""Finding turns in a run: by verdict, turn, problem and reward component ranges; and one
-turn's tests with the program's outputs.
+"""Finding turns in a run: by verdict, turn, problem, response text and reward component
+ranges; and one turn's tests with the program's outputs.
 
 The questions a researcher asks of a run's failures ("which turn-2 programs time out?",
 "which turns earned an improvement bonus but still fail hidden tests?") are filters over
@@ -55,6 +55,7 @@ class TurnFilters:
         tests: TestSet = TestSet.ANY,
         turn: int | None = None,
         problem: str | None = None,
+        text: str | None = None,
         hidden_passed: bool | None = None,
         component: str | None = None,
         minimum: float | None = None,
@@ -69,6 +70,7 @@ class TurnFilters:
         if minimum is not None and maximum is not None and minimum > maximum:
             raise InvalidInput(f"the reward range is empty: min {minimum} > max {maximum}")
         self.verdict, self.tests, self.turn, self.problem = verdict, tests, turn, problem
+        self.text = text
         self.hidden_passed = hidden_passed
         self.component, self.minimum, self.maximum = component, minimum, maximum
 
@@ -91,6 +93,9 @@ class TurnFilters:
             found.append(Turn.turn_index == self.turn)
         if self.problem:
             found.append(func.lower(Problem.external_id).contains(self.problem.lower()))
+        if self.text:
+            # A substring of the response (program included), any case; % and _ literal.
+            found.append(func.lower(Turn.raw_response).contains(self.text.lower(), autoescape=True))
         if self.hidden_passed is not None:
             found.append(Turn.hidden_passed.is_(self.hidden_passed))
         if self.component is not None:

@@ -1,5 +1,5 @@
 // A run's turns found by filters: a verdict (on any, the public or the hidden tests), the
-// turn, a problem id substring, hidden pass, and a range of one reward component. Each
+// turn, a problem id substring, a response substring, hidden pass, and a range of one reward component. Each
 // row links to its trajectory at that turn, and each verdict to that test's input,
 // expected output, actual output and error.
 
@@ -9,7 +9,7 @@ import { fmt, h, labelled, passBadge, select } from "./dom.js";
 
 const VERDICTS = ["accepted", "wrong_answer", "runtime_error", "time_limit", "memory_limit", "output_limit", "sandbox_error", "skipped"];
 const COMPONENTS = ["total", "total_before_clip", "validation_reward", "pass_rate", "prev_best", "correctness", "improvement", "format", "tests_passed", "think_tokens", "answer_tokens"];
-const FIELDS = ["verdict", "tests", "turn", "problem", "hidden_passed", "component", "min", "max", "offset"];
+const FIELDS = ["verdict", "tests", "turn", "problem", "text", "hidden_passed", "component", "min", "max", "offset"];
 const PAGE = 100;
 
 // The trajectory page at one turn, with one test's details open (null: none).
@@ -37,6 +37,7 @@ export async function turnsPage(runId, query) {
   const [run, page] = await Promise.all([api.run(runId), api.turns(runId, params)]);
   const inputs = {
     problem: h("input", { type: "search", id: "filter-problem", value: state.problem }),
+    text: h("input", { type: "search", id: "filter-text", value: state.text }),
     min: h("input", { type: "text", inputmode: "decimal", id: "filter-min", value: state.min, size: 6 }),
     max: h("input", { type: "text", inputmode: "decimal", id: "filter-max", value: state.max, size: 6 }),
   };
@@ -59,7 +60,8 @@ export async function turnsPage(runId, query) {
     },
   },
   labelled("Verdict", selects.verdict), labelled("On tests", selects.tests), labelled("Turn", selects.turn),
-  labelled("Problem contains", inputs.problem), labelled("Hidden tests", selects.hidden_passed),
+  labelled("Problem contains", inputs.problem), labelled("Response contains", inputs.text),
+  labelled("Hidden tests", selects.hidden_passed),
   labelled("Reward component", selects.component), labelled("at least", inputs.min), labelled("at most", inputs.max),
   h("button", { type: "submit", className: "primary", id: "filter-submit" }, "Filter"));
 
