@@ -5,6 +5,8 @@ training job shown as stale."""
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterator
 
 import httpx
@@ -17,6 +19,7 @@ from cobalt.orchestrator.runs.browse import split_reasoning
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store import repo_datasets, repo_runs
 from cobalt.orchestrator.training.browse import group_advantages
+from tests.support.cli import cobalt_here
 from tests.support.serving import serve_asgi
 from tests.ui.seed import (
     CHANGE_COUNTS,
@@ -264,3 +267,25 @@ def test_a_silent_job_is_stale(api: httpx.Client, seeded: Seeded) -> None:
     assert shown["liveness"] == "stale" and shown["last_activity_at"] is not None
     api.post(f"/v1/training/jobs/{seeded.stale_job}/stop")
     assert api.get(f"/v1/training/jobs/{seeded.stale_job}").json()["liveness"] == "ended"
+
+
+def test_comparing_two_runs_at_the_terminal(store_url: str, seeded: Seeded) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
+    env |= {"COBALT_DATABASE_URL": store_url, "COLUMNS": "160"}
+    a, b = str(seeded.finished_run), str(seeded.trained_run)
+    shown = cobalt_here(env, "run", "compare", a, b)
+    assert shown.returncode == 0, shown.stderr
+    rows = [line.split("│")[1:-1] for line in shown.stdout.splitlines() if line.startswith("│")]
+    assert [[cell.strip() for cell in row] for row in rows] == [
+        [str(t), f"{FINISHED_PASS_AT_1[t]:.3f}", f"{TRAINED_PASS_AT_1[t]:.3f}",
+         *(str(counts[k]) for k in ("fixed", "broken", "unchanged", "unevaluated"))]
+        for t, counts in enumerate(CHANGE_COUNTS)
+    ]  # fmt: skip
+    assert "fixed at the last turn: lcb/reverse" in shown.stdout
+    assert "broken at the last turn" not in shown.stdout  # double broke at turn 1 only
+    as_json = json.loads(cobalt_here(env, "run", "compare", a, b, "--json").stdout)
+    assert as_json["counts"] == CHANGE_COUNTS
+    listed = cobalt_here(env, "run", "list").stdout
+    assert "v3" in listed  # the trained run's policy version tells it from the others
+    other = cobalt_here(env, "run", "compare", a, a)
+    assert other.returncode == 2 and "not with itself" in other.stderr
