@@ -187,6 +187,10 @@ def test_comparing_two_runs(
     rows[0].find_element(By.LINK_TEXT, f"B #{b}").click()
     wait_rendered(browser, f"/runs/{b}/problems/double")
     assert f"double in run #{b}" in browser.find_element(By.TAG_NAME, "h1").text
+    # From a run's page, the same comparison is one click away.
+    open_view(browser, base_url, f"/runs/{b}")
+    browser.find_element(By.LINK_TEXT, f"run #{a}").click()
+    wait_rendered(browser, f"/compare/{a}/{b}")
     assert severe_console_entries(browser) == []
 
 

@@ -117,6 +117,12 @@ export async function runPage(runId, query) {
       });
       return h("span", {}, box, h("label", { for: `compare-${r.id}` }, ` #${r.id} ${r.kind} ${r.model} `));
     }));
+  // Problem by problem against another run of the same dataset (this one as run B).
+  const sameDataset = allRuns.filter((r) => r.id !== runId && r.dataset === run.dataset);
+  const compareLinks = sameDataset.length
+    ? h("p", {}, "Which problems this run fixed or broke against: ",
+      sameDataset.map((r, i) => [i ? " · " : "", h("a", { href: `#/compare/${r.id}/${runId}` }, `run #${r.id}`)]))
+    : null;
 
   const difficulties = [...new Set(problems.items.map((p) => p.difficulty).filter(Boolean))].sort();
   const shown = problems.items.filter((p) =>
@@ -165,7 +171,7 @@ export async function runPage(runId, query) {
         started_at: run.started_at, finished_at: run.finished_at, error: run.error,
       }, null, 2))),
       h("h2", {}, "Pass rate by turn"),
-      pickers, chart, rewardChart,
+      pickers, chart, rewardChart, compareLinks,
       h("h2", {}, "Problems"), filters, table,
     ],
   };
