@@ -115,7 +115,7 @@ def failing_verdict(problem: str) -> str:
     return "runtime_error" if problem == "lcb/reverse" else "wrong_answer"
 
 
-def test_outputs(problem: str, passes: bool, turn: int) -> list[dict[str, object]]:
+def seeded_outputs(problem: str, passes: bool, turn: int) -> list[dict[str, object]]:
     """What the seeded programs print on the two tests (the second fails unless `passes`)."""
     first = {"stdout": "3\n", "stderr": "", "exit_code": 0, "wall_ms": 12.0}
     if passes:
@@ -154,7 +154,7 @@ def _turns(
                         model="demo-model",
                         completion_tokens=100 + turn,
                         policy_version=policy_version,
-                        public_outputs=test_outputs(problem, passed, turn),
+                        public_outputs=seeded_outputs(problem, passed, turn),
                     )
                 )
     return rows

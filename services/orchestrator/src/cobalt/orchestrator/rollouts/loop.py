@@ -28,7 +28,7 @@ from cobalt.orchestrator.rollouts.engine import (
 )
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.rollouts.sampling import ChatSampler, SamplingParams
-from cobalt.orchestrator.runs.test_outputs import stored_outputs
+from cobalt.orchestrator.runs.program_outputs import stored_outputs
 from cobalt.orchestrator.store.repo_runs import TurnRow
 from cobalt.shared.clients import AsyncExecutorClient
 from cobalt.shared.contracts import Compare, Limits, ProblemRow

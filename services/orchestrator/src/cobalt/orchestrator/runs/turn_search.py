@@ -9,13 +9,14 @@ the stored turns and their rewards; they run in the database, a page at a time.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 
 from sqlalchemy import String, cast, func, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.sql.elements import ColumnElement
 
-from cobalt.orchestrator.runs.test_outputs import test_details
+from cobalt.orchestrator.runs.program_outputs import shown_tests
 from cobalt.orchestrator.store import repo_runs
 from cobalt.orchestrator.store.models import Problem, Turn, TurnReward
 from cobalt.shared.contracts.browse import (
@@ -45,34 +46,37 @@ class TestSet(StrEnum):
     HIDDEN = "hidden"
 
 
+@dataclass(frozen=True)
 class TurnFilters:
-    """The filters of `find_turns`; every one left None matches everything."""
+    """The filters of `find_turns`; every one left None matches everything.
 
-    def __init__(
-        self,
-        *,
-        verdict: str | None = None,
-        tests: TestSet = TestSet.ANY,
-        turn: int | None = None,
-        problem: str | None = None,
-        text: str | None = None,
-        hidden_passed: bool | None = None,
-        component: str | None = None,
-        minimum: float | None = None,
-        maximum: float | None = None,
-    ) -> None:
-        if (minimum is not None or maximum is not None) and component is None:
+    Raises:
+        InvalidInput: a reward range without a component, an unknown component, or an
+            empty range.
+    """
+
+    verdict: str | None = None
+    tests: TestSet = TestSet.ANY
+    turn: int | None = None
+    problem: str | None = None
+    text: str | None = None
+    hidden_passed: bool | None = None
+    component: str | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+
+    def __post_init__(self) -> None:
+        ranged = self.minimum is not None or self.maximum is not None
+        if ranged and self.component is None:
             raise InvalidInput("a reward range needs a component (e.g. component=total)")
-        if component is not None and component not in REWARD_COMPONENTS:
+        if self.component is not None and self.component not in REWARD_COMPONENTS:
             raise InvalidInput(
-                f"no reward component {component!r}; one of {', '.join(REWARD_COMPONENTS)}"
+                f"no reward component {self.component!r}; one of {', '.join(REWARD_COMPONENTS)}"
             )
-        if minimum is not None and maximum is not None and minimum > maximum:
-            raise InvalidInput(f"the reward range is empty: min {minimum} > max {maximum}")
-        self.verdict, self.tests, self.turn, self.problem = verdict, tests, turn, problem
-        self.text = text
-        self.hidden_passed = hidden_passed
-        self.component, self.minimum, self.maximum = component, minimum, maximum
+        if self.minimum is not None and self.maximum is not None and self.minimum > self.maximum:
+            raise InvalidInput(
+                f"the reward range is empty: min {self.minimum} > max {self.maximum}"
+            )
 
     def conditions(self) -> list[ColumnElement[bool]]:
         found: list[ColumnElement[bool]] = []
@@ -175,8 +179,8 @@ def turn_tests(sessions: sessionmaker[Session], run_id: int, turn_id: int) -> Tu
             external_id=problem.external_id,
             sample_index=turn.sample_index,
             turn_index=turn.turn_index,
-            public=test_details("public", problem.public_tests, public, turn.public_outputs),
-            hidden=test_details(
+            public=shown_tests("public", problem.public_tests, public, turn.public_outputs),
+            hidden=shown_tests(
                 "hidden", problem.hidden_tests, turn.hidden_verdicts, turn.hidden_outputs
             ),
         )

@@ -267,9 +267,10 @@ class Turn(Base):
     """One `Verdict` string per public test."""
     public_passed: Mapped[bool] = mapped_column(Boolean)
     public_outputs: Mapped[list[dict[str, Any]] | None] = mapped_column(NullableJson, default=None)
-    """Per public test, what the program did: `test_outputs.test_output` of the executor's
-    result (stdout, stderr, exit code, signal, wall ms), capped as the executor caps its
-    response (`stream_chars`). None for rows written before migration 0013."""
+    """Per public test, what the program did: `program_outputs.stored_outputs` of the executor's
+    result (stdout, stderr, exit code, signal, wall ms, feedback line), capped as the
+    executor caps its response (`stream_chars`). None: nothing ran (no program), or a row
+    written before migration 0013."""
     feedback: Mapped[str] = mapped_column(StoredText, default="")
     """The user message this turn's program earned from the public tests. The last turn
     has one too: the bandit builder's longest contexts end with it."""

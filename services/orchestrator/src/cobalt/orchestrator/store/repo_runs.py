@@ -97,7 +97,7 @@ class TurnRow:
     exec_latency_ms: float = 0.0
     policy_version: int | None = None
     public_outputs: list[dict[str, Any]] | None = None
-    """Per public test, the program's outputs (`runs.test_outputs.stored_outputs`)."""
+    """Per public test, the program's outputs (`runs.program_outputs.stored_outputs`)."""
 
     @property
     def trajectory_key(self) -> tuple[int, int, int]:

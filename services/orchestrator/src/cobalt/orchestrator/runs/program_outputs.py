@@ -20,7 +20,7 @@ from cobalt.orchestrator.rollouts.feedback import failed_test_report
 from cobalt.shared.contracts import ExecuteResponse, StoredTest, TestResult, Verdict
 from cobalt.shared.contracts.browse import TestCaseDetail
 
-__all__ = ["SHOWN_FIELD_CHARS", "STORED_FIELDS", "stored_outputs", "test_details"]
+__all__ = ["SHOWN_FIELD_CHARS", "STORED_FIELDS", "shown_tests", "stored_outputs"]
 
 STORED_FIELDS = ("stdout", "stderr", "exit_code", "signal", "wall_ms", "feedback")
 """The `TestResult` fields a turn keeps per test (the verdict is in its verdict list)."""
@@ -40,7 +40,7 @@ def stored_outputs(response: ExecuteResponse | None) -> list[dict[str, Any]] | N
     return [result.model_dump(include=set(STORED_FIELDS)) for result in response.results]
 
 
-def test_details(
+def shown_tests(
     kind: str,
     tests: Sequence[dict[str, Any]],
     verdicts: Sequence[str] | None,
