@@ -45,6 +45,13 @@ DEFAULT_STALE_S = 1800.0
 """COBALT_TRAINING_STALE_S's default: half an hour without a report is not a slow step."""
 
 _WAITING = {TrainingJobStatus.PENDING.value, TrainingJobStatus.RUNNING.value}
+_ENDED = {
+    TrainingJobStatus.STOPPED.value,
+    TrainingJobStatus.FINISHED.value,
+    TrainingJobStatus.FAILED.value,
+}
+"""Named here, not derived from the enum: a status added later (e.g. a lifecycle "stale")
+must not read as ended."""
 
 
 def group_advantages(rewards: Sequence[float]) -> list[float | None]:
@@ -80,8 +87,7 @@ def liveness_of(
             return JobLiveness.LIVE
         silent = (now - _aware(last_activity_at)).total_seconds()
         return JobLiveness.STALE if silent > stale_after_s else JobLiveness.LIVE
-    ended = {s.value for s in TrainingJobStatus} - _WAITING
-    return JobLiveness.ENDED if status in ended else JobLiveness.STALE
+    return JobLiveness.ENDED if status in _ENDED else JobLiveness.STALE
 
 
 def _aware(moment: datetime) -> datetime:
