@@ -87,6 +87,10 @@ def test_the_smallest_demo_trains_syncs_and_reports_what_the_database_holds(
     assert data["after"]["policy_version"] == data["before"]["policy_version"] + 1
     assert job.policy_version == data["after"]["policy_version"]
     assert (work / "pass_at_1.png").is_file() and (work / "training.png").is_file()
+    # The report and the summary say where the trained model is and how to serve it.
+    trained = Path(data["trained_model"])
+    assert trained.is_relative_to(work / "checkpoints") and (trained / "config.json").is_file()
+    assert f"serve it: cobalt inference serve --model {trained}" in done.stdout.replace("\n", "")
     # Every service the demo started is gone.
     assert port_is_free(ui_port)
     assert _processes_mentioning(str(work)) == []

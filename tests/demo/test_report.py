@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from cobalt.demo.options import DemoOptions
+from cobalt.demo.pipeline import trained_policy_dir
 from cobalt.demo.report import write_report
 from cobalt.demo.results import DemoResult, PhaseResult
 from cobalt.shared.contracts.runs import EvaluationReport
@@ -67,4 +68,58 @@ def test_text_from_the_run_is_escaped(tmp_path: Path) -> None:
 
     text = write_report(result, tmp_path / "report.html").read_text(encoding="utf-8")
 
-    assert "&lt;script&gt; 1" in text and "<script>: 1" not in text
+    assert "<td>&lt;script&gt;</td><td>1</td>" in text and "<td><script>" not in text
+
+
+BUILDER_COUNTS = {
+    "problems": 6, "problems_all_pass_at_turn_0": 1, "trajectories": 24, "not_candidates": 4,
+    "dropped_over_token_cap": 2, "turn_0_contexts": 5, "partial_contexts": 9, "mixed_in": {},
+}  # fmt: skip
+
+
+def test_the_report_says_what_was_trained_where_it_is_and_how_to_serve_it(
+    tmp_path: Path,
+) -> None:
+    result = _result()
+    result.trained_model = tmp_path / "checkpoints" / "job-7" / "step-2" / "policy"
+    result.dataset = "humaneval-demo"
+    result.bandit_counts, result.bandit_contexts = BUILDER_COUNTS, 14
+
+    text = write_report(result, tmp_path / "report.html").read_text(encoding="utf-8")
+
+    trained = text.index("<h2>What was trained</h2>")
+    assert trained < text.index("<h2>Pass@1 per turn") < text.index("<h2>Bandit contexts")
+    head = text[trained : text.index("<h2>Pass@1 per turn")]
+    assert "smollm2 was trained with GRPO" in head and "for 2 steps" in head
+    assert f"are in {result.trained_model}." in head
+    assert (
+        f"cobalt inference serve --model {result.trained_model} "
+        "--served-name smollm2-135m-instruct-grpo-7"
+    ) in head
+    assert "cobalt run sample --dataset humaneval-demo --base-url http://127.0.0.1:8000/v1" in head
+    # The builder's counts in words first; the raw counts folded away.
+    assert (
+        "14 contexts (5 from the problem alone, 9 after 1-3 feedback turns) from 6 problems; "
+        "left out: 1 problems every sample solved at turn 0, 2 contexts over the token cap."
+    ) in text
+    assert text.index("The builder's counts") > text.index("14 contexts")
+    assert 'href="http://127.0.0.1:8200/ui/#/compare/2/4"' in text
+    data = json.loads(re.search(r'id="demo-data">(.*?)</script>', text, re.S).group(1))  # type: ignore[union-attr]
+    assert data["trained_model"] == str(result.trained_model)
+
+
+def test_without_a_policy_directory_the_report_says_so(tmp_path: Path) -> None:
+    text = write_report(_result(), tmp_path / "report.html").read_text(encoding="utf-8")
+
+    assert "left no policy directory" in text and "cobalt inference serve" not in text
+
+
+def test_the_trained_policy_is_the_newest_step_of_the_job(tmp_path: Path) -> None:
+    for job, step in ((7, 1), (7, 2), (8, 3)):
+        policy = tmp_path / f"job-{job}" / f"step-{step}" / "policy"
+        policy.mkdir(parents=True)
+        (policy / "cobalt-policy.json").write_text(json.dumps({"step": step, "version": step}))
+    (tmp_path / "job-7" / ".step-3.partial" / "policy").mkdir(parents=True)  # not complete
+
+    assert trained_policy_dir(tmp_path, 7) == (tmp_path / "job-7" / "step-2" / "policy").resolve()
+    assert trained_policy_dir(tmp_path, 9) is None

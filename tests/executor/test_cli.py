@@ -87,6 +87,63 @@ def test_local_some_failed_exits_1_and_json_is_one_object(tmp_path: Path) -> Non
     assert json.loads(result.stdout)["passed"] == 1
 
 
+def test_a_wrong_answer_shows_its_input_expected_and_actual_output(tmp_path: Path) -> None:
+    long_input = "7" * 5000  # cut in the middle, as the executor cuts feedback fields
+    program, tests = write_case(
+        tmp_path,
+        [
+            {"stdin": "21", "expected_stdout": "42"},
+            {"stdin": "3", "expected_stdout": "7"},
+            {"stdin": long_input, "expected_stdout": "1"},
+        ],
+    )
+
+    result = invoke(program, "--tests", tests)
+
+    assert result.exit_code == 1, result.output
+    out = result.stdout
+    # Test 2 in full: which input, what was expected, what the program printed.
+    second = out[out.index("test 2: wrong_answer") :]
+    assert "Input:" in second and "Expected output:" in second and "Your output:" in second
+    sections = [line.strip("│ ").strip() for line in second.splitlines()[1:7]]
+    assert sections == ["Input:", "3", "Expected output:", "7", "Your output:", "6"]
+    third = out[out.index("test 3: wrong_answer") :]
+    assert "characters omitted" in third and long_input not in out
+    assert "test 1:" not in out  # passing tests are not repeated
+    assert "passed 1/3" in out
+
+
+def test_a_syntax_error_is_shown_once_as_a_compile_error(tmp_path: Path) -> None:
+    program, tests = write_case(
+        tmp_path,
+        [{"stdin": str(i), "expected_stdout": str(2 * i)} for i in range(4)],
+        code="def double(n:\n    return 2 * n\n",
+    )
+
+    result = invoke(program, "--tests", tests)
+
+    assert result.exit_code == 1, result.output
+    assert "compile error" in result.stdout
+    assert result.stdout.count("SyntaxError") == 1
+    assert "runtime_error" not in result.stdout  # not one runtime error per test
+    assert "passed 0/4" in result.stdout
+    # --json keeps the executor's contract: one runtime error per test.
+    assert verdicts(invoke(program, "--tests", tests, "--json").stdout) == ["runtime_error"] * 4
+
+
+def test_runtime_errors_that_differ_are_not_a_compile_error(tmp_path: Path) -> None:
+    program, tests = write_case(
+        tmp_path,
+        [{"stdin": "x", "expected_stdout": "1"}, {"stdin": "", "expected_stdout": "1"}],
+        code="n = int(input())\nprint(n)\n",
+    )
+
+    result = invoke(program, "--tests", tests)
+
+    assert "compile error" not in result.stdout
+    assert "test 1: runtime_error" in result.stdout and "test 2: runtime_error" in result.stdout
+
+
 def test_local_options_reach_the_request(tmp_path: Path) -> None:
     # An object with a "tests" key; float comparison; stop at the first failure.
     program, tests = write_case(
@@ -277,6 +334,6 @@ def test_unreachable_executor_exits_3(tmp_path: Path) -> None:
     ],
 )
 def test_table_shows_what_went_wrong(feedback: str, summary: str) -> None:
-    from cobalt.executor.cli import _feedback_summary
+    from cobalt.executor.report import feedback_summary
 
-    assert _feedback_summary(feedback) == summary
+    assert feedback_summary(feedback) == summary

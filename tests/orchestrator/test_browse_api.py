@@ -1,7 +1,12 @@
-"""The read-only browse API the web UI reads, on PostgreSQL and SQLite, with a known seed."""
+"""The read-only browse API the web UI reads, on PostgreSQL and SQLite, with a known seed:
+runs, problems, trajectories, search; comparing two runs, filtering turns, a turn's tests
+with the program's outputs, a training step's groups with their advantages, and a silent
+training job shown as stale."""
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterator
 
 import httpx
@@ -12,8 +17,20 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.api.app import create_app
 from cobalt.orchestrator.runs.browse import split_reasoning
 from cobalt.orchestrator.settings import OrchestratorSettings
+from cobalt.orchestrator.store import repo_datasets, repo_runs
+from cobalt.orchestrator.training.browse import group_advantages
+from tests.support.cli import cobalt_here
 from tests.support.serving import serve_asgi
-from tests.ui.seed import FINISHED_PASS_AT_1, Seeded, seed
+from tests.ui.seed import (
+    CHANGE_COUNTS,
+    FINISHED_PASS_AT_1,
+    RUNTIME_ERROR,
+    STEP_GROUPS,
+    TRAINED_PASS_AT_1,
+    TRAINED_POLICY_VERSION,
+    Seeded,
+    seed,
+)
 
 
 @pytest.fixture
@@ -140,3 +157,135 @@ def test_split_reasoning() -> None:
     assert split_reasoning("<think>why</think>\nanswer") == ("why", "answer")
     assert split_reasoning("plain answer") == ("", "plain answer")
     assert split_reasoning("<think>cut off") == ("cut off", "")
+
+
+def test_comparing_two_runs_problem_by_problem(api: httpx.Client, seeded: Seeded) -> None:
+    a, b = seeded.finished_run, seeded.trained_run
+    comparison = api.get(f"/v1/runs/{a}/compare/{b}").json()
+    assert comparison["counts"] == CHANGE_COUNTS
+    assert comparison["report_a"]["pass_at_1"] == pytest.approx(FINISHED_PASS_AT_1)
+    assert comparison["report_b"]["pass_at_1"] == pytest.approx(TRAINED_PASS_AT_1)
+    assert comparison["run_b"]["policy_versions"] == [TRAINED_POLICY_VERSION]
+    assert comparison["run_a"]["policy_versions"] == []
+    double = next(p for p in comparison["problems"] if p["external_id"] == "double")
+    assert [(t["pass_a"], t["pass_b"], t["change"]) for t in double["turns"]] == [
+        (0.0, 0.0, "unchanged"),
+        (1.0, 0.5, "broken"),
+        (1.0, 1.0, "unchanged"),
+    ]
+    # Swapped, the same problems move the other way.
+    back = api.get(f"/v1/runs/{b}/compare/{a}").json()
+    assert [c["broken"] for c in back["counts"]] == [c["fixed"] for c in CHANGE_COUNTS]
+
+
+def test_a_comparison_needs_two_runs_of_one_dataset(
+    api: httpx.Client, seeded: Seeded, sessions: sessionmaker[Session]
+) -> None:
+    with sessions.begin() as session:
+        other = repo_datasets.create_dataset(session, name="other", source="jsonl")
+        run = repo_runs.create_run(
+            session, kind="sample", dataset_id=other.id, base_url="http://m/v1", model="m",
+            params={"n": 1}, template_name="default", template_sha256="0" * 64,
+            total_trajectories=0,
+        )  # fmt: skip
+        other_run = run.id
+    mixed = api.get(f"/v1/runs/{seeded.finished_run}/compare/{other_run}")
+    assert mixed.status_code == 422 and "different datasets" in mixed.json()["error"]["message"]
+    same = api.get(f"/v1/runs/{seeded.finished_run}/compare/{seeded.finished_run}")
+    assert same.status_code == 422
+    assert api.get(f"/v1/runs/{seeded.finished_run}/compare/9999").status_code == 404
+
+
+def test_filtering_turns(api: httpx.Client, seeded: Seeded) -> None:
+    run = seeded.finished_run
+    errors = api.get(f"/v1/runs/{run}/turns", params={"verdict": "runtime_error"}).json()
+    assert errors["total"] == 6  # lcb/reverse fails everywhere: 2 samples x 3 turns
+    assert {t["external_id"] for t in errors["items"]} == {"lcb/reverse"}
+    turn_1 = api.get(f"/v1/runs/{run}/turns", params={"verdict": "wrong_answer", "turn": 1}).json()
+    assert turn_1["total"] == 0  # every wrong answer of sum-two and double is at turn 0
+    rewarded = api.get(
+        f"/v1/runs/{run}/turns", params={"component": "total", "min": 0.5, "problem": "DOUB"}
+    ).json()
+    assert [(t["sample_index"], t["turn_index"]) for t in rewarded["items"]] == [
+        (0, 1), (0, 2), (1, 1), (1, 2),
+    ]  # fmt: skip
+    assert all(t["reward"]["total"] == 1.0 for t in rewarded["items"])
+    # A substring of the response, in any case; % and _ are literal characters.
+    texts = api.get(f"/v1/runs/{run}/turns", params={"text": "A[::-1] + 2"}).json()
+    assert [(t["external_id"], t["turn_index"]) for t in texts["items"]] == [
+        ("lcb/reverse", 1), ("lcb/reverse", 1),
+    ]  # fmt: skip
+    assert api.get(f"/v1/runs/{run}/turns", params={"text": "%"}).json()["total"] == 0
+    page = api.get(f"/v1/runs/{run}/turns", params={"limit": 5, "offset": 15}).json()
+    assert page["total"] == 18 and len(page["items"]) == 3
+    bad = api.get(f"/v1/runs/{run}/turns", params={"component": "nope", "min": 1})
+    assert bad.status_code == 422 and "no reward component" in bad.json()["error"]["message"]
+    assert api.get(f"/v1/runs/{run}/turns", params={"min": 1}).status_code == 422
+    assert api.get(f"/v1/runs/{run}/turns", params={"tests": "secret"}).status_code == 422
+
+
+def test_a_turns_tests_with_the_programs_outputs(api: httpx.Client, seeded: Seeded) -> None:
+    run = seeded.finished_run
+    failing = api.get(f"/v1/runs/{run}/turns", params={"problem": "lcb/reverse", "turn": 0}).json()[
+        "items"
+    ][0]
+    tests = api.get(f"/v1/runs/{run}/turns/{failing['turn_id']}/tests").json()
+    second = tests["public"][1]
+    assert second["verdict"] == "runtime_error"
+    assert (second["input"], second["expected"]) == ("2 2", "4")
+    assert second["error"] == RUNTIME_ERROR and second["exit_code"] == 1
+    assert tests["hidden"][1]["error"] == RUNTIME_ERROR  # evaluation stored them too
+    passing = tests["public"][0]
+    assert (passing["verdict"], passing["actual"], passing["error"]) == ("accepted", "3", "(empty)")
+    elsewhere = api.get(f"/v1/runs/{seeded.running_run}/turns/{failing['turn_id']}/tests")
+    assert elsewhere.status_code == 404
+
+
+def test_a_steps_groups_with_rewards_and_advantages(api: httpx.Client, seeded: Seeded) -> None:
+    job = seeded.training_job
+    step = api.get(f"/v1/training/jobs/{job}/steps/1/groups").json()
+    (group,) = step["groups"]
+    assert group["problem"] == "double" and group["status"] == "consumed"
+    rewards = [s["reward"] for s in group["samples"]]
+    assert rewards == STEP_GROUPS[1]
+    advantages = [s["advantage"] for s in group["samples"]]
+    assert advantages == pytest.approx(group_advantages(STEP_GROUPS[1]))
+    assert advantages[0] == pytest.approx(0.5 / (0.40824829 + 1e-6))  # (1 - 0.5) / std
+    assert group["reward_mean"] == pytest.approx(0.5)
+    flat = api.get(f"/v1/training/jobs/{job}/steps/2/groups").json()["groups"][0]
+    assert [s["advantage"] for s in flat["samples"]] == [0.0] * 4  # equal rewards: exactly 0
+    assert api.get(f"/v1/training/jobs/{job}/steps/9/groups").json()["groups"] == []
+    assert api.get("/v1/training/jobs/999/steps/1/groups").status_code == 404
+
+
+def test_a_silent_job_is_stale(api: httpx.Client, seeded: Seeded) -> None:
+    jobs = {j["id"]: j for j in api.get("/v1/training/jobs").json()["items"]}
+    assert jobs[seeded.stale_job]["status"] == "running"
+    assert jobs[seeded.stale_job]["liveness"] == "stale"
+    assert jobs[seeded.training_job]["liveness"] == "live"
+    shown = api.get(f"/v1/training/jobs/{seeded.stale_job}").json()
+    assert shown["liveness"] == "stale" and shown["last_activity_at"] is not None
+    api.post(f"/v1/training/jobs/{seeded.stale_job}/stop")
+    assert api.get(f"/v1/training/jobs/{seeded.stale_job}").json()["liveness"] == "ended"
+
+
+def test_comparing_two_runs_at_the_terminal(store_url: str, seeded: Seeded) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
+    env |= {"COBALT_DATABASE_URL": store_url, "COLUMNS": "160"}
+    a, b = str(seeded.finished_run), str(seeded.trained_run)
+    shown = cobalt_here(env, "run", "compare", a, b)
+    assert shown.returncode == 0, shown.stderr
+    rows = [line.split("│")[1:-1] for line in shown.stdout.splitlines() if line.startswith("│")]
+    assert [[cell.strip() for cell in row] for row in rows] == [
+        [str(t), f"{FINISHED_PASS_AT_1[t]:.3f}", f"{TRAINED_PASS_AT_1[t]:.3f}",
+         *(str(counts[k]) for k in ("fixed", "broken", "unchanged", "unevaluated"))]
+        for t, counts in enumerate(CHANGE_COUNTS)
+    ]  # fmt: skip
+    assert "fixed at the last turn: lcb/reverse" in shown.stdout
+    assert "broken at the last turn" not in shown.stdout  # double broke at turn 1 only
+    as_json = json.loads(cobalt_here(env, "run", "compare", a, b, "--json").stdout)
+    assert as_json["counts"] == CHANGE_COUNTS
+    listed = cobalt_here(env, "run", "list").stdout
+    assert "v3" in listed  # the trained run's policy version tells it from the others
+    other = cobalt_here(env, "run", "compare", a, a)
+    assert other.returncode == 2 and "not with itself" in other.stderr

@@ -56,6 +56,10 @@ def test_sample_refine_evaluate(
     assert "4" in by_sample[0].feedback and "3" in by_sample[0].feedback
     assert by_sample[1].public_passed and by_sample[1].code == "print(2 * int(input()))\n"
     assert by_sample[2].code is None and by_sample[2].public_verdicts == []
+    # What each program printed on each public test is kept, for the UI's test view.
+    assert [o["stdout"] for o in by_sample[0].public_outputs or []] == ["3\n", "6\n"]
+    assert [o["exit_code"] for o in by_sample[0].public_outputs or []] == [0, 0]
+    assert by_sample[2].public_outputs is None  # no program, nothing ran
     assert by_sample[1].stored_response.startswith("Fixed:")  # thinking stripped
     assert by_sample[1].raw_response == RIGHT
     assert by_sample[0].policy_version == 7 and by_sample[0].completion_token_ids
@@ -91,6 +95,12 @@ def test_sample_refine_evaluate(
     assert report["problems"] == 2 and report["samples"] == 3
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert report["mean_reward"] is None  # no tokenizer given: rewards not scored
+    evaluated = {
+        (t.problem_id, t.sample_index, t.turn_index): t for t in turns_of(sessions, refine_id)
+    }
+    wrong = evaluated[(first[0].problem_id, 0, 0)]
+    assert [o["stdout"] for o in wrong.hidden_outputs or []] == ["8\n", "101\n"]
+    assert evaluated[(first[0].problem_id, 2, 0)].hidden_outputs is None  # no program
 
     policy = tmp_path / "policy"
     policy.mkdir()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,10 @@ MAIN_PAGES = {
     "bandit-dataset": "/bandit/demo-contexts",
     "training": "/training",
     "training-job": "/training/{job}",
+    "training-job-stale": "/training/{stale_job}",
+    "compare": "/compare/{finished}/{trained}",
+    "turns": "/runs/{finished}/trajectories?verdict=runtime_error",
+    "test-detail": "/runs/{finished}/problems/lcb%2Freverse?sample=0&turn=1&test=public-1",
     "analysis": "/analysis",
     "hacking": "/runs/{finished}/hacking",
     "search": "/search?q=negative",
@@ -32,7 +37,12 @@ MAIN_PAGES = {
 
 def route_of(name: str, seeded: Seeded) -> str:
     """The route of main page `name` on the seeded database."""
-    return MAIN_PAGES[name].format(finished=seeded.finished_run, job=seeded.training_job)
+    return MAIN_PAGES[name].format(
+        finished=seeded.finished_run,
+        job=seeded.training_job,
+        trained=seeded.trained_run,
+        stale_job=seeded.stale_job,
+    )
 
 
 def wait_rendered(driver: webdriver.Chrome, route: str, *, after: int = 0) -> None:
@@ -61,8 +71,11 @@ def severe_console_entries(driver: webdriver.Chrome) -> list[dict[str, Any]]:
 
 
 def full_page_screenshot(driver: webdriver.Chrome, path: Path) -> None:
-    """The whole page, not only the window: grow the window to the page's height."""
-    height = int(driver.execute_script("return document.documentElement.scrollHeight"))
-    driver.set_window_size(1400, min(max(height, 800), 8000))
-    driver.save_screenshot(str(path))
-    driver.set_window_size(1400, 1000)
+    """The whole page, not only the window (DevTools captures beyond the viewport; growing
+    the window instead cut the bottom off pages taller than the screen)."""
+    size = driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+    clip = {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], 8000), "scale": 1}
+    shot = driver.execute_cdp_cmd(
+        "Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True, "clip": clip}
+    )
+    path.write_bytes(base64.b64decode(shot["data"]))

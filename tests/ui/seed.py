@@ -1,16 +1,19 @@
 """A small, fully known experiment for the browse API and the web UI tests.
 
 One dataset of three problems (one perturbed, one with a "/" in its id), a finished
-sample run (n=2, 3 turns, evaluated, rewards scored, one hacking case judged), a running
-second run, a bandit dataset with builder counts and a training job with three steps.
+sample run (n=2, 3 turns, evaluated, rewards scored, one hacking case judged, per-test
+outputs stored), a running second run, a bandit dataset with builder counts, a training
+job with three steps and the ledger groups of two, a third run of the same dataset after
+training (policy version 3), and a running training job silent for two hours.
 Pass patterns are fixed below, so every rate the pages show is known in advance.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.analysis.hacking import unified_diff
@@ -19,12 +22,16 @@ from cobalt.orchestrator.store.models import (
     HackingCase,
     JudgeVerdict,
     Problem,
+    TrainingGroup,
+    TrainingJob,
     TrainingStep,
     Turn,
     TurnReward,
 )
 from cobalt.orchestrator.store.repo_bandit import ContextRow
 from cobalt.orchestrator.store.repo_runs import TurnRow
+from cobalt.orchestrator.store.repo_training import SampleRow
+from cobalt.shared.reward import RewardBreakdown
 
 DATASET = "demo"
 PROBLEMS = {
@@ -45,16 +52,41 @@ RUNNING_PASSES = {
 }
 FINISHED_PASS_AT_1 = [1 / 6, 2 / 3, 2 / 3]
 """Hidden Pass@1 per turn of the finished run (mean over problems of passing samples)."""
+TRAINED_PASSES = {
+    # The same dataset after training (policy version 3): sum-two fixed at turn 0,
+    # double broken at turn 1, lcb/reverse fixed at every turn.
+    "sum-two": [[True, True, True], [True, True, True]],
+    "double": [[False, False, True], [False, True, True]],
+    "lcb/reverse": [[True, True, True], [False, False, False]],
+}
+TRAINED_PASS_AT_1 = [1 / 2, 2 / 3, 5 / 6]
+TRAINED_POLICY_VERSION = 3
+CHANGE_COUNTS = [
+    # per turn: finished run (A) -> trained run (B)
+    {"fixed": 2, "broken": 0, "unchanged": 1, "unevaluated": 0},
+    {"fixed": 1, "broken": 1, "unchanged": 1, "unevaluated": 0},
+    {"fixed": 1, "broken": 0, "unchanged": 2, "unevaluated": 0},
+]
+RUNTIME_ERROR = (
+    'Traceback (most recent call last):\n  File "main.py", line 2\n'
+    "IndexError: list index out of range"
+)
+"""stderr of lcb/reverse's failing programs (their second test is a runtime error)."""
+STEP_GROUPS = {
+    # step -> one group's rewards per sample (the ledger of the seeded training job)
+    1: [1.0, 0.0, 0.5, 0.5],
+    2: [0.25, 0.25, 0.25, 0.25],
+}
 TRAINING_METRICS = [
     {"reward_mean": 0.1, "pass_rate": 0.2, "ppo_kl": 0.001, "pg_clipfrac": 0.05,
      "generate_seconds": 30.0, "execute_seconds": 4.0, "score_seconds": 1.0,
-     "train_seconds": 20.0, "dropped_stale": 0.0},
+     "train_seconds": 20.0, "dropped_stale": 0.0, "entropy": 0.9},
     {"reward_mean": 0.3, "pass_rate": 0.35, "ppo_kl": 0.002, "pg_clipfrac": 0.07,
      "generate_seconds": 28.0, "execute_seconds": 4.5, "score_seconds": 1.1,
-     "train_seconds": 21.0, "dropped_stale": 2.0},
+     "train_seconds": 21.0, "dropped_stale": 2.0, "entropy": 0.85},
     {"reward_mean": 0.45, "pass_rate": 0.5, "ppo_kl": 0.003, "pg_clipfrac": 0.06,
      "generate_seconds": 27.0, "execute_seconds": 4.2, "score_seconds": 1.0,
-     "train_seconds": 20.5, "dropped_stale": 1.0},
+     "train_seconds": 20.5, "dropped_stale": 1.0, "entropy": 0.8},
 ]  # fmt: skip
 
 
@@ -64,6 +96,8 @@ class Seeded:
     running_run: int
     training_job: int
     hacking_case: int
+    trained_run: int = 0
+    stale_job: int = 0
 
 
 def program(problem: str, passes: bool, turn: int) -> str:
@@ -77,12 +111,31 @@ def response(problem: str, passes: bool, turn: int) -> str:
     return f"{reasoning}\nHere is my solution.\n```python\n{program(problem, passes, turn)}```\n"
 
 
-def _turns(run_id: int, ids: dict[str, int], passes: dict[str, list[list[bool]]]) -> list[TurnRow]:
+def failing_verdict(problem: str) -> str:
+    return "runtime_error" if problem == "lcb/reverse" else "wrong_answer"
+
+
+def seeded_outputs(problem: str, passes: bool, turn: int) -> list[dict[str, object]]:
+    """What the seeded programs print on the two tests (the second fails unless `passes`)."""
+    first = {"stdout": "3\n", "stderr": "", "exit_code": 0, "wall_ms": 12.0}
+    if passes:
+        return [first, {"stdout": "4\n", "stderr": "", "exit_code": 0, "wall_ms": 11.0}]
+    if failing_verdict(problem) == "runtime_error":
+        return [first, {"stdout": "", "stderr": RUNTIME_ERROR, "exit_code": 1, "wall_ms": 9.0}]
+    return [first, {"stdout": f"{turn + 4}\n", "stderr": "", "exit_code": 0, "wall_ms": 10.0}]
+
+
+def _turns(
+    run_id: int,
+    ids: dict[str, int],
+    passes: dict[str, list[list[bool]]],
+    policy_version: int | None = None,
+) -> list[TurnRow]:
     rows = []
     for problem, samples in passes.items():
         for sample, outcomes in enumerate(samples):
             for turn, passed in enumerate(outcomes):
-                verdict = "accepted" if passed else "wrong_answer"
+                verdict = "accepted" if passed else failing_verdict(problem)
                 rows.append(
                     TurnRow(
                         run_id=run_id,
@@ -100,6 +153,8 @@ def _turns(run_id: int, ids: dict[str, int], passes: dict[str, list[list[bool]]]
                         feedback="" if passed else f"Test 2 failed: expected 3, got {turn + 4}.",
                         model="demo-model",
                         completion_tokens=100 + turn,
+                        policy_version=policy_version,
+                        public_outputs=seeded_outputs(problem, passed, turn),
                     )
                 )
     return rows
@@ -130,7 +185,15 @@ def seed(sessions: sessionmaker[Session]) -> Seeded:
         case = _hacking_case(session, finished, ids["double"])
         _rewards(session, finished)
         job = _training(session, finished, ids["double"])
-    return Seeded(finished_run=finished, running_run=running, training_job=job, hacking_case=case)
+        trained = _run(
+            session, dataset.id, ids, TRAINED_PASSES, turns=2, status="finished",
+            policy_version=TRAINED_POLICY_VERSION,
+        )  # fmt: skip
+        stale = _stale_job(session, job)
+    return Seeded(
+        finished_run=finished, running_run=running, training_job=job, hacking_case=case,
+        trained_run=trained, stale_job=stale,
+    )  # fmt: skip
 
 
 def _run(
@@ -141,6 +204,7 @@ def _run(
     *,
     turns: int,
     status: str,
+    policy_version: int | None = None,
 ) -> int:
     run = repo_runs.create_run(
         session, kind="sample", dataset_id=dataset_id, base_url="http://model/v1",
@@ -150,7 +214,7 @@ def _run(
     repo_runs.ensure_trajectories(
         session, run_id=run.id, keys=[(ids[p], s) for p in passes for s in range(2)]
     )
-    repo_runs.insert_turns(session, rows=_turns(run.id, ids, passes))
+    repo_runs.insert_turns(session, rows=_turns(run.id, ids, passes, policy_version))
     for problem, samples in passes.items():
         for sample, outcomes in enumerate(samples):
             done = len(outcomes) == turns + 1 or status == "finished"
@@ -159,12 +223,11 @@ def _run(
                     session, run_id=run.id, problem_id=ids[problem], sample_index=sample,
                     status=moved_to, turns_done=len(outcomes),
                 )  # fmt: skip
+    stored = session.scalars(select(Turn).where(Turn.run_id == run.id)).all()
     repo_runs.record_hidden_results(
         session,
-        results=[
-            (turn.id, turn.public_verdicts, turn.public_passed)
-            for turn in session.scalars(select(Turn).where(Turn.run_id == run.id))
-        ],
+        results=[(turn.id, turn.public_verdicts, turn.public_passed) for turn in stored],
+        outputs={turn.id: turn.public_outputs or [] for turn in stored},
     )
     repo_runs.set_run_status(session, run_id=run.id, status="running")
     if status != "running":
@@ -222,8 +285,50 @@ def _training(session: Session, run_id: int, problem_id: int) -> int:
     )  # fmt: skip
     for step, metrics in enumerate(TRAINING_METRICS, start=1):
         session.add(TrainingStep(job_id=job.id, step=step, policy_version=step, metrics=metrics))
+    for step, rewards in STEP_GROUPS.items():
+        repo_training.record_group(
+            session, job_id=job.id, context_key=f"bandit:{step}", round=step,
+            problem_id=problem_id, policy_version=step - 1, phase_seconds={"generate": 2.0},
+            samples=[_ledger_sample(i, reward) for i, reward in enumerate(rewards)],
+        )  # fmt: skip
+        session.execute(
+            update(TrainingGroup)
+            .where(TrainingGroup.job_id == job.id, TrainingGroup.round == step)
+            .values(status="consumed", step=step)
+        )
     job.step, job.policy_version, job.status = 3, 3, "running"
     return job.id
+
+
+def _ledger_sample(index: int, reward: float) -> SampleRow:
+    value = RewardBreakdown(
+        total=reward, total_before_clip=reward, validation_reward=reward, pass_rate=reward,
+        prev_best=0.0, tests_passed=int(reward * 4), tests_total=4, no_code=False,
+    )  # fmt: skip
+    return SampleRow(
+        sample_index=index, response=f"<think>try {index}</think>\nprint(2 * n)  # sample {index}",
+        prompt_token_ids=[1, 2, 3], response_token_ids=list(range(10 + index)),
+        response_logprobs=[-0.5] * (10 + index), verdicts=["accepted", "wrong_answer"],
+        reward=value,
+    )  # fmt: skip
+
+
+def _stale_job(session: Session, job_id: int) -> int:
+    """A running job whose trainer last reported two hours ago: shown as stale."""
+    job = session.get_one(TrainingJob, job_id)
+    stale = repo_training.create_job(
+        session, name="silent-grpo", mode="cobalt", model="/models/policy",
+        bandit_dataset_id=job.bandit_dataset_id, params={},
+    )  # fmt: skip
+    stale.status = "running"
+    session.flush()
+    long_ago = datetime.now(UTC) - timedelta(hours=2)
+    session.execute(
+        update(TrainingJob)
+        .where(TrainingJob.id == stale.id)
+        .values(created_at=long_ago, updated_at=long_ago)
+    )
+    return stale.id
 
 
 def add_turn(sessions: sessionmaker[Session], run_id: int) -> None:

@@ -1,6 +1,9 @@
 """Every main page in headless Chromium on the seeded database: it loads without console
 errors, charts carry the seeded figures, a run leads to a trajectory and its diff, a
-running run updates itself, and a screenshot of each page is saved."""
+running run updates itself, two runs compare problem by problem, turns filter down to a
+failed test's input, expected and actual output and error, a training step shows its
+groups with rewards and advantages, a silent job reads stale, and a screenshot of each
+page is saved."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 from sqlalchemy.orm import Session, sessionmaker
 
+from cobalt.orchestrator.training.browse import group_advantages
 from tests.ui.pages import (
     MAIN_PAGES,
     full_page_screenshot,
@@ -21,7 +25,16 @@ from tests.ui.pages import (
     severe_console_entries,
     wait_rendered,
 )
-from tests.ui.seed import FINISHED_PASS_AT_1, TRAINING_METRICS, Seeded, add_turn
+from tests.ui.seed import (
+    CHANGE_COUNTS,
+    FINISHED_PASS_AT_1,
+    RUNTIME_ERROR,
+    STEP_GROUPS,
+    TRAINED_PASS_AT_1,
+    TRAINING_METRICS,
+    Seeded,
+    add_turn,
+)
 
 
 @pytest.mark.parametrize("name", list(MAIN_PAGES))
@@ -134,3 +147,110 @@ def test_search_leads_to_the_problem(
     browser.find_element(By.PARTIAL_LINK_TEXT, "problem sum-two").click()
     wait_rendered(browser, "/datasets/demo/problems/sum-two")
     assert "Mind negative numbers" in browser.find_element(By.ID, "main").text
+
+
+def _cells(browser: webdriver.Chrome, selector: str) -> list[str]:
+    return [e.text for e in browser.find_elements(By.CSS_SELECTOR, selector)]
+
+
+def test_comparing_two_runs(
+    browser: webdriver.Chrome, base_url: str, seeded: Seeded, screenshots: Path
+) -> None:
+    a, b = seeded.finished_run, seeded.trained_run
+    open_view(browser, base_url, "/runs")
+    assert browser.find_element(By.CSS_SELECTOR, f"[data-testid=policy-{b}]").text == "v3"
+    Select(browser.find_element(By.ID, "compare-a")).select_by_value(str(a))
+    Select(browser.find_element(By.ID, "compare-b")).select_by_value(str(b))
+    browser.find_element(By.ID, "compare-submit").click()
+    wait_rendered(browser, f"/compare/{a}/{b}")
+    assert [y for _, y in _points(browser, "compare-chart", f"A: run #{a} Pass@1")] == (
+        pytest.approx(FINISHED_PASS_AT_1)
+    )
+    assert [y for _, y in _points(browser, "compare-chart", f"B: run #{b} Pass@1")] == (
+        pytest.approx(TRAINED_PASS_AT_1)
+    )
+    for turn, counts in enumerate(CHANGE_COUNTS):
+        row = f'#change-counts tr[data-turn="{turn}"]'
+        shown = {k: int(browser.find_element(By.CSS_SELECTOR, f"{row} [data-change={k}]").text)
+                 for k in counts}  # fmt: skip
+        assert shown == counts
+    # Which problem did training break at turn 1? Only "double", 100% -> 50%.
+    Select(browser.find_element(By.ID, "turn-filter")).select_by_value("1")
+    wait_rendered(browser, f"/compare/{a}/{b}?turn=1")
+    Select(browser.find_element(By.ID, "change-filter")).select_by_value("broken")
+    wait_rendered(browser, f"/compare/{a}/{b}?turn=1&change=broken")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#compare-table tbody tr")
+    assert len(rows) == 1
+    cell = browser.find_element(By.CSS_SELECTOR, "[data-testid=cell-double-1]").text
+    assert cell.startswith("100.0% → 50.0%") and "broken" in cell
+    full_page_screenshot(browser, screenshots / "compare-broken.png")
+    rows[0].find_element(By.LINK_TEXT, f"B #{b}").click()
+    wait_rendered(browser, f"/runs/{b}/problems/double")
+    assert f"double in run #{b}" in browser.find_element(By.TAG_NAME, "h1").text
+    # From a run's page, the same comparison is one click away.
+    open_view(browser, base_url, f"/runs/{b}")
+    browser.find_element(By.LINK_TEXT, f"run #{a}").click()
+    wait_rendered(browser, f"/compare/{a}/{b}")
+    assert severe_console_entries(browser) == []
+
+
+def test_filtering_turns_and_opening_a_failed_test(
+    browser: webdriver.Chrome, base_url: str, seeded: Seeded, screenshots: Path
+) -> None:
+    run = seeded.finished_run
+    open_view(browser, base_url, f"/runs/{run}")
+    browser.find_element(By.LINK_TEXT, "Filter and search its trajectories").click()
+    wait_rendered(browser, f"/runs/{run}/trajectories")
+    Select(browser.find_element(By.ID, "filter-verdict")).select_by_value("runtime_error")
+    Select(browser.find_element(By.ID, "filter-turn")).select_by_value("1")
+    browser.find_element(By.ID, "filter-submit").click()
+    wait_rendered(browser, f"/runs/{run}/trajectories?verdict=runtime_error&turn=1")
+    rows = browser.find_elements(By.CSS_SELECTOR, "#turns-table tbody tr")
+    assert [r.find_element(By.TAG_NAME, "td").text for r in rows] == ["lcb/reverse"] * 2
+    # Reward range: turns of "double" whose reward is at least 0.5 (its passing turns).
+    Select(browser.find_element(By.ID, "filter-verdict")).select_by_value("")
+    Select(browser.find_element(By.ID, "filter-turn")).select_by_value("")
+    browser.find_element(By.ID, "filter-problem").send_keys("double")
+    Select(browser.find_element(By.ID, "filter-component")).select_by_value("correctness")
+    browser.find_element(By.ID, "filter-min").send_keys("0.5")
+    browser.find_element(By.ID, "filter-submit").click()
+    wait_rendered(browser, f"/runs/{run}/trajectories?problem=double&component=correctness&min=0.5")
+    assert _cells(browser, "#turns-table [data-testid=component]") == ["1"] * 4
+    # One click from a verdict to the test: input, expected, actual output and error.
+    open_view(browser, base_url, f"/runs/{run}/trajectories?verdict=runtime_error")
+    browser.find_element(By.CSS_SELECTOR, "#turns-table [data-verdict=public-1]").click()
+    wait_rendered(browser, f"/runs/{run}/problems/lcb%2Freverse?sample=0&turn=0&test=public-1")
+    detail = browser.find_element(By.ID, "test-detail")
+    assert "public test #2" in detail.text and "runtime_error" in detail.text
+    testid = "[data-testid={}]".format
+    assert detail.find_element(By.CSS_SELECTOR, testid("test-input")).text == "2 2"
+    assert detail.find_element(By.CSS_SELECTOR, testid("test-expected")).text == "4"
+    assert detail.find_element(By.CSS_SELECTOR, testid("test-actual")).text == "(empty)"
+    assert detail.find_element(By.CSS_SELECTOR, testid("test-error")).text == RUNTIME_ERROR
+    full_page_screenshot(browser, screenshots / "test-detail-from-filter.png")
+    assert severe_console_entries(browser) == []
+
+
+def test_training_groups_and_liveness(
+    browser: webdriver.Chrome, base_url: str, seeded: Seeded, screenshots: Path
+) -> None:
+    job = seeded.training_job
+    open_view(browser, base_url, f"/training/{job}")
+    entropy = _points(browser, "entropy-chart", "entropy")
+    assert entropy == [(i + 1, m["entropy"]) for i, m in enumerate(TRAINING_METRICS)]
+    assert browser.find_elements(By.CSS_SELECTOR, "[data-testid=stale-note]") == []
+    Select(browser.find_element(By.ID, "step-picker")).select_by_value("1")
+    wait_rendered(browser, f"/training/{job}?step=1")
+    rewards = _cells(browser, "[data-group] [data-testid=reward]")
+    assert [float(r) for r in rewards] == STEP_GROUPS[1]
+    advantages = [float(a) for a in _cells(browser, "[data-group] [data-testid=advantage]")]
+    assert advantages == pytest.approx(group_advantages(STEP_GROUPS[1]), abs=1e-3)
+    full_page_screenshot(browser, screenshots / "training-groups.png")
+    open_view(browser, base_url, "/training")
+    stale = browser.find_element(By.CSS_SELECTOR, f"[data-testid=liveness-{seeded.stale_job}]")
+    assert "running" in stale.text and "stale" in stale.text
+    assert browser.find_elements(By.CSS_SELECTOR, f"[data-testid=liveness-{job}]") == []
+    open_view(browser, base_url, f"/training/{seeded.stale_job}")
+    note = browser.find_element(By.CSS_SELECTOR, "[data-testid=stale-note]").text
+    assert "probably stopped" in note and f"cobalt trainer serve --job {seeded.stale_job}" in note
+    assert severe_console_entries(browser) == []

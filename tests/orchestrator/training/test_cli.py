@@ -3,10 +3,13 @@ mistakes that exit 2 in this process)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
+from cobalt.orchestrator.store.models import TrainingJob
 from tests.support.cli import cobalt_here
 from tests.support.runs import cobalt, json_out
 from tests.support.training import bandit_dataset
@@ -42,6 +45,20 @@ def test_a_job_from_start_to_resume(
     assert [item["name"] for item in listed["items"]] == ["first"]
     assert json_out(cobalt(cli_env, "train", "stop", job, "--json"))["status"] == "stopped"
     assert json_out(cobalt(cli_env, "train", "resume", job, "--json"))["status"] == "running"
+    # A running job whose trainer went silent two hours ago reads stale, not running.
+    with sessions.begin() as session:
+        session.execute(
+            update(TrainingJob)
+            .where(TrainingJob.id == int(job))
+            .values(updated_at=datetime.now(UTC) - timedelta(hours=2))
+        )
+    silent = cobalt(cli_env, "train", "show", job)
+    assert "stale: nothing reported since" in silent.stdout
+    assert f"cobalt trainer serve --job {job}" in silent.stdout
+    assert "(stale)" in cobalt(cli_env, "train", "list").stdout
+    assert json_out(cobalt(cli_env, "train", "list", "--json"))["items"][0]["liveness"] == "stale"
+    patient = cobalt({**cli_env, "COBALT_TRAINING_STALE_S": "36000"}, "train", "show", job)
+    assert "stale:" not in patient.stdout and "0 consumed" in patient.stdout
 
 
 def test_mistakes_exit_2_with_a_message(

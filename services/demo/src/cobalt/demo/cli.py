@@ -53,6 +53,8 @@ def _terminate_as_interrupt(_signum: int, _frame: FrameType | None) -> None:
 
 
 def _print_summary(result: DemoResult, *, serving: bool = False) -> None:
+    from cobalt.demo.report import serve_command, trained_summary
+
     console = Console(highlight=False, soft_wrap=True)
     before, after = result.before.report, result.after.report
     table = Table(
@@ -67,7 +69,10 @@ def _print_summary(result: DemoResult, *, serving: bool = False) -> None:
         a = after.pass_at_1[turn] if turn < after.turns else 0.0
         table.add_row(str(turn), f"{b:.3f}", f"{a:.3f}", f"{a - b:+.3f}")
     console.print(table)
-    console.print(f"trained {result.training.step} GRPO steps (job {result.training.id})")
+    console.print(trained_summary(result))
+    command = serve_command(result)
+    if command is not None:
+        console.print(f"serve it: {command}")
     console.print(f"report: {result.report_path}")
     if serving:
         console.print(f"web UI: {result.ui_url}/ui/")

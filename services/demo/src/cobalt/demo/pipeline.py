@@ -66,7 +66,7 @@ from cobalt.shared.contracts.training import TrainingJobCreate, TrainingJobPubli
 from cobalt.shared.errors import CobaltError
 from cobalt.shared.reward import TokenizerCounter
 
-__all__ = ["run_demo"]
+__all__ = ["run_demo", "trained_policy_dir"]
 
 
 def _easiest_problems(problems: int, out_dir: Path) -> Path:
@@ -323,6 +323,23 @@ def _train(
     return job
 
 
+def trained_policy_dir(checkpoints: Path, job_id: int) -> Path | None:
+    """The newest policy directory the trainer wrote for the job, or None.
+
+    The trainer's layout (cobalt.trainer.checkpoint): <root>/job-<id>/step-<k>/policy/,
+    complete once renamed there, with cobalt-policy.json naming its step and version.
+    """
+    best: tuple[int, Path] | None = None
+    for marker in checkpoints.glob(f"job-{job_id}/step-*/policy/cobalt-policy.json"):
+        try:
+            step = int(json.loads(marker.read_text(encoding="utf-8"))["step"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if best is None or step > best[0]:
+            best = (step, marker.parent)
+    return best[1].resolve() if best else None
+
+
 def _step_note(job: TrainingJobPublic) -> str:
     if not job.steps:
         return f"job {job.id}: rolling out and training step 1"
@@ -410,5 +427,6 @@ def _loop(options: DemoOptions, ctx: _RunContext, progress: DemoProgress) -> Dem
         options=options, model_dir=ctx.model_dir, served_model=ctx.served, before=before,
         after=after, bandit_name=name, bandit_contexts=count, bandit_counts=counts,
         training=training, ui_url=ctx.endpoints.orchestrator,
-        database_url=ctx.paths.database_url,
+        database_url=ctx.paths.database_url, dataset=ctx.dataset,
+        trained_model=trained_policy_dir(ctx.paths.checkpoints, training.id),
     )  # fmt: skip

@@ -1,5 +1,6 @@
-"""The demo's HTML report: before/after Pass@1 per turn, the training steps, the contexts,
-where the time went, and links into the web UI.
+"""The demo's HTML report: what was trained, where the trained model is and how to serve
+it; before/after Pass@1 per turn, the training steps, the contexts, where the time went,
+and links into the web UI.
 
 One self-contained file (the plots are embedded as PNG data, and also written beside it),
 so it can be mailed or attached to an issue. The exact figures are embedded as JSON too
@@ -21,7 +22,14 @@ from cobalt.demo.results import DemoResult, PhaseResult
 from cobalt.orchestrator.runs.plots import plot_pass_at_1
 from cobalt.shared.reward import RewardFormat
 
-__all__ = ["report_data", "render_report", "write_report"]
+__all__ = [
+    "bandit_summary",
+    "render_report",
+    "report_data",
+    "serve_command",
+    "trained_summary",
+    "write_report",
+]
 
 _REWARD_FORMAT_NOTES = {
     RewardFormat.INSTRUCT: (
@@ -116,6 +124,58 @@ def _phase_line(result: DemoResult, phase: PhaseResult) -> str:
     return f"<li><b>{phase.label}</b>, policy v{phase.policy_version}: {runs}{reused}</li>"
 
 
+def trained_name(result: DemoResult) -> str:
+    """The name the trained model is served under by `serve_command`."""
+    return f"{result.served_model}-grpo-{result.training.id}"
+
+
+def serve_command(result: DemoResult) -> str | None:
+    """The command that serves the trained model (None: no policy directory was left)."""
+    if result.trained_model is None:
+        return None
+    name = trained_name(result)
+    return f"cobalt inference serve --model {result.trained_model} --served-name {name}"
+
+
+def trained_summary(result: DemoResult) -> str:
+    """One plain sentence: which model, how it was trained, on what, and where it is now."""
+    job = result.training
+    trainer = job.params.get("trainer", {}) if isinstance(job.params, dict) else {}
+    where = (
+        f"The trained weights (policy v{result.after.policy_version}, a Hugging Face model "
+        f"directory) are in {result.trained_model}."
+        if result.trained_model is not None
+        else "The trainer left no policy directory (its checkpoints were removed)."
+    )
+    return (
+        f"{result.model_dir.name} was trained with GRPO (the Cobalt reward, job {job.id}) for "
+        f"{job.step} steps of {trainer.get('contexts_per_step', '?')} contexts x "
+        f"{trainer.get('n_samples', '?')} samples, on {result.bandit_contexts} bandit "
+        f"contexts cut from the baseline's run {result.before.refine_run}. {where}"
+    )
+
+
+def bandit_summary(counts: dict[str, Any], contexts: int) -> str:
+    """What the bandit builder kept, in words (its raw counts go in a folded table)."""
+    parts = [f"{contexts} contexts"]
+    if "turn_0_contexts" in counts or "partial_contexts" in counts:
+        parts[0] += (
+            f" ({counts.get('turn_0_contexts', 0)} from the problem alone, "
+            f"{counts.get('partial_contexts', 0)} after 1-3 feedback turns)"
+        )
+    if "problems" in counts:
+        parts.append(f"from {counts['problems']} problems")
+    dropped = []
+    if counts.get("problems_all_pass_at_turn_0"):
+        dropped.append(
+            f"{counts['problems_all_pass_at_turn_0']} problems every sample solved at turn 0"
+        )
+    if counts.get("dropped_over_token_cap"):
+        dropped.append(f"{counts['dropped_over_token_cap']} contexts over the token cap")
+    text = " ".join(parts)
+    return text + (f"; left out: {', '.join(dropped)}" if dropped else "") + "."
+
+
 def report_data(result: DemoResult) -> dict[str, Any]:
     """The figures of the report as plain JSON values."""
     return {
@@ -136,6 +196,8 @@ def report_data(result: DemoResult) -> dict[str, Any]:
             "public_pass_at_1": result.after.report.public_pass_at_1,
         },
         "bandit": {"name": result.bandit_name, "contexts": result.bandit_contexts},
+        "trained_model": None if result.trained_model is None else str(result.trained_model),
+        "serve_command": serve_command(result),
         "training": {
             "job": result.training.id,
             "steps": [{"step": s.step, **s.metrics} for s in result.training.steps],
@@ -175,11 +237,27 @@ def _plot_training(result: DemoResult, path: Path) -> Path | None:
     return path
 
 
+def _serving(result: DemoResult) -> list[str]:
+    command = serve_command(result)
+    if command is None:
+        return []
+    sample = (
+        f"cobalt run sample --dataset {result.dataset or 'DATASET'} "
+        f"--base-url http://127.0.0.1:8000/v1 --model {trained_name(result)} --turns "
+        f"{result.options.turns}"
+    )
+    return [
+        "<p>Serve it (vLLM, like the base model), then sample from it as from any endpoint:</p>",
+        f"<pre><code>{html.escape(command)}\n{html.escape(sample)}</code></pre>",
+    ]
+
+
 def render_report(result: DemoResult, plots: Sequence[Path] = ()) -> str:
     """The report's HTML for `result`, with `plots` (PNG files) embedded."""
     options = result.options
     total = sum(result.timings.values())
-    before_runs = result.before.refine_run
+    before_runs, after_runs = result.before.refine_run, result.after.refine_run
+    counts = result.bandit_counts
     compare = _ui(result, f"runs/{result.after.refine_run}?compare={before_runs}")
     sections = [
         "<h1>Cobalt demo</h1>",
@@ -187,6 +265,9 @@ def render_report(result: DemoResult, plots: Sequence[Path] = ()) -> str:
         f"<code>{html.escape(result.served_model)}</code> · {options.problems} HumanEval "
         f"problems × {options.samples} samples, {options.turns} feedback turns, "
         f"{options.steps} GRPO steps · {total / 60:.1f} min</p>",
+        "<h2>What was trained</h2>",
+        f"<p>{html.escape(trained_summary(result))}</p>",
+        *_serving(result),
         "<h2>Pass@1 per turn, before and after training</h2>",
         "<p>Hidden tests; turn 0 is the first program, each later turn a fix after the "
         "public tests' feedback. Pass@1 is per turn, not best-so-far (docs/method.md). A few "
@@ -200,12 +281,19 @@ def render_report(result: DemoResult, plots: Sequence[Path] = ()) -> str:
         "<h2>Runs</h2><ul>",
         _phase_line(result, result.before),
         _phase_line(result, result.after),
-        f"<li>{_link(compare, 'both refined runs on one chart')} in the web UI</li></ul>",
+        f"<li>{_link(compare, 'both refined runs on one chart')} in the web UI, and "
+        f"{_link(_ui(result, f'compare/{before_runs}/{after_runs}'), 'problem by problem')}"
+        ": which problems training fixed and which it broke, turn by turn</li></ul>",
         "<h2>Bandit contexts</h2>",
-        f"<p>{result.bandit_contexts} contexts built from run {before_runs} "
-        f"({_link(_ui(result, f'bandit/{result.bandit_name}'), result.bandit_name)}): "
-        + html.escape(", ".join(f"{k} {v}" for k, v in sorted(result.bandit_counts.items())))
-        + "</p>",
+        f"<p>{html.escape(bandit_summary(counts, result.bandit_contexts))} "
+        f"Built from run {before_runs}: "
+        f"{_link(_ui(result, f'bandit/{result.bandit_name}'), result.bandit_name)}.</p>",
+        "<details><summary>The builder's counts</summary>",
+        _table(
+            ["count", "value"],
+            [[html.escape(k), html.escape(str(v))] for k, v in sorted(counts.items())],
+        ),
+        "</details>",
         "<h2>Training</h2>",
         f"<p>{_link(_ui(result, f'training/{result.training.id}'), f'job {result.training.id}')}"
         f": {result.training.step} steps; the inference server went from policy "

@@ -42,3 +42,8 @@ class DemoResult:
     database_url: str
     timings: dict[str, float] = field(default_factory=dict)
     report_path: Path | None = None
+    dataset: str = ""
+    """The imported HumanEval dataset's name (what a new run samples from)."""
+    trained_model: Path | None = None
+    """The last step's policy directory (a Hugging Face model directory inference can
+    serve); None when the trainer left none (e.g. removed since)."""

@@ -5,21 +5,18 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from cobalt.executor.errors import SandboxUnavailable
+from cobalt.executor.report import print_response
 from cobalt.executor.settings import ExecutorSettings
 from cobalt.shared.cli import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
 from cobalt.shared.cli import fail as _fail
-from cobalt.shared.contracts import Compare, ExecuteRequest, Verdict
+from cobalt.shared.contracts import Compare, ExecuteRequest
 from cobalt.shared.errors import (
     CobaltError,
     Overloaded,
@@ -90,17 +87,6 @@ def serve(
 EXIT_ALL_PASSED = EXIT_OK
 EXIT_SOME_FAILED = EXIT_FAILED
 
-_VERDICT_STYLES = {
-    Verdict.ACCEPTED: "green",
-    Verdict.WRONG_ANSWER: "red",
-    Verdict.RUNTIME_ERROR: "red",
-    Verdict.TIME_LIMIT: "yellow",
-    Verdict.MEMORY_LIMIT: "yellow",
-    Verdict.OUTPUT_LIMIT: "yellow",
-    Verdict.SANDBOX_ERROR: "magenta",
-    Verdict.SKIPPED: "dim",
-}
-
 
 @exec_app.command("run")
 def run(
@@ -170,7 +156,7 @@ def run(
     if as_json:
         typer.echo(response.model_dump_json())
     else:
-        _print_response(response)
+        print_response(response)
     all_passed = response.passed == response.total
     raise typer.Exit(EXIT_ALL_PASSED if all_passed else EXIT_SOME_FAILED)
 
@@ -267,44 +253,3 @@ def _execute_local(request: ExecuteRequest) -> ExecuteResponse:
         raise _fail(EXIT_USAGE, str(exc)) from exc
     finally:
         pool.close()
-
-
-def _print_response(response: ExecuteResponse) -> None:
-    table = Table(title=response.executor_version, title_justify="left")
-    table.add_column("#", justify="right")
-    table.add_column("verdict")
-    table.add_column("wall ms", justify="right")
-    table.add_column("cpu ms", justify="right")
-    table.add_column("feedback", overflow="fold")
-    for number, result in enumerate(response.results, start=1):
-        table.add_row(
-            str(number),
-            Text(result.verdict.value, style=_VERDICT_STYLES.get(result.verdict, "")),
-            f"{result.wall_ms:.0f}",
-            f"{result.cpu_ms:.0f}",
-            Text(_feedback_summary(result.feedback)),
-        )
-    console = Console(highlight=False)
-    console.print(table)
-    style = "green" if response.passed == response.total else "red"
-    console.print(Text(f"passed {response.passed}/{response.total}", style=style))
-
-
-_OUTCOME_HEADER = re.compile(r"^(Your output|Your return value|Error \(.*\)):$")
-
-
-def _feedback_summary(feedback: str) -> str:
-    """The line of a test's feedback that says what went wrong, for a one-row table.
-
-    Feedback is sections ("Input:", "Expected output:", then "Your output:" or
-    "Error (...):") or ends in a sentence (time limit, ...); the outcome section's header
-    and its last line say the most (the wrong output, or the exception of a traceback).
-    """
-    lines = [line for line in feedback.strip().splitlines() if line.strip()]
-    if not lines or lines == ["Passed."]:
-        return ""
-    headers = [i for i, line in enumerate(lines) if _OUTCOME_HEADER.match(line)]
-    last = headers[-1] if headers else -1
-    if last < 0 or last == len(lines) - 1:
-        return lines[-1]
-    return f"{lines[last]} {lines[-1]}"

@@ -39,3 +39,6 @@ class OrchestratorSettings(CobaltSettings):
     orchestrator_port: int = Field(default=8200, ge=1, le=65535)
     local_concurrency: int = Field(default=4, ge=1, le=256)
     """Problems rolled out at once when jobs run in-process."""
+    training_stale_s: float = Field(default=1800.0, gt=0)
+    """A pending or running training job silent this long (no step reported, no group
+    written) is shown as stale: its trainer has probably stopped."""

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from cobalt.shared.contracts.runs import TurnPublic
+from cobalt.shared.contracts.runs import EvaluationReport, RunPublic, TurnPublic
 from cobalt.shared.contracts.statuses import TrajectoryStatus
 
 __all__ = [
@@ -22,6 +22,8 @@ __all__ = [
     "BanditContextsPage",
     "BanditDatasetPublic",
     "BanditDatasetsPublic",
+    "ComparedProblem",
+    "ComparedTurn",
     "HackingCasePublic",
     "HackingCasesPublic",
     "JudgeVerdictPublic",
@@ -30,11 +32,17 @@ __all__ = [
     "ProblemsPage",
     "RunProblemDetail",
     "RunProblemRow",
+    "RunComparison",
     "RunProblemsPublic",
     "SearchHit",
     "SearchKind",
     "SearchResults",
+    "TestCaseDetail",
+    "TurnMatch",
+    "TurnMatchesPage",
+    "TurnTests",
     "TrajectoryDetail",
+    "TurnChange",
     "TurnDetail",
     "TurnRewardPublic",
 ]
@@ -103,6 +111,7 @@ class TurnRewardPublic(BaseModel):
 class TurnDetail(TurnPublic):
     """A turn as a person reads it: the reasoning apart, the change from the last program."""
 
+    turn_id: int = Field(description="the stored turn (GET .../turns/{turn_id}/tests)")
     reasoning: str = Field(description="the response up to its last </think> (tags removed)")
     answer: str = Field(description="the response after it (`extraction.answer_part`)")
     diff: str | None = Field(
@@ -245,3 +254,107 @@ class SearchResults(BaseModel):
     query: str
     method: str = Field(description='"postgresql-fts" or "like" (SQLite)')
     items: list[SearchHit]
+
+
+class TurnChange(StrEnum):
+    """How a problem's Pass@1 at one turn moved from run A (the baseline) to run B."""
+
+    FIXED = "fixed"
+    """B passes more of its samples than A (e.g. 0/4 -> 3/4)."""
+    BROKEN = "broken"
+    """B passes fewer."""
+    UNCHANGED = "unchanged"
+    """The same fraction."""
+    UNEVALUATED = "unevaluated"
+    """Either run has no hidden result for the problem at that turn."""
+
+
+class ComparedTurn(BaseModel):
+    turn_index: int
+    pass_a: float | None = Field(description="run A's Pass@1 on the problem at this turn")
+    pass_b: float | None = Field(description="run B's")
+    change: TurnChange
+
+
+class ComparedProblem(BaseModel):
+    """One problem of the shared dataset in both runs, turn by turn."""
+
+    external_id: str
+    difficulty: str | None
+    turns: list[ComparedTurn]
+    change: TurnChange = Field(description="the change at the last turn both runs have")
+
+
+class RunComparison(BaseModel):
+    """Two runs over the same dataset, problem by problem and turn by turn.
+
+    Rates follow evaluation's rules (runs.evaluation): a trajectory that stopped early
+    keeps its last program; problems without hidden results in a run are unevaluated.
+    """
+
+    run_a: RunPublic
+    run_b: RunPublic
+    report_a: EvaluationReport
+    report_b: EvaluationReport
+    turns: int = Field(description="turns of the longer run, turn 0 included")
+    counts: list[dict[str, int]] = Field(description="per turn: problems per `TurnChange`")
+    problems: list[ComparedProblem]
+
+
+class TestCaseDetail(BaseModel):
+    """One test of a turn: what went in, what was expected, what the program did.
+
+    Input and expected output are middle-truncated to 4,096 characters; actual output and
+    error are as the executor returned them (capped at its `stream_chars`). A call test's
+    input is the call and its values are Python literals, as in the feedback.
+    """
+
+    __test__ = False
+
+    kind: str = Field(description='"public" or "hidden"')
+    index: int = Field(description="position in the problem's list of that kind, from 0")
+    verdict: str | None = Field(description="None: not run (hidden tests before evaluation)")
+    input: str
+    expected: str = ""
+    actual: str | None = Field(
+        default=None, description="stdout, or the returned value; None when not stored"
+    )
+    error: str | None = Field(
+        default=None, description="stderr, else the executor's explanation; None: not stored"
+    )
+    exit_code: int | None = None
+    wall_ms: float | None = None
+
+
+class TurnTests(BaseModel):
+    """Every public and hidden test of one turn with its verdict and outputs."""
+
+    turn_id: int
+    run_id: int
+    external_id: str
+    sample_index: int
+    turn_index: int
+    public: list[TestCaseDetail]
+    hidden: list[TestCaseDetail]
+
+
+class TurnMatch(BaseModel):
+    """A turn found by the trajectory filters, with what the filters look at."""
+
+    turn_id: int
+    external_id: str
+    difficulty: str | None
+    sample_index: int
+    turn_index: int
+    public_verdicts: list[str]
+    public_passed: bool
+    hidden_verdicts: list[str] | None
+    hidden_passed: bool | None
+    reward: TurnRewardPublic | None
+
+
+class TurnMatchesPage(BaseModel):
+    run_id: int
+    items: list[TurnMatch]
+    total: int = Field(description="turns matching the filters, over all pages")
+    offset: int

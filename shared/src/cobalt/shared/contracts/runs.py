@@ -113,6 +113,11 @@ class RunPublic(BaseModel):
     total_trajectories: int
     trajectories_by_status: dict[str, int]
     turns_written: int
+    policy_versions: list[int] = Field(
+        default_factory=list,
+        description="the trainer's weights versions that wrote the run's turns (sorted; "
+        "empty when the endpoint is not Cobalt's inference service)",
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

@@ -15,14 +15,19 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cobalt.shared import defaults
+from cobalt.shared.contracts.browse import TurnRewardPublic
 from cobalt.shared.contracts.statuses import TrainingJobStatus
 
 __all__ = [
     "GROUP_LIST_MAX",
+    "JobLiveness",
+    "LedgerGroupPublic",
+    "LedgerSamplePublic",
     "RoundStarted",
     "StepBatch",
     "StepClaim",
     "StepPublic",
+    "StepGroupsPublic",
     "StepReport",
     "TrainingGroupPublic",
     "TrainerHyperparameters",
@@ -171,6 +176,16 @@ class StepPublic(BaseModel):
     created_at: datetime | None = None
 
 
+class JobLiveness(StrEnum):
+    """Whether a job's trainer is still reporting: a function of the last report's time,
+    so a trainer that died shows as stale instead of `running` forever."""
+
+    LIVE = "live"
+    STALE = "stale"
+    ENDED = "ended"
+    """Finished, stopped or failed: nothing more is expected."""
+
+
 class TrainingJobPublic(BaseModel):
     id: int
     name: str
@@ -185,6 +200,16 @@ class TrainingJobPublic(BaseModel):
     error: str | None
     created_at: datetime
     steps: list[StepPublic] = Field(default_factory=list)
+    last_activity_at: datetime | None = Field(
+        default=None,
+        description="the job's last sign of life: a step reported, a group written, a "
+        "status change",
+    )
+    liveness: JobLiveness = Field(
+        default=JobLiveness.LIVE,
+        description="live, stale (pending or running but silent longer than "
+        "COBALT_TRAINING_STALE_S) or ended",
+    )
 
 
 class TrainingJobsPublic(BaseModel):
@@ -241,3 +266,44 @@ class StepReport(BaseModel):
     step: int = Field(ge=1)
     policy_version: int = Field(ge=0)
     metrics: dict[str, float] = Field(default_factory=dict)
+
+
+class LedgerSamplePublic(BaseModel):
+    """One response of a group as a person reads it: text, verdicts, reward, advantage."""
+
+    sample_index: int
+    turn: int
+    response: str
+    response_tokens: int
+    verdicts: list[str]
+    reward: float = Field(description="the Cobalt reward the trainer trained on")
+    pass_rate: float
+    advantage: float | None = Field(
+        description="GRPO's (r - mean) / (std + 1e-6) over the group's episodes (0 when "
+        "every reward is equal, as the trainer has it; None for a group of one)"
+    )
+    components: TurnRewardPublic
+
+
+class LedgerGroupPublic(BaseModel):
+    """A group of the ledger: one context's n samples at one policy version."""
+
+    id: int
+    context_key: str
+    problem: str = Field(description="the problem's external id")
+    round: int
+    policy_version: int
+    status: str
+    step: int | None
+    phase_seconds: dict[str, float]
+    reward_mean: float
+    reward_std: float
+    samples: list[LedgerSamplePublic]
+
+
+class StepGroupsPublic(BaseModel):
+    """The groups a step consumed (or dropped as stale), with every sample."""
+
+    job_id: int
+    step: int
+    groups: list[LedgerGroupPublic]

@@ -13,15 +13,20 @@ from cobalt.orchestrator.bandit import browse as bandit_browse
 from cobalt.orchestrator.datasets import catalog
 from cobalt.orchestrator.datasets.search import search as search_text
 from cobalt.orchestrator.runs import browse as run_browse
+from cobalt.orchestrator.runs.comparison import compare_runs
+from cobalt.orchestrator.runs.turn_search import TestSet, TurnFilters, find_turns, turn_tests
 from cobalt.shared.contracts.browse import (
     BanditContextsPage,
     BanditDatasetsPublic,
     HackingCasesPublic,
     ProblemsPage,
+    RunComparison,
     RunProblemDetail,
     RunProblemsPublic,
     SearchKind,
     SearchResults,
+    TurnMatchesPage,
+    TurnTests,
 )
 from cobalt.shared.contracts.runs import EvaluationReport
 
@@ -48,6 +53,46 @@ def run_problems(run_id: int, sessions: Sessions) -> RunProblemsPublic:
 def run_problem(run_id: int, external_id: str, sessions: Sessions) -> RunProblemDetail:
     """One problem's trajectories: every turn, its diff, verdicts and reward."""
     return run_browse.run_problem_detail(sessions, run_id, external_id)
+
+
+@router.get("/runs/{run_id}/compare/{other_run_id}")
+def run_comparison(run_id: int, other_run_id: int, sessions: Sessions) -> RunComparison:
+    """Run `other_run_id` against run `run_id` (the baseline): per problem and per turn,
+    fixed, broken or unchanged, with both runs' Pass@1 per turn (same dataset only)."""
+    return compare_runs(sessions, run_id, other_run_id)
+
+
+@router.get("/runs/{run_id}/turns")
+def run_turns(
+    run_id: int,
+    sessions: Sessions,
+    verdict: Annotated[str | None, Query(max_length=50)] = None,
+    tests: TestSet = TestSet.ANY,
+    turn: Annotated[int | None, Query(ge=0)] = None,
+    problem: Annotated[str | None, Query(max_length=300)] = None,
+    text: Annotated[str | None, Query(max_length=500)] = None,
+    hidden_passed: bool | None = None,
+    component: str | None = None,
+    min: float | None = None,  # noqa: A002 (the query parameter's name)
+    max: float | None = None,  # noqa: A002
+    offset: Offset = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> TurnMatchesPage:
+    """The run's turns matching every filter given: a verdict on any/public/hidden test,
+    the turn index, a problem id substring, a response substring, hidden pass, and a reward
+    component range."""
+    filters = TurnFilters(
+        verdict=verdict, tests=tests, turn=turn, problem=problem, text=text,
+        hidden_passed=hidden_passed,
+        component=component, minimum=min, maximum=max,
+    )  # fmt: skip
+    return find_turns(sessions, run_id, filters, offset=offset, limit=limit)
+
+
+@router.get("/runs/{run_id}/turns/{turn_id}/tests")
+def run_turn_tests(run_id: int, turn_id: int, sessions: Sessions) -> TurnTests:
+    """Every test of a turn: input, expected output, the program's output and error."""
+    return turn_tests(sessions, run_id, turn_id)
 
 
 @router.get("/runs/{run_id}/hacking-cases")

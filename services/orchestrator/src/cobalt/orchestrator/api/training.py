@@ -6,12 +6,14 @@ from fastapi import APIRouter, status
 
 from cobalt.orchestrator.api.deps import ExecutorSettings, Sessions, Settings
 from cobalt.orchestrator.training import service
+from cobalt.orchestrator.training.browse import step_groups
 from cobalt.orchestrator.worker.carry_out import start_round
 from cobalt.shared.contracts.statuses import TrainingJobStatus
 from cobalt.shared.contracts.training import (
     RoundStarted,
     StepBatch,
     StepClaim,
+    StepGroupsPublic,
     StepReport,
     TrainingJobCreate,
     TrainingJobPublic,
@@ -28,14 +30,20 @@ def create_job(body: TrainingJobCreate, sessions: Sessions) -> TrainingJobPublic
 
 
 @router.get("")
-def list_jobs(sessions: Sessions) -> TrainingJobsPublic:
-    return service.list_jobs(sessions)
+def list_jobs(sessions: Sessions, settings: Settings) -> TrainingJobsPublic:
+    return service.list_jobs(sessions, stale_after_s=settings.training_stale_s)
 
 
 @router.get("/{job_id}")
-def show_job(job_id: int, sessions: Sessions) -> TrainingJobPublic:
-    """A job with every step's metrics."""
-    return service.job_public(sessions, job_id)
+def show_job(job_id: int, sessions: Sessions, settings: Settings) -> TrainingJobPublic:
+    """A job with every step's metrics and its liveness."""
+    return service.job_public(sessions, job_id, stale_after_s=settings.training_stale_s)
+
+
+@router.get("/{job_id}/steps/{step}/groups")
+def show_step_groups(job_id: int, step: int, sessions: Sessions) -> StepGroupsPublic:
+    """The groups a step trained on (or dropped as stale): samples, rewards, advantages."""
+    return step_groups(sessions, job_id, step)
 
 
 @router.post("/{job_id}/stop")

@@ -28,6 +28,7 @@ from cobalt.orchestrator.rollouts.engine import (
 )
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.rollouts.sampling import ChatSampler, SamplingParams
+from cobalt.orchestrator.runs.program_outputs import stored_outputs
 from cobalt.orchestrator.store.repo_runs import TurnRow
 from cobalt.shared.clients import AsyncExecutorClient
 from cobalt.shared.contracts import Compare, Limits, ProblemRow
@@ -108,6 +109,7 @@ def turn_row(run_id: int, problem_id: int, turn: JudgedTurn) -> TurnRow:
         model_latency_ms=sample.latency_ms,
         exec_latency_ms=turn.exec_ms,
         policy_version=sample.policy_version,
+        public_outputs=stored_outputs(turn.public),
     )
 
 

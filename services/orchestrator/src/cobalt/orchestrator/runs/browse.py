@@ -160,6 +160,7 @@ def _details(
         details.append(
             TurnDetail(
                 **{**public.model_dump(), "messages": messages},
+                turn_id=turn.id,
                 reasoning=reasoning,
                 answer=answer,
                 diff=diff,

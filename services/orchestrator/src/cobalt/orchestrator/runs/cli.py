@@ -1,4 +1,4 @@
-"""`cobalt run ...`: sample, refine, evaluate, list, show, cancel, resume.
+"""`cobalt run ...`: sample, refine, evaluate, compare, list, show, cancel, resume.
 
 A run started here waits for its jobs and shows live progress unless `--detach`. Where
 the jobs run: on RQ workers when COBALT_REDIS_URL is set (start `cobalt worker` anywhere
@@ -53,7 +53,7 @@ EXIT_RUN_FAILED = 1
 _Request = TypeVar("_Request", bound=BaseModel)
 
 run_app = typer.Typer(
-    help="Rollout runs: sample, refine, evaluate; list, show, cancel, resume.",
+    help="Rollout runs: sample, refine, evaluate, compare; list, show, cancel, resume.",
     no_args_is_help=True,
 )
 
@@ -353,7 +353,9 @@ def list_runs(
     if as_json:
         echo_json({"runs": [r.model_dump(mode="json") for r in runs]})
         return
-    table = Table("id", "kind", "status", "dataset", "model", "trajectories", "turns", "created")
+    table = Table(
+        "id", "kind", "status", "dataset", "model", "policy", "trajectories", "turns", "created"
+    )
     for r in runs:
         table.add_row(
             str(r.id),
@@ -361,6 +363,7 @@ def list_runs(
             r.status,
             r.dataset,
             r.model,
+            ",".join(f"v{v}" for v in r.policy_versions) or "-",
             f"{r.trajectories_by_status.get('finished', 0)}/{r.total_trajectories}",
             str(r.turns_written),
             r.created_at.strftime("%Y-%m-%d %H:%M"),
@@ -380,6 +383,49 @@ def show(run_id: Annotated[int, typer.Argument()], as_json: JsonOption = False) 
         echo_json(public.model_dump(mode="json"))
     else:
         _print_run(public)
+
+
+CHANGED_SHOWN = 20
+"""Problems listed per change (fixed, broken) by `cobalt run compare`; --json has all."""
+
+
+@run_app.command("compare")
+def compare_runs(
+    run_a: Annotated[int, typer.Argument(help="The baseline run (e.g. before training).")],
+    run_b: Annotated[int, typer.Argument(help="The run to compare with it (same dataset).")],
+    as_json: JsonOption = False,
+) -> None:
+    """Which problems run B fixed and which it broke, turn by turn, from stored results."""
+    from cobalt.orchestrator.runs.comparison import compare_runs as compare_stored
+
+    store = _store()
+    with handled():
+        comparison = compare_stored(store.sessions(), run_a, run_b)
+    if as_json:
+        echo_json(comparison.model_dump(mode="json"))
+        return
+    a, b = comparison.report_a.pass_at_1, comparison.report_b.pass_at_1
+    table = Table(
+        "turn", f"Pass@1 run {run_a}", f"Pass@1 run {run_b}", "fixed", "broken", "unchanged",
+        "unevaluated", title=f"run {run_b} against run {run_a} (hidden tests)",
+    )  # fmt: skip
+    for turn, counts in enumerate(comparison.counts):
+        table.add_row(
+            str(turn),
+            f"{a[turn]:.3f}" if turn < len(a) else "-",
+            f"{b[turn]:.3f}" if turn < len(b) else "-",
+            *(str(counts[key]) for key in ("fixed", "broken", "unchanged", "unevaluated")),
+        )
+    Console().print(table)
+    for change in ("fixed", "broken"):
+        names = [p.external_id for p in comparison.problems if p.change == change]
+        if names:
+            more = (
+                f" (+{len(names) - CHANGED_SHOWN} more: --json)"
+                if len(names) > CHANGED_SHOWN
+                else ""
+            )
+            typer.echo(f"{change} at the last turn: {', '.join(names[:CHANGED_SHOWN])}{more}")
 
 
 @run_app.command("evaluate")

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from math import comb
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from cobalt.orchestrator.runs.program_outputs import stored_outputs
 from cobalt.orchestrator.runs.rewards import mean_reward_per_turn, score_turn_rewards
 from cobalt.orchestrator.store import repo_runs
 from cobalt.orchestrator.store.models import Problem, Trajectory, TrajectoryStatus, Turn, TurnReward
@@ -129,13 +131,15 @@ def evaluate_run(
         requests = [p.request for _, planned in chunk for p in planned]
         responses = executor.execute_batch(BatchExecuteRequest(requests=requests)).results
         results, cursor = [], 0
+        outputs: dict[int, list[dict[str, Any]]] = {}
         for turn_id, planned in chunk:
             merged = merge_responses(planned, responses[cursor : cursor + len(planned)])
             cursor += len(planned)
             verdicts = [str(r.verdict) for r in merged.results]
             results.append((turn_id, verdicts, merged.passed == merged.total))
+            outputs[turn_id] = stored_outputs(merged) or []
         with sessions.begin() as session:
-            repo_runs.record_hidden_results(session, results=results)
+            repo_runs.record_hidden_results(session, results=results, outputs=outputs)
         done += len(chunk)
         if on_progress is not None:
             on_progress(done, len(plans))

@@ -219,6 +219,7 @@ def _publics(session: Session, runs: Sequence[Run]) -> list[RunPublic]:
             total_trajectories=run.total_trajectories,
             trajectories_by_status=dict(progress[run.id].trajectories),
             turns_written=progress[run.id].turns,
+            policy_versions=list(progress[run.id].policy_versions),
             created_at=run.created_at,
             started_at=run.started_at,
             finished_at=run.finished_at,

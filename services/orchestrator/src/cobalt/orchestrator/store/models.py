@@ -266,6 +266,11 @@ class Turn(Base):
     public_verdicts: Mapped[list[str]] = mapped_column(JsonValue, default=list)
     """One `Verdict` string per public test."""
     public_passed: Mapped[bool] = mapped_column(Boolean)
+    public_outputs: Mapped[list[dict[str, Any]] | None] = mapped_column(NullableJson, default=None)
+    """Per public test, what the program did: `program_outputs.stored_outputs` of the executor's
+    result (stdout, stderr, exit code, signal, wall ms, feedback line), capped as the
+    executor caps its response (`stream_chars`). None: nothing ran (no program), or a row
+    written before migration 0013."""
     feedback: Mapped[str] = mapped_column(StoredText, default="")
     """The user message this turn's program earned from the public tests. The last turn
     has one too: the bandit builder's longest contexts end with it."""
@@ -286,6 +291,8 @@ class Turn(Base):
     hidden_verdicts: Mapped[list[str] | None] = mapped_column(NullableJson, default=None)
     """Filled by evaluation after the run; None until then."""
     hidden_passed: Mapped[bool | None] = mapped_column(Boolean, default=None)
+    hidden_outputs: Mapped[list[dict[str, Any]] | None] = mapped_column(NullableJson, default=None)
+    """The same per hidden test, filled by evaluation with `hidden_verdicts`."""
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
     trajectory: Mapped[Trajectory] = relationship(back_populates="turns")

@@ -96,6 +96,8 @@ class TurnRow:
     model_latency_ms: float = 0.0
     exec_latency_ms: float = 0.0
     policy_version: int | None = None
+    public_outputs: list[dict[str, Any]] | None = None
+    """Per public test, the program's outputs (`runs.program_outputs.stored_outputs`)."""
 
     @property
     def trajectory_key(self) -> tuple[int, int, int]:
@@ -124,6 +126,9 @@ class RunProgress:
     trajectories: dict[str, int] = field(default_factory=dict)
     """Count per `TrajectoryStatus`, every status present (0 when none)."""
     turns: int = 0
+    policy_versions: tuple[int, ...] = ()
+    """The trainer's weights versions that wrote its turns, sorted (none: not Cobalt's
+    inference service); what tells a run before training from one after."""
 
 
 def _insert(session: Session) -> Any:
@@ -519,9 +524,14 @@ def move_trajectories(
 
 
 def record_hidden_results(
-    session: Session, *, results: Sequence[tuple[int, list[str], bool]]
+    session: Session,
+    *,
+    results: Sequence[tuple[int, list[str], bool]],
+    outputs: Mapping[int, list[dict[str, Any]]] | None = None,
 ) -> int:
-    """Store evaluation's hidden-test outcome on turns: `(turn_id, verdicts, passed)` each.
+    """Store evaluation's hidden-test outcome on turns: `(turn_id, verdicts, passed)` each,
+    and per test the program's outputs by turn id (`outputs`; a turn absent there keeps
+    none, e.g. one without a program).
 
     One executemany of `UPDATE turns ... WHERE id = ?`. Recording again overwrites, so a
     re-run evaluation just repeats.
@@ -549,7 +559,12 @@ def record_hidden_results(
     session.execute(
         update(Turn),
         [
-            {"id": turn_id, "hidden_verdicts": list(verdicts), "hidden_passed": passed}
+            {
+                "id": turn_id,
+                "hidden_verdicts": list(verdicts),
+                "hidden_passed": passed,
+                "hidden_outputs": (outputs or {}).get(turn_id),
+            }
             for turn_id, verdicts, passed in results
         ],
     )
@@ -570,6 +585,7 @@ def runs_progress(session: Session, *, runs: Sequence[Run]) -> dict[int, RunProg
     ids = [run.id for run in runs]
     counts = {run_id: {status.value: 0 for status in TrajectoryStatus} for run_id in ids}
     turns = dict.fromkeys(ids, 0)
+    versions: dict[int, set[int]] = {run_id: set() for run_id in ids}
     if ids:
         for run_id, status, count in session.execute(
             select(Trajectory.run_id, Trajectory.status, func.count(Trajectory.id))
@@ -577,12 +593,14 @@ def runs_progress(session: Session, *, runs: Sequence[Run]) -> dict[int, RunProg
             .group_by(Trajectory.run_id, Trajectory.status)
         ):
             counts[run_id][status] = int(count)
-        for run_id, count in session.execute(
-            select(Turn.run_id, func.count(Turn.id))
+        for run_id, version, count in session.execute(
+            select(Turn.run_id, Turn.policy_version, func.count(Turn.id))
             .where(Turn.run_id.in_(ids))
-            .group_by(Turn.run_id)
+            .group_by(Turn.run_id, Turn.policy_version)
         ):
-            turns[run_id] = int(count)
+            turns[run_id] += int(count)
+            if version is not None:
+                versions[run_id].add(int(version))
     return {
         run.id: RunProgress(
             run_id=run.id,
@@ -590,6 +608,7 @@ def runs_progress(session: Session, *, runs: Sequence[Run]) -> dict[int, RunProg
             total_trajectories=run.total_trajectories,
             trajectories=counts[run.id],
             turns=turns[run.id],
+            policy_versions=tuple(sorted(versions[run.id])),
         )
         for run in runs
     }

@@ -23,7 +23,7 @@ from cobalt.orchestrator.console import (
     store_context,
 )
 from cobalt.shared import defaults
-from cobalt.shared.contracts.training import TrainingMode
+from cobalt.shared.contracts.training import JobLiveness, TrainingMode
 from cobalt.shared.reward_format import RewardFormat
 
 # The training service, the verl export and the store are imported by the commands that
@@ -194,7 +194,7 @@ def list_jobs(as_json: JsonOption = False) -> None:
 
     store = store_context()
     with handled():
-        jobs = service.list_jobs(store.sessions())
+        jobs = service.list_jobs(store.sessions(), stale_after_s=store.settings.training_stale_s)
     if as_json:
         echo_json(jobs.model_dump(mode="json"))
         return
@@ -202,7 +202,7 @@ def list_jobs(as_json: JsonOption = False) -> None:
     for job in jobs.items:
         groups = f"{job.groups['ready']}/{job.groups['consumed']}/{job.groups['stale']}"
         table.add_row(
-            str(job.id), job.name, job.mode, job.status, str(job.step),
+            str(job.id), job.name, job.mode, _status(job), str(job.step),
             str(job.policy_version), job.contexts or "-", groups,
         )  # fmt: skip
     Console().print(table)
@@ -215,7 +215,9 @@ def show(job_id: Annotated[int, typer.Argument()], as_json: JsonOption = False) 
 
     store = store_context()
     with handled():
-        job = service.job_public(store.sessions(), job_id)
+        job = service.job_public(
+            store.sessions(), job_id, stale_after_s=store.settings.training_stale_s
+        )
     _show(job, as_json=as_json)
 
 
@@ -300,6 +302,11 @@ def export_verl(
 _SHOWN_METRICS = ("reward_mean", "pass_rate", "kl_ref", "pg_clipfrac", "step_seconds")
 
 
+def _status(job: TrainingJobPublic) -> str:
+    """The status, marked when the job waits but its trainer stopped reporting."""
+    return f"{job.status} (stale)" if job.liveness == JobLiveness.STALE else str(job.status)
+
+
 def _show(job: TrainingJobPublic, *, as_json: bool) -> None:
     if as_json:
         echo_json(job.model_dump(mode="json"))
@@ -308,6 +315,14 @@ def _show(job: TrainingJobPublic, *, as_json: bool) -> None:
         f"training job {job.id} {job.name!r}: {job.status}, mode {job.mode}, contexts "
         f"{job.contexts}, step {job.step}, policy version {job.policy_version}"
     )
+    if job.liveness == JobLiveness.STALE:
+        moment = job.last_activity_at
+        since = f"{moment.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if moment else "?"
+        typer.echo(
+            f"stale: nothing reported since {since} (COBALT_TRAINING_STALE_S): its trainer has "
+            f"probably stopped; `cobalt trainer serve --job {job.id}` continues it, "
+            f"`cobalt train stop {job.id}` ends it"
+        )
     typer.echo(
         f"groups: {job.groups['ready']} ready, {job.groups['consumed']} consumed, "
         f"{job.groups['stale']} dropped as stale"

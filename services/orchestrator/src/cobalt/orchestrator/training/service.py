@@ -10,6 +10,7 @@ round scheduled twice asks for the same groups (the ledger keeps the first).
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -26,6 +27,7 @@ from cobalt.orchestrator.store.models import (
     TrainingJobStatus,
     TrainingStep,
 )
+from cobalt.orchestrator.training.browse import DEFAULT_STALE_S, last_activity, liveness_of
 from cobalt.shared import defaults
 from cobalt.shared.contracts.training import (
     StepBatch,
@@ -306,7 +308,9 @@ def report_step(sessions: sessionmaker[Session], job_id: int, report: StepReport
             repo_training.apply_job_event(job, JobEvent.REPORT_STEP)
 
 
-def _public(session: Session, job: TrainingJob, *, with_steps: bool) -> TrainingJobPublic:
+def _public(
+    session: Session, job: TrainingJob, *, with_steps: bool, stale_after_s: float
+) -> TrainingJobPublic:
     dataset = session.get(BanditDataset, job.bandit_dataset_id) if job.bandit_dataset_id else None
     steps = []
     if with_steps:
@@ -337,22 +341,31 @@ def _public(session: Session, job: TrainingJob, *, with_steps: bool) -> Training
         error=job.error,
         created_at=job.created_at,
         steps=steps,
+        last_activity_at=(active := last_activity(session, job)),
+        liveness=liveness_of(job.status, active, datetime.now(UTC), stale_after_s),
     )
 
 
-def job_public(sessions: sessionmaker[Session], job_id: int) -> TrainingJobPublic:
-    """A job with every step's metrics.
+def job_public(
+    sessions: sessionmaker[Session], job_id: int, *, stale_after_s: float = DEFAULT_STALE_S
+) -> TrainingJobPublic:
+    """A job with every step's metrics; stale when waiting and silent for `stale_after_s`.
 
     Raises:
         NotFound: no such job.
     """
     with sessions() as session:
-        return _public(session, repo_training.get_job(session, job_id=job_id), with_steps=True)
+        job = repo_training.get_job(session, job_id=job_id)
+        return _public(session, job, with_steps=True, stale_after_s=stale_after_s)
 
 
-def list_jobs(sessions: sessionmaker[Session]) -> TrainingJobsPublic:
+def list_jobs(
+    sessions: sessionmaker[Session], *, stale_after_s: float = DEFAULT_STALE_S
+) -> TrainingJobsPublic:
     """Every job, newest first, without the per-step metrics."""
     with sessions() as session:
         jobs = session.scalars(select(TrainingJob).order_by(TrainingJob.id.desc())).all()
-        items = [_public(session, job, with_steps=False) for job in jobs]
+        items = [
+            _public(session, job, with_steps=False, stale_after_s=stale_after_s) for job in jobs
+        ]
     return TrainingJobsPublic(items=items, total=len(items))

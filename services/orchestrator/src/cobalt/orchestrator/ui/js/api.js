@@ -34,6 +34,10 @@ export const api = {
   // The external id may hold "/": the route takes the rest of the path, so keep slashes.
   runProblem: (id, externalId) =>
     getJson(`/v1/runs/${id}/problems/${externalId.split("/").map(encodeURIComponent).join("/")}`),
+  compare: (a, b) => getJson(`/v1/runs/${a}/compare/${b}`),
+  turns: (id, params) => getJson(`/v1/runs/${id}/turns`, params),
+  turnTests: (id, turnId) => getJson(`/v1/runs/${id}/turns/${turnId}/tests`),
+  stepGroups: (jobId, step) => getJson(`/v1/training/jobs/${jobId}/steps/${step}/groups`),
   hackingCases: (id, category) => getJson(`/v1/runs/${id}/hacking-cases`, { category }),
   datasets: () => getJson("/v1/datasets"),
   datasetProblems: (name, params) => getJson(`/v1/datasets/${path(name)}/problems`, params),

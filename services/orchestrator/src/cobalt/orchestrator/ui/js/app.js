@@ -1,4 +1,4 @@
-// Hash routing: #/runs, #/runs/ID, #/runs/ID/problems/PROBLEM, #/runs/ID/hacking,
+// Hash routing: #/runs, #/runs/ID, #/compare/A/B, #/runs/ID/trajectories, #/runs/ID/problems/PROBLEM, #/runs/ID/hacking,
 // #/datasets[/NAME[/problems/PROBLEM]], #/bandit[/NAME], #/training[/ID], #/analysis,
 // #/search?q=. Each page renders into <main> with one <h1>; a page may ask to be
 // re-rendered every few seconds (a running run or job), and leaving it stops that.
@@ -8,15 +8,19 @@ import { currentRoute } from "./route.js";
 import { h } from "./dom.js";
 import { analysisPage, hackingPage, searchPage } from "./analysis.js";
 import { banditListPage, banditPage, datasetPage, datasetsPage, problemPage } from "./datasets.js";
+import { comparePage } from "./compare.js";
 import { runPage, runsPage } from "./runs.js";
 import { trainingJobPage, trainingListPage } from "./training.js";
 import { trajectoryPage } from "./trajectory.js";
+import { turnsPage } from "./turns.js";
 
 export const POLL_MS = 3000;
 
 const routes = [
   [/^\/runs\/(\d+)\/problems\/(.+)$/, (m, q) => trajectoryPage(Number(m[1]), decodeURIComponent(m[2]), q), "runs"],
+  [/^\/runs\/(\d+)\/trajectories$/, (m, q) => turnsPage(Number(m[1]), q), "runs"],
   [/^\/runs\/(\d+)\/hacking$/, (m, q) => hackingPage(Number(m[1]), q), "analysis"],
+  [/^\/compare\/(\d+)\/(\d+)$/, (m, q) => comparePage(Number(m[1]), Number(m[2]), q), "runs"],
   [/^\/runs\/(\d+)$/, (m, q) => runPage(Number(m[1]), q), "runs"],
   [/^\/runs$/, (m, q) => runsPage(q), "runs"],
   [/^\/datasets\/([^/]+)\/problems\/(.+)$/, (m) => problemPage(decodeURIComponent(m[1]), decodeURIComponent(m[2])), "datasets"],
@@ -24,7 +28,7 @@ const routes = [
   [/^\/datasets$/, () => datasetsPage(), "datasets"],
   [/^\/bandit\/([^/]+)$/, (m, q) => banditPage(decodeURIComponent(m[1]), q), "bandit"],
   [/^\/bandit$/, () => banditListPage(), "bandit"],
-  [/^\/training\/(\d+)$/, (m) => trainingJobPage(Number(m[1])), "training"],
+  [/^\/training\/(\d+)$/, (m, q) => trainingJobPage(Number(m[1]), q), "training"],
   [/^\/training$/, () => trainingListPage(), "training"],
   [/^\/analysis$/, () => analysisPage(), "analysis"],
   [/^\/search$/, (m, q) => searchPage(q), "search"],
@@ -60,8 +64,11 @@ async function render({ focus }) {
   const focusedId = main.contains(document.activeElement) ? document.activeElement.id : "";
   main.replaceChildren(...page.nodes.flat(Infinity).filter((n) => n !== null && n !== undefined && n !== false));
   document.title = `${page.title} · Cobalt`;
-  if (focus) main.focus({ preventScroll: false });
+  // A page may name the part the address points at (a turn, a test): scroll to it.
+  const target = page.focus ? document.getElementById(page.focus) : null;
+  if (focus) main.focus({ preventScroll: Boolean(target) });
   else if (focusedId) document.getElementById(focusedId)?.focus({ preventScroll: true });
+  if (target && focus) target.scrollIntoView({ block: "start" });
   // Which view is on screen and its render count: what the browser tests wait for.
   main.dataset.route = window.location.hash.replace(/^#/, "");
   main.dataset.renders = String(Number(main.dataset.renders ?? 0) + 1);

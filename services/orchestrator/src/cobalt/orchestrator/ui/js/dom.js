@@ -41,15 +41,6 @@ export function passBadge(passed, label) {
   return badge(`${label}: ${passed ? "pass" : "fail"}`, passed ? "pass" : "fail");
 }
 
-export function verdictList(label, verdicts) {
-  if (!verdicts) return h("p", { className: "muted" }, `${label}: not evaluated`);
-  return h("div", {},
-    h("span", { className: "muted" }, `${label}: `),
-    h("ul", { className: "verdicts", "aria-label": `${label} verdicts` },
-      verdicts.map((v, i) =>
-        h("li", {}, badge(`#${i + 1} ${v}`, v === "accepted" ? "pass" : "fail")))));
-}
-
 // A unified diff with added and removed lines marked (colour plus the +/- they keep).
 export function diffBlock(diff, label) {
   if (diff === null || diff === undefined) return null;

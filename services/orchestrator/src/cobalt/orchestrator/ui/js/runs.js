@@ -5,6 +5,7 @@ import { api } from "./api.js";
 import { lineChart } from "./chart.js";
 import { setQuery } from "./route.js";
 import { card, fmt, h, labelled, select, sortableTable, badge } from "./dom.js";
+import { comparePicker } from "./compare.js";
 
 const ACTIVE = new Set(["pending", "running"]);
 
@@ -37,6 +38,12 @@ export async function runsPage() {
       { key: "dataset", label: "Dataset" },
       { key: "model", label: "Model" },
       {
+        key: "policy", label: "Policy version",
+        sortValue: (r) => r.policy_versions.at(-1) ?? -1,
+        render: (r) => h("span", { "data-testid": `policy-${r.id}` }, r.policy_versions.length ? `v${r.policy_versions.join(", v")}` : "–"),
+      },
+      { key: "template_name", label: "Template" },
+      {
         key: "done", label: "Progress", numeric: true,
         sortValue: (r) => r.done / Math.max(r.total, 1),
         render: (r) => h("span", {},
@@ -53,7 +60,11 @@ export async function runsPage() {
   return {
     title: "Runs",
     live: runs.some((run) => ACTIVE.has(run.status)),
-    nodes: [h("h1", {}, "Runs"), runs.length ? table : h("p", {}, "No runs yet: `cobalt run sample ...` starts one.")],
+    nodes: [
+      h("h1", {}, "Runs"),
+      runs.length > 1 ? [h("h2", {}, "Compare two runs"), comparePicker(runs)] : null,
+      runs.length ? table : h("p", {}, "No runs yet: `cobalt run sample ...` starts one."),
+    ],
   };
 }
 
@@ -106,6 +117,12 @@ export async function runPage(runId, query) {
       });
       return h("span", {}, box, h("label", { for: `compare-${r.id}` }, ` #${r.id} ${r.kind} ${r.model} `));
     }));
+  // Problem by problem against another run of the same dataset (this one as run B).
+  const sameDataset = allRuns.filter((r) => r.id !== runId && r.dataset === run.dataset);
+  const compareLinks = sameDataset.length
+    ? h("p", {}, "Which problems this run fixed or broke against: ",
+      sameDataset.map((r, i) => [i ? " · " : "", h("a", { href: `#/compare/${r.id}/${runId}` }, `run #${r.id}`)]))
+    : null;
 
   const difficulties = [...new Set(problems.items.map((p) => p.difficulty).filter(Boolean))].sort();
   const shown = problems.items.filter((p) =>
@@ -146,14 +163,15 @@ export async function runPage(runId, query) {
         card("Pass@1 turn 0", fmt.rate(report.problems ? report.pass_at_1[0] : null)),
         card("Pass@1 last turn", fmt.rate(report.problems ? report.pass_at_1.at(-1) : null)),
         card("failed trajectories", String(report.failed_trajectories))),
-      h("p", {}, h("a", { href: `#/runs/${runId}/hacking` }, "Reward-hacking cases of this run")),
+      h("p", {}, h("a", { href: `#/runs/${runId}/hacking` }, "Reward-hacking cases of this run"),
+        " · ", h("a", { href: `#/runs/${runId}/trajectories` }, "Filter and search its trajectories")),
       h("details", {}, h("summary", {}, "Settings"), h("pre", {}, JSON.stringify({
         kind: run.kind, dataset: run.dataset, model: run.model, base_url: run.base_url,
         parent_run_id: run.parent_run_id, template: run.template_name, params: run.params,
         started_at: run.started_at, finished_at: run.finished_at, error: run.error,
       }, null, 2))),
       h("h2", {}, "Pass rate by turn"),
-      pickers, chart, rewardChart,
+      pickers, chart, rewardChart, compareLinks,
       h("h2", {}, "Problems"), filters, table,
     ],
   };

@@ -1,32 +1,46 @@
-// Training jobs: reward, pass rate, KL, clip fraction and phase times against step, the
-// policy version and the groups dropped as stale, from the job's reported step metrics.
+// Training jobs: reward, pass rate, KL, clip fraction, entropy and phase times against
+// step, the policy version and the groups dropped as stale, from the job's reported step
+// metrics; the groups of a step with every sample, its reward and its advantage; and the
+// job's liveness (a waiting job whose trainer went silent reads "stale", not "running").
 
 import { api } from "./api.js";
 import { lineChart } from "./chart.js";
-import { badge, card, definitionList, fmt, h, sortableTable } from "./dom.js";
+import { setQuery } from "./route.js";
+import { badge, card, definitionList, fmt, h, labelled, select, sortableTable } from "./dom.js";
 
 const ACTIVE = new Set(["pending", "running"]);
 const CHARTS = [
   ["reward-chart", "Reward and pass rate", "value", ["reward_mean", "pass_rate", "solved_fraction"]],
   ["kl-chart", "KL divergence", "KL", ["ppo_kl", "kl_ref"]],
   ["clip-chart", "Clip fraction", "fraction", ["pg_clipfrac", "pg_clipfrac_lower"]],
+  ["entropy-chart", "Entropy", "nats per token", ["entropy"]],
   ["phase-chart", "Phase times", "seconds",
     ["generate_seconds", "execute_seconds", "score_seconds", "wait_seconds", "train_seconds", "checkpoint_seconds", "sync_seconds"]],
   ["stale-chart", "Policy version and dropped stale groups", "count", ["policy_version", "dropped_stale", "max_policy_lag"]],
 ];
 
+// The status, and when a waiting job has gone silent, how long since it last reported.
+function statusBadges(job) {
+  const kind = job.status === "failed" ? "fail" : job.status === "finished" ? "pass" : "";
+  if (job.liveness !== "stale") return badge(job.status, kind);
+  const since = job.last_activity_at ? ` since ${fmt.date(job.last_activity_at)}` : "";
+  return h("span", { "data-testid": `liveness-${job.id}` }, badge(job.status, kind), " ",
+    badge(`stale: no report${since}`, "warn"));
+}
+
 export async function trainingListPage() {
   const jobs = await api.trainingJobs();
   return {
     title: "Training",
-    live: jobs.items.some((job) => ACTIVE.has(job.status)),
+    live: jobs.items.some((job) => ACTIVE.has(job.status) && job.liveness === "live"),
     nodes: [
       h("h1", {}, "Training jobs"),
       sortableTable({
         initialSort: { key: "id", direction: "descending" },
         columns: [
           { key: "id", label: "Job", numeric: true, render: (j) => h("a", { href: `#/training/${j.id}` }, `#${j.id} ${j.name}`) },
-          { key: "status", label: "Status", render: (j) => badge(j.status, j.status === "failed" ? "fail" : j.status === "finished" ? "pass" : "") },
+          { key: "status", label: "Status", render: statusBadges },
+          { key: "last_activity_at", label: "Last report", render: (j) => fmt.date(j.last_activity_at) },
           { key: "mode", label: "Mode" },
           { key: "contexts", label: "Contexts" },
           { key: "step", label: "Step", numeric: true },
@@ -40,8 +54,34 @@ export async function trainingListPage() {
   };
 }
 
-export async function trainingJobPage(jobId) {
+function groupSection(group) {
+  const title = `Group ${group.id}: ${group.problem}`;
+  const phases = Object.entries(group.phase_seconds).map(([k, v]) => `${k} ${fmt.num(v, 1)} s`).join(" · ");
+  return h("section", { className: "turn", "aria-label": title, "data-group": group.id },
+    h("h3", {}, title, " ", badge(group.status, group.status === "consumed" ? "pass" : "warn")),
+    h("p", { className: "muted" },
+      `${group.context_key} · round ${group.round} · sampled by policy v${group.policy_version} · `
+      + `reward mean ${fmt.num(group.reward_mean)} ± ${fmt.num(group.reward_std)}${phases ? ` · ${phases}` : ""}`),
+    h("table", { "aria-label": `samples of group ${group.id}` },
+      h("thead", {}, h("tr", {}, ["Sample", "Turn", "Reward", "Advantage", "Pass rate", "Tokens", "Verdicts", "Response"]
+        .map((c) => h("th", { scope: "col" }, c)))),
+      h("tbody", {}, group.samples.map((s) => h("tr", { "data-sample": `${s.sample_index}-${s.turn}` },
+        h("td", { className: "num" }, s.sample_index), h("td", { className: "num" }, s.turn),
+        h("td", { className: "num", "data-testid": "reward" }, fmt.num(s.reward)),
+        h("td", { className: "num", "data-testid": "advantage" }, fmt.num(s.advantage)),
+        h("td", { className: "num" }, fmt.rate(s.pass_rate)),
+        h("td", { className: "num" }, s.response_tokens),
+        h("td", {}, h("ul", { className: "verdicts" }, s.verdicts.map((v) => h("li", {}, badge(v, v === "accepted" ? "pass" : "fail"))))),
+        h("td", {}, h("details", {}, h("summary", {}, `${s.response.length} characters`), h("pre", {}, s.response))))))));
+}
+
+export async function trainingJobPage(jobId, query) {
   const job = await api.trainingJob(jobId);
+  const stepNumbers = job.steps.map((s) => s.step);
+  const chosen = Number(query.get("step") ?? stepNumbers.at(-1) ?? 0);
+  const groups = chosen ? await api.stepGroups(jobId, chosen) : { groups: [] };
+  const stepPicker = labelled("Step", select("step-picker",
+    stepNumbers.map((n) => [String(n), `step ${n}`]), String(chosen), (v) => setQuery({ step: v })));
   const steps = job.steps.map((s) => ({ ...s.metrics, step: s.step, policy_version: s.policy_version }));
   const charts = CHARTS.map(([id, title, yLabel, keys]) => {
     const present = keys.filter((k) => steps.some((s) => typeof s[k] === "number"));
@@ -55,15 +95,21 @@ export async function trainingJobPage(jobId) {
   const metricNames = [...new Set(steps.flatMap((s) => Object.keys(s)))].filter((k) => k !== "step").sort();
   return {
     title: `Training job ${job.name}`,
-    live: ACTIVE.has(job.status),
+    live: ACTIVE.has(job.status) && job.liveness === "live",
     nodes: [
       h("nav", { "aria-label": "Breadcrumb" }, h("a", { href: "#/training" }, "Training"), " › ", job.name),
-      h("h1", {}, `Training job ${job.name} `, badge(job.status)),
+      h("h1", {}, `Training job ${job.name} `, statusBadges(job)),
+      job.liveness === "stale"
+        ? h("p", { className: "note warn", role: "status", "data-testid": "stale-note" },
+          `The job is ${job.status} but nothing has been reported since ${fmt.date(job.last_activity_at)}: its trainer has probably stopped. `
+          + `Resume it with \`cobalt train resume ${job.id} && cobalt trainer serve --job ${job.id}\`, or stop it (\`cobalt train stop ${job.id}\`).`)
+        : null,
       h("div", { className: "cards" },
         card("step", String(job.step)), card("policy version", String(job.policy_version)),
         card("last reward", fmt.num(last.reward_mean)), card("last pass rate", fmt.rate(last.pass_rate)),
         card("groups ready / consumed / stale", `${job.groups.ready ?? 0} / ${job.groups.consumed ?? 0} / ${job.groups.stale ?? 0}`)),
-      definitionList([["mode", job.mode], ["contexts", job.contexts ?? "–"], ["model", job.model], ["error", job.error ?? "none"]]),
+      definitionList([["mode", job.mode], ["contexts", job.contexts ?? "–"], ["model", job.model],
+        ["last report", fmt.date(job.last_activity_at)], ["error", job.error ?? "none"]]),
       h("details", {}, h("summary", {}, "Settings"), h("pre", {}, JSON.stringify(job.params, null, 2))),
       h("h2", {}, "Metrics against step"),
       steps.length ? h("div", { className: "grid" }, charts) : h("p", {}, "No step reported yet."),
@@ -74,6 +120,12 @@ export async function trainingJobPage(jobId) {
           ...metricNames.map((k) => ({ key: k, label: k.replaceAll("_", " "), numeric: true, render: (s) => fmt.num(s[k]) }))],
         rows: steps,
       }),
+      h("h2", {}, "Groups of a step"),
+      stepNumbers.length
+        ? [h("div", { className: "filters" }, stepPicker,
+          h("p", { className: "muted" }, `${groups.groups.length} group(s) trained on or dropped as stale at step ${chosen}. Advantage: (reward − group mean) / (std + 1e-6), as the trainer computed it.`)),
+        groups.groups.map(groupSection)]
+        : h("p", {}, "No step reported yet."),
     ],
   };
 }

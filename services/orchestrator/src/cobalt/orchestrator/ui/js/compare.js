@@ -1,0 +1,104 @@
+// Two runs over the same dataset: Pass@1 per turn of both overlaid, how many problems run
+// B fixed, broke or left unchanged at each turn, and per problem each run's Pass@1 per
+// turn with links to both runs' trajectories. Run A is the baseline.
+
+import { api } from "./api.js";
+import { lineChart } from "./chart.js";
+import { setQuery } from "./route.js";
+import { badge, fmt, h, labelled, select, sortableTable } from "./dom.js";
+
+const CHANGE_KIND = { fixed: "pass", broken: "fail", unchanged: "", unevaluated: "" };
+
+// How a run reads in a list: enough to tell "before training" from "after".
+export function runLabel(run) {
+  const versions = run.policy_versions ?? [];
+  const policy = versions.length ? ` · policy v${versions.join(",")}` : "";
+  return `#${run.id} ${run.kind} · ${run.model}${policy} · ${run.template_name} · ${fmt.date(run.created_at)}`;
+}
+
+function problemHref(runId, externalId) {
+  return `#/runs/${runId}/problems/${encodeURIComponent(externalId)}`;
+}
+
+// The form that picks two runs (on the runs list and on the comparison page).
+export function comparePicker(runs, a, b) {
+  const options = runs.map((r) => [String(r.id), runLabel(r)]);
+  const first = select("compare-a", options, String(a ?? runs[1]?.id ?? runs[0]?.id ?? ""), () => {});
+  const second = select("compare-b", options, String(b ?? runs[0]?.id ?? ""), () => {});
+  return h("form", {
+    className: "filters", "aria-label": "compare two runs",
+    onsubmit: (e) => { e.preventDefault(); window.location.hash = `#/compare/${first.value}/${second.value}`; },
+  }, labelled("Run A (baseline)", first), labelled("Run B", second),
+  h("button", { type: "submit", className: "primary", id: "compare-submit" }, "Compare"));
+}
+
+export async function comparePage(runA, runB, query) {
+  const [comparison, runs] = await Promise.all([api.compare(runA, runB), api.runs()]);
+  const { run_a: a, run_b: b } = comparison;
+  const turn = Math.min(Number(query.get("turn") ?? comparison.turns - 1), comparison.turns - 1);
+  const change = query.get("change") ?? "";
+  const series = [
+    { name: `A: run #${a.id} Pass@1`, points: comparison.report_a.pass_at_1.map((y, x) => ({ x, y })) },
+    { name: `B: run #${b.id} Pass@1`, points: comparison.report_b.pass_at_1.map((y, x) => ({ x, y })) },
+  ];
+  const chart = lineChart({
+    id: "compare-chart", title: "Pass@1 against turn (hidden tests), both runs",
+    series, xLabel: "turn", yLabel: "Pass@1", yMin: 0, yMax: 1, percent: true,
+  });
+  const countRows = comparison.counts.map((c, t) => h("tr", { "data-turn": t },
+    h("th", { scope: "row" }, `turn ${t}`),
+    ["fixed", "broken", "unchanged", "unevaluated"].map((k) => h("td", { className: "num", "data-change": k }, c[k] ?? 0))));
+  const shown = comparison.problems.filter((p) => !change || p.turns[turn]?.change === change);
+  const table = sortableTable({
+    id: "compare-table",
+    caption: `Per problem: Pass@1 of A → B at every turn; the filter looks at turn ${turn}.`,
+    initialSort: { key: "external_id", direction: "ascending" },
+    columns: [
+      { key: "external_id", label: "Problem" },
+      { key: "difficulty", label: "Difficulty" },
+      ...Array.from({ length: comparison.turns }, (_, t) => ({
+        key: `turn-${t}`, label: `Turn ${t}`, numeric: true,
+        sortValue: (p) => (p.turns[t].pass_b ?? -1) - (p.turns[t].pass_a ?? -1),
+        render: (p) => h("span", { "data-testid": `cell-${p.external_id}-${t}` },
+          `${fmt.rate(p.turns[t].pass_a)} → ${fmt.rate(p.turns[t].pass_b)} `,
+          badge(p.turns[t].change, CHANGE_KIND[p.turns[t].change])),
+      })),
+      {
+        key: "links", label: "Trajectories",
+        render: (p) => h("span", {},
+          h("a", { href: problemHref(a.id, p.external_id) }, `A #${a.id}`), " · ",
+          h("a", { href: problemHref(b.id, p.external_id) }, `B #${b.id}`)),
+      },
+    ],
+    rows: shown,
+  });
+  const update = (changes) => setQuery({ turn: String(turn), change, ...changes });
+  return {
+    title: `Run #${a.id} vs run #${b.id}`,
+    nodes: [
+      h("nav", { "aria-label": "Breadcrumb" }, h("a", { href: "#/runs" }, "Runs"), " › compare"),
+      h("h1", {}, `Run #${a.id} vs run #${b.id}`),
+      comparePicker(runs, a.id, b.id),
+      h("dl", { className: "meta" },
+        h("dt", {}, "A (baseline)"), h("dd", {}, h("a", { href: `#/runs/${a.id}` }, runLabel(a))),
+        h("dt", {}, "B"), h("dd", {}, h("a", { href: `#/runs/${b.id}` }, runLabel(b))),
+        h("dt", {}, "dataset"), h("dd", {}, a.dataset)),
+      chart,
+      h("h2", {}, "Problems fixed and broken per turn"),
+      h("table", { id: "change-counts", "aria-label": "problems per change and turn" },
+        h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Turn"),
+          ["fixed", "broken", "unchanged", "unevaluated"].map((k) => h("th", { scope: "col", className: "num" }, k)))),
+        h("tbody", {}, countRows)),
+      h("h2", {}, "Per problem"),
+      h("div", { className: "filters" },
+        labelled("At turn", select("turn-filter",
+          Array.from({ length: comparison.turns }, (_, t) => [String(t), `turn ${t}`]), String(turn),
+          (v) => update({ turn: v }))),
+        labelled("Change", select("change-filter",
+          [["", "any"], ["fixed", "fixed"], ["broken", "broken"], ["unchanged", "unchanged"], ["unevaluated", "unevaluated"]],
+          change, (v) => update({ change: v }))),
+        h("p", { className: "muted" }, `${shown.length} of ${comparison.problems.length} problems`)),
+      table,
+    ],
+  };
+}
