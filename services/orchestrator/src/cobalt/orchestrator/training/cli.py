@@ -130,6 +130,15 @@ def start(
         str | None,
         typer.Option(help="multi-turn: feedback template [the contexts' source run's]."),
     ] = None,
+    report_to: Annotated[
+        str | None,
+        typer.Option(
+            "--report-to",
+            envvar="COBALT_REPORT_TO",
+            help="Experiment trackers the trainer reports each step to: tensorboard, mlflow, "
+            "wandb (comma-separated), all or none [the trainer's COBALT_REPORT_TO].",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Create a pending training job (defaults: the paper's settings)."""
@@ -159,6 +168,7 @@ def start(
         "turns": turns,
         "stop_on_pass": stop_on_pass,
         "template": template,
+        "report_to": report_to,
         "trainer": {k: v for k, v in trainer.items() if v is not None},
     }
     request = TrainingJobCreate(
