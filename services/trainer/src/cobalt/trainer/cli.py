@@ -25,6 +25,7 @@ from cobalt.shared.logging import configure_logging
 # command runs, not for `cobalt trainer --help`.
 if TYPE_CHECKING:
     from cobalt.shared.clients import TrainingClient
+    from cobalt.shared.trackers import TrackerSettings
     from cobalt.trainer.settings import TrainerSettings
     from cobalt.trainer.tracking import JobTracking
 
@@ -48,6 +49,12 @@ def _settings() -> TrainerSettings:
     from cobalt.trainer.settings import TrainerSettings
 
     return settings_or_exit(TrainerSettings, "COBALT_TRAINER_*")
+
+
+def _tracker_settings() -> TrackerSettings:
+    from cobalt.shared.trackers import TrackerSettings
+
+    return settings_or_exit(TrackerSettings, "COBALT_REPORT_TO, COBALT_TENSORBOARD_DIR")
 
 
 def _has_trainer_packages() -> bool:
@@ -80,6 +87,7 @@ def serve(
     updates, checkpoint, load the new weights into the inference service, report the step.
     Settings: COBALT_TRAINER_ORCHESTRATOR_URL, _INFERENCE_URL, _CHECKPOINT_DIR, _DEVICE."""
     settings = _settings()
+    _tracker_settings()  # a bad COBALT_REPORT_TO exits 2 here, before any re-execution
     if not _has_trainer_packages():
         python = _trainer_python(settings)
         # Not resolved: every venv's python links to the same base interpreter. The marker
@@ -151,14 +159,12 @@ def _tracking(
     settings: TrainerSettings, orchestrator: TrainingClient, job_id: int
 ) -> JobTracking | None:
     """The job's experiment trackers, opened on rank 0 (the others report nothing)."""
-    from cobalt.shared.trackers import TrackerSettings
     from cobalt.trainer.tracking import JobTracking
 
     if os.environ.get("RANK", "0") != "0":
         return None
-    trackers = settings_or_exit(TrackerSettings, "COBALT_REPORT_TO, COBALT_TENSORBOARD_DIR")
     try:
-        return JobTracking.open(orchestrator.job(job_id), settings, trackers)
+        return JobTracking.open(orchestrator.job(job_id), settings, _tracker_settings())
     except (Unavailable, UpstreamError) as exc:
         raise _fail(EXIT_UNREACHABLE, str(exc)) from exc
     except CobaltError as exc:
