@@ -212,3 +212,20 @@ def test_an_unreachable_mlflow_server_leaves_the_other_trackers_working(
     assert len(caplog.records) == 1 and "tracker mlflow failed" in caplog.records[0].getMessage()
     scalars = tensorboard_scalars(offline / "tensorboard" / RUN.key)
     assert scalars == as_float32(expected_by_metric())
+
+
+# MLflow 3.17's SQL store still asks SQLAlchemy 2.1 for a deprecated loader (a warning).
+@pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy is deprecated")
+def test_mlflow_without_a_tracking_uri_uses_its_default_sqlite_store(
+    offline: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MLflow 3's default (sqlite:///mlflow.db in the working directory) works as installed
+    by the `mlflow` extra (mlflow-skinny with SQLAlchemy and Alembic)."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    monkeypatch.chdir(offline)
+    with open_reporters("mlflow", RUN, TrackerSettings()) as reporters:
+        reporters.log_metrics(STEPS[2], 2)
+    assert reporters.failed == {}
+    uri = f"sqlite:///{offline / 'mlflow.db'}"
+    [run] = mlflow_runs(uri, "cobalt-tests")
+    assert mlflow_metrics(uri, run.info.run_id) == {"train/reward_mean": {2: 0.5}}
