@@ -144,9 +144,13 @@ def test_a_resumed_mlflow_run_goes_on_in_the_same_run(offline: Path) -> None:
     uri = offline_trackers(offline)["MLFLOW_TRACKING_URI"]
     for step in (1, 2):
         with open_reporters("mlflow", RUN, TrackerSettings()) as reporters:
+            # a restart may differ in a setting of its machine: the first value stays
+            reporters.log_config({"trainer": {"micro_batch_tokens": 1000 * step}, "step": step})
             reporters.log_metrics({"train/reward_mean": step / 4}, step)
+        assert reporters.failed == {}
     [run] = mlflow_runs(uri, "cobalt-tests")
     assert mlflow_metrics(uri, run.info.run_id) == {"train/reward_mean": {1: 0.25, 2: 0.5}}
+    assert run.data.params == {"trainer.micro_batch_tokens": "1000", "step": "1"}
 
 
 class Broken:

@@ -228,8 +228,13 @@ class MlflowReporter:
     def log_config(self, config: Mapping[str, Any]) -> None:
         from mlflow.entities import Param
 
+        # A param cannot change once logged: a resumed run keeps the values it started with
+        # (a restart on another machine may override micro_batch_tokens, for one).
+        logged = self._client.get_run(self.run_id).data.params
         params = [
-            Param(k, v[:_MLFLOW_PARAM_CHARS]) for k, v in sorted(flatten_config(config).items())
+            Param(k, v[:_MLFLOW_PARAM_CHARS])
+            for k, v in sorted(flatten_config(config).items())
+            if k not in logged
         ]
         for start in range(0, len(params), _MLFLOW_BATCH):
             self._client.log_batch(self.run_id, params=params[start : start + _MLFLOW_BATCH])
