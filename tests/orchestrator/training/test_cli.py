@@ -26,10 +26,11 @@ def test_a_job_from_start_to_resume(
             "--base-url", "http://127.0.0.1:9/v1", "--served-model", "policy",
             "--max-staleness", "1", "--lr", "1e-5", "--micro-batch-tokens", "20000",
             "--compute-dtype", "bfloat16", "--no-activation-checkpointing",
-            "--reward-format", "instruct", "--json",
+            "--reward-format", "instruct", "--report-to", "wandb, TensorBoard", "--json",
         )
     )  # fmt: skip
     assert started["status"] == "pending" and started["contexts"] == "ctx"
+    assert started["params"]["report_to"] == ["tensorboard", "wandb"]  # the trainer's trackers
     assert started["params"]["reward_format"] == "instruct"
     trainer = started["params"]["trainer"]
     assert trainer["micro_batch_tokens"] == 20_000 and trainer["compute_dtype"] == "bfloat16"
@@ -82,6 +83,8 @@ def test_mistakes_exit_2_with_a_message(
     assert listed["total"] == 0  # nothing half-written
     misplaced = cobalt_here(cli_env, *base, "--contexts", "ctx", "--turns", "4")
     assert misplaced.returncode == 2 and "turns: multi-turn settings" in misplaced.stderr
+    tracker = cobalt_here(cli_env, *base, "--contexts", "ctx", "--report-to", "comet")
+    assert tracker.returncode == 2 and "report_to: comet is not a tracker" in tracker.stderr
 
 
 def test_a_multi_turn_job_keeps_its_episode_settings(
@@ -98,3 +101,4 @@ def test_a_multi_turn_job_keeps_its_episode_settings(
     assert started["mode"] == "multi-turn"
     params = started["params"]
     assert (params["turns"], params["stop_on_pass"], params["template"]) == (4, False, "default")
+    assert params["report_to"] is None  # no --report-to: the trainer's COBALT_REPORT_TO

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import socket
 
+import pytest
+
 from tests.support.cli import cobalt_here
 from tests.support.runs import cobalt
 
@@ -31,10 +33,19 @@ def test_bad_trainer_settings_exit_2() -> None:
     assert done.returncode == 2 and "keep_checkpoints" in done.stderr
 
 
-def test_a_cadence_below_one_exits_2_naming_the_variable_before_any_model_loads() -> None:
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("COBALT_TRAINER_SAVE_EVERY", "0", "whole number of steps"),
+        ("COBALT_REPORT_TO", "tensorboard,comet", "comet is not a tracker"),
+    ],
+)
+def test_a_bad_setting_exits_2_naming_the_variable_before_any_model_loads(
+    variable: str, value: str, says: str
+) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
-    env["COBALT_TRAINER_SAVE_EVERY"] = "0"
+    env[variable] = value
     env["COBALT_TRAINER_PYTHON"] = "/nonexistent/python"  # it never gets as far as torch
     done = cobalt_here(env, "trainer", "serve", "--job", "1")
     assert done.returncode == 2, done.stderr
-    assert "COBALT_TRAINER_SAVE_EVERY" in done.stderr and "whole number of steps" in done.stderr
+    assert variable in done.stderr and says in done.stderr

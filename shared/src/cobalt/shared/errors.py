@@ -128,7 +128,8 @@ def first_validation_error(
 
 
 def first_validation_error_parts(exc: ValidationError, *, where: str = "value") -> tuple[str, str]:
-    """Where the first error of a pydantic validation is (dotted) and what it says."""
+    """Where the first error of a pydantic validation is (dotted) and what it says (a
+    validator's own message without pydantic's "Value error, " in front)."""
     first = exc.errors()[0]
     place = ".".join(str(part) for part in first.get("loc", ())) or where
-    return place, str(first.get("msg", "invalid"))
+    return place, str(first.get("msg", "invalid")).removeprefix("Value error, ")

@@ -24,7 +24,10 @@ from cobalt.shared.logging import configure_logging
 # The settings hold the trainer's hyperparameters (pydantic contracts): imported when the
 # command runs, not for `cobalt trainer --help`.
 if TYPE_CHECKING:
+    from cobalt.shared.clients import TrainingClient
+    from cobalt.shared.trackers import TrackerSettings
     from cobalt.trainer.settings import TrainerSettings
+    from cobalt.trainer.tracking import JobTracking
 
 __all__ = ["trainer_app"]
 
@@ -46,6 +49,12 @@ def _settings() -> TrainerSettings:
     from cobalt.trainer.settings import TrainerSettings
 
     return settings_or_exit(TrainerSettings, "COBALT_TRAINER_*")
+
+
+def _tracker_settings() -> TrackerSettings:
+    from cobalt.shared.trackers import TrackerSettings
+
+    return settings_or_exit(TrackerSettings, "COBALT_REPORT_TO, COBALT_TENSORBOARD_DIR")
 
 
 def _has_trainer_packages() -> bool:
@@ -78,6 +87,7 @@ def serve(
     updates, checkpoint, load the new weights into the inference service, report the step.
     Settings: COBALT_TRAINER_ORCHESTRATOR_URL, _INFERENCE_URL, _CHECKPOINT_DIR, _DEVICE."""
     settings = _settings()
+    _tracker_settings()  # a bad COBALT_REPORT_TO exits 2 here, before any re-execution
     if not _has_trainer_packages():
         python = _trainer_python(settings)
         # Not resolved: every venv's python links to the same base interpreter. The marker
@@ -118,7 +128,14 @@ def _run(
         else None
     )
     with TrainingClient(settings.orchestrator_url) as orchestrator:
-        run = TrainerRun(settings, job_id, orchestrator, inference, on_step=gauges.record)
+        tracking = _tracking(settings, orchestrator, job_id)
+
+        def on_step(step: int, policy_version: int, metrics: dict[str, float]) -> None:
+            gauges.record(step, policy_version, metrics)
+            if tracking is not None:
+                tracking.record(step, policy_version, metrics)
+
+        run = TrainerRun(settings, job_id, orchestrator, inference, on_step=on_step)
         try:
             last = run.run(resume=resume, max_steps=steps, until_step=until_step)
         except JobStopped as stopped:
@@ -129,8 +146,26 @@ def _run(
         except CobaltError as exc:
             raise _fail(EXIT_USAGE, str(exc)) from exc
         finally:
+            if tracking is not None:
+                tracking.close()
             if inference is not None:
                 inference.close()
             if run.arrivals is not None:
                 run.arrivals.close()
     typer.echo(f"training job {job_id}: step {last} done")
+
+
+def _tracking(
+    settings: TrainerSettings, orchestrator: TrainingClient, job_id: int
+) -> JobTracking | None:
+    """The job's experiment trackers, opened on rank 0 (the others report nothing)."""
+    from cobalt.trainer.tracking import JobTracking
+
+    if os.environ.get("RANK", "0") != "0":
+        return None
+    try:
+        return JobTracking.open(orchestrator.job(job_id), settings, _tracker_settings())
+    except (Unavailable, UpstreamError) as exc:
+        raise _fail(EXIT_UNREACHABLE, str(exc)) from exc
+    except CobaltError as exc:
+        raise _fail(EXIT_USAGE, str(exc)) from exc

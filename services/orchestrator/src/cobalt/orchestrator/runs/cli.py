@@ -37,7 +37,7 @@ from cobalt.orchestrator.console import (
 from cobalt.shared import defaults
 from cobalt.shared.contracts.executor import Compare
 from cobalt.shared.contracts.statuses import RunStatus, TrajectoryStatus
-from cobalt.shared.errors import first_validation_error_parts
+from cobalt.shared.errors import InvalidInput, first_validation_error_parts
 
 # The commands import the store, the run service and the contracts when they run, so that
 # `cobalt run --help` loads none of SQLAlchemy, the OpenAI client, RQ or matplotlib.
@@ -445,13 +445,31 @@ def evaluate(
             "COBALT_POLICY_TOKENIZER; with none, rewards are not scored.",
         ),
     ] = None,
+    report_to: Annotated[
+        str | None,
+        typer.Option(
+            "--report-to",
+            envvar="COBALT_REPORT_TO",
+            help="Also send Pass@1 per turn and the summary to these experiment trackers: "
+            "tensorboard, mlflow, wandb (comma-separated), all or none [none].",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Run every turn's program on the hidden tests; Pass@1 per turn and pass@k, and with a
     tokenizer every turn's reward components."""
+    from cobalt.orchestrator.runs import service
     from cobalt.orchestrator.runs.evaluation import evaluate_run
     from cobalt.orchestrator.runs.plots import plot_pass_at_1
+    from cobalt.orchestrator.runs.tracking import report_evaluation
+    from cobalt.shared.cli import settings_or_exit as shared_settings_or_exit
+    from cobalt.shared.trackers import TrackerSettings, check_installed, parse_report_to
 
+    trackers = shared_settings_or_exit(TrackerSettings, "COBALT_REPORT_TO, COBALT_TENSORBOARD_DIR")
+    try:  # a tracker that is unknown or not installed: refused before any work
+        check_installed(parse_report_to(report_to or trackers.report_to))
+    except InvalidInput as exc:
+        raise fail(EXIT_USAGE, f"--report-to (COBALT_REPORT_TO): {exc.message}") from exc
     store = _store()
     sessions = store.sessions()
     found = reward_tokenizer(tokenizer)
@@ -479,6 +497,10 @@ def evaluate(
         ]
     if plot is not None:
         plot_pass_at_1([report, *others], plot)
+    with handled():
+        reported = report_evaluation(
+            service.run_public(sessions, run_id), report, report_to, trackers
+        )
     if as_json:
         echo_json(report.model_dump(mode="json"))
         return
@@ -504,3 +526,5 @@ def evaluate(
         typer.echo(f"{report.failed_trajectories} trajectories failed (see `cobalt run show`)")
     if plot is not None:
         typer.echo(f"plot written to {plot}")
+    if reported:
+        typer.echo(f"reported to {', '.join(reported)}")

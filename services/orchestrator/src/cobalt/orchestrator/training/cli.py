@@ -139,6 +139,15 @@ def start(
             "difficulty-weighted dense reward has the rest [0.5]."
         ),
     ] = None,
+    report_to: Annotated[
+        str | None,
+        typer.Option(
+            "--report-to",
+            envvar="COBALT_REPORT_TO",
+            help="Experiment trackers the trainer reports each step to: tensorboard, mlflow, "
+            "wandb (comma-separated), all or none [the trainer's COBALT_REPORT_TO].",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Create a pending training job (defaults: the paper's settings)."""
@@ -169,6 +178,7 @@ def start(
         "stop_on_pass": stop_on_pass,
         "template": template,
         "verpo_outcome_weight": verpo_outcome_weight,
+        "report_to": report_to,
         "trainer": {k: v for k, v in trainer.items() if v is not None},
     }
     request = TrainingJobCreate(

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -44,6 +44,7 @@ from cobalt.shared.contracts.training import (
 )
 from cobalt.shared.errors import Conflict, InvalidInput, first_validation_error
 from cobalt.shared.reward import DEFAULT_OUTCOME_WEIGHT, RewardFormat
+from cobalt.shared.trackers import parse_report_to
 
 __all__ = [
     "EPISODE_MODES",
@@ -84,6 +85,11 @@ class JobParams(BaseModel):
     )
     trainer: TrainerHyperparameters = Field(default_factory=TrainerHyperparameters)
     """Group size (n_samples), contexts per step, the response cap and GRPO's settings."""
+    report_to: list[str] | None = Field(
+        default=None,
+        description="experiment trackers the trainer reports to (tensorboard, mlflow, wandb; "
+        "[]: none); null: the trainer's COBALT_REPORT_TO (docs/trackers.md)",
+    )
     # Multi-turn and VeRPO modes only (refused in the others, where they mean nothing).
     turns: int = Field(default=3, ge=1, description="episodes: turns per episode, turn 0 too")
     stop_on_pass: bool = Field(
@@ -106,6 +112,14 @@ class JobParams(BaseModel):
         description="verpo: the all-tests outcome's share of a turn's reward (alpha); the "
         "difficulty-weighted dense reward has the rest",
     )
+
+    @field_validator("report_to", mode="before")
+    @classmethod
+    def _trackers(cls, value: Any) -> list[str] | None:
+        try:
+            return None if value is None else list(parse_report_to(value))
+        except InvalidInput as exc:  # pydantic reports ValueErrors with the field's name
+            raise ValueError(exc.message) from exc
 
 
 MULTI_TURN_PARAMS = frozenset({"turns", "stop_on_pass", "think_cap_chars", "template"})
