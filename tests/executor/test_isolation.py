@@ -99,6 +99,64 @@ def test_the_jail_shows_no_activity_of_earlier_tests_or_the_host(
     assert before["visible"] == after["visible"] == {}, (before, after)
 
 
+PID_PROBE = """
+import json, os
+def read(path):
+    try:
+        with open(path) as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+seen = {
+    "pid": os.getpid(),
+    "stat_pid": int(read("/proc/self/stat").split()[0]),
+    "ns_last_pid": read("/proc/sys/kernel/ns_last_pid"),
+    "capabilities": [line.split()[1] for line in read("/proc/self/status").splitlines()
+                     if line.startswith(("CapEff", "CapPrm"))],
+    "max_user_namespaces": read("/proc/sys/user/max_user_namespaces"),
+}
+child = os.fork()
+if child == 0:
+    os._exit(0)
+os.waitpid(child, 0)
+seen["child_pid"] = child
+print(json.dumps(seen, sort_keys=True))
+"""
+"""What a test can learn from pids: its own, its child's, the namespace's counter."""
+
+FRESH_JAIL = {
+    "pid": 2,
+    "stat_pid": 2,
+    "ns_last_pid": "2",
+    "child_pid": 3,
+    "capabilities": ["0000000000000000", "0000000000000000"],
+    "max_user_namespaces": "0",
+}
+"""What PID_PROBE sees as the first test of a fresh jail: the zygote is pid 1 and the
+test pid 2; no capabilities, and no user namespace can be created."""
+
+FORKER = (
+    "import os\nfor _ in range(40):\n    pid = os.fork()\n    if pid == 0:\n"
+    "        os._exit(0)\n    os.waitpid(pid, 0)\nif os.fork() == 0:\n"
+    "    os.setpgrp()\n    os.fork()\n    import time; time.sleep(30)\nprint('forked')\n"
+)
+"""Starts 42 processes: 40 that exit, and a daemon (double-forked) the zygote must kill."""
+
+
+def test_a_tests_pids_do_not_tell_what_ran_before_it(executor_http: httpx.Client) -> None:
+    """The jail's PID namespace hands out pids in order; the zygote resets its counter before
+    each test, so a test on a slot where others forked sees the pids a fresh jail gives."""
+    probe = {"code": PID_PROBE, "tests": [{"stdin": "", "expected_stdout": "-"}]}
+    forker = {"code": FORKER, "tests": [{"stdin": "", "expected_stdout": "forked"}] * 2}
+    slots = executor_http.get("/v1/info").json()["slots"]
+    before = _batch(executor_http, *[probe] * slots)
+    forked = _batch(executor_http, *[forker] * slots)
+    assert {result["verdict"] for result in forked} == {"accepted"}, forked
+    after = _batch(executor_http, *[probe] * (2 * slots))
+    for result in before + after:
+        assert json.loads(result["stdout"]) == FRESH_JAIL, result
+
+
 def _probe(client: httpx.Client) -> dict[str, Any]:
     response = client.post(
         "/v1/execute",

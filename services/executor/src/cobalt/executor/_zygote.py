@@ -86,6 +86,73 @@ def _send(ctl: socket.socket, payload: dict[str, Any]) -> None:
     ctl.send(json.dumps(payload).encode())
 
 
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
+CAP_CHECKPOINT_RESTORE = 40
+PID_COUNTER = "/proc/sys/kernel/ns_last_pid"
+PID_COUNTER_FD = -1
+"""The jail's pid counter, open for writing (bwrap mode only; -1 otherwise)."""
+USER_NAMESPACE_LIMIT = "/proc/sys/user/max_user_namespaces"
+
+
+def _keep_capabilities(*caps: int) -> None:
+    """Reduce this process's capabilities to `caps` (none: a test process).
+
+    Lowering is always allowed, so this cannot fail for want of privilege. A test never
+    execs with more: no-new-privs is set and its uid is not 0 in the jail.
+    """
+    data = (_CapData * 2)()
+    for cap in caps:
+        data[cap // 32].effective |= 1 << (cap % 32)
+        data[cap // 32].permitted |= 1 << (cap % 32)
+    header = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
+    if _LIBC.capset(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset failed")
+
+
+def _lock_jail_namespaces() -> None:
+    """Take the steps bwrap's `--disable-userns` would, and keep only the pid counter.
+
+    bwrap implements `--disable-userns` with a nested user namespace, where our
+    capabilities would not reach the PID namespace (see `_minimal_dev` in sandbox.py).
+    So instead: no process of the jail's user namespace may create another (the limit is
+    per namespace, and raising it again needs CAP_SYS_RESOURCE, which we drop here; tests
+    never had it), and the seccomp filter denies unshare and clone with namespace flags
+    on top. What stays is CAP_CHECKPOINT_RESTORE, to reset the pid counter.
+    """
+    global PID_COUNTER_FD
+    with open(USER_NAMESPACE_LIMIT, "w") as limit:
+        limit.write("0")
+    _keep_capabilities(CAP_CHECKPOINT_RESTORE)
+    fd = os.open(PID_COUNTER, os.O_WRONLY | os.O_CLOEXEC)
+    PID_COUNTER_FD = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 60)
+    os.close(fd)
+    _reset_pid_counter()
+
+
+def _reset_pid_counter() -> None:
+    """Make the next fork get pid 2, as the first test of a fresh jail does.
+
+    Pids in a PID namespace are handed out in order, so without this a test's pid (and
+    its children's) would tell it how many processes earlier tests on this slot started.
+    Every other process of the jail has been killed and reaped by now, so pid 2 is free
+    (if one is not, the kernel takes the next free pid: no failure, only less steady).
+    """
+    if PID_COUNTER_FD >= 0:
+        os.pwrite(PID_COUNTER_FD, b"1", 0)
+
+
 def _make_non_dumpable() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
@@ -279,6 +346,8 @@ def _mapped_bytes() -> int:
 def _spare_main(channel: socket.socket) -> NoReturn:
     """Never returns: a pre-forked child that waits for its test, then runs it."""
     try:
+        # No capability ever reaches untrusted code (the zygote keeps one: the pid counter).
+        _keep_capabilities()
         os.setsid()
         # While waiting, off the test's critical path: the spare becomes the test.
         _prefer_for_oom_kill()
@@ -524,6 +593,7 @@ class _Spare:
 
     def __init__(self, ctl: socket.socket) -> None:
         parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        _reset_pid_counter()
         pid = os.fork()
         if pid == 0:
             ctl.close()
@@ -736,6 +806,8 @@ def main() -> None:
     ctl.close()
     ctl = socket.socket(fileno=ctl_fd)
     _make_non_dumpable()
+    if _in_own_pid_namespace():
+        _lock_jail_namespaces()
     # The kernel drops signals sent to a namespace's init from inside it unless init has
     # a handler: Python installs one for SIGINT, so kill(1, SIGINT) would stop us.
     for sig in (
@@ -763,6 +835,7 @@ def main() -> None:
             "uid": os.getuid(),
             "python": sys.version.split()[0],
             "isolated_pids": _in_own_pid_namespace(),
+            "steady_pids": PID_COUNTER_FD >= 0,
         },
     )
     while True:

@@ -13,7 +13,10 @@ Where the host offers them:
   in a subtree chowned to the server's user (v1's delegation).
 - **cgroup v2**: a subtree delegated to the server (its own cgroup is writable and offers
   the `memory` and `pids` controllers), as systemd's `Delegate=yes` or a container runtime
-  that mounts the cgroup tree writable gives it.
+  that mounts the cgroup tree writable gives it. The server moves itself into a leaf
+  before it hands the controllers down, when that has not been done for it. Only checked
+  against a directory tree that mimics one (tests/executor/test_cgroup_v2.py): these
+  machines mount v1 only.
 
 Slot cgroups live under the server's own cgroup, in `cobalt-executor-<pid>-<n>/slot<i>`
 (one tree per pool), and are removed at shutdown. Without cgroups
@@ -46,6 +49,7 @@ logger = logging.getLogger(__name__)
 
 CgroupMode = Literal["auto", "required", "off"]
 CGROUP_FS = Path("/sys/fs/cgroup")
+PROC_SELF_CGROUP = Path("/proc/self/cgroup")
 ZYGOTE_HEADROOM_MB = 64
 """Memory a jail may hold on top of its test's `memory_mb`: the zygote, its spare child
 and the kernel's own structures for them. Limits inside it stay the zygote's to judge."""
@@ -179,9 +183,17 @@ class SlotCgroups:
 
 
 def open_slot_cgroups(
-    mode: CgroupMode, slots: int, pids_per_slot: int, root: Path = CGROUP_FS
+    mode: CgroupMode,
+    slots: int,
+    pids_per_slot: int,
+    root: Path = CGROUP_FS,
+    membership: Path = PROC_SELF_CGROUP,
 ) -> SlotCgroups:
     """Create one cgroup per slot if the host allows it.
+
+    `root` is where the cgroup filesystems are mounted and `membership` the file that says
+    which cgroup this process is in (`/proc/self/cgroup`); tests pass a directory tree
+    that mimics one.
 
     Raises:
         SandboxUnavailable: `mode` is "required" and cgroups cannot be used here (the
@@ -190,7 +202,7 @@ def open_slot_cgroups(
     if mode == "off":
         return SlotCgroups(version=None, reason="turned off (COBALT_EXECUTOR_CGROUPS=off)")
     try:
-        cgroups = _create(slots, pids_per_slot + ZYGOTE_PROCESSES, root)
+        cgroups = _create(slots, pids_per_slot + ZYGOTE_PROCESSES, root, membership)
     except _NoCgroups as exc:
         if mode == "required":
             raise SandboxUnavailable(
@@ -215,18 +227,18 @@ class _NoCgroups(Exception):
     """Why this host offers no usable cgroups."""
 
 
-def _own_paths() -> dict[str, str]:
+def _own_paths(membership: Path) -> dict[str, str]:
     """This process's cgroup path per v1 controller, and under "" its v2 path."""
     paths: dict[str, str] = {}
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
+    for line in membership.read_text().splitlines():
         _, controllers, path = line.split(":", 2)
         for controller in controllers.split(",") if controllers else [""]:
             paths[controller] = path
     return paths
 
 
-def _create(slots: int, pids_max: int, root: Path) -> SlotCgroups:
-    own = _own_paths()
+def _create(slots: int, pids_max: int, root: Path, membership: Path) -> SlotCgroups:
+    own = _own_paths(membership)
     # One tree per pool: a process may hold several pools (tests do), never sharing slots.
     name = f"cobalt-executor-{os.getpid()}-{next(_POOL_NUMBERS)}"
     if (root / "memory").is_dir() and (root / "pids").is_dir() and "memory" in own:
@@ -249,9 +261,13 @@ def _create(slots: int, pids_max: int, root: Path) -> SlotCgroups:
         return cgroups
     if (root / "cgroup.controllers").is_file() and "" in own:
         own_dir = root / own[""].lstrip("/")
+        if own_dir.name == _server_leaf_name():
+            # An earlier pool of this process moved it here: the delegated cgroup is above.
+            own_dir = own_dir.parent
+        _delegate_v2_controllers(own_dir)
         parent = _make_dir(own_dir / name)
         try:
-            _enable_v2_controllers(own_dir, parent)
+            _write(parent / "cgroup.subtree_control", V2_SUBTREE_CONTROL)
         except _NoCgroups:
             parent.rmdir()
             raise
@@ -264,23 +280,55 @@ def _create(slots: int, pids_max: int, root: Path) -> SlotCgroups:
     raise _NoCgroups(f"neither cgroup v1 memory+pids nor cgroup v2 is mounted at {root}")
 
 
-def _enable_v2_controllers(own_dir: Path, parent: Path) -> None:
-    """Make memory and pids available to the slots under `parent`.
+V2_CONTROLLERS = frozenset({"memory", "pids"})
+V2_SUBTREE_CONTROL = "+memory +pids"
+
+
+def _server_leaf_name() -> str:
+    """The leaf cgroup this server moves itself into (swept like the slot trees once the
+    server is gone: the name carries its pid)."""
+    return f"cobalt-executor-{os.getpid()}-server"
+
+
+def _delegate_v2_controllers(own_dir: Path) -> None:
+    """Make memory and pids available to the children of the server's cgroup `own_dir`.
 
     cgroup v2 lets a cgroup hand controllers to its children only while it holds no
-    processes itself, so the server's own cgroup must already delegate them (systemd's
-    `Delegate=yes` does, with the server in a leaf) or accept them now.
+    processes itself ("no internal processes"). systemd's `Delegate=yes` with the server
+    in a leaf has done this already; a container whose cgroup tree is writable (its own
+    cgroup namespace) has not, and holds the server itself. Then the server first moves
+    itself into a leaf of its own, and only then enables the controllers. Nothing is
+    touched when `own_dir` does not offer both controllers at all.
     """
-    wanted = {"memory", "pids"}
-    if not wanted <= set((parent / "cgroup.controllers").read_text().split()):
-        try:
-            _write(own_dir / "cgroup.subtree_control", "+memory +pids")
-        except _NoCgroups as exc:
-            raise _NoCgroups(
-                f"{own_dir} does not hand memory and pids to its children ({exc}); put the "
-                "server in a leaf cgroup and enable them in its parent's cgroup.subtree_control"
-            ) from exc
-    _write(parent / "cgroup.subtree_control", "+memory +pids")
+    if V2_CONTROLLERS <= _words(own_dir / "cgroup.subtree_control"):
+        return
+    offered = _words(own_dir / "cgroup.controllers")
+    missing = sorted(V2_CONTROLLERS - offered)
+    if missing:
+        raise _NoCgroups(
+            f"the server's cgroup {own_dir} is not given the {' and '.join(missing)} "
+            f"controller{'s' if len(missing) > 1 else ''} (its cgroup.controllers lists "
+            f"{' '.join(sorted(offered)) or 'none'}); enable them in its parent's "
+            "cgroup.subtree_control (systemd: Delegate=yes)"
+        )
+    leaf = _make_dir(own_dir / _server_leaf_name())
+    _write(leaf / "cgroup.procs", "0")
+    try:
+        _write(own_dir / "cgroup.subtree_control", V2_SUBTREE_CONTROL)
+    except _NoCgroups as exc:
+        raise _NoCgroups(
+            f"{own_dir} does not hand memory and pids to its children ({exc}); cgroup v2 "
+            "allows that only while it holds no processes: the server moved itself to "
+            f"{leaf.name}, so other processes remain there; start the server in a leaf "
+            "cgroup of its own"
+        ) from exc
+
+
+def _words(path: Path) -> set[str]:
+    try:
+        return set(path.read_text().split())
+    except OSError as exc:
+        raise _NoCgroups(f"cannot read {path}: {exc.strerror}") from exc
 
 
 def _sweep_stale(parent: Path) -> None:

@@ -159,7 +159,6 @@ def bwrap_command(
         bwrap,
         "--unshare-all",
         "--unshare-user",
-        "--disable-userns",
         "--die-with-parent",
         "--new-session",
         # The zygote is the namespace's init: no bwrap init a test could take over, and
@@ -168,6 +167,14 @@ def bwrap_command(
         "--hostname",
         "sandbox",
         "--clearenv",
+        # The zygote's only privileges, in the jail's own user namespace: resetting its PID
+        # namespace's pid counter before each test, and (once, at start) setting that user
+        # namespace's limit on new user namespaces to 0. It drops the second at once, and
+        # every test process drops both before running anything (see _zygote.py).
+        "--cap-add",
+        "CAP_CHECKPOINT_RESTORE",
+        "--cap-add",
+        "CAP_SYS_RESOURCE",
     ]
     for key, value in SANDBOX_ENV.items():
         cmd += ["--setenv", key, value]
@@ -178,9 +185,8 @@ def bwrap_command(
     cmd += ["--proc", "/proc"]
     for path in _masked_activity_files():
         cmd += ["--ro-bind", _empty_file(), path]
+    cmd += _minimal_dev()
     cmd += [
-        "--dev",
-        "/dev",
         "--size",
         str(config.tmpfs_mb << 20),
         "--tmpfs",
@@ -213,8 +219,6 @@ ACTIVITY_FILES = (
     "/proc/1/task/1/status",
     "/proc/1/task/1/sched",
     "/proc/1/task/1/schedstat",
-    # The PID namespace's last pid: how many processes earlier tests started.
-    "/proc/sys/kernel/ns_last_pid",
     "/proc/loadavg",
     # Host-wide counters that move with what other slots (and the host) do.
     "/proc/stat",
@@ -237,7 +241,31 @@ ACTIVITY_FILES = (
     "/proc/sys/fs/dentry-state",
 )
 """/proc files that tell a test what ran before it or elsewhere; each jail sees them
-empty (an empty file bound over each). A test's own /proc/self is untouched."""
+empty (an empty file bound over each). A test's own /proc/self is untouched.
+`/proc/sys/kernel/ns_last_pid` is not masked: the zygote writes it to reset the pid counter
+before each test, so it shows only what the test itself started, as on a fresh jail."""
+
+
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+"""The device nodes a jail's /dev holds (what bubblewrap's `--dev` binds, without a pty)."""
+
+
+def _minimal_dev() -> list[str]:
+    """bubblewrap options for a /dev like `--dev`'s, built without it.
+
+    `--dev` mounts a devpts, which makes bubblewrap map the jail's uid to 0 first and
+    enter a second, nested user namespace for the program (as `--disable-userns` does).
+    The zygote would then hold its capabilities in a namespace that owns neither the
+    jail's PID namespace nor anything else, and could not reset the pid counter. Judged
+    programs need no pseudo-terminal.
+    """
+    options = ["--tmpfs", "/dev"]
+    for name in DEVICES:
+        options += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
+    options += ["--symlink", "/proc/self/fd", "/dev/fd"]
+    for number, name in enumerate(("stdin", "stdout", "stderr")):
+        options += ["--symlink", f"/proc/self/fd/{number}", f"/dev/{name}"]
+    return options
 
 
 def _masked_activity_files() -> list[str]:
