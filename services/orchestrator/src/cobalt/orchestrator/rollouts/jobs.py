@@ -25,7 +25,7 @@ from cobalt.orchestrator.rollouts.sampling import SamplingParams
 from cobalt.orchestrator.store import repo_runs
 from cobalt.orchestrator.store.models import Problem, RunStatus, TrajectoryStatus, Turn
 from cobalt.orchestrator.store.repo_runs import TurnRow
-from cobalt.orchestrator.worker.runtime import job_resources, runtime
+from cobalt.orchestrator.worker.runtime import JobInterrupted, job_resources, runtime
 from cobalt.shared.clients import ModelEndpoint
 from cobalt.shared.contracts import Compare, Limits, ProblemRow
 from cobalt.shared.defaults import HISTORY_CAP_CHARS
@@ -76,7 +76,8 @@ class DatabaseTurnStore:
             self._status = repo_runs.run_status(session, run_id=self.run_id)
 
     def cancelled(self) -> bool:
-        return self._status == RunStatus.CANCELLED.value
+        """The run was cancelled or interrupted: its jobs stop before their next turn."""
+        return self._status in (RunStatus.CANCELLED.value, RunStatus.INTERRUPTED.value)
 
 
 def spec_of_run(run_id: int, params: dict[str, Any]) -> RolloutSpec:
@@ -110,7 +111,9 @@ def run_problem_job(
     """Advance every trajectory of one problem of one run to its last turn.
 
     Trajectories end `finished`, or `failed` with the reason (the error is re-raised, so
-    RQ records it and retries while retries are left). A cancelled run is left alone.
+    RQ records it and retries while retries are left). A cancelled or interrupted run is
+    left alone. If this process is stopping (`JobInterrupted`), the problem's trajectories
+    go back to pending with every stored turn kept, and the error is re-raised.
     Returns {"turns": turns now stored for the problem}.
     """
     resources = job_resources(database_url, executor_url, executor_token)
@@ -121,7 +124,7 @@ def run_problem_job(
     )
     with sessions() as session:
         run = repo_runs.get_run(session, run_id=run_id)
-        if run.status in (RunStatus.CANCELLED, RunStatus.FINISHED):
+        if run.status in (RunStatus.CANCELLED, RunStatus.FINISHED, RunStatus.INTERRUPTED):
             logger.info("run %d is %s; job for problem %d skipped", run_id, run.status, problem_id)
             return {"turns": 0}
         problem_row = session.get(Problem, problem_id)
@@ -133,6 +136,7 @@ def run_problem_job(
             base_url=run.base_url,
             model=run.model,
             api_key=SecretStr(api_key) if api_key else None,
+            vllm_extensions=runtime().vllm_extensions(run.base_url, api_key),
         )
         template = PromptTemplate.load(run.template_name)
         if template.sha256 != run.template_sha256:
@@ -159,6 +163,9 @@ def run_problem_job(
         logger.info("run %d cancelled; problem %d stopped", run_id, problem_id)
         _move_problem(sessions, run_id, problem_id, TrajectoryEvent.REOPEN)
         return {"turns": 0}
+    except JobInterrupted:
+        _move_problem(sessions, run_id, problem_id, TrajectoryEvent.REOPEN)
+        raise
     except CobaltError as exc:
         _move_problem(sessions, run_id, problem_id, TrajectoryEvent.FAIL, error=exc.message)
         raise

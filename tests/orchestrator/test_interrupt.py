@@ -1,0 +1,105 @@
+"""Ctrl-C on a long command: a real SIGINT to a real `cobalt run sample` process against the
+deterministic model server and the real executor and store. The command stops at once
+(it does not wait for the model call in flight), says "interrupted", exits 130 and leaves
+the run `interrupted`; `cobalt run resume` then finishes it with every turn stored once."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from cobalt.orchestrator.store.models import Run
+from tests.fakes.openai_server import FakeOpenAI
+from tests.support.runs import add_doubles, cobalt, json_out, turns_of
+
+N, TURNS = 2, 2
+HANG_S = 3600.0
+"""A model call the interrupt must not wait for (the test would time out first)."""
+
+
+def _start_sample(env: dict[str, str], url: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from cobalt.shared.commands import main; main()",
+            *("run", "sample", "--dataset", "doubles", "--base-url", url),
+            *("--model", "fake-model", "--n", str(N), "--turns", str(TURNS), "--json"),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _run_id(sessions: sessionmaker[Session]) -> int | None:
+    with sessions() as session:
+        return session.scalar(select(func.max(Run.id)))
+
+
+def _wait_for(condition: object, what: str, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_ctrl_c_marks_the_run_interrupted_and_resume_loses_and_duplicates_nothing(
+    fake_model: tuple[FakeOpenAI, str],
+    cli_env: dict[str, str],
+    sessions: sessionmaker[Session],
+) -> None:
+    fake, url = fake_model
+    add_doubles(sessions)
+    process = _start_sample(cli_env, url)
+    try:
+        _wait_for(lambda: _run_id(sessions) is not None, "the run")
+        run_id = _run_id(sessions)
+        assert run_id is not None
+        _wait_for(lambda: len(turns_of(sessions, run_id)) >= N, "the first turns")
+        fake.delay_s = HANG_S  # every model call from now on hangs
+        asked = len(fake.requests)
+        _wait_for(lambda: len(fake.requests) > asked, "a model call in flight")
+        before = {
+            (t.problem_id, t.sample_index, t.turn_index): t.raw_response
+            for t in turns_of(sessions, run_id)
+        }
+        sent = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+        print(f"stopped {time.monotonic() - sent:.2f} s after SIGINT")
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 130, stderr
+    assert "interrupted" in stderr and f"cobalt run resume {run_id}" in stderr
+    assert "Traceback" not in stderr and "retry" not in stderr.lower(), stderr
+
+    shown = json_out(cobalt(cli_env, "run", "show", str(run_id), "--json"))
+    assert shown["status"] == "interrupted"
+    assert {t["status"] for t in shown["trajectories"]} <= {"pending", "finished"}
+    after_stop = {
+        (t.problem_id, t.sample_index, t.turn_index): t.raw_response
+        for t in turns_of(sessions, run_id)
+    }
+    assert {k: after_stop[k] for k in before} == before  # nothing written was lost
+
+    fake.delay_s = 0.0
+    resumed = cobalt(cli_env, "run", "resume", str(run_id), "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["status"] == "finished"
+    turns = turns_of(sessions, run_id)
+    keys = [(t.problem_id, t.sample_index, t.turn_index) for t in turns]
+    problems = sorted({k[0] for k in keys})
+    assert len(problems) == 2
+    # every turn of every trajectory exactly once
+    assert keys == [(p, s, t) for p in problems for s in range(N) for t in range(TURNS + 1)]
+    assert {k: t.raw_response for k, t in zip(keys, turns, strict=True) if k in before} == before
