@@ -297,6 +297,10 @@ def sample(
     )
     store = _store(detach=detach)
     if not store.settings.redis_url:  # the jobs run here, so this process must reach it
+        from cobalt.orchestrator.datasets.catalog import dataset_summary
+
+        with handled():  # an unknown dataset is a usage error (2), whatever the endpoint
+            dataset_summary(store.sessions(), name=request.dataset, first=0)
         _require_endpoint(request.base_url, api_key)
     with handled():
         run_id = service.create_sample_run(store.sessions(), request)
