@@ -1,7 +1,9 @@
-"""Ctrl-C on a long command: a real SIGINT to a real `cobalt run sample` process against the
-deterministic model server and the real executor and store. The command stops at once
-(it does not wait for the model call in flight), says "interrupted", exits 130 and leaves
-the run `interrupted`; `cobalt run resume` then finishes it with every turn stored once."""
+"""Ctrl-C on long commands: a real SIGINT to a real `cobalt run sample` process (and to a
+real `cobalt worker`) against the deterministic model server and the real executor and
+store. The command stops at once (it does not wait for the model call in flight, which
+never ends), says "interrupted", exits 130 and leaves the run `interrupted`; `cobalt run
+resume` then finishes it with every turn stored once. A stopped worker's job goes back on
+the queue and another worker finishes the run the same way."""
 
 from __future__ import annotations
 
@@ -11,12 +13,22 @@ import subprocess
 import sys
 import time
 
+import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.store.models import Run
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support.runs import add_doubles, cobalt, json_out, turns_of
+from tests.support.cli import cobalt_here
+from tests.support.runs import (
+    add_doubles,
+    cobalt,
+    json_out,
+    keys_and_answers,
+    run_sample,
+    turns_of,
+    worker,
+)
 
 N, TURNS = 2, 2
 HANG_S = 3600.0
@@ -67,10 +79,7 @@ def test_ctrl_c_marks_the_run_interrupted_and_resume_loses_and_duplicates_nothin
         fake.delay_s = HANG_S  # every model call from now on hangs
         asked = len(fake.requests)
         _wait_for(lambda: len(fake.requests) > asked, "a model call in flight")
-        before = {
-            (t.problem_id, t.sample_index, t.turn_index): t.raw_response
-            for t in turns_of(sessions, run_id)
-        }
+        before = keys_and_answers(sessions, run_id)
         sent = time.monotonic()
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=60)
@@ -86,10 +95,7 @@ def test_ctrl_c_marks_the_run_interrupted_and_resume_loses_and_duplicates_nothin
     shown = json_out(cobalt(cli_env, "run", "show", str(run_id), "--json"))
     assert shown["status"] == "interrupted"
     assert {t["status"] for t in shown["trajectories"]} <= {"pending", "finished"}
-    after_stop = {
-        (t.problem_id, t.sample_index, t.turn_index): t.raw_response
-        for t in turns_of(sessions, run_id)
-    }
+    after_stop = keys_and_answers(sessions, run_id)
     assert {k: after_stop[k] for k in before} == before  # nothing written was lost
 
     fake.delay_s = 0.0
@@ -103,3 +109,70 @@ def test_ctrl_c_marks_the_run_interrupted_and_resume_loses_and_duplicates_nothin
     # every turn of every trajectory exactly once
     assert keys == [(p, s, t) for p in problems for s in range(N) for t in range(TURNS + 1)]
     assert {k: t.raw_response for k, t in zip(keys, turns, strict=True) if k in before} == before
+
+
+def test_ctrl_c_in_any_command_says_interrupted_and_exits_130(
+    cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cobalt.orchestrator.runs import service
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(service, "list_runs", interrupted)
+    done = cobalt_here(cli_env, "run", "list")
+    assert done.returncode == 130
+    assert done.stderr.strip() == "interrupted"
+
+
+def test_ctrl_c_stops_a_worker_at_once_and_its_job_goes_back_on_the_queue(
+    pg_dataset: str,
+    fake_model: tuple[FakeOpenAI, str],
+    rq_env: dict[str, str],
+    pg_sessions: sessionmaker[Session],
+) -> None:
+    fake, url = fake_model
+    run_id = json_out(
+        run_sample(
+            rq_env,
+            pg_dataset,
+            url,
+            "fake-model",
+            "--n",
+            str(N),
+            "--turns",
+            str(TURNS),
+            "--detach",
+            "--json",
+        )  # fmt: skip
+    )["run_id"]
+    victim = worker(rq_env)
+    try:
+        _wait_for(lambda: len(turns_of(pg_sessions, run_id)) >= N, "the first turns")
+        fake.delay_s = HANG_S
+        asked = len(fake.requests)
+        _wait_for(lambda: len(fake.requests) > asked, "a model call in flight")
+        before = keys_and_answers(pg_sessions, run_id)
+        victim.send_signal(signal.SIGINT)
+        output, _ = victim.communicate(timeout=60)
+    finally:
+        if victim.poll() is None:
+            victim.kill()
+            victim.communicate()
+    assert victim.returncode == 130, output
+    assert "interrupted" in output
+    shown = json_out(cobalt(rq_env, "run", "show", str(run_id), "--json"))
+    assert shown["status"] in ("pending", "running")  # the run goes on without this worker
+    assert "running" not in {t["status"] for t in shown["trajectories"]}
+
+    fake.delay_s = 0.0
+    finisher = worker(rq_env, "--burst")
+    finished, _ = finisher.communicate(timeout=180)
+    assert finisher.returncode == 0, finished
+    after = keys_and_answers(pg_sessions, run_id)
+    problems = sorted({k[0] for k in after})
+    assert sorted(after) == [
+        (p, s, t) for p in problems for s in range(N) for t in range(TURNS + 1)
+    ]
+    assert {k: after[k] for k in before} == before
+    assert json_out(cobalt(rq_env, "run", "show", str(run_id), "--json"))["status"] == "finished"

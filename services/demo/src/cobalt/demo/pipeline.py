@@ -55,17 +55,23 @@ from cobalt.orchestrator.runs.evaluation import evaluate_run
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store import repo_bandit, repo_runs
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
-from cobalt.orchestrator.training.service import create_job
+from cobalt.orchestrator.training.service import create_job, set_job_status
 from cobalt.orchestrator.worker.in_process import run_in_process
+from cobalt.orchestrator.worker.runtime import runtime
 from cobalt.shared.clients import ExecutorClient
 from cobalt.shared.clients.inference import InferenceControlClient
 from cobalt.shared.clients.training import TrainingClient
 from cobalt.shared.contracts.runs import EvaluationReport, RefineRunRequest, SampleRunRequest
+from cobalt.shared.contracts.statuses import TrainingJobStatus
 from cobalt.shared.contracts.training import TrainingJobCreate, TrainingJobPublic
 from cobalt.shared.errors import CobaltError
 from cobalt.shared.reward import TokenizerCounter
 
 __all__ = ["run_demo"]
+
+INTERRUPT_JOIN_S = 10.0
+"""Longest wait, after Ctrl-C, for the interrupted jobs to hand their trajectories back
+(each only writes the reopening of its problem: milliseconds)."""
 
 
 def _easiest_problems(problems: int, out_dir: Path) -> Path:
@@ -118,14 +124,22 @@ def _carry_out(
 
     worker = threading.Thread(target=work, name=f"demo-run-{run_id}", daemon=True)
     worker.start()
-    while True:
-        alive = worker.is_alive()
-        with sessions() as session:
-            progress = repo_runs.run_progress(session, run_id=run_id)
-        bar.update(completed=progress.turns, note=f"{progress.turns} turns")
-        if not alive:
-            break
-        worker.join(timeout=1.0)
+    try:
+        while True:
+            alive = worker.is_alive()
+            with sessions() as session:
+                progress = repo_runs.run_progress(session, run_id=run_id)
+            bar.update(completed=progress.turns, note=f"{progress.turns} turns")
+            if not alive:
+                break
+            worker.join(timeout=1.0)
+    except KeyboardInterrupt:
+        # Ctrl-C: the jobs stop at once and hand their trajectories back; the run is left
+        # `interrupted` (resumable), not `running` for ever.
+        runtime().interrupt()
+        worker.join(timeout=INTERRUPT_JOIN_S)
+        service.interrupt_run(sessions, run_id)
+        raise
     status = finish_run_if_done(sessions, run_id) or service.run_public(sessions, run_id).status
     if failures or status != "finished":
         reason = f": {failures[0][1]}" if failures else ""
@@ -305,6 +319,12 @@ def _train(
                     if job.status == "failed":
                         raise DemoFailed(f"training job {job_id} failed: {job.error}")
                     time.sleep(1.0)
+            except KeyboardInterrupt:
+                # Its trainer is stopped below: the job says so (`stopped`, resumable with
+                # `cobalt train resume`) rather than `running` with nobody training it.
+                trainer.stop()
+                set_job_status(ctx.sessions, job_id, TrainingJobStatus.STOPPED)
+                raise
             finally:
                 trainer.stop()
             job = api.job(job_id)
