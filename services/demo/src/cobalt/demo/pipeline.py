@@ -210,12 +210,30 @@ class _RunContext:
     dataset: str
 
 
-def _baseline_key(options: DemoOptions, model_dir: Path, served: str) -> str:
-    """What makes two baselines the same experiment (then a re-run reuses the first)."""
+def _baseline_key(options: DemoOptions, paths: DemoPaths, model_dir: Path, served: str) -> str:
+    """What makes two baselines the same experiment (then a re-run reuses the first); the
+    store is part of it, as the runs' ids only mean something there."""
     return json.dumps(
         [str(model_dir.resolve()), served, options.problems, options.samples, options.turns,
-         options.max_tokens, options.temperature],
+         options.max_tokens, options.temperature, paths.database_url],
     )  # fmt: skip
+
+
+def store_url_or_exit() -> str:
+    """The store of every `cobalt` command (COBALT_DATABASE_URL, else the user's SQLite
+    file); a bad COBALT_* setting is the demo's failure too."""
+    from pydantic import ValidationError
+
+    try:
+        return OrchestratorSettings().database_url
+    except ValidationError as exc:
+        raise DemoFailed(f"bad COBALT_* setting: {exc.errors()[0]['msg']}") from exc
+
+
+def _without_password(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
 
 
 def _reusable_baseline(paths: DemoPaths, key: str, ctx: _RunContext) -> PhaseResult | None:
@@ -363,7 +381,7 @@ def run_demo(
         DemoFailed: a step failed; the message says which and what to do.
         CobaltError: a service answered with an error (the caller prints it).
     """
-    paths = DemoPaths(options.work_dir.expanduser().resolve())
+    paths = DemoPaths(options.work_dir.expanduser().resolve(), database_url=store_url_or_exit())
     if options.fresh:
         paths.clear()
     paths.root.mkdir(parents=True, exist_ok=True)
@@ -379,7 +397,7 @@ def run_demo(
     with progress.stage("opening the database") as bar:
         upgrade_database(paths.database_url)
         engine = make_engine(paths.database_url)
-        bar.update(note=str(paths.database))
+        bar.update(note=_without_password(paths.database_url))
     try:
         sessions = make_sessionmaker(engine)
         with running_services(options, paths, model_dir, served) as (endpoints, children):
@@ -409,7 +427,7 @@ def run_demo(
 
 def _loop(options: DemoOptions, ctx: _RunContext, progress: DemoProgress) -> DemoResult:
     """Steps 3-6: baseline, contexts, training, the trained policy's turn."""
-    key = _baseline_key(options, ctx.model_dir, ctx.served)
+    key = _baseline_key(options, ctx.paths, ctx.model_dir, ctx.served)
     before = _reusable_baseline(ctx.paths, key, ctx)
     if before is not None and before.policy_version == _policy_version(ctx.endpoints):
         progress.say(f"reusing the baseline of an earlier demo (run {before.refine_run})")
