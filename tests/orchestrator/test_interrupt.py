@@ -143,6 +143,8 @@ def test_ctrl_c_stops_a_worker_at_once_and_its_job_goes_back_on_the_queue(
     pg_sessions: sessionmaker[Session],
 ) -> None:
     fake, url = fake_model
+    # No retries: the stopped worker's job must go back on the queue all the same.
+    rq_env = {**rq_env, "COBALT_JOB_RETRIES": "0"}
     run_id = json_out(
         run_sample(
             rq_env,

@@ -165,6 +165,7 @@ def run_problem_job(
         return {"turns": 0}
     except JobInterrupted:
         _move_problem(sessions, run_id, problem_id, TrajectoryEvent.REOPEN)
+        _keep_retry()
         raise
     except CobaltError as exc:
         _move_problem(sessions, run_id, problem_id, TrajectoryEvent.FAIL, error=exc.message)
@@ -192,6 +193,17 @@ async def _roll_out(
     sampler = await runtime().sampler(endpoint)
     executor = await runtime().executor_client(executor_url, executor_token)
     return await roll_out_problem(spec, problem_id, problem, template, sampler, executor, store)
+
+
+def _keep_retry() -> None:
+    """Under RQ, the job failing now goes back on the queue without spending a retry: its
+    worker was stopped (Ctrl-C, SIGTERM), the job did nothing wrong, and with no retry
+    left it would otherwise be dropped while its trajectories wait as pending."""
+    from rq import get_current_job
+
+    job = get_current_job()
+    if job is not None:
+        job.retries_left = (job.retries_left or 0) + 1
 
 
 def _move_problem(

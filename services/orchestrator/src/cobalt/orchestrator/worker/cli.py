@@ -6,8 +6,8 @@ Exit statuses: 0 done (with --burst); 2 usage (no COBALT_REDIS_URL, bad settings
 Ctrl-C (or SIGTERM) stops the worker at once rather than after its current job (RQ's warm
 shutdown would wait for every turn of it): the job's model and executor calls are
 cancelled, its trajectories go back to pending with every stored turn kept, and the job
-fails with `JobInterrupted`, so RQ puts it back on the queue (one of its
-COBALT_JOB_RETRIES) for another worker. The run itself goes on. A second Ctrl-C is RQ's
+fails with `JobInterrupted`, so RQ puts it back on the queue for another worker (without
+spending one of its COBALT_JOB_RETRIES). The run itself goes on. A second Ctrl-C is RQ's
 cold shutdown.
 """
 
