@@ -19,7 +19,6 @@ from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.models import TrainingGroup, TrainingSample
 from cobalt.orchestrator.training import service
 from cobalt.orchestrator.training.jobs import schedule_round
-from cobalt.shared.contracts.statuses import TrainingJobStatus
 from cobalt.shared.contracts.training import StepClaim, StepReport, TrainingJobCreate
 from cobalt.shared.errors import Conflict, InvalidInput
 from tests.fakes.openai_server import FakeOpenAI
@@ -112,33 +111,6 @@ def test_the_trainer_claims_and_reports_a_step(
     assert [s.step for s in shown.steps] == [1] and shown.steps[0].metrics == {"reward_mean": 0.1}
     assert shown.groups == {"ready": 0, "consumed": 2, "stale": 0}
     assert service.list_jobs(sessions).items[0].steps == []
-
-
-def test_a_running_job_whose_trainer_went_silent_is_shown_stale(
-    sessions: sessionmaker[Session], model: tuple[FakeOpenAI, str], policy_dir: Path
-) -> None:
-    from datetime import UTC, datetime, timedelta
-
-    from cobalt.orchestrator.store.models import TrainingJob
-
-    _, url = model
-    job_id = start_job(sessions, url, policy_dir)
-    assert not service.job_public(sessions, job_id).stale  # pending: no trainer expected yet
-    service.begin_round(sessions, job_id, 1)  # the trainer's first call: running, seen now
-    shown = service.job_public(sessions, job_id)
-    assert shown.status == "running" and shown.trainer_seen_at is not None and not shown.stale
-    silent = datetime.now(UTC) - timedelta(seconds=service.TRAINER_STALE_AFTER_S + 60)
-    with sessions.begin() as session:
-        session.get_one(TrainingJob, job_id).trainer_seen_at = silent
-    assert service.job_public(sessions, job_id).stale
-    assert service.list_jobs(sessions).items[0].stale
-    claim = StepClaim(groups=2, current_version=7, max_staleness=0)
-    service.claim_step(sessions, job_id, 1, claim)  # the trainer is back
-    assert not service.job_public(sessions, job_id).stale
-    service.set_job_status(sessions, job_id, TrainingJobStatus.STOPPED)
-    with sessions.begin() as session:
-        session.get_one(TrainingJob, job_id).trainer_seen_at = silent
-    assert not service.job_public(sessions, job_id).stale  # stopped: nobody should call
 
 
 def test_round_slices_wrap_and_bad_jobs_are_refused(

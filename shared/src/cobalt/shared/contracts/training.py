@@ -181,15 +181,6 @@ class TrainingJobPublic(BaseModel):
     error: str | None
     created_at: datetime
     steps: list[StepPublic] = Field(default_factory=list)
-    trainer_seen_at: datetime | None = Field(
-        default=None,
-        description="when the job's trainer last called the orchestrator (round, claim, report)",
-    )
-    stale: bool = Field(
-        default=False,
-        description="running, but its trainer has not been heard from for longer than a "
-        "step may take: it is likely gone (`cobalt trainer serve --job ID` resumes it)",
-    )
 
 
 class TrainingJobsPublic(BaseModel):

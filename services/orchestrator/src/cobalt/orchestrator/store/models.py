@@ -463,9 +463,6 @@ class TrainingJob(Base):
     step: Mapped[int] = mapped_column(Integer, default=0)
     policy_version: Mapped[int] = mapped_column(Integer, default=0)
     error: Mapped[str | None] = mapped_column(StoredText, default=None)
-    trainer_seen_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
-    """When the job's trainer last called (a round, a claim, a report): a running job not
-    heard from for `training.service.TRAINER_STALE_AFTER_S` is shown stale."""
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now(), onupdate=func.now()

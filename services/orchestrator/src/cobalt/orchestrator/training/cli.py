@@ -192,7 +192,7 @@ def list_jobs(as_json: JsonOption = False) -> None:
     for job in jobs.items:
         groups = f"{job.groups['ready']}/{job.groups['consumed']}/{job.groups['stale']}"
         table.add_row(
-            str(job.id), job.name, job.mode, _status(job), str(job.step),
+            str(job.id), job.name, job.mode, job.status, str(job.step),
             str(job.policy_version), job.contexts or "-", groups,
         )  # fmt: skip
     Console().print(table)
@@ -290,21 +290,12 @@ def export_verl(
 _SHOWN_METRICS = ("reward_mean", "pass_rate", "kl_ref", "pg_clipfrac", "step_seconds")
 
 
-def _status(job: TrainingJobPublic) -> str:
-    """The status as shown: a running job whose trainer went silent says so."""
-    if not job.stale:
-        return str(job.status)
-    seen = job.trainer_seen_at
-    when = f"last seen {seen:%Y-%m-%d %H:%M} UTC" if seen is not None else "never seen"
-    return f"{job.status}, STALE: trainer {when}"
-
-
 def _show(job: TrainingJobPublic, *, as_json: bool) -> None:
     if as_json:
         echo_json(job.model_dump(mode="json"))
         return
     typer.echo(
-        f"training job {job.id} {job.name!r}: {_status(job)}, mode {job.mode}, contexts "
+        f"training job {job.id} {job.name!r}: {job.status}, mode {job.mode}, contexts "
         f"{job.contexts}, step {job.step}, policy version {job.policy_version}"
     )
     typer.echo(
@@ -313,11 +304,6 @@ def _show(job: TrainingJobPublic, *, as_json: bool) -> None:
     )
     if job.error:
         typer.echo(f"error: {job.error}")
-    if job.stale:
-        typer.echo(
-            f"its trainer looks gone: `cobalt trainer serve --job {job.id}` resumes it from "
-            f"its last checkpoint, `cobalt train stop {job.id}` stops it"
-        )
     if job.steps:
         table = Table("step", "policy", *_SHOWN_METRICS)
         for step in job.steps:

@@ -6,18 +6,10 @@ A job trains on one bandit dataset. Round r (the rollouts for step r) takes the 
 `contexts_per_step` contexts in the dataset's seeded order, wrapping around at the end
 (an epoch), so which contexts a step sees depends only on the job and the round, and a
 round scheduled twice asks for the same groups (the ledger keeps the first).
-
-A job's trainer is a separate process that may die without a word (kill -9, a lost
-node, Ctrl-C of the demo). Each of its calls (a round, a claim, a report) records
-`trainer_seen_at`; a `running` job silent for longer than `TRAINER_STALE_AFTER_S` is
-shown `stale` (`cobalt train list/show`, the API, the web UI's data), not as training.
-Its status stays `running`: only the user knows whether to resume it (`cobalt trainer
-serve --job ID`) or stop it, and a trainer that comes back clears the flag by calling.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -51,20 +43,12 @@ from cobalt.shared.contracts.training import (
 from cobalt.shared.errors import Conflict, InvalidInput, first_validation_error
 from cobalt.shared.reward import RewardFormat
 
-TRAINER_STALE_AFTER_S = 1800.0
-"""Silence after which a running job's trainer counts as gone. A trainer calls before
-each step (its claim, polled while rollouts run) and after it (its report), so only one
-step's forward and backward passes go unheard: minutes on GPUs at the paper's settings,
-up to about three on the 2-CPU demo; half an hour leaves a wide margin."""
-
 __all__ = [
-    "TRAINER_STALE_AFTER_S",
     "JobParams",
     "begin_round",
     "claim_step",
     "context_ids_for_round",
     "create_job",
-    "is_stale",
     "job_public",
     "list_jobs",
     "report_step",
@@ -203,7 +187,6 @@ def begin_round(sessions: sessionmaker[Session], job_id: int, round: int) -> lis
     with sessions.begin() as session:
         job = repo_training.get_job(session, job_id=job_id, for_update=True)
         repo_training.apply_job_event(job, JobEvent.BEGIN_ROUND)
-        job.trainer_seen_at = _now()
         return context_ids_for_round(session, job_id=job_id, round=round)
 
 
@@ -230,7 +213,6 @@ def claim_step(
 ) -> StepBatch:
     """The groups of `step` for the trainer (the same on every ask); not ready: ask again."""
     with sessions.begin() as session:
-        repo_training.get_job(session, job_id=job_id).trainer_seen_at = _now()
         claimed = repo_training.claim_step(
             session,
             job_id=job_id,
@@ -281,7 +263,6 @@ def report_step(sessions: sessionmaker[Session], job_id: int, report: StepReport
     """
     with sessions.begin() as session:
         job = repo_training.get_job(session, job_id=job_id, for_update=True)
-        job.trainer_seen_at = _now()
         if not repo_training.step_was_claimed(session, job_id=job_id, step=report.step):
             raise Conflict(f"step {report.step} of job {job_id} was never claimed")
         exists = session.scalar(
@@ -335,22 +316,7 @@ def _public(session: Session, job: TrainingJob, *, with_steps: bool) -> Training
         error=job.error,
         created_at=job.created_at,
         steps=steps,
-        trainer_seen_at=job.trainer_seen_at,
-        stale=is_stale(job.status, job.trainer_seen_at or job.updated_at),
     )
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
-def is_stale(status: str, last_seen: datetime | None, *, now: datetime | None = None) -> bool:
-    """A running job whose trainer has been silent for over `TRAINER_STALE_AFTER_S`."""
-    if status != TrainingJobStatus.RUNNING or last_seen is None:
-        return False
-    if last_seen.tzinfo is None:  # SQLite hands back naive UTC
-        last_seen = last_seen.replace(tzinfo=UTC)
-    return ((now or _now()) - last_seen).total_seconds() > TRAINER_STALE_AFTER_S
 
 
 def job_public(sessions: sessionmaker[Session], job_id: int) -> TrainingJobPublic:
