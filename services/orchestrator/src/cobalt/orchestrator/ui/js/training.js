@@ -26,8 +26,7 @@ export async function trainingListPage() {
         initialSort: { key: "id", direction: "descending" },
         columns: [
           { key: "id", label: "Job", numeric: true, render: (j) => h("a", { href: `#/training/${j.id}` }, `#${j.id} ${j.name}`) },
-          // A running job whose trainer went silent (`stale`) says so: it is not training.
-          { key: "status", label: "Status", render: (j) => (j.stale ? badge(`${j.status}: trainer gone?`, "fail") : badge(j.status, j.status === "failed" ? "fail" : j.status === "finished" ? "pass" : "")) },
+          { key: "status", label: "Status", render: (j) => badge(j.status, j.status === "failed" ? "fail" : j.status === "finished" ? "pass" : "") },
           { key: "mode", label: "Mode" },
           { key: "contexts", label: "Contexts" },
           { key: "step", label: "Step", numeric: true },
@@ -59,7 +58,7 @@ export async function trainingJobPage(jobId) {
     live: ACTIVE.has(job.status),
     nodes: [
       h("nav", { "aria-label": "Breadcrumb" }, h("a", { href: "#/training" }, "Training"), " › ", job.name),
-      h("h1", {}, `Training job ${job.name} `, job.stale ? badge(`${job.status}: trainer gone?`, "fail") : badge(job.status)),
+      h("h1", {}, `Training job ${job.name} `, badge(job.status)),
       h("div", { className: "cards" },
         card("step", String(job.step)), card("policy version", String(job.policy_version)),
         card("last reward", fmt.num(last.reward_mean)), card("last pass rate", fmt.rate(last.pass_rate)),
