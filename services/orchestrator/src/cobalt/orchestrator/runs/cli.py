@@ -127,7 +127,9 @@ def _carry_out(
         if not endpoint_checked:
             with handled():
                 base_url = service.run_public(sessions, run_id).base_url
-            _require_endpoint(base_url, api_key)
+                has_work = bool(service.open_problem_ids(sessions, run_id))
+            if has_work:  # a run with nothing left to do needs no endpoint
+                _require_endpoint(base_url, api_key)
         with open_executor() as executor, _live(sessions, run_id, quiet=quiet) as tick:
             with stopping_on_signals(runtime().interrupt), handled():
                 carry_out_run(
