@@ -54,6 +54,7 @@ def test_the_smallest_demo_trains_syncs_and_reports_what_the_database_holds(
     work = tmp_path / "demo"
     ui_port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
+    env["XDG_DATA_HOME"] = str(tmp_path / "xdg")  # the user's store, as any command has it
     done = subprocess.run(
         [COBALT, "demo", *SMALLEST, "--work-dir", str(work), "--model", str(tiny_model),
          "--ui-port", str(ui_port)],
@@ -65,7 +66,15 @@ def test_the_smallest_demo_trains_syncs_and_reports_what_the_database_holds(
     assert f"report: {report}" in done.stdout.replace("\n", "")
     text = report.read_text(encoding="utf-8")
     data = json.loads(re.search(r'id="demo-data">(.*?)</script>', text, re.S).group(1))  # type: ignore[union-attr]
-    engine = make_engine(f"sqlite:///{work / 'cobalt.db'}")
+    # The demo wrote to the store every command opens: a plain `cobalt run list` shows its
+    # runs (the follow-up the demo prints works as written).
+    listed = subprocess.run(
+        [COBALT, "run", "list", "--json"], env=env, capture_output=True, text=True, check=True
+    )
+    listed_ids = {run["id"] for run in json.loads(listed.stdout)["runs"]}
+    assert {data["before"]["refine_run"], data["after"]["refine_run"]} <= listed_ids
+    assert not (work / "cobalt.db").exists()
+    engine = make_engine(f"sqlite:///{tmp_path / 'xdg' / 'cobalt' / 'cobalt.db'}")
     try:
         sessions = make_sessionmaker(engine)
         for phase in ("before", "after"):

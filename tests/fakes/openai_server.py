@@ -3,8 +3,11 @@
 It answers `/v1/chat/completions` with text chosen by a Python function of the request's
 messages (the test decides what the "model" writes at each turn), in vLLM's response
 shape: `prompt_token_ids`, per-choice `token_ids` and logprobs, usage, and the
-`x-cobalt-policy-version` header. It can fail on purpose (`fail_next`) and be slow
-(`delay_s`). It measures our code in isolation; the real vLLM path has its own tests.
+`x-cobalt-policy-version` header, and says it is vLLM (`owned_by: "vllm"`). It can fail on
+purpose (`fail_next`) and be slow (`delay_s`). With `strict`, it is a provider that knows
+only OpenAI's request fields: it answers 400 to any other (as OpenAI does to
+`return_token_ids`) and does not claim to be vLLM. It measures our code in isolation; the
+real vLLM path has its own tests.
 """
 
 from __future__ import annotations
@@ -21,6 +24,17 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+
+OPENAI_FIELDS = frozenset(
+    {
+        "model", "messages", "n", "temperature", "top_p", "max_tokens",
+        "max_completion_tokens", "seed", "logprobs", "top_logprobs", "stop", "stream",
+        "stream_options", "user", "presence_penalty", "frequency_penalty", "logit_bias",
+        "response_format", "tools", "tool_choice", "parallel_tool_calls", "metadata",
+        "store", "reasoning_effort", "service_tier", "modalities", "prediction", "audio",
+    }
+)  # fmt: skip
+"""The chat completion request fields of OpenAI's API (what a strict provider accepts)."""
 
 Responder = Callable[[list[dict[str, Any]], int], str]
 """(messages, choice index) -> the assistant's text."""
@@ -40,19 +54,28 @@ class FakeOpenAI:
     fail_next: list[int] = field(default_factory=list)
     """HTTP statuses to answer the next requests with, one per request, before succeeding."""
     requests: list[dict[str, Any]] = field(default_factory=list)
+    strict: bool = False
+    """Reject request fields OpenAI's API does not have (400), and not claim to be vLLM."""
 
     def app(self) -> FastAPI:
         app = FastAPI()
 
         @app.get("/v1/models")
         async def models() -> dict[str, Any]:
-            return {"object": "list", "data": [{"id": self.model, "object": "model"}]}
+            owner = "system" if self.strict else "vllm"
+            card = {"id": self.model, "object": "model", "owned_by": owner}
+            return {"object": "list", "data": [card]}
 
         @app.post("/v1/chat/completions")
         async def chat(request: Request) -> JSONResponse:
             body = await request.json()
             self.requests.append(body)
             headers = {"x-cobalt-policy-version": str(self.policy_version)}
+            unknown = sorted(set(body) - OPENAI_FIELDS) if self.strict else []
+            if unknown:
+                message = f"Unrecognized request argument supplied: {', '.join(unknown)}"
+                error = {"message": message, "type": "invalid_request_error", "code": None}
+                return JSONResponse({"error": error}, status_code=400)
             if self.fail_next:
                 status = self.fail_next.pop(0)
                 return JSONResponse(

@@ -46,8 +46,10 @@ def cli(
         "XDG_DATA_HOME": str(tmp_path / "xdg"),
     }
 
-    def invoke(*args: str, extra_env: dict[str, str] | None = None) -> Any:
-        return runner.invoke(app, ["data", *args], env={**env, **(extra_env or {})})
+    def invoke(
+        *args: str, extra_env: dict[str, str] | None = None, input: str | None = None
+    ) -> Any:
+        return runner.invoke(app, ["data", *args], env={**env, **(extra_env or {})}, input=input)
 
     return invoke
 
@@ -204,3 +206,30 @@ def test_local_executor_runs_programs_and_stops() -> None:
         assert response.passed == 1
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", port)) != 0  # the process is gone
+
+
+def test_delete_asks_refuses_while_runs_use_it_and_deletes(
+    cli: Any, fixture_file: Path, sessions: sessionmaker[Session]
+) -> None:
+    from cobalt.orchestrator.store import repo_datasets, repo_runs
+
+    assert cli("import", "--format", "jsonl", str(fixture_file), "--name", "toy").exit_code == 0
+    assert cli("import", "--format", "jsonl", str(fixture_file), "--name", "used").exit_code == 0
+    unconfirmed = cli("delete", "toy")  # no terminal answers the question
+    assert unconfirmed.exit_code == 2 and "--yes" in unconfirmed.stderr
+    declined = cli("delete", "toy", input="n\n")
+    assert declined.exit_code == 2 and "not deleted" in declined.stderr
+    with sessions.begin() as session:
+        used = repo_datasets.get_dataset(session, name="used")
+        assert used is not None
+        run = repo_runs.create_run(
+            session, kind="sample", dataset_id=used.id, base_url="http://m/v1", model="m",
+            params={}, template_name="default", template_sha256="0" * 64,
+        )  # fmt: skip
+    refused = cli("delete", "used", "--yes")
+    assert refused.exit_code == 2 and f"runs {run.id}" in refused.stderr
+    deleted = cli("delete", "toy", input="y\n")
+    assert deleted.exit_code == 0, deleted.output
+    assert json.loads(cli("list", "--json").stdout)["total"] == 1
+    missing = cli("delete", "toy", "--yes")
+    assert missing.exit_code == 2 and "no dataset named 'toy'" in missing.stderr

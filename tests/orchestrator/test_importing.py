@@ -73,3 +73,49 @@ def test_a_dataset_keeps_its_format(sessions: sessionmaker[Session], tmp_path: P
     import_file(sessions=sessions, name="toy", fmt="jsonl", path=path, options=ImportOptions())
     with pytest.raises(Conflict, match="choose another --name"):
         import_file(sessions=sessions, name="toy", fmt="taco", path=path, options=ImportOptions())
+
+
+def _import(sessions: sessionmaker[Session], path: Path) -> object:
+    return import_file(
+        sessions=sessions, name="toy", fmt="jsonl", path=path, options=ImportOptions()
+    )
+
+
+def test_an_edited_problem_is_reported_changed_and_nothing_is_imported(
+    sessions: sessionmaker[Session], tmp_path: Path
+) -> None:
+    first = write(tmp_path / "v1.jsonl", json.dumps(GOOD), json.dumps({**GOOD, "external_id": "b"}))
+    _import(sessions, first)
+    edited_tests = {**GOOD, "hidden_tests": [{"stdin": "2 2", "expected_stdout": "5"}]}
+    new_problem = {**GOOD, "external_id": "c"}
+    second = write(
+        tmp_path / "v2.jsonl",
+        json.dumps(edited_tests),
+        json.dumps({**GOOD, "external_id": "b"}),
+        json.dumps(new_problem),
+    )
+    with pytest.raises(Conflict, match=r"1 problems of dataset 'toy' differ.*: sum;.*--name"):
+        _import(sessions, second)
+    with sessions.begin() as session:
+        dataset = repo_datasets.get_dataset(session, name="toy")
+        assert dataset is not None
+        stored = repo_datasets.get_problem(session, dataset_id=dataset.id, external_id="sum")
+        assert stored is not None and stored.hidden_tests == GOOD["hidden_tests"]  # kept
+        assert repo_datasets.count_problems(session, dataset_id=dataset.id) == 2  # no "c"
+
+
+def test_an_id_twice_in_one_file_is_refused_naming_it(
+    sessions: sessionmaker[Session], tmp_path: Path
+) -> None:
+    path = write(
+        tmp_path / "dup.jsonl",
+        json.dumps(GOOD),
+        json.dumps({**GOOD, "external_id": "other"}),
+        json.dumps({**GOOD, "statement": "Another statement with the same id."}),
+    )
+    with pytest.raises(
+        InvalidInput, match=r"1 external ids occur more than once.*sum \(rows 1, 3\)"
+    ):
+        _import(sessions, path)
+    with sessions.begin() as session:
+        assert repo_datasets.get_dataset(session, name="toy") is None

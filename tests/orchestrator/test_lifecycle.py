@@ -35,10 +35,14 @@ LEGAL_RUN = {
     (RunEvent.CANCEL, R.PENDING): R.CANCELLED,
     (RunEvent.CANCEL, R.RUNNING): R.CANCELLED,
     (RunEvent.CANCEL, R.FAILED): R.CANCELLED,
+    (RunEvent.CANCEL, R.INTERRUPTED): R.CANCELLED,
+    (RunEvent.INTERRUPT, R.PENDING): R.INTERRUPTED,
+    (RunEvent.INTERRUPT, R.RUNNING): R.INTERRUPTED,
     (RunEvent.RESUME, R.PENDING): R.PENDING,
     (RunEvent.RESUME, R.RUNNING): R.PENDING,
     (RunEvent.RESUME, R.FAILED): R.PENDING,
     (RunEvent.RESUME, R.CANCELLED): R.PENDING,
+    (RunEvent.RESUME, R.INTERRUPTED): R.PENDING,
 }
 """Written out by hand (not read from the module), so a changed table fails here."""
 
@@ -145,6 +149,7 @@ def test_the_store_writes_only_moves_an_event_makes(
         R.FINISHED: [R.RUNNING, R.FINISHED],
         R.FAILED: [R.RUNNING, R.FAILED],
         R.CANCELLED: [R.CANCELLED],
+        R.INTERRUPTED: [R.RUNNING, R.INTERRUPTED],
     }
     with sessions.begin() as session:
         run = _pending_run(session)

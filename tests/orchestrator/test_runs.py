@@ -23,6 +23,7 @@ from tests.support.runs import (
     add_doubles,
     cobalt,
     json_out,
+    keys_and_answers,
     run_sample,
     turns_of,
     worker,
@@ -191,15 +192,6 @@ def test_bad_arguments_get_clear_errors(dataset: str, cli_env: dict[str, str]) -
 
 
 # --- on Redis through RQ workers -----------------------------------------------------------
-
-
-def keys_and_answers(
-    sessions: sessionmaker[Session], run_id: int
-) -> dict[tuple[int, int, int], str]:
-    return {
-        (t.problem_id, t.sample_index, t.turn_index): t.raw_response
-        for t in turns_of(sessions, run_id)
-    }
 
 
 def test_detached_run_is_done_by_rq_workers(

@@ -130,6 +130,16 @@ def turns_of(sessions: sessionmaker[Session], run_id: int) -> list[Turn]:
         )
 
 
+def keys_and_answers(
+    sessions: sessionmaker[Session], run_id: int
+) -> dict[tuple[int, int, int], str]:
+    """A run's stored answers by (problem, sample, turn): what must survive a crash."""
+    return {
+        (t.problem_id, t.sample_index, t.turn_index): t.raw_response
+        for t in turns_of(sessions, run_id)
+    }
+
+
 def wait_finished(api: httpx.Client, run_id: int) -> dict[str, Any]:
     """The run as the REST API shows it once it has ended (finished, failed or cancelled)."""
     deadline = time.monotonic() + 120

@@ -23,6 +23,7 @@ import typer.main
 # distribution's.
 from typer import _click as click
 
+from cobalt.shared.cli import interrupted
 from cobalt.shared.version import __version__
 
 __all__ = ["COMMAND_GROUP", "app", "installed_commands", "main"]
@@ -55,7 +56,17 @@ def _command_from(target: Any, name: str) -> click.Command:
 
 
 class LazyCommands(typer.core.TyperGroup):
-    """A group whose sub-commands are entry points, imported on first use."""
+    """A group whose sub-commands are entry points, imported on first use.
+
+    Ctrl-C in any command ends it with "interrupted" and status 130 (click's own answer,
+    "Aborted!" and status 1, says neither what happened nor matches the documented code).
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            raise interrupted() from None
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(installed_commands())

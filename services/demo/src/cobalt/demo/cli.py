@@ -78,10 +78,14 @@ def _print_summary(result: DemoResult, *, serving: bool = False) -> None:
         console.print(f"web UI: {result.ui_url}/ui/")
     else:
         console.print(
-            f"web UI: COBALT_DATABASE_URL={result.database_url} cobalt orchestrator serve "
-            f"--port {result.ui_url.rsplit(':', 1)[-1]}, then {result.ui_url}/ui/ "
-            "(or run the demo with --keep-serving)"
+            f"web UI: cobalt orchestrator serve --port {result.ui_url.rsplit(':', 1)[-1]}, "
+            f"then {result.ui_url}/ui/ (or run the demo with --keep-serving)"
         )
+    console.print(
+        f"runs: cobalt run list, cobalt run show {result.after.refine_run} (the demo wrote to "
+        "the store every cobalt command opens: COBALT_DATABASE_URL, else "
+        "~/.local/share/cobalt/cobalt.db)"
+    )
 
 
 def _serve_until_interrupted(result: DemoResult) -> None:

@@ -98,17 +98,14 @@ class DemoOptions:
 
 @dataclass(frozen=True)
 class DemoPaths:
-    """Every file of the demo lives under `root`, so one `rm -rf` (or --fresh) resets it."""
+    """Every file of the demo lives under `root` (one `rm -rf`, or --fresh, resets it), but
+    its runs, jobs and datasets go to the store every `cobalt` command opens (the one
+    rule: COBALT_DATABASE_URL, else the user's SQLite file), so that `cobalt run list`,
+    `cobalt orchestrator serve` and the rest find them afterwards without any setting."""
 
     root: Path
-
-    @property
-    def database(self) -> Path:
-        return self.root / "cobalt.db"
-
-    @property
-    def database_url(self) -> str:
-        return f"sqlite:///{self.database.resolve()}"
+    database_url: str
+    """The store: `OrchestratorSettings().database_url`, as for every command."""
 
     @property
     def models(self) -> Path:
@@ -136,13 +133,10 @@ class DemoPaths:
         return self.root / "state.json"
 
     def clear(self) -> None:
-        """Remove everything but the converted model."""
+        """Remove the demo's files but the converted model (the store keeps its runs)."""
         for path in (self.checkpoints, self.logs):
             shutil.rmtree(path, ignore_errors=True)
-        for path in (
-            self.report,
-            self.state,
-            *self.root.glob("cobalt.db*"),
-            *self.root.glob("*.png"),
-        ):
+        # Not the store: it is the user's, shared with every other command (a re-run
+        # then makes new runs beside the old ones).
+        for path in (self.report, self.state, *self.root.glob("*.png")):
             path.unlink(missing_ok=True)

@@ -55,8 +55,9 @@ from cobalt.orchestrator.runs.evaluation import evaluate_run
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store import repo_bandit, repo_runs
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
-from cobalt.orchestrator.training.service import create_job
+from cobalt.orchestrator.training.service import create_job, set_job_status
 from cobalt.orchestrator.worker.in_process import run_in_process
+from cobalt.orchestrator.worker.runtime import runtime
 from cobalt.shared.clients import ExecutorClient
 from cobalt.shared.clients.inference import InferenceControlClient
 from cobalt.shared.clients.training import TrainingClient
@@ -67,6 +68,10 @@ from cobalt.shared.errors import CobaltError
 from cobalt.shared.reward import TokenizerCounter
 
 __all__ = ["run_demo", "trained_policy_dir"]
+
+INTERRUPT_JOIN_S = 10.0
+"""Longest wait, after Ctrl-C, for the interrupted jobs to hand their trajectories back
+(each only writes the reopening of its problem: milliseconds)."""
 
 
 def _easiest_problems(problems: int, out_dir: Path) -> Path:
@@ -119,14 +124,22 @@ def _carry_out(
 
     worker = threading.Thread(target=work, name=f"demo-run-{run_id}", daemon=True)
     worker.start()
-    while True:
-        alive = worker.is_alive()
-        with sessions() as session:
-            progress = repo_runs.run_progress(session, run_id=run_id)
-        bar.update(completed=progress.turns, note=f"{progress.turns} turns")
-        if not alive:
-            break
-        worker.join(timeout=1.0)
+    try:
+        while True:
+            alive = worker.is_alive()
+            with sessions() as session:
+                progress = repo_runs.run_progress(session, run_id=run_id)
+            bar.update(completed=progress.turns, note=f"{progress.turns} turns")
+            if not alive:
+                break
+            worker.join(timeout=1.0)
+    except KeyboardInterrupt:
+        # Ctrl-C: the jobs stop at once and hand their trajectories back; the run is left
+        # `interrupted` (resumable), not `running` for ever.
+        runtime().interrupt()
+        worker.join(timeout=INTERRUPT_JOIN_S)
+        service.interrupt_run(sessions, run_id)
+        raise
     status = finish_run_if_done(sessions, run_id) or service.run_public(sessions, run_id).status
     if failures or status != RunStatus.FINISHED:
         reason = f": {failures[0][1]}" if failures else ""
@@ -197,12 +210,30 @@ class _RunContext:
     dataset: str
 
 
-def _baseline_key(options: DemoOptions, model_dir: Path, served: str) -> str:
-    """What makes two baselines the same experiment (then a re-run reuses the first)."""
+def _baseline_key(options: DemoOptions, paths: DemoPaths, model_dir: Path, served: str) -> str:
+    """What makes two baselines the same experiment (then a re-run reuses the first); the
+    store is part of it, as the runs' ids only mean something there."""
     return json.dumps(
         [str(model_dir.resolve()), served, options.problems, options.samples, options.turns,
-         options.max_tokens, options.temperature],
+         options.max_tokens, options.temperature, paths.database_url],
     )  # fmt: skip
+
+
+def store_url_or_exit() -> str:
+    """The store of every `cobalt` command (COBALT_DATABASE_URL, else the user's SQLite
+    file); a bad COBALT_* setting is the demo's failure too."""
+    from pydantic import ValidationError
+
+    try:
+        return OrchestratorSettings().database_url
+    except ValidationError as exc:
+        raise DemoFailed(f"bad COBALT_* setting: {exc.errors()[0]['msg']}") from exc
+
+
+def _without_password(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
 
 
 def _reusable_baseline(paths: DemoPaths, key: str, ctx: _RunContext) -> PhaseResult | None:
@@ -306,6 +337,12 @@ def _train(
                     if job.status == TrainingJobStatus.FAILED:
                         raise DemoFailed(f"training job {job_id} failed: {job.error}")
                     time.sleep(1.0)
+            except KeyboardInterrupt:
+                # Its trainer is stopped below: the job says so (`stopped`, resumable with
+                # `cobalt train resume`) rather than `running` with nobody training it.
+                trainer.stop()
+                set_job_status(ctx.sessions, job_id, TrainingJobStatus.STOPPED)
+                raise
             finally:
                 trainer.stop()
             job = api.job(job_id)
@@ -361,7 +398,7 @@ def run_demo(
         DemoFailed: a step failed; the message says which and what to do.
         CobaltError: a service answered with an error (the caller prints it).
     """
-    paths = DemoPaths(options.work_dir.expanduser().resolve())
+    paths = DemoPaths(options.work_dir.expanduser().resolve(), database_url=store_url_or_exit())
     if options.fresh:
         paths.clear()
     paths.root.mkdir(parents=True, exist_ok=True)
@@ -377,7 +414,7 @@ def run_demo(
     with progress.stage("opening the database") as bar:
         upgrade_database(paths.database_url)
         engine = make_engine(paths.database_url)
-        bar.update(note=str(paths.database))
+        bar.update(note=_without_password(paths.database_url))
     try:
         sessions = make_sessionmaker(engine)
         with running_services(options, paths, model_dir, served) as (endpoints, children):
@@ -407,7 +444,7 @@ def run_demo(
 
 def _loop(options: DemoOptions, ctx: _RunContext, progress: DemoProgress) -> DemoResult:
     """Steps 3-6: baseline, contexts, training, the trained policy's turn."""
-    key = _baseline_key(options, ctx.model_dir, ctx.served)
+    key = _baseline_key(options, ctx.paths, ctx.model_dir, ctx.served)
     before = _reusable_baseline(ctx.paths, key, ctx)
     if before is not None and before.policy_version == _policy_version(ctx.endpoints):
         progress.say(f"reusing the baseline of an earlier demo (run {before.refine_run})")

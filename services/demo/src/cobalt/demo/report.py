@@ -305,10 +305,12 @@ def render_report(result: DemoResult, plots: Sequence[Path] = ()) -> str:
             ["stage", "seconds"], [[html.escape(k), f"{v:.1f}"] for k, v in result.timings.items()]
         ),
         "<h2>Looking further</h2>",
-        "<p>The links above need the web UI running on the demo's database:</p>",
-        f"<pre><code>COBALT_DATABASE_URL={html.escape(result.database_url)} \\\n"
-        f"    cobalt orchestrator serve --port {html.escape(result.ui_url.rsplit(':', 1)[-1])}"
-        "</code></pre>",
+        "<p>The links above need the web UI running on the demo's store, the one every "
+        "<code>cobalt</code> command opens (<code>COBALT_DATABASE_URL</code>, else "
+        "<code>~/.local/share/cobalt/cobalt.db</code>); in the same environment:</p>",
+        "<pre><code>cobalt orchestrator serve --port "
+        f"{html.escape(result.ui_url.rsplit(':', 1)[-1])}\n"
+        f"cobalt run list\ncobalt run show {result.after.refine_run}</code></pre>",
         "<p>(or <code>cobalt demo --keep-serving</code>).</p>",
         '<script type="application/json" id="demo-data">'
         + json.dumps(report_data(result)).replace("</", "<\\/")

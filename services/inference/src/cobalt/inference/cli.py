@@ -77,7 +77,10 @@ def serve(
         None, help="auto | cpu | cuda (env COBALT_INFERENCE_DEVICE; default auto)."
     ),
     dry_run: bool = typer.Option(
-        False, "--dry-run", help="Print the vLLM command and environment, do not start it."
+        False,
+        "--dry-run",
+        help="Print the vLLM command and environment (and the model conversion a start would "
+        "do first); start nothing, write nothing.",
     ),
 ) -> None:
     """Start vLLM's OpenAI-compatible server with Cobalt's weight-load control.
@@ -106,9 +109,12 @@ def serve(
     except ValueError as exc:
         raise _fail(str(exc)) from exc
     model_dir = settings.model_dir()
+    would_prepare = False
     if not (model_dir / "config.json").is_file():
         if settings.model is not None:
             raise _fail(f"{model_dir} is not a model directory (no config.json)")
+        would_prepare = True
+    if would_prepare and not dry_run:
         typer.echo(f"default model not prepared yet; preparing it in {model_dir}", err=True)
         prepared = subprocess.run(
             [
@@ -139,7 +145,15 @@ def serve(
         ):
             if secret in shown:
                 shown[secret] = "***"
-        typer.echo(json.dumps({"device": chosen, "command": command, "env": shown}, indent=2))
+        plan: dict[str, object] = {"device": chosen, "command": command, "env": shown}
+        if would_prepare:
+            # A dry run writes nothing: it says what a real start would convert first.
+            plan["prepare_model"] = {
+                "out": str(model_dir),
+                "note": "the default model is not prepared yet; `cobalt inference serve` "
+                "would convert it there first (`cobalt inference prepare-model`)",
+            }
+        typer.echo(json.dumps(plan, indent=2))
         return
     typer.echo(f"starting vLLM ({chosen}) on http://{settings.host}:{settings.port}", err=True)
     # Become the server: signals and the exit status reach vLLM directly.

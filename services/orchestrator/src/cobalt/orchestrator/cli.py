@@ -1,4 +1,4 @@
-"""`cobalt data`: import, list, show, export and perturb benchmark datasets.
+"""`cobalt data`: import, list, show, export, perturb and delete benchmark datasets.
 
 The database is `COBALT_DATABASE_URL` (default: a SQLite file in the user's data
 directory); its schema is brought up to date by the first command that touches it.
@@ -7,7 +7,9 @@ Exit status, for every command:
 
     0  done (an import that skipped some bad rows is done: they are listed, not fatal)
     1  an import read rows but none of them was a valid problem (wrong --format?)
-    2  bad input: missing file, unknown format or dataset, name taken, bad option
+    2  bad input: missing file, unknown format or dataset, name taken, bad option, an id
+       twice in a file, a re-import that changes stored problems, a dataset still used
+       by runs (`delete`), a deletion not confirmed
     3  a dependency is unreachable: the database, or the executor for --verify
 
 Errors print one line on stderr, never a traceback.
@@ -76,7 +78,7 @@ CELL_CHARS = 200
 """Characters of a test's input or output shown in a table cell."""
 
 data_app = typer.Typer(
-    help="Benchmark datasets: import, list, show, export, perturb.", no_args_is_help=True
+    help="Benchmark datasets: import, list, show, export, perturb, delete.", no_args_is_help=True
 )
 
 
@@ -299,6 +301,35 @@ def list_command(
             item.created_at.strftime("%Y-%m-%d %H:%M"),
         )
     Console(highlight=False).print(table)
+
+
+@data_app.command("delete")
+def delete_command(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="The dataset to delete.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Delete a dataset and its problems (refused while runs or other results use it)."""
+    from cobalt.orchestrator.datasets import catalog
+
+    sessions = _context(ctx).sessions()
+    with _handled():
+        dataset, _ = catalog.dataset_summary(sessions, name=name, first=0)
+    if not yes:
+        prompt = f"Delete dataset {name!r} and its {dataset.problem_count} problems?"
+        try:
+            confirmed = typer.confirm(prompt, default=False, err=True)
+        except typer.Abort:
+            confirmed = False  # no terminal to ask (stdin closed): not confirmed
+        if not confirmed:
+            raise _fail(EXIT_USAGE, f"dataset {name!r} not deleted (pass --yes to skip asking)")
+    with _handled():
+        deleted = catalog.delete_dataset(sessions, name)
+    if as_json:
+        _echo_json({"dataset": name, "deleted_problems": deleted})
+    else:
+        typer.echo(f"dataset {name!r} deleted ({deleted} problems)")
 
 
 def _cell(value: str) -> str:

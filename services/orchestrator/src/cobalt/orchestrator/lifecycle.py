@@ -13,8 +13,10 @@ anything around the machine.
 Runs::
 
     pending --start--> running --finish/fail--> finished | failed
-    pending|running --cancel--> cancelled          failed --cancel--> cancelled
-    pending|running|failed|cancelled --resume--> pending (its failed trajectories reopen)
+    pending|running --cancel--> cancelled          failed|interrupted --cancel--> cancelled
+    pending|running --interrupt--> interrupted (Ctrl-C or SIGTERM on the process carrying it out)
+    pending|running|failed|cancelled|interrupted --resume--> pending (its failed trajectories
+    reopen)
 
 Trajectories (a job moves every trajectory of its problem at once)::
 
@@ -74,6 +76,10 @@ class RunEvent(StrEnum):
     """The user cancelled: jobs not started skip it, running ones stop at their next turn."""
     RESUME = "resume"
     """The user resumed: failed trajectories reopen and the run waits for its jobs."""
+    INTERRUPT = "interrupt"
+    """The process carrying the run out was stopped (Ctrl-C, SIGTERM): its jobs let go of
+    their trajectories (back to pending, every stored turn kept) and `cobalt run resume`
+    continues it. Jobs still queued skip an interrupted run, as they skip a cancelled one."""
 
 
 class TrajectoryEvent(StrEnum):
@@ -114,8 +120,11 @@ RUN_TRANSITIONS: Mapping[RunEvent, Mapping[RunStatus, RunStatus]] = {
     RunEvent.START: {_R.PENDING: _R.RUNNING},
     RunEvent.FINISH: {_R.PENDING: _R.FINISHED, _R.RUNNING: _R.FINISHED},
     RunEvent.FAIL: {_R.PENDING: _R.FAILED, _R.RUNNING: _R.FAILED},
-    RunEvent.CANCEL: {s: _R.CANCELLED for s in (_R.PENDING, _R.RUNNING, _R.FAILED)},
-    RunEvent.RESUME: {s: _R.PENDING for s in (_R.PENDING, _R.RUNNING, _R.FAILED, _R.CANCELLED)},
+    RunEvent.CANCEL: {s: _R.CANCELLED for s in (_R.PENDING, _R.RUNNING, _R.FAILED, _R.INTERRUPTED)},
+    RunEvent.INTERRUPT: {_R.PENDING: _R.INTERRUPTED, _R.RUNNING: _R.INTERRUPTED},
+    RunEvent.RESUME: {
+        s: _R.PENDING for s in (_R.PENDING, _R.RUNNING, _R.FAILED, _R.CANCELLED, _R.INTERRUPTED)
+    },
 }
 """event -> {status it may happen in: the status it leads to}."""
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cobalt.shared.checkout import checkout_python
-from cobalt.shared.cli import EXIT_UNREACHABLE, EXIT_USAGE, settings_or_exit
+from cobalt.shared.cli import EXIT_UNREACHABLE, EXIT_USAGE, interrupted, settings_or_exit
 from cobalt.shared.cli import fail as _fail
 from cobalt.shared.errors import CobaltError, Unavailable, UpstreamError
 from cobalt.shared.logging import configure_logging
@@ -141,6 +141,13 @@ def _run(
         except JobStopped as stopped:
             typer.echo(f"stopped: {stopped}")
             return
+        except KeyboardInterrupt:
+            # The step in flight is lost; its groups stay claimed for this job, and the
+            # next trainer replays the step from the newest resume state (docs/trainer.md).
+            raise interrupted(
+                f"training job {job_id} left mid-step; `cobalt trainer serve --job {job_id}` "
+                "resumes it from its last checkpoint"
+            ) from None
         except (Unavailable, UpstreamError) as exc:
             raise _fail(EXIT_UNREACHABLE, str(exc)) from exc
         except CobaltError as exc:

@@ -9,8 +9,11 @@ Control (load weights, read the policy version) exists only on Cobalt's inferenc
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
-from pydantic import BaseModel, Field, SecretStr
+import httpx
+from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from cobalt.shared.clients.base import ServiceClient
@@ -21,15 +24,26 @@ from cobalt.shared.contracts.inference import (
     LoadWeightsResponse,
     PolicyStatus,
 )
+from cobalt.shared.errors import Unavailable
 from cobalt.shared.settings import CobaltSettings
 
 __all__ = [
+    "PROBE_TIMEOUT_S",
+    "EndpointProbe",
     "InferenceControlClient",
     "ModelEndpoint",
     "PolicyEndpointSettings",
     "ReferenceEndpointSettings",
     "policy_version_of",
+    "probe_endpoint",
 ]
+
+PROBE_TIMEOUT_S = 5.0
+"""How long `probe_endpoint` waits: a server that is up answers /models at once."""
+
+VLLM_OWNER = "vllm"
+"""What vLLM's OpenAI server (and Cobalt's inference service, which is one) writes in every
+model's `owned_by`; OpenAI and other providers write their own names."""
 
 
 class ModelEndpoint(BaseModel):
@@ -57,14 +71,68 @@ class ModelEndpoint(BaseModel):
         return {"return_token_ids": True} if self.vllm_extensions else {}
 
 
+@dataclass(frozen=True, slots=True)
+class EndpointProbe:
+    """What one `GET /models` said about an OpenAI-compatible endpoint."""
+
+    models: tuple[str, ...]
+    """The model ids it serves (empty when it has no /models route)."""
+    vllm: bool
+    """It is a vLLM server (every model `owned_by` "vllm"), so it takes vLLM's request
+    fields (`return_token_ids`)."""
+
+
+def probe_endpoint(
+    base_url: str, api_key: str | None = None, *, timeout_s: float = PROBE_TIMEOUT_S
+) -> EndpointProbe:
+    """Ask `base_url` (up to /v1) for its models once, without retries.
+
+    Any HTTP answer means the endpoint is reachable; one that is not a model list (a
+    provider without /models, a 401) reads as "not vLLM", the safe side: only standard
+    request fields are then sent.
+
+    Raises:
+        Unavailable: nothing answered (refused, unknown host, timeout): fail fast rather
+            than after the sampler's retries.
+    """
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    url = f"{base_url.rstrip('/')}/models"
+    try:
+        response = httpx.get(url, headers=headers, timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        raise Unavailable(
+            f"cannot reach the model endpoint {base_url} ({type(exc).__name__}: {exc}); "
+            "check that it is running and the URL is right"
+        ) from exc
+    try:
+        body: Any = response.json() if response.is_success else {}
+    except ValueError:
+        body = {}
+    entries = body.get("data") if isinstance(body, dict) else None
+    cards = [entry for entry in entries or [] if isinstance(entry, dict)]
+    return EndpointProbe(
+        models=tuple(str(card.get("id")) for card in cards),
+        vllm=bool(cards) and all(card.get("owned_by") == VLLM_OWNER for card in cards),
+    )
+
+
 class _EndpointSettings(CobaltSettings):
     base_url: str | None = None
     model: str | None = None
     api_key: SecretStr | None = None
-    vllm_extensions: bool = True
+    vllm_extensions: bool | None = None
+    """True or False as set; None ("auto", the default): detect with `probe_endpoint`."""
+
+    @field_validator("vllm_extensions", mode="before")
+    @classmethod
+    def _auto(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() in ("", "auto"):
+            return None
+        return value
 
     def endpoint(self) -> ModelEndpoint | None:
-        """The configured endpoint, or None when no base URL is set."""
+        """The configured endpoint, or None when no base URL is set (with "auto", the
+        extensions are on: callers that can probe the endpoint read `vllm_extensions`)."""
         if not self.base_url:
             return None
         if not self.model:
@@ -74,7 +142,7 @@ class _EndpointSettings(CobaltSettings):
             base_url=self.base_url,
             model=self.model,
             api_key=self.api_key,
-            vllm_extensions=self.vllm_extensions,
+            vllm_extensions=self.vllm_extensions is not False,
         )
 
 

@@ -142,8 +142,16 @@ def local_executor(
         log = Path(workdir) / "executor.log"
         with log.open("wb") as log_file:
             try:
+                # Its own process group: Ctrl-C in the terminal reaches only the command,
+                # which stops its jobs first and this process after them (a child that
+                # died first would make every in-flight job retry against it).
                 process = subprocess.Popen(
-                    argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=log_file, env=env
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log_file,
+                    stderr=log_file,
+                    env=env,
+                    process_group=0,
                 )
             except OSError as exc:
                 raise Unavailable(

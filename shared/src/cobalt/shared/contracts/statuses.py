@@ -36,10 +36,18 @@ class RunStatus(StrEnum):
     FINISHED = "finished"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    INTERRUPTED = "interrupted"
+    """The process carrying it out was stopped (Ctrl-C, SIGTERM); `cobalt run resume`
+    continues it from the stored turns."""
 
     @property
     def is_final(self) -> bool:
         return self in (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+    @property
+    def is_stopped(self) -> bool:
+        """Nothing carries the run out any more: final, or interrupted (until resumed)."""
+        return self.is_final or self is RunStatus.INTERRUPTED
 
 
 class TrajectoryStatus(StrEnum):

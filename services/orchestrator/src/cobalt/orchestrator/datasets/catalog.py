@@ -1,5 +1,5 @@
 """Reading datasets and problems as contracts: what `cobalt data list|show` (and later the
-REST API) show. Each function opens its own read transaction."""
+REST API) show, and deleting a dataset. Each function opens its own transaction."""
 
 from __future__ import annotations
 
@@ -12,9 +12,15 @@ from cobalt.orchestrator.store import repo_datasets
 from cobalt.orchestrator.store.models import Dataset, Problem
 from cobalt.shared.contracts import DatasetPublic, DatasetsPublic, ProblemPublic
 from cobalt.shared.contracts.browse import ProblemsPage, ProblemSummary
-from cobalt.shared.errors import NotFound
+from cobalt.shared.errors import Conflict, NotFound
 
-__all__ = ["dataset_summary", "list_datasets", "problem_public", "problems_page"]
+__all__ = [
+    "dataset_summary",
+    "delete_dataset",
+    "list_datasets",
+    "problem_public",
+    "problems_page",
+]
 
 
 def _dataset_public(dataset: Dataset, count: int) -> DatasetPublic:
@@ -144,3 +150,39 @@ def problems_page(
             offset=offset,
             difficulties=[d for d in difficulties if d is not None],
         )
+
+
+def delete_dataset(sessions: sessionmaker[Session], name: str) -> int:
+    """Delete dataset `name` and its problems; returns how many problems went.
+
+    Refused while anything refers to its problems: runs (with their turns, evaluations
+    and rewards), bandit contexts, training groups, hacking cases. Those are results, and
+    a dataset is cheap to import again while a run is not; so the user deletes nothing
+    by accident, and is told what holds the dataset.
+
+    Raises:
+        NotFound: no such dataset.
+        Conflict: something refers to its problems.
+    """
+    with sessions.begin() as session:
+        dataset = _require_dataset(session, name)
+        use = repo_datasets.dataset_use(session, dataset_id=dataset.id)
+        if use.used:
+            held = [
+                f"{what} {count}"
+                for what, count in (
+                    ("bandit contexts:", use.bandit_contexts),
+                    ("training groups:", use.training_groups),
+                    ("hacking cases:", use.hacking_cases),
+                )
+                if count
+            ]
+            if use.runs:
+                shown = ", ".join(map(str, use.runs[:10]))
+                more = f" and {len(use.runs) - 10} more" if len(use.runs) > 10 else ""
+                held.insert(0, f"runs {shown}{more}")
+            raise Conflict(
+                f"dataset {name!r} is used ({'; '.join(held)}); its results would lose "
+                "their problems, so it is kept. Import new problems under another name"
+            )
+        return repo_datasets.delete_dataset(session, dataset_id=dataset.id)

@@ -1,8 +1,18 @@
 """Importing a file into a dataset: read rows, report bad ones, insert the rest.
 
 One import is one transaction: it lands whole or not at all. Rows already in the dataset
-(same external id) are left as they are, so importing the same file again changes
-nothing. A bad row is reported with its row number and reason, and never stops the rest.
+(same external id, same content) are left as they are, so importing the same file again
+changes nothing. A bad row is reported with its row number and reason, and never stops
+the rest.
+
+An import never keeps stale data silently. A row whose external id the dataset has, with
+different content (an edited statement, other tests, other importer options), refuses the
+whole import, naming the changed ids: the runs, evaluations and training data on a
+dataset refer to its problems by id, and results computed on the old tests must not be
+read as results on the new ones. The new content goes in as a new dataset (another
+`--name`, e.g. `lcb-v2`), or after `cobalt data delete` of the old one. An id that occurs
+twice in one file is refused too, naming the ids: which of the two is meant is not ours
+to guess.
 """
 
 from __future__ import annotations
@@ -71,6 +81,16 @@ class ImportOptions:
         }
 
 
+MAX_IDS_SHOWN = 10
+"""Ids named in a refusal; the count says how many more there are."""
+
+
+def _named(ids: list[str]) -> str:
+    shown = ", ".join(ids[:MAX_IDS_SHOWN])
+    more = len(ids) - MAX_IDS_SHOWN
+    return f"{shown} and {more} more" if more > 0 else shown
+
+
 @dataclass
 class ImportReport:
     """What an import did."""
@@ -99,6 +119,25 @@ def _row_values(row: ProblemRow) -> dict[str, Any]:
     return row.model_dump(mode="json")
 
 
+def _changed_ids(session: Session, dataset_id: int, rows: list[dict[str, Any]]) -> list[str]:
+    """The external ids among `rows` that the dataset stores with other content."""
+    if not rows:
+        return []
+    columns = [key for key in rows[0] if key != "external_id"]
+    stored = repo_datasets.stored_rows(
+        session,
+        dataset_id=dataset_id,
+        external_ids=[row["external_id"] for row in rows],
+        columns=columns,
+    )
+    return [
+        row["external_id"]
+        for row in rows
+        if row["external_id"] in stored
+        and stored[row["external_id"]] != {key: row[key] for key in columns}
+    ]
+
+
 def import_file(
     *,
     sessions: sessionmaker[Session],
@@ -124,8 +163,10 @@ def import_file(
         Counts of rows read, inserted and already present, and every bad row.
 
     Raises:
-        InvalidInput: unknown format, missing or unreadable file.
-        Conflict: the dataset exists and was imported from another format.
+        InvalidInput: unknown format, missing or unreadable file, an external id twice
+            in the file.
+        Conflict: the dataset exists and was imported from another format, or holds
+            problems this file changes (nothing is imported then).
     """
     reader = importer_for(fmt)
     options = replace(options, judge=options.judge or default_judge(fmt))
@@ -153,6 +194,18 @@ def import_file(
                 "choose another --name"
             )
         pending: list[dict[str, Any]] = []
+        first_row: dict[str, int] = {}
+        duplicates: dict[str, list[int]] = {}
+        changed: list[str] = []
+
+        def insert_pending() -> None:
+            if not created:
+                changed.extend(_changed_ids(session, dataset.id, pending))
+            report.inserted += repo_datasets.insert_problems(
+                session, dataset_id=dataset.id, rows=pending
+            )
+            pending.clear()
+
         for item in reader(path, options):
             report.read += 1
             if on_row is not None:
@@ -160,15 +213,30 @@ def import_file(
             if isinstance(item, BadRow):
                 report.bad.append(item)
                 continue
+            if item.external_id in first_row:
+                rows = duplicates.setdefault(item.external_id, [first_row[item.external_id]])
+                rows.append(report.read)
+                continue
+            first_row[item.external_id] = report.read
             pending.append(_row_values(item))
             if len(pending) >= batch_size:
-                report.inserted += repo_datasets.insert_problems(
-                    session, dataset_id=dataset.id, rows=pending
-                )
-                pending = []
-        report.inserted += repo_datasets.insert_problems(
-            session, dataset_id=dataset.id, rows=pending
-        )
+                insert_pending()
+        insert_pending()
+        if duplicates:
+            named = [
+                f"{key} (rows {', '.join(map(str, rows))})" for key, rows in duplicates.items()
+            ]
+            raise InvalidInput(
+                f"{len(duplicates)} external ids occur more than once in {path.name}: "
+                f"{_named(named)}; nothing was imported. Make each id unique"
+            )
+        if changed:
+            raise Conflict(
+                f"{len(changed)} problems of dataset {name!r} differ from the stored ones: "
+                f"{_named(changed)}; nothing was imported. A dataset's problems never change "
+                "under the runs on it: import the new version under another --name, or "
+                f"`cobalt data delete {name}` first"
+            )
         report.unchanged = report.read - len(report.bad) - report.inserted
         if created and report.inserted == 0:
             # Nothing usable (likely the wrong --format): leave no empty dataset behind,

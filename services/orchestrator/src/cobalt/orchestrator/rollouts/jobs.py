@@ -24,7 +24,12 @@ from cobalt.orchestrator.rollouts.sampling import SamplingParams
 from cobalt.orchestrator.store import repo_runs
 from cobalt.orchestrator.store.models import Problem, RunStatus, TrajectoryStatus, Turn
 from cobalt.orchestrator.store.repo_runs import TurnRow
-from cobalt.orchestrator.worker.runtime import JobConnections, job_resources, runtime
+from cobalt.orchestrator.worker.runtime import (
+    JobConnections,
+    JobInterrupted,
+    job_resources,
+    runtime,
+)
 from cobalt.shared.clients import ModelEndpoint
 from cobalt.shared.contracts import Compare, Limits, ProblemRow
 from cobalt.shared.defaults import HISTORY_CAP_CHARS
@@ -75,7 +80,8 @@ class DatabaseTurnStore:
             self._status = repo_runs.run_status(session, run_id=self.run_id)
 
     def cancelled(self) -> bool:
-        return self._status == RunStatus.CANCELLED.value
+        """The run was cancelled or interrupted: its jobs stop before their next turn."""
+        return self._status in (RunStatus.CANCELLED.value, RunStatus.INTERRUPTED.value)
 
 
 def spec_of_run(run_id: int, params: dict[str, Any]) -> RolloutSpec:
@@ -105,7 +111,9 @@ def run_problem_job(
     """Advance every trajectory of one problem of one run to its last turn.
 
     Trajectories end `finished`, or `failed` with the reason (the error is re-raised, so
-    RQ records it and retries while retries are left). A cancelled run is left alone.
+    RQ records it and retries while retries are left). A cancelled or interrupted run is
+    left alone. If this process is stopping (`JobInterrupted`), the problem's trajectories
+    go back to pending with every stored turn kept, and the error is re-raised.
     Returns {"turns": turns now stored for the problem}.
     """
     resources = job_resources(connections)
@@ -116,7 +124,7 @@ def run_problem_job(
     )
     with sessions() as session:
         run = repo_runs.get_run(session, run_id=run_id)
-        if run.status in (RunStatus.CANCELLED, RunStatus.FINISHED):
+        if run.status in (RunStatus.CANCELLED, RunStatus.FINISHED, RunStatus.INTERRUPTED):
             logger.info("run %d is %s; job for problem %d skipped", run_id, run.status, problem_id)
             return {"turns": 0}
         problem_row = session.get(Problem, problem_id)
@@ -128,6 +136,10 @@ def run_problem_job(
             base_url=run.base_url,
             model=run.model,
             api_key=resources.api_key,
+            vllm_extensions=runtime().vllm_extensions(
+                run.base_url,
+                resources.api_key.get_secret_value() if resources.api_key else None,
+            ),
         )
         template = PromptTemplate.load(run.template_name)
         if template.sha256 != run.template_sha256:
@@ -154,6 +166,10 @@ def run_problem_job(
         logger.info("run %d cancelled; problem %d stopped", run_id, problem_id)
         _move_problem(sessions, run_id, problem_id, TrajectoryEvent.REOPEN)
         return {"turns": 0}
+    except JobInterrupted:
+        _move_problem(sessions, run_id, problem_id, TrajectoryEvent.REOPEN)
+        _keep_retry()
+        raise
     except CobaltError as exc:
         _move_problem(sessions, run_id, problem_id, TrajectoryEvent.FAIL, error=exc.message)
         raise
@@ -180,6 +196,17 @@ async def _roll_out(
     sampler = await runtime().sampler(endpoint)
     executor = await runtime().executor_client(executor_url, executor_token)
     return await roll_out_problem(spec, problem_id, problem, template, sampler, executor, store)
+
+
+def _keep_retry() -> None:
+    """Under RQ, the job failing now goes back on the queue without spending a retry: its
+    worker was stopped (Ctrl-C, SIGTERM), the job did nothing wrong, and with no retry
+    left it would otherwise be dropped while its trajectories wait as pending."""
+    from rq import get_current_job
+
+    job = get_current_job()
+    if job is not None:
+        job.retries_left = (job.retries_left or 0) + 1
 
 
 def _move_problem(

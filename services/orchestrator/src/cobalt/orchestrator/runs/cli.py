@@ -6,8 +6,9 @@ that reaches Redis, the database, the model endpoint and the executor), otherwis
 this process. With `--json`, each command prints one JSON object on stdout (the contract
 scripts use); tables and bars go to the terminal.
 
-Exit statuses: 0 done; 1 the run ended with failed trajectories (or was cancelled);
-2 usage; 3 a service cannot be reached.
+Exit statuses (docs/cli.md): 0 done; 1 the run ended with failed trajectories (or was
+cancelled); 2 usage; 3 a service (the model endpoint among them) cannot be reached;
+130 interrupted: Ctrl-C marks the run `interrupted` and `cobalt run resume` continues it.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from cobalt.orchestrator.console import (
     store_context,
 )
 from cobalt.shared import defaults
+from cobalt.shared.cli import interrupted, stopping_on_signals
 from cobalt.shared.contracts.executor import Compare
 from cobalt.shared.contracts.statuses import RunStatus, TrajectoryStatus
 from cobalt.shared.errors import InvalidInput, first_validation_error_parts
@@ -85,32 +87,67 @@ def _request(contract: type[_Request], **values: object) -> _Request:
         raise fail(EXIT_USAGE, f"--{where.replace('_', '-')}: {message}") from exc
 
 
+def _require_endpoint(base_url: str, api_key: str | None) -> None:
+    """Exit 3 at once when nothing answers at `base_url`, rather than after the sampler's
+    retries have failed every job (the run then never starts)."""
+    from cobalt.shared.clients.inference import probe_endpoint
+
+    with handled():
+        probe_endpoint(base_url, api_key)
+
+
 def _carry_out(
-    store: StoreContext, run_id: int, *, api_key: str | None, detach: bool, quiet: bool
+    store: StoreContext,
+    run_id: int,
+    *,
+    api_key: str | None,
+    detach: bool,
+    quiet: bool,
+    endpoint_checked: bool = False,
 ) -> RunPublic:
-    """Queue or run the open jobs of a run, then wait for it (unless detached)."""
+    """Queue or run the open jobs of a run, then wait for it (unless detached).
+
+    Ctrl-C (or SIGTERM) stops the jobs of this process at once, marks the run
+    `interrupted` and exits 130; `cobalt run resume` continues from the stored turns.
+    """
     from cobalt.orchestrator.runs import service
     from cobalt.orchestrator.worker.carry_out import carry_out_run
+    from cobalt.orchestrator.worker.runtime import runtime
 
     sessions = store.sessions()
     settings = store.settings
-    if settings.redis_url:
+    try:
+        if settings.redis_url:
+            with handled():
+                carry_out_run(settings, sessions, run_id, api_key=api_key)
+            if detach:
+                return service.run_public(sessions, run_id)
+            # Its jobs are on workers: marked interrupted, they stop before their next turn.
+            with stopping_on_signals(lambda: None):
+                return _wait(sessions, run_id, quiet=quiet)
+        if not endpoint_checked:
+            with handled():
+                base_url = service.run_public(sessions, run_id).base_url
+                has_work = bool(service.open_problem_ids(sessions, run_id))
+            if has_work:  # a run with nothing left to do needs no endpoint
+                _require_endpoint(base_url, api_key)
+        with open_executor() as executor, _live(sessions, run_id, quiet=quiet) as tick:
+            with stopping_on_signals(runtime().interrupt), handled():
+                carry_out_run(
+                    settings,
+                    sessions,
+                    run_id,
+                    api_key=api_key,
+                    executor=(executor.base_url, executor.token),
+                    on_job_done=lambda _problem, _error: tick.refresh(),
+                )
+            tick()
+    except KeyboardInterrupt:
         with handled():
-            carry_out_run(settings, sessions, run_id, api_key=api_key)
-        if detach:
-            return service.run_public(sessions, run_id)
-        return _wait(sessions, run_id, quiet=quiet)
-    with open_executor() as executor, _live(sessions, run_id, quiet=quiet) as tick:
-        with handled():
-            carry_out_run(
-                settings,
-                sessions,
-                run_id,
-                api_key=api_key,
-                executor=(executor.base_url, executor.token),
-                on_job_done=lambda _problem, _error: tick.refresh(),
-            )
-        tick()
+            service.interrupt_run(sessions, run_id)
+        raise interrupted(
+            f"run {run_id} stopped; `cobalt run resume {run_id}` continues it"
+        ) from None
     with handled():
         return service.run_public(sessions, run_id)
 
@@ -161,11 +198,15 @@ class _live:
         self.bars.__exit__(None, None, None)
 
 
+RUN_STOPPED = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.INTERRUPTED)
+"""The statuses a run's jobs no longer change: waiting for it ends there."""
+
+
 def _wait(sessions: sessionmaker[Session], run_id: int, *, quiet: bool) -> RunPublic:
     from cobalt.orchestrator.runs import service
 
     with _live(sessions, run_id, quiet=quiet) as tick:
-        while tick() not in (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.CANCELLED):
+        while tick() not in RUN_STOPPED:
             time.sleep(1.0)
     return service.run_public(sessions, run_id)
 
@@ -175,6 +216,8 @@ def _finish(public: RunPublic, as_json: bool) -> None:
         echo_json({"run_id": public.id, "status": public.status})
     else:
         _print_run(public)
+    if public.status == RunStatus.INTERRUPTED:
+        raise interrupted(f"run {public.id}; `cobalt run resume {public.id}` continues it")
     if public.status in (RunStatus.FAILED, RunStatus.CANCELLED):
         raise typer.Exit(EXIT_RUN_FAILED)
 
@@ -260,9 +303,20 @@ def sample(
         compare=judge,
     )
     store = _store(detach=detach)
+    if not store.settings.redis_url:  # the jobs run here, so this process must reach it
+        from cobalt.orchestrator.datasets.catalog import dataset_summary
+
+        with handled():  # an unknown dataset is a usage error (2), whatever the endpoint
+            dataset_summary(store.sessions(), name=request.dataset, first=0)
+        _require_endpoint(request.base_url, api_key)
     with handled():
         run_id = service.create_sample_run(store.sessions(), request)
-    _finish(_carry_out(store, run_id, api_key=api_key, detach=detach, quiet=as_json), as_json)
+    _finish(
+        _carry_out(
+            store, run_id, api_key=api_key, detach=detach, quiet=as_json, endpoint_checked=True
+        ),
+        as_json,
+    )
 
 
 @run_app.command("refine")

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from cobalt.orchestrator.lifecycle import RunEvent, TrajectoryEvent, run_after
+from cobalt.orchestrator.lifecycle import RUN_TRANSITIONS, RunEvent, TrajectoryEvent, run_after
 from cobalt.orchestrator.rollouts.conversation import messages_of_turns
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.store import repo_datasets, repo_runs
@@ -172,6 +172,24 @@ def cancel_run(sessions: sessionmaker[Session], run_id: int) -> None:
         run = repo_runs.get_run(session, run_id=run_id)
         status = run_after(run_id, run.status, RunEvent.CANCEL)
         repo_runs.set_run_status(session, run_id=run_id, status=status)
+
+
+def interrupt_run(sessions: sessionmaker[Session], run_id: int) -> bool:
+    """Record that the process carrying the run out stopped: a pending or running run
+    becomes `interrupted` (its jobs have let go of their trajectories, or will at their
+    next turn); a run that ended meanwhile keeps its status. Returns whether it moved."""
+    with sessions.begin() as session:
+        run = repo_runs.get_run(session, run_id=run_id)
+        if run.status not in RUN_TRANSITIONS[RunEvent.INTERRUPT]:
+            return False
+        status = run_after(run_id, run.status, RunEvent.INTERRUPT)
+        repo_runs.set_run_status(
+            session,
+            run_id=run_id,
+            status=status,
+            error=f"interrupted; `cobalt run resume {run_id}` continues it",
+        )
+        return True
 
 
 def completion_tokens(session: Session, run_id: int) -> int:

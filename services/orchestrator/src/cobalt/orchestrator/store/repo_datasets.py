@@ -3,22 +3,34 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Table, func, select
+from sqlalchemy import Table, delete, func, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from cobalt.orchestrator.store.models import Dataset, Problem
+from cobalt.orchestrator.store.models import (
+    BanditContext,
+    Dataset,
+    HackingCase,
+    Problem,
+    Run,
+    TrainingGroup,
+)
 
 __all__ = [
+    "DatasetUse",
     "count_problems",
     "create_dataset",
+    "dataset_use",
+    "delete_dataset",
     "get_dataset",
     "get_problem",
     "insert_problems",
     "iter_problems",
     "list_datasets",
+    "stored_rows",
 ]
 
 
@@ -111,3 +123,61 @@ def iter_problems(session: Session, *, dataset_id: int, batch: int = 1000) -> It
             return
         yield from chunk
         last = chunk[-1].id
+
+
+def stored_rows(
+    session: Session, *, dataset_id: int, external_ids: Sequence[str], columns: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """The stored `columns` of the dataset's problems among `external_ids`, by id (an
+    import compares what it reads with them)."""
+    if not external_ids:
+        return {}
+    selected = [Problem.external_id, *(getattr(Problem, name) for name in columns)]
+    result = session.execute(
+        select(*selected).where(
+            Problem.dataset_id == dataset_id, Problem.external_id.in_(list(external_ids))
+        )
+    )
+    return {row[0]: dict(zip(columns, row[1:], strict=True)) for row in result}
+
+
+@dataclass(frozen=True, slots=True)
+class DatasetUse:
+    """What refers to a dataset's problems (and so keeps it from being deleted)."""
+
+    runs: list[int]
+    bandit_contexts: int
+    training_groups: int
+    hacking_cases: int
+
+    @property
+    def used(self) -> bool:
+        return bool(self.runs or self.bandit_contexts or self.training_groups or self.hacking_cases)
+
+
+def dataset_use(session: Session, *, dataset_id: int) -> DatasetUse:
+    """The runs on the dataset, and the other rows that point at its problems."""
+    problems = select(Problem.id).where(Problem.dataset_id == dataset_id)
+
+    def count(model: type[Any]) -> int:
+        return int(session.scalar(select(func.count()).where(model.problem_id.in_(problems))) or 0)
+
+    runs = session.scalars(select(Run.id).where(Run.dataset_id == dataset_id).order_by(Run.id))
+    return DatasetUse(
+        runs=list(runs),
+        bandit_contexts=count(BanditContext),
+        training_groups=count(TrainingGroup),
+        hacking_cases=count(HackingCase),
+    )
+
+
+def delete_dataset(session: Session, *, dataset_id: int) -> int:
+    """Delete a dataset and its problems (the caller checked `dataset_use`); datasets
+    derived from it keep their problems and lose the link. Returns the problems deleted."""
+    problems = count_problems(session, dataset_id=dataset_id)
+    session.execute(delete(Problem).where(Problem.dataset_id == dataset_id))
+    # Written out rather than left to ON DELETE SET NULL, which SQLite applies only with
+    # its foreign keys switched on.
+    session.execute(update(Dataset).where(Dataset.parent_id == dataset_id).values(parent_id=None))
+    session.execute(delete(Dataset).where(Dataset.id == dataset_id))
+    return problems

@@ -1,7 +1,14 @@
 """`cobalt worker`: an RQ worker for rollout jobs (runs and training rounds).
 
 Exit statuses: 0 done (with --burst); 2 usage (no COBALT_REDIS_URL, bad settings);
-3 the executor is not ready.
+3 the executor is not ready; 130 interrupted.
+
+Ctrl-C (or SIGTERM) stops the worker at once rather than after its current job (RQ's warm
+shutdown would wait for every turn of it): the job's model and executor calls are
+cancelled, its trajectories go back to pending with every stored turn kept, and the job
+fails with `JobInterrupted`, so RQ puts it back on the queue for another worker (without
+spending one of its COBALT_JOB_RETRIES). The run itself goes on. A second Ctrl-C is RQ's
+cold shutdown.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from typing import Annotated
 import typer
 
 from cobalt.orchestrator.console import EXIT_USAGE, fail, open_executor, settings_or_exit
+from cobalt.shared.cli import interrupted
 
 __all__ = ["worker_command"]
 
@@ -34,14 +42,30 @@ def worker_command(
     from rq import SimpleWorker, Worker
 
     from cobalt.orchestrator.worker.queue import QUEUE_NAME
-    from cobalt.orchestrator.worker.runtime import JobContext, close_runtime, install_job_context
+    from cobalt.orchestrator.worker.runtime import (
+        JobContext,
+        close_runtime,
+        install_job_context,
+        runtime,
+    )
 
     settings = settings_or_exit()
     if not settings.redis_url:
         raise fail(EXIT_USAGE, "COBALT_REDIS_URL is not set: a worker needs the queue's Redis")
     connection = Redis.from_url(settings.redis_url)
-    worker_class = Worker if fork else SimpleWorker
-    worker = worker_class([QUEUE_NAME], connection=connection, name=name)
+    base = Worker if fork else SimpleWorker
+
+    class StopsItsJob(base):  # type: ignore[valid-type,misc]
+        """RQ's worker, whose warm shutdown also interrupts the job in this process."""
+
+        stopped = False
+
+        def handle_warm_shutdown_request(self) -> None:
+            StopsItsJob.stopped = True
+            runtime().interrupt()
+            super().handle_warm_shutdown_request()
+
+    worker = StopsItsJob([QUEUE_NAME], connection=connection, name=name)
     # COBALT_EXECUTOR_URL's executor, or one this worker starts: its jobs get it (and the
     # settings) from the job context, not from the environment.
     with open_executor() as executor:
@@ -52,3 +76,5 @@ def worker_command(
             worker.work(burst=burst, with_scheduler=True)
         finally:
             close_runtime()
+    if StopsItsJob.stopped:
+        raise interrupted(f"worker {worker.name} stopped; a job it held went back on the queue")

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from cobalt.orchestrator.rollouts.jobs import run_problem_job
 from cobalt.orchestrator.settings import OrchestratorSettings
-from cobalt.orchestrator.worker.runtime import JobConnections
+from cobalt.orchestrator.worker.runtime import JobConnections, JobInterrupted
 from cobalt.shared.clients import ExecutorClientSettings
 from cobalt.shared.clients.local_executor import local_executor
 
@@ -49,12 +49,18 @@ def run_here(
     workers = max(1, settings.local_concurrency)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout") as pool:
         futures = {pool.submit(job): key for key, job in jobs.items()}
-        for future in as_completed(futures):
-            error = future.exception()
-            if error is not None:
-                failures.append((futures[future], error))
-            if on_job_done is not None:
-                on_job_done(futures[future], error)
+        try:
+            for future in as_completed(futures):
+                error = future.exception()
+                if error is not None:
+                    failures.append((futures[future], error))
+                if on_job_done is not None:
+                    on_job_done(futures[future], error)
+        except BaseException:
+            # Ctrl-C: jobs not started never start; the running ones end at once (the
+            # signal's callback interrupted the runtime) and are waited for.
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
     return failures
 
 
@@ -84,5 +90,6 @@ def run_in_process(
     }
     failures = run_here(settings, jobs, on_job_done)
     for problem_id, error in failures:
-        logger.warning("problem %d of run %d failed: %s", problem_id, run_id, error)
+        if not isinstance(error, JobInterrupted):
+            logger.warning("problem %d of run %d failed: %s", problem_id, run_id, error)
     return failures

@@ -16,6 +16,12 @@ abandoned job keeps running behind the next job's back.
 A forked child (RQ's forking worker) starts without the parent's loop thread; the
 module forgets the parent's runtime at fork, so the child builds its own on first use.
 
+When the process is told to stop (Ctrl-C, SIGTERM), `interrupt()` cancels every job's
+coroutine at once: a turn is either written whole or not at all (a turn's rows are saved
+in one transaction, after its model call and its tests), and each job's `run` raises
+`JobInterrupted`, so the job lets go of its trajectories and nothing waits for a model
+call or an executor retry to end.
+
 Settings are built once, by the entry point (`cobalt worker`, the API, the CLI), and
 installed here (`install_job_context`): a job taken from the queue reads them instead of
 the environment, and nothing writes `os.environ` to hand a job its executor.
@@ -39,11 +45,19 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.rollouts.sampling import ChatSampler, openai_client_for
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker
-from cobalt.shared.clients import AsyncExecutorClient, ExecutorClientSettings, ModelEndpoint
+from cobalt.shared.clients import (
+    AsyncExecutorClient,
+    ExecutorClientSettings,
+    ModelEndpoint,
+    ReferenceEndpointSettings,
+)
+from cobalt.shared.clients.inference import probe_endpoint
+from cobalt.shared.errors import Unavailable
 
 __all__ = [
     "JobConnections",
     "JobContext",
+    "JobInterrupted",
     "JobResources",
     "RolloutRuntime",
     "close_runtime",
@@ -61,6 +75,10 @@ MAX_OPEN_CLIENTS = 8
 to one endpoint and one executor, so this only bounds a process serving many runs."""
 
 _CloseFn = Callable[[], Awaitable[object]]
+
+
+class JobInterrupted(Exception):
+    """The process is stopping (Ctrl-C, SIGTERM): the job's coroutine was cancelled."""
 
 
 class _ClientCache:
@@ -99,24 +117,53 @@ class RolloutRuntime:
         self._openai = _ClientCache(max_open_clients)
         self._executors = _ClientCache(max_open_clients)
         self._closed = False
+        self._interrupted = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._lock = threading.Lock()
+        self._extensions_setting: bool | str | None = None
+        self._detected: dict[str, bool] = {}
+
+    @property
+    def interrupted(self) -> bool:
+        return self._interrupted
+
+    def interrupt(self) -> None:
+        """Cancel every running job coroutine; `run` raises `JobInterrupted` from now on.
+
+        Safe to call from a signal handler: it only schedules the cancellation on the loop.
+        """
+        self._interrupted = True
+
+        def cancel_all() -> None:
+            for task in list(self._tasks):
+                task.cancel()
+
+        if not self._closed:
+            self._loop.call_soon_threadsafe(cancel_all)
 
     def run(self, make_coroutine: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """Run a coroutine on the loop and wait for its result in the calling thread.
 
         Raises:
+            JobInterrupted: `interrupt()` was called (before or while the coroutine ran).
             Whatever the coroutine raises. If the wait itself is interrupted (an exception
             raised in this thread, such as RQ's job timeout), the coroutine is cancelled
             before the exception propagates.
         """
         if self._closed:
             raise RuntimeError("the rollout runtime is closed")
+        if self._interrupted:
+            raise JobInterrupted("the process is stopping")
         # Not run_coroutine_threadsafe: its future cannot be cancelled once the coroutine
         # runs, so an interrupted wait would leave the job going. Here the task is ours.
         result: concurrent.futures.Future[T] = concurrent.futures.Future()
         tasks: list[asyncio.Task[T]] = []
 
         def hand_over(task: asyncio.Task[T]) -> None:
-            if task.cancelled():
+            self._tasks.discard(task)
+            if task.cancelled() and self._interrupted:
+                result.set_exception(JobInterrupted("the process is stopping"))
+            elif task.cancelled():
                 result.cancel()
             elif (error := task.exception()) is not None:
                 result.set_exception(error)
@@ -124,9 +171,13 @@ class RolloutRuntime:
                 result.set_result(task.result())
 
         def start() -> None:
+            if self._interrupted:
+                result.set_exception(JobInterrupted("the process is stopping"))
+                return
             task = self._loop.create_task(make_coroutine())
             task.add_done_callback(hand_over)
             tasks.append(task)
+            self._tasks.add(task)
 
         self._loop.call_soon_threadsafe(start)
         try:
@@ -134,6 +185,24 @@ class RolloutRuntime:
         except BaseException:
             self._loop.call_soon_threadsafe(lambda: [task.cancel() for task in tasks])
             raise
+
+    def vllm_extensions(self, base_url: str, api_key: str | None) -> bool:
+        """Whether requests to `base_url` carry vLLM's fields (`return_token_ids`, logprobs):
+        COBALT_REFERENCE_VLLM_EXTENSIONS when true or false; when "auto" (the default),
+        whether the endpoint says it is vLLM (`probe_endpoint`, asked once per process).
+        A strict provider rejects fields it does not know, so unknown means no."""
+        with self._lock:
+            if self._extensions_setting is None:
+                setting = ReferenceEndpointSettings().vllm_extensions
+                self._extensions_setting = "auto" if setting is None else setting
+            if self._extensions_setting != "auto":
+                return bool(self._extensions_setting)
+            if base_url not in self._detected:
+                try:
+                    self._detected[base_url] = probe_endpoint(base_url, api_key).vllm
+                except Unavailable:
+                    return False  # not cached: the sampler reports it, with its retries
+            return self._detected[base_url]
 
     async def sampler(self, endpoint: ModelEndpoint) -> ChatSampler:
         """A sampler for `endpoint` on the endpoint's open client (call on this loop).

@@ -15,7 +15,7 @@ function progress(run) {
 }
 
 function statusBadge(status) {
-  const kind = { finished: "pass", failed: "fail", cancelled: "fail", running: "warn" }[status] ?? "";
+  const kind = { finished: "pass", failed: "fail", cancelled: "fail", running: "warn", interrupted: "warn" }[status] ?? "";
   return badge(status, kind);
 }
 
