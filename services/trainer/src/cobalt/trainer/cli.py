@@ -76,7 +76,8 @@ def serve(
 ) -> None:
     """Train job JOB: start rollout rounds, claim each step's scored groups, take the GRPO
     updates, checkpoint, load the new weights into the inference service, report the step.
-    Settings: COBALT_TRAINER_ORCHESTRATOR_URL, _INFERENCE_URL, _CHECKPOINT_DIR, _DEVICE."""
+    Settings: COBALT_TRAINER_ORCHESTRATOR_URL, _ORCHESTRATOR_TOKEN, _INFERENCE_URL,
+    _CHECKPOINT_DIR, _DEVICE."""
     settings = _settings()
     if not _has_trainer_packages():
         python = _trainer_python(settings)
@@ -117,7 +118,9 @@ def _run(
         if settings.inference_url
         else None
     )
-    with TrainingClient(settings.orchestrator_url) as orchestrator:
+    with TrainingClient(
+        settings.orchestrator_url, token=settings.orchestrator_token
+    ) as orchestrator:
         run = TrainerRun(settings, job_id, orchestrator, inference, on_step=gauges.record)
         try:
             last = run.run(resume=resume, max_steps=steps, until_step=until_step)
