@@ -34,7 +34,7 @@ from cobalt.shared.clients import ExecutorClientSettings
 from tests.support.runs import REDIS_URL, TABLES, add_doubles
 from tests.support.serving import serve_asgi
 
-EXAMPLES = int(os.environ.get("COBALT_FUZZ_EXAMPLES", "20"))
+EXAMPLES = int(os.environ.get("COBALT_FUZZ_EXAMPLES", "30"))
 """Generated requests per operation and mode (more: COBALT_FUZZ_EXAMPLES=500)."""
 
 CHECKS = [
