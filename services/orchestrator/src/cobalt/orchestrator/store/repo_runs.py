@@ -302,7 +302,7 @@ def add_sample_trajectories(
     kept (safe to repeat, so a resume completes an interrupted creation).
 
     A large run (164 problems x 1024 samples: 168k rows) sent as parameters from here
-    took 8 times as long as generating the rows in the database (a recursive CTE of
+    took several times as long as generating the rows in the database (a recursive CTE of
     sample indices, cross-joined with the problems), which this does.
     """
     table = _table(Trajectory)
