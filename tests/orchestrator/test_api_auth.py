@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from cobalt.orchestrator.api.app import create_app
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.shared.clients.training import TrainingClient
-from cobalt.shared.errors import NotFound, Unauthorized
+from cobalt.shared.errors import Forbidden, NotFound, Unauthorized
 from tests.support.serving import serve_asgi
 
 READ, WRITE = "read-token-123", "write-token-456"
@@ -99,3 +99,6 @@ def test_the_trainer_client_sends_its_token(guarded: str) -> None:
         client.job(999)
     with TrainingClient(guarded) as client, pytest.raises(Unauthorized):
         client.job(999)
+    # Given the read token by mistake, the trainer is told so, not "upstream error".
+    with TrainingClient(guarded, token=READ) as client, pytest.raises(Forbidden, match="write"):
+        client.start_round(999, 1)
