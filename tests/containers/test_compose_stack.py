@@ -116,6 +116,8 @@ def stack() -> Iterator[Stack]:
         "POSTGRES_PASSWORD": secrets.token_hex(12),
         "COBALT_EXECUTOR_AUTH_TOKEN": secrets.token_hex(12),
         "COBALT_INFERENCE_CONTROL_TOKEN": secrets.token_hex(12),
+        "COBALT_ORCHESTRATOR_WRITE_TOKEN": secrets.token_hex(12),
+        "COBALT_ORCHESTRATOR_READ_TOKEN": secrets.token_hex(12),
         "ORCHESTRATOR_HOST_PORT": str(containers.free_port()),
         "INFERENCE_HOST_PORT": str(containers.free_port()),
         "INFERENCE_MODEL": MODEL,
@@ -156,7 +158,9 @@ def stack() -> Iterator[Stack]:
 def test_a_refine_run_and_a_training_step_through_the_stack(stack: Stack) -> None:
     stack.cobalt("data", "import", "--format", "humaneval", "--name", "humaneval", "bundled")
     decoding = {"max_tokens": 48, "temperature": 1.0, "seed": 1}
-    with httpx.Client(base_url=stack.api, timeout=60) as api:
+    token = stack.env["COBALT_ORCHESTRATOR_WRITE_TOKEN"]
+    auth = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=stack.api, timeout=60, headers=auth) as api:
         sample = api.post(
             "/v1/runs",
             json={"dataset": "humaneval", "base_url": "http://inference:8000/v1",

@@ -12,9 +12,9 @@ import pytest
 import uvicorn
 
 from cobalt.executor.app import create_app
-from cobalt.executor.connections import header_deadline_protocol
 from cobalt.executor.pool import SandboxPool
 from cobalt.executor.settings import ExecutorSettings
+from cobalt.shared.connections import header_deadline_protocol
 from tests.executor.nonroot import NONROOT_UID, delegated_cgroups, nonroot_executor
 
 INTEGRITY_LIMITS = {

@@ -4,8 +4,10 @@
      ├── NotFound          a named thing does not exist                  -> 404
      ├── Conflict          the request clashes with the current state    -> 409
      ├── InvalidInput      the caller sent something we cannot use        -> 422
-     │    └── PayloadTooLarge   the request body is over the size cap     -> 413
+     │    ├── PayloadTooLarge   the request body is over the size cap     -> 413
+     │    └── BodyTimeout       the request body did not arrive in time   -> 408
      ├── Unauthorized      missing or wrong credentials                   -> 401
+     ├── Forbidden         right credentials, not allowed to do this      -> 403
      ├── Overloaded        too much work queued; retry later              -> 429
      ├── Unavailable       a dependency of ours is down or not ready      -> 503
      └── UpstreamError     a service we called answered with an error     -> 502
@@ -22,8 +24,10 @@ from typing import Any
 from pydantic import ValidationError
 
 __all__ = [
+    "BodyTimeout",
     "CobaltError",
     "Conflict",
+    "Forbidden",
     "InvalidInput",
     "NotFound",
     "Overloaded",
@@ -76,11 +80,25 @@ class PayloadTooLarge(InvalidInput):
     error_type = "payload_too_large"
 
 
+class BodyTimeout(InvalidInput):
+    """The client did not send its request body in time."""
+
+    status_code = 408
+    error_type = "body_timeout"
+
+
 class Unauthorized(CobaltError):
     """Missing or wrong credentials."""
 
     status_code = 401
     error_type = "unauthorized"
+
+
+class Forbidden(CobaltError):
+    """Valid credentials that do not allow this request (a read-only token on a write)."""
+
+    status_code = 403
+    error_type = "forbidden"
 
 
 class Overloaded(CobaltError):

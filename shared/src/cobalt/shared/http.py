@@ -2,24 +2,58 @@
 
 Every error leaves as `{"error": {"type", "message", "detail"}}` with the status of its
 class in `cobalt.shared.errors`; FastAPI's validation errors and Starlette's HTTP errors
-are reshaped into the same envelope so clients parse one format.
+are reshaped into the same envelope so clients parse one format. A service whose libraries
+raise their own errors (the orchestrator's database) passes a translation into the
+`CobaltError` tree here, so the mapping to statuses stays in this one place.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from cobalt.shared.errors import CobaltError, Overloaded, PayloadTooLarge
+from cobalt.shared.errors import (
+    CobaltError,
+    InvalidInput,
+    Overloaded,
+    PayloadTooLarge,
+    Unauthorized,
+)
 
-__all__ = ["BodySizeLimit", "error_response", "install_error_handlers"]
+__all__ = [
+    "BodySizeLimit",
+    "ErrorEnvelope",
+    "Translation",
+    "document_error_responses",
+    "error_response",
+    "install_error_handlers",
+    "replaying",
+]
+
+Translation = Callable[[Exception], CobaltError]
+"""Turns a library's exception into the `CobaltError` that says what it means for the caller."""
+
+
+class ErrorBody(BaseModel):
+    type: str = Field(description="machine-readable kind, e.g. not_found, invalid_input")
+    message: str = Field(description="what went wrong and what to do about it")
+    detail: Any = Field(default=None, description="per-field errors of a validation, or null")
+
+
+class ErrorEnvelope(BaseModel):
+    """Every error response of every Cobalt service."""
+
+    error: ErrorBody
+
 
 logger = logging.getLogger(__name__)
 
@@ -44,19 +78,45 @@ def _validation_detail(exc: RequestValidationError) -> list[dict[str, Any]]:
     ]
 
 
-def install_error_handlers(app: FastAPI) -> None:
-    """Register the handlers that turn every error into the envelope."""
+def _cobalt_response(request: Request, exc: CobaltError) -> JSONResponse:
+    headers = None
+    if isinstance(exc, Overloaded):
+        headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
+    if isinstance(exc, Unauthorized):
+        headers = {"WWW-Authenticate": "Bearer"}
+    if exc.status_code >= 500:
+        logger.warning("%s %s -> %s: %s", request.method, request.url.path, exc.status_code, exc)
+    return error_response(exc.status_code, exc.error_type, exc.message, exc.detail, headers)
+
+
+BODY_NOT_PARSED = "There was an error parsing the body"
+"""FastAPI's 400 for a body it could not decode at all (not UTF-8, say); answered as the
+422 that every other malformed body gets."""
+
+
+def install_error_handlers(
+    app: FastAPI, translations: Mapping[type[Exception], Translation] | None = None
+) -> None:
+    """Register the handlers that turn every error into the envelope.
+
+    Args:
+        translations: Library exceptions (by class, subclasses included) and how each
+            becomes a `CobaltError`; whatever is not translated and not a `CobaltError`
+            is a bug and answers 500.
+    """
 
     @app.exception_handler(CobaltError)
     async def _cobalt_error(request: Request, exc: CobaltError) -> JSONResponse:
-        headers = None
-        if isinstance(exc, Overloaded):
-            headers = {"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
-        if exc.status_code >= 500:
-            logger.warning(
-                "%s %s -> %s: %s", request.method, request.url.path, exc.status_code, exc
-            )
-        return error_response(exc.status_code, exc.error_type, exc.message, exc.detail, headers)
+        return _cobalt_response(request, exc)
+
+    for exception_class, translate in (translations or {}).items():
+
+        async def _translated(
+            request: Request, exc: Exception, translate: Translation = translate
+        ) -> JSONResponse:
+            return _cobalt_response(request, translate(exc))
+
+        app.add_exception_handler(exception_class, _translated)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -67,6 +127,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and exc.detail == BODY_NOT_PARSED:
+            not_json = InvalidInput("the request body is not valid JSON (or not UTF-8)")
+            return _cobalt_response(request, not_json)
         kind = {401: "unauthorized", 404: "not_found", 405: "method_not_allowed"}.get(
             exc.status_code, "http_error"
         )
@@ -77,6 +140,72 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         logger.exception("unhandled error on %s %s", request.method, request.url.path)
         return error_response(500, "internal_error", "internal server error; see the server log")
+
+
+ERROR_STATUSES = {
+    401: "missing or wrong bearer token",
+    403: "the token does not allow this request (a read-only token on a write)",
+    404: "a named thing does not exist",
+    408: "the request body did not arrive in time",
+    409: "the request clashes with the current state",
+    413: "the request body is over the size cap",
+    422: "the request is malformed or a value is out of range",
+    429: "too much work queued; retry after Retry-After seconds",
+    502: "a service this one called answered with an error",
+    503: "a dependency is down or not ready; retry",
+}
+"""What each error status means, for the OpenAPI document."""
+
+_FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
+
+
+def document_error_responses(app: FastAPI, statuses: Callable[[str, str], Iterable[int]]) -> None:
+    """Make `app.openapi()` declare the error responses the server really sends.
+
+    Each operation gets the statuses `statuses(path, method)` names, each with the error
+    envelope as its body; FastAPI's own 422 body (`{"detail": [...]}`), which the
+    handlers above never send, is replaced by the envelope.
+    """
+    build = app.openapi
+    envelope_ref = {"$ref": f"#/components/schemas/{ErrorEnvelope.__name__}"}
+
+    def openapi() -> dict[str, Any]:
+        spec = build()
+        components = spec.setdefault("components", {}).setdefault("schemas", {})
+        schema = ErrorEnvelope.model_json_schema(ref_template="#/components/schemas/{model}")
+        components.update(schema.pop("$defs", {}))
+        components[ErrorEnvelope.__name__] = schema
+        for name in _FASTAPI_VALIDATION_SCHEMAS:
+            components.pop(name, None)
+        for path, operations in spec.get("paths", {}).items():
+            for method, operation in operations.items():
+                responses = operation.setdefault("responses", {})
+                declared = set(statuses(path, method.upper()))
+                if "422" in responses:
+                    declared.add(422)
+                for status in sorted(declared):
+                    responses[str(status)] = {
+                        "description": ERROR_STATUSES[status],
+                        "content": {"application/json": {"schema": envelope_ref}},
+                    }
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that hands on `body` (read whole by a middleware) as one message, then
+    whatever comes next (a disconnect) from the real one."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 class BodySizeLimit:
@@ -115,17 +244,7 @@ class BodySizeLimit:
                 return
             if not message.get("more_body", False):
                 break
-        body = b"".join(chunks)
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(b"".join(chunks), receive), send)
 
     def _message(self) -> str:
         return (

@@ -92,6 +92,9 @@ class UpPlan:
         # Services find each other through the variables their clients read.
         env.setdefault("COBALT_EXECUTOR_URL", urls["executor"])
         env.setdefault("COBALT_TRAINER_ORCHESTRATOR_URL", urls["orchestrator"])
+        if orchestrator.orchestrator_write_token is not None:
+            token = orchestrator.orchestrator_write_token.get_secret_value()
+            env.setdefault("COBALT_TRAINER_ORCHESTRATOR_TOKEN", token)
         if inference:
             env.setdefault("COBALT_TRAINER_INFERENCE_URL", urls["inference"])
         children = [

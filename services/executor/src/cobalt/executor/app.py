@@ -11,12 +11,12 @@ from fastapi.responses import JSONResponse
 
 from cobalt.executor.api.routes import execute, ops, sandboxfusion
 from cobalt.executor.bodies import BodyParser, add_body_schemas
-from cobalt.executor.connections import BodyDeadline
 from cobalt.executor.errors import FileDescriptorsExhausted
 from cobalt.executor.metrics import ExecutorMetrics
 from cobalt.executor.pool import SandboxPool
 from cobalt.executor.service import ExecutorService
 from cobalt.executor.settings import ExecutorSettings
+from cobalt.shared.connections import BodyDeadline
 from cobalt.shared.contracts import BatchExecuteRequest, ExecuteRequest
 from cobalt.shared.http import BodySizeLimit, error_response, install_error_handlers
 from cobalt.shared.version import __version__

@@ -57,7 +57,7 @@ def serve(
     import uvicorn
 
     from cobalt.executor.app import create_app
-    from cobalt.executor.connections import header_deadline_protocol
+    from cobalt.shared.connections import header_deadline_protocol
 
     overrides: dict[str, Any] = {
         key: value

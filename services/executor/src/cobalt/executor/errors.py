@@ -5,7 +5,6 @@ from __future__ import annotations
 from cobalt.shared.errors import CobaltError, InvalidInput, Unavailable
 
 __all__ = [
-    "BodyTimeout",
     "ClientDisconnected",
     "FileDescriptorsExhausted",
     "LimitTooHigh",
@@ -37,13 +36,6 @@ class FileDescriptorsExhausted(Unavailable):
 
     error_type = "out_of_file_descriptors"
     retry_after_s = 1.0
-
-
-class BodyTimeout(InvalidInput):
-    """The client did not send its request body in time."""
-
-    status_code = 408
-    error_type = "body_timeout"
 
 
 class ClientDisconnected(CobaltError):

@@ -85,7 +85,8 @@ def serve(
 ) -> None:
     """Train job JOB: start rollout rounds, claim each step's scored groups, take the GRPO
     updates, checkpoint, load the new weights into the inference service, report the step.
-    Settings: COBALT_TRAINER_ORCHESTRATOR_URL, _INFERENCE_URL, _CHECKPOINT_DIR, _DEVICE."""
+    Settings: COBALT_TRAINER_ORCHESTRATOR_URL, _ORCHESTRATOR_TOKEN, _INFERENCE_URL,
+    _CHECKPOINT_DIR, _DEVICE."""
     settings = _settings()
     _tracker_settings()  # a bad COBALT_REPORT_TO exits 2 here, before any re-execution
     if not _has_trainer_packages():
@@ -127,7 +128,9 @@ def _run(
         if settings.inference_url
         else None
     )
-    with TrainingClient(settings.orchestrator_url) as orchestrator:
+    with TrainingClient(
+        settings.orchestrator_url, token=settings.orchestrator_token
+    ) as orchestrator:
         tracking = _tracking(settings, orchestrator, job_id)
 
         def on_step(step: int, policy_version: int, metrics: dict[str, float]) -> None:

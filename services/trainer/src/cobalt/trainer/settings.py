@@ -36,6 +36,9 @@ class TrainerSettings(CobaltSettings):
 
     orchestrator_url: str = "http://127.0.0.1:8200"
     """The orchestrator API (`cobalt orchestrator serve`), without /v1."""
+    orchestrator_token: SecretStr | None = None
+    """Bearer token for the orchestrator: its COBALT_ORCHESTRATOR_WRITE_TOKEN (the trainer
+    starts rounds, claims and reports steps), if it has one."""
     inference_url: str | None = "http://127.0.0.1:8000"
     """The inference service's root (its control path loads the new weights); empty: do
     not publish (train and checkpoint only)."""

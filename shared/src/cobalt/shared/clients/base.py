@@ -19,7 +19,7 @@ Errors, once retries are used up:
 
     transport error                    -> Unavailable (names the URL and how to start it)
     400, 422 / 413                     -> InvalidInput / PayloadTooLarge
-    401 / 404 / 409                    -> Unauthorized / NotFound / Conflict
+    401 / 403 / 404 / 409              -> Unauthorized / Forbidden / NotFound / Conflict
     429                                -> Overloaded (retry_after_s from Retry-After)
     503                                -> Unavailable
     other 4xx, 5xx, unparsable body    -> UpstreamError (upstream_status set)
@@ -47,6 +47,7 @@ from pydantic import BaseModel, SecretStr, ValidationError
 from cobalt.shared.errors import (
     CobaltError,
     Conflict,
+    Forbidden,
     InvalidInput,
     NotFound,
     Overloaded,
@@ -95,6 +96,7 @@ MAX_RETRY_AFTER_S = 60.0
 STATUS_ERRORS: dict[int, type[CobaltError]] = {
     400: InvalidInput,
     401: Unauthorized,
+    403: Forbidden,
     404: NotFound,
     409: Conflict,
     413: PayloadTooLarge,

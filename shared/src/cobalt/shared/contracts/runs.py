@@ -11,6 +11,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from cobalt.shared import defaults
+from cobalt.shared.contracts.bounds import (
+    DATASET_NAME_CHARS,
+    INT32_MAX,
+    MODEL_NAME_CHARS,
+    SEED_MAX,
+    TEMPLATE_NAME_CHARS,
+    URL_CHARS,
+)
 from cobalt.shared.contracts.executor import Compare, Limits
 from cobalt.shared.contracts.statuses import RunKind, RunStatus, TrajectoryStatus
 
@@ -18,14 +26,20 @@ __all__ = [
     "EvaluationReport",
     "RefineRunRequest",
     "RunPublic",
+    "MAX_SAMPLES",
     "SampleRunRequest",
+    "TemplatesPublic",
     "TrajectoryPublic",
     "TurnPublic",
 ]
 
 
+MAX_SAMPLES = 1024
+"""Most programs sampled per problem in one run."""
+
+
 class _Decoding(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     api_key: SecretStr | None = Field(
         default=None,
@@ -35,22 +49,32 @@ class _Decoding(BaseModel):
 
     temperature: float = Field(default=defaults.TEMPERATURE, ge=0, le=2)
     top_p: float = Field(default=defaults.TOP_P, gt=0, le=1)
-    max_tokens: int = Field(default=defaults.MAX_RESPONSE_TOKENS, ge=1)
-    seed: int | None = None
+    max_tokens: int = Field(default=defaults.MAX_RESPONSE_TOKENS, ge=1, le=INT32_MAX)
+    seed: int | None = Field(default=None, ge=-SEED_MAX - 1, le=SEED_MAX)
 
 
 class SampleRunRequest(_Decoding):
     """n programs per problem at turn 0 (and, with `turns` > 0, feedback turns after it)."""
 
-    dataset: str = Field(min_length=1)
-    base_url: str = Field(min_length=1, description="OpenAI-compatible base URL, up to /v1")
-    model: str = Field(min_length=1)
-    n: int = Field(default=defaults.SAMPLES_PER_PROBLEM, ge=1, le=1024)
+    dataset: str = Field(min_length=1, max_length=DATASET_NAME_CHARS)
+    base_url: str = Field(
+        min_length=1, max_length=URL_CHARS, description="OpenAI-compatible base URL, up to /v1"
+    )
+    model: str = Field(min_length=1, max_length=MODEL_NAME_CHARS)
+    n: int = Field(default=defaults.SAMPLES_PER_PROBLEM, ge=1, le=MAX_SAMPLES)
     turns: int = Field(default=0, ge=0, le=64, description="feedback turns after turn 0")
-    template: str = Field(default="default", description="bundled template name or file path")
-    limit: int | None = Field(default=None, ge=1, description="only the first N problems")
+    template: str = Field(
+        default="default",
+        min_length=1,
+        max_length=TEMPLATE_NAME_CHARS,
+        description="a template name from the server's registry (GET /v1/templates); "
+        "the CLI, which runs on the user's machine, also takes a .toml file path",
+    )
+    limit: int | None = Field(
+        default=None, ge=1, le=INT32_MAX, description="only the first N problems"
+    )
     stop_on_pass: bool = False
-    think_cap_chars: int = Field(default=defaults.HISTORY_CAP_CHARS, ge=0)
+    think_cap_chars: int = Field(default=defaults.HISTORY_CAP_CHARS, ge=0, le=INT32_MAX)
     compare: Compare | None = Field(
         default=None,
         description="judge preset; default: the dataset's (its import's `judge`), else cobalt",
@@ -63,12 +87,19 @@ class SampleRunRequest(_Decoding):
 class RefineRunRequest(_Decoding):
     """`turns` feedback turns continuing a finished sample run's turn-0 programs."""
 
-    from_run: int = Field(ge=1)
+    from_run: int = Field(ge=1, le=INT32_MAX)
     turns: int = Field(default=defaults.EVALUATION_FEEDBACK_TURNS, ge=1, le=64)
-    base_url: str | None = Field(default=None, description="default: the sample run's")
-    model: str | None = Field(default=None, description="default: the sample run's")
+    base_url: str | None = Field(
+        default=None, min_length=1, max_length=URL_CHARS, description="default: the sample run's"
+    )
+    model: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MODEL_NAME_CHARS,
+        description="default: the sample run's",
+    )
     stop_on_pass: bool = False
-    think_cap_chars: int = Field(default=defaults.HISTORY_CAP_CHARS, ge=0)
+    think_cap_chars: int = Field(default=defaults.HISTORY_CAP_CHARS, ge=0, le=INT32_MAX)
 
 
 class TurnPublic(BaseModel):
@@ -141,3 +172,9 @@ class EvaluationReport(BaseModel):
         description="mean Cobalt reward of the turns at each turn index (turn_rewards); "
         "None when the run's rewards were not scored (no tokenizer given)",
     )
+
+
+class TemplatesPublic(BaseModel):
+    """The prompt templates a request may name."""
+
+    names: list[str]

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cobalt.shared import defaults
+from cobalt.shared.contracts.bounds import DATASET_NAME_CHARS, INT32_MAX, URL_CHARS
 from cobalt.shared.contracts.browse import TurnRewardPublic
 from cobalt.shared.contracts.statuses import TrainingJobStatus
 
@@ -73,23 +74,23 @@ class TrainerHyperparameters(BaseModel):
     """Weight of the entropy bonus (the paper uses none)."""
     grad_clip: float = Field(default=1.0, gt=0)
     """Largest global gradient norm before an optimizer update."""
-    n_samples: int = Field(default=defaults.SAMPLES_PER_PROBLEM, ge=2)
+    n_samples: int = Field(default=defaults.SAMPLES_PER_PROBLEM, ge=2, le=1024)
     """Responses sampled per context (the GRPO group size)."""
-    contexts_per_step: int = Field(default=defaults.CONTEXTS_PER_STEP, ge=1)
+    contexts_per_step: int = Field(default=defaults.CONTEXTS_PER_STEP, ge=1, le=INT32_MAX)
     """Contexts (groups) per training step."""
-    updates_per_step: int = Field(default=2, ge=1)
+    updates_per_step: int = Field(default=2, ge=1, le=INT32_MAX)
     """Optimizer updates per step: the step's groups are split into this many mini-batches."""
-    max_prompt_tokens: int = Field(default=10_240, ge=1)
+    max_prompt_tokens: int = Field(default=10_240, ge=1, le=INT32_MAX)
     """Longest prompt (context) in tokens."""
-    max_response_tokens: int = Field(default=defaults.MAX_RESPONSE_TOKENS, ge=1)
+    max_response_tokens: int = Field(default=defaults.MAX_RESPONSE_TOKENS, ge=1, le=INT32_MAX)
     """Longest sampled response in tokens (the sampler's max_tokens)."""
-    micro_batch_tokens: int | None = Field(default=None, ge=1)
+    micro_batch_tokens: int | None = Field(default=None, ge=1, le=INT32_MAX)
     """Most prompt + response tokens (rows x the longest row, padding included) in one
     forward/backward; each update accumulates gradients over as many micro-batches as its
     mini-batch needs, with the same gradient. None: max_prompt_tokens +
     max_response_tokens, the longest row a step can hold. The trainer's memory follows
     this budget, not the batch (`COBALT_TRAINER_MICRO_BATCH_TOKENS` overrides it)."""
-    log_prob_chunk_tokens: int = Field(default=1_024, ge=1)
+    log_prob_chunk_tokens: int = Field(default=1_024, ge=1, le=INT32_MAX)
     """Response tokens whose full-vocabulary logits exist at once (float32)."""
     compute_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """Forward/backward dtype; weights and AdamW moments stay float32. auto: bfloat16 on
@@ -150,9 +151,15 @@ class TrainingMode(StrEnum):
 class TrainingJobCreate(BaseModel):
     """What `cobalt train start` sends."""
 
-    name: str = Field(min_length=1, max_length=200)
-    contexts: str = Field(description="the bandit dataset's name")
-    model: str = Field(description="the policy model's directory (trainer and inference)")
+    name: str = Field(min_length=1, max_length=DATASET_NAME_CHARS)
+    contexts: str = Field(
+        min_length=1, max_length=DATASET_NAME_CHARS, description="the bandit dataset's name"
+    )
+    model: str = Field(
+        min_length=1,
+        max_length=URL_CHARS,
+        description="the policy model's directory (trainer and inference)",
+    )
     mode: TrainingMode = TrainingMode.COBALT
     params: dict[str, Any] = Field(
         default_factory=dict,
@@ -220,10 +227,14 @@ class TrainingJobsPublic(BaseModel):
 class StepClaim(BaseModel):
     """The trainer asks for the groups of one step (the same ones on every ask)."""
 
-    groups: int = Field(ge=1, description="contexts (groups) per step")
-    current_version: int = Field(ge=0, description="the policy version the trainer holds")
+    groups: int = Field(ge=1, le=INT32_MAX, description="contexts (groups) per step")
+    current_version: int = Field(
+        ge=0, le=INT32_MAX, description="the policy version the trainer holds"
+    )
     max_staleness: int = Field(
-        ge=0, description="largest policy-version lag a sample may have (0: synchronous)"
+        ge=0,
+        le=INT32_MAX,
+        description="largest policy-version lag a sample may have (0: synchronous)",
     )
 
 
@@ -263,8 +274,10 @@ class StepBatch(BaseModel):
 class StepReport(BaseModel):
     """The trainer's account of a finished step: checkpointed and weights published."""
 
-    step: int = Field(ge=1)
-    policy_version: int = Field(ge=0)
+    model_config = ConfigDict(allow_inf_nan=False)
+
+    step: int = Field(ge=1, le=INT32_MAX)
+    policy_version: int = Field(ge=0, le=INT32_MAX)
     metrics: dict[str, float] = Field(default_factory=dict)
 
 

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import secrets
 from typing import Annotated
 
 from fastapi import Depends, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from cobalt.executor.service import ExecutorService
-from cobalt.shared.errors import Unauthorized
+from cobalt.shared.auth import AccessTokens, bearer_access
 
 __all__ = ["ServiceDep", "require_token"]
-
-_bearer = HTTPBearer(auto_error=False)
 
 
 # Dependencies are `async def` on purpose: FastAPI runs plain `def` dependencies in a
@@ -26,17 +22,11 @@ async def get_service(request: Request) -> ExecutorService:
 ServiceDep = Annotated[ExecutorService, Depends(get_service)]
 
 
-async def require_token(
-    service: ServiceDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> None:
-    """Check the bearer token when the executor is configured with one."""
-    expected = service.settings.auth_token
-    if expected is None:
-        return
-    given = credentials.credentials if credentials is not None else ""
-    if not secrets.compare_digest(given.encode(), expected.get_secret_value().encode()):
-        raise Unauthorized(
-            "missing or wrong bearer token: send 'Authorization: Bearer <token>' "
-            "(the token is the server's COBALT_EXECUTOR_AUTH_TOKEN)"
-        )
+def _tokens(request: Request) -> AccessTokens:
+    # One token, allowed everything: the executor's callers all run programs.
+    service: ExecutorService = request.app.state.service
+    return AccessTokens(write=service.settings.auth_token)
+
+
+require_token = bearer_access(_tokens, settings_hint="COBALT_EXECUTOR_AUTH_TOKEN")
+"""Check the bearer token when the executor is configured with one."""

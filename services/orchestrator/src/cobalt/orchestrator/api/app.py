@@ -1,21 +1,45 @@
-"""The orchestrator API's composition root: `create_app(settings)`."""
+"""The orchestrator API's composition root: `create_app(settings)`.
+
+Everything every request goes through is set up here once, so a route added later gets
+it without asking: the body-size cap and body deadline, the refusal of NUL characters,
+the bearer-token check (every router under /v1 is included through `protected`), and the
+one error mapping (database errors included, `store.errors`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import APIRouter, Depends, FastAPI, Request
 
-from cobalt.orchestrator.api import browse, datasets, health, runs, training
+from cobalt.orchestrator.api import browse, datasets, health, runs, templates, training
+from cobalt.orchestrator.api.nul_characters import RejectNulCharacters
 from cobalt.orchestrator.api.ui import install_ui
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
+from cobalt.orchestrator.store.errors import DATABASE_TRANSLATIONS
+from cobalt.shared.auth import AccessTokens, bearer_access
 from cobalt.shared.clients import ExecutorClientSettings
-from cobalt.shared.http import install_error_handlers
+from cobalt.shared.connections import BodyDeadline
+from cobalt.shared.http import BodySizeLimit, document_error_responses, install_error_handlers
 from cobalt.shared.version import __version__
 
 __all__ = ["create_app"]
+
+UNPROTECTED_PATHS = frozenset({"/healthz"})
+"""Paths served without a token: liveness probes carry none (and it tells nothing)."""
+
+
+def _access_tokens(settings: OrchestratorSettings) -> AccessTokens:
+    return AccessTokens(
+        read=settings.orchestrator_read_token, write=settings.orchestrator_write_token
+    )
+
+
+def _tokens(request: Request) -> AccessTokens:
+    tokens: AccessTokens = request.app.state.access_tokens
+    return tokens
 
 
 def create_app(
@@ -31,18 +55,40 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         upgrade_database(settings.database_url)
         engine = make_engine(settings.database_url)
-        app.state.settings = settings
         app.state.executor_settings = executor or ExecutorClientSettings()
         app.state.sessions = make_sessionmaker(engine)
         yield
         engine.dispose()
 
     app = FastAPI(title="Cobalt orchestrator", version=__version__, lifespan=lifespan)
-    install_error_handlers(app)
+    app.state.settings = settings
+    app.state.access_tokens = tokens = _access_tokens(settings)
+    install_error_handlers(app, DATABASE_TRANSLATIONS)
+    # Added innermost first: the deadline covers the reading of the two others.
+    app.add_middleware(RejectNulCharacters)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.orchestrator_max_body_bytes)
+    app.add_middleware(BodyDeadline, timeout_s=settings.orchestrator_body_timeout_s)
+
+    # Without tokens no dependency is attached, so the OpenAPI document declares no
+    # security scheme it would not enforce.
+    checks = (
+        [Depends(bearer_access(_tokens, settings_hint="COBALT_ORCHESTRATOR_*_TOKEN"))]
+        if tokens.enforced
+        else []
+    )
+    protected = APIRouter(dependencies=checks)
+    for router in (datasets, runs, training, browse, templates):
+        protected.include_router(router.router)
     app.include_router(health.router)
-    app.include_router(datasets.router)
-    app.include_router(runs.router)
-    app.include_router(training.router)
-    app.include_router(browse.router)
+    app.include_router(protected)
     install_ui(app)
+
+    def error_statuses(path: str, method: str) -> Iterable[int]:
+        if path in UNPROTECTED_PATHS or not path.startswith("/v1/"):
+            return ()
+        auth = (401, 403) if tokens.enforced else ()
+        upstream = (502,) if path.endswith("/evaluate") else ()
+        return (*auth, 404, 408, 409, 413, 422, *upstream, 503)
+
+    document_error_responses(app, error_statuses)
     return app

@@ -8,13 +8,15 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from cobalt.orchestrator.analysis.browse import hacking_cases
-from cobalt.orchestrator.api.deps import Sessions
+from cobalt.orchestrator.api.deps import DatasetName, ExternalId, RunId, Sessions, TurnId
+from cobalt.orchestrator.api.runs import PassAtK
 from cobalt.orchestrator.bandit import browse as bandit_browse
 from cobalt.orchestrator.datasets import catalog
 from cobalt.orchestrator.datasets.search import search as search_text
 from cobalt.orchestrator.runs import browse as run_browse
 from cobalt.orchestrator.runs.comparison import compare_runs
 from cobalt.orchestrator.runs.turn_search import TestSet, TurnFilters, find_turns, turn_tests
+from cobalt.shared.contracts.bounds import INT32_MAX
 from cobalt.shared.contracts.browse import (
     BanditContextsPage,
     BanditDatasetsPublic,
@@ -32,31 +34,29 @@ from cobalt.shared.contracts.runs import EvaluationReport
 
 router = APIRouter(prefix="/v1", tags=["browse"])
 
-Offset = Annotated[int, Query(ge=0)]
+Offset = Annotated[int, Query(ge=0, le=INT32_MAX)]
 
 
 @router.get("/runs/{run_id}/report")
-def run_report(
-    run_id: int, sessions: Sessions, k: Annotated[list[int] | None, Query()] = None
-) -> EvaluationReport:
+def run_report(run_id: RunId, sessions: Sessions, k: PassAtK = None) -> EvaluationReport:
     """Pass@1 per turn and pass@k from the hidden results stored so far (runs nothing)."""
     return run_browse.run_report(sessions, run_id, ks=tuple(k or (1, 5, 10)))
 
 
 @router.get("/runs/{run_id}/problems")
-def run_problems(run_id: int, sessions: Sessions) -> RunProblemsPublic:
+def run_problems(run_id: RunId, sessions: Sessions) -> RunProblemsPublic:
     """Every problem of the run with its pass rates, reward and outcome."""
     return run_browse.run_problems(sessions, run_id)
 
 
 @router.get("/runs/{run_id}/problems/{external_id:path}")
-def run_problem(run_id: int, external_id: str, sessions: Sessions) -> RunProblemDetail:
+def run_problem(run_id: RunId, external_id: ExternalId, sessions: Sessions) -> RunProblemDetail:
     """One problem's trajectories: every turn, its diff, verdicts and reward."""
     return run_browse.run_problem_detail(sessions, run_id, external_id)
 
 
 @router.get("/runs/{run_id}/compare/{other_run_id}")
-def run_comparison(run_id: int, other_run_id: int, sessions: Sessions) -> RunComparison:
+def run_comparison(run_id: RunId, other_run_id: RunId, sessions: Sessions) -> RunComparison:
     """Run `other_run_id` against run `run_id` (the baseline): per problem and per turn,
     fixed, broken or unchanged, with both runs' Pass@1 per turn (same dataset only)."""
     return compare_runs(sessions, run_id, other_run_id)
@@ -64,15 +64,15 @@ def run_comparison(run_id: int, other_run_id: int, sessions: Sessions) -> RunCom
 
 @router.get("/runs/{run_id}/turns")
 def run_turns(
-    run_id: int,
+    run_id: RunId,
     sessions: Sessions,
     verdict: Annotated[str | None, Query(max_length=50)] = None,
     tests: TestSet = TestSet.ANY,
-    turn: Annotated[int | None, Query(ge=0)] = None,
+    turn: Annotated[int | None, Query(ge=0, le=INT32_MAX)] = None,
     problem: Annotated[str | None, Query(max_length=300)] = None,
     text: Annotated[str | None, Query(max_length=500)] = None,
     hidden_passed: bool | None = None,
-    component: str | None = None,
+    component: Annotated[str | None, Query(max_length=50)] = None,
     min: float | None = None,  # noqa: A002 (the query parameter's name)
     max: float | None = None,  # noqa: A002
     offset: Offset = 0,
@@ -90,14 +90,14 @@ def run_turns(
 
 
 @router.get("/runs/{run_id}/turns/{turn_id}/tests")
-def run_turn_tests(run_id: int, turn_id: int, sessions: Sessions) -> TurnTests:
+def run_turn_tests(run_id: RunId, turn_id: TurnId, sessions: Sessions) -> TurnTests:
     """Every test of a turn: input, expected output, the program's output and error."""
     return turn_tests(sessions, run_id, turn_id)
 
 
 @router.get("/runs/{run_id}/hacking-cases")
 def run_hacking_cases(
-    run_id: int, sessions: Sessions, category: str | None = None
+    run_id: RunId, sessions: Sessions, category: Annotated[str | None, Query(max_length=50)] = None
 ) -> HackingCasesPublic:
     """Flagged turns with their diffs and the judges' categories, and counts per category."""
     return hacking_cases(sessions, run_id=run_id, category=category)
@@ -105,11 +105,11 @@ def run_hacking_cases(
 
 @router.get("/datasets/{name}/problems")
 def dataset_problems(
-    name: str,
+    name: DatasetName,
     sessions: Sessions,
     offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    difficulty: str | None = None,
+    difficulty: Annotated[str | None, Query(max_length=50)] = None,
 ) -> ProblemsPage:
     """A page of a dataset's problems."""
     return catalog.problems_page(
@@ -125,7 +125,7 @@ def bandit_datasets(sessions: Sessions) -> BanditDatasetsPublic:
 
 @router.get("/bandit/datasets/{name}/contexts")
 def bandit_contexts(
-    name: str,
+    name: DatasetName,
     sessions: Sessions,
     offset: Offset = 0,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
@@ -139,7 +139,7 @@ def search(
     sessions: Sessions,
     q: Annotated[str, Query(min_length=1, max_length=500)],
     kind: Annotated[list[SearchKind] | None, Query()] = None,
-    run_id: int | None = None,
+    run_id: Annotated[int | None, Query(ge=1, le=INT32_MAX)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> SearchResults:
     """Full-text search over problem statements and responses (PostgreSQL; SQLite: LIKE)."""

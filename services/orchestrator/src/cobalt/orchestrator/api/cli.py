@@ -24,11 +24,16 @@ def serve(
         int | None, typer.Option(help="Port (env COBALT_ORCHESTRATOR_PORT; default 8200).")
     ] = None,
 ) -> None:
-    """Serve /v1/runs, /v1/datasets and /healthz (OpenAPI at /docs)."""
+    """Serve /v1/runs, /v1/datasets and /healthz (OpenAPI at /docs).
+
+    Listens on 127.0.0.1 unless told otherwise; before exposing it, set its tokens
+    (COBALT_ORCHESTRATOR_WRITE_TOKEN, COBALT_ORCHESTRATOR_READ_TOKEN: docs/configuration.md).
+    """
     import uvicorn
 
     from cobalt.orchestrator.api.app import create_app
     from cobalt.shared.clients import ExecutorClientSettings
+    from cobalt.shared.connections import header_deadline_protocol
 
     settings = settings_or_exit()
     executor = shared_cli.settings_or_exit(ExecutorClientSettings, "COBALT_EXECUTOR_*")
@@ -38,4 +43,6 @@ def serve(
         host=host or settings.orchestrator_host,
         port=port or settings.orchestrator_port,
         log_config=None,
+        timeout_graceful_shutdown=10,
+        http=header_deadline_protocol(settings.orchestrator_header_timeout_s),
     )

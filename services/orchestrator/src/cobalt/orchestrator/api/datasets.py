@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from cobalt.orchestrator.api.deps import Sessions
+from cobalt.orchestrator.api.deps import DatasetName, ExternalId, Sessions
 from cobalt.orchestrator.datasets import catalog
 from cobalt.shared.contracts import DatasetsPublic, ProblemPublic
 
@@ -19,5 +19,5 @@ def list_datasets(sessions: Sessions) -> DatasetsPublic:
 
 
 @router.get("/v1/datasets/{name}/problems/{external_id:path}")
-def show_problem(name: str, external_id: str, sessions: Sessions) -> ProblemPublic:
+def show_problem(name: DatasetName, external_id: ExternalId, sessions: Sessions) -> ProblemPublic:
     return catalog.problem_public(sessions, dataset=name, external_id=external_id)

@@ -9,13 +9,16 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, status
+from pydantic import Field
 
-from cobalt.orchestrator.api.deps import ExecutorSettings, Sessions, Settings
+from cobalt.orchestrator.api.deps import ExecutorSettings, RunId, Sessions, Settings
+from cobalt.orchestrator.rollouts.prompts import check_bundled_name
 from cobalt.orchestrator.runs import service
 from cobalt.orchestrator.runs.evaluation import evaluate_run
-from cobalt.orchestrator.worker.carry_out import carry_out_run
+from cobalt.orchestrator.worker.carry_out import carry_out_new_run, carry_out_run
 from cobalt.shared.clients import ExecutorClient
 from cobalt.shared.contracts.runs import (
+    MAX_SAMPLES,
     EvaluationReport,
     RefineRunRequest,
     RunPublic,
@@ -27,6 +30,11 @@ __all__ = ["router"]
 
 router = APIRouter(tags=["runs"])
 
+PassAtK = Annotated[
+    list[Annotated[int, Field(ge=1, le=MAX_SAMPLES)]] | None,
+    Query(max_length=16, description="the k of pass@k (default 1, 5 and 10)"),
+]
+
 
 def _key(request: SampleRunRequest | RefineRunRequest) -> str | None:
     return request.api_key.get_secret_value() if request.api_key else None
@@ -36,9 +44,15 @@ def _key(request: SampleRunRequest | RefineRunRequest) -> str | None:
 def create_sample_run(
     body: SampleRunRequest, sessions: Sessions, settings: Settings, executor: ExecutorSettings
 ) -> RunPublic:
-    """Start a sample run (turn 0, and `turns` feedback turns if asked)."""
-    run_id = service.create_sample_run(sessions, body)
-    carry_out_run(settings, sessions, run_id, api_key=_key(body), in_background=executor)
+    """Start a sample run (turn 0, and `turns` feedback turns if asked).
+
+    Answers at once with the pending run: its trajectories (up to 168k rows for n=1024)
+    are written just after, outside the request, so `trajectories_by_status` counts up
+    to `total_trajectories` in the first moments.
+    """
+    check_bundled_name(body.template)
+    run_id = service.create_sample_run(sessions, body, defer_trajectories=True)
+    carry_out_new_run(settings, sessions, run_id, api_key=_key(body), executor=executor)
     return service.run_public(sessions, run_id)
 
 
@@ -61,20 +75,20 @@ def list_runs(
 
 
 @router.get("/v1/runs/{run_id}")
-def show_run(run_id: int, sessions: Sessions, turns: bool = False) -> RunPublic:
+def show_run(run_id: RunId, sessions: Sessions, turns: bool = False) -> RunPublic:
     """A run; `?turns=true` adds every trajectory with its turns."""
     return service.run_public(sessions, run_id, with_turns=turns)
 
 
 @router.post("/v1/runs/{run_id}/cancel")
-def cancel_run(run_id: int, sessions: Sessions) -> RunPublic:
+def cancel_run(run_id: RunId, sessions: Sessions) -> RunPublic:
     service.cancel_run(sessions, run_id)
     return service.run_public(sessions, run_id)
 
 
 @router.post("/v1/runs/{run_id}/resume", status_code=status.HTTP_202_ACCEPTED)
 def resume_run(
-    run_id: int, sessions: Sessions, settings: Settings, executor: ExecutorSettings
+    run_id: RunId, sessions: Sessions, settings: Settings, executor: ExecutorSettings
 ) -> RunPublic:
     """Re-queue the open and failed trajectories (API keys: set them on the workers)."""
     service.reopen_failed(sessions, run_id)
@@ -84,10 +98,10 @@ def resume_run(
 
 @router.post("/v1/runs/{run_id}/evaluate")
 def evaluate(
-    run_id: int,
+    run_id: RunId,
     sessions: Sessions,
     executor_settings: ExecutorSettings,
-    k: Annotated[list[int] | None, Query()] = None,
+    k: PassAtK = None,
 ) -> EvaluationReport:
     """Hidden tests for every turn not yet judged; Pass@1 per turn and pass@k."""
     if not executor_settings.url:

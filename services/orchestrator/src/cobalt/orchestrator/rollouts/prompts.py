@@ -46,6 +46,7 @@ __all__ = [
     "PromptTemplate",
     "TemplateError",
     "bundled_template_names",
+    "check_bundled_name",
 ]
 
 BUNDLED_TEMPLATES_DIR = Path(__file__).with_name("templates")
@@ -118,6 +119,24 @@ class FailedTestReport:
 def bundled_template_names() -> list[str]:
     """Names of the templates that ship with Cobalt, sorted."""
     return sorted(path.stem for path in BUNDLED_TEMPLATES_DIR.glob("*.toml"))
+
+
+def check_bundled_name(name: str) -> None:
+    """Refuse anything but the name of a bundled template, without touching the disk.
+
+    What a remote caller (the REST API) may name: the server's own registry. The message
+    lists the registry and says nothing about any file, so the API cannot be used to probe
+    the server's file system.
+
+    Raises:
+        TemplateError: `name` is not a bundled template's name.
+    """
+    names = bundled_template_names()
+    if name not in names:
+        raise TemplateError(
+            f"no template named {name[:100]!r}; the server's templates: {', '.join(names)} "
+            "(a request names one of these; template files are for the CLI)"
+        )
 
 
 def _template_path(name_or_path: str | Path) -> Path:

@@ -1,7 +1,10 @@
 """The run service layer: what the CLI and the REST API both call.
 
 Creating a run writes the run row and one pending trajectory per (problem, sample) in one
-transaction, so a run is either fully described or absent. Which problems still need
+transaction, so a run is either fully described or absent; the API writes the row first
+and the trajectories just after, outside the request (`add_missing_trajectories`: a
+large run's 168k rows are seconds of work), and a resume completes a creation that was
+interrupted, since its parameters are on the run row. Which problems still need
 work is always read back from the trajectories, so queueing, resuming after a crash and
 cancelling are all the same few queries.
 """
@@ -35,7 +38,9 @@ __all__ = [
     "cancel_run",
     "completion_tokens",
     "create_refine_run",
+    "add_missing_trajectories",
     "create_sample_run",
+    "fail_run",
     "list_runs",
     "open_problem_ids",
     "reopen_failed",
@@ -50,8 +55,15 @@ def _problem_ids(session: Session, dataset_id: int, limit: int | None) -> list[i
     return list(session.scalars(query))
 
 
-def create_sample_run(sessions: sessionmaker[Session], request: SampleRunRequest) -> int:
-    """A pending sample run with its trajectories; returns its id."""
+def create_sample_run(
+    sessions: sessionmaker[Session], request: SampleRunRequest, *, defer_trajectories: bool = False
+) -> int:
+    """A pending sample run with its trajectories; returns its id.
+
+    Args:
+        defer_trajectories: Write only the run row; the caller then calls
+            `add_missing_trajectories` (the API, off the request).
+    """
     template = PromptTemplate.load(request.template)
     with sessions.begin() as session:
         dataset = repo_datasets.get_dataset(session, name=request.dataset)
@@ -81,12 +93,31 @@ def create_sample_run(sessions: sessionmaker[Session], request: SampleRunRequest
             template_sha256=template.sha256,
             total_trajectories=len(problem_ids) * request.n,
         )
-        repo_runs.ensure_trajectories(
-            session,
-            run_id=run.id,
-            keys=[(pid, i) for pid in problem_ids for i in range(request.n)],
-        )
+        if not defer_trajectories:
+            _add_sample_trajectories(session, run)
         return run.id
+
+
+def _add_sample_trajectories(session: Session, run: Run) -> None:
+    if "problems" not in run.params:
+        return  # a run from before deferred creation: created whole
+    problem_ids = _problem_ids(session, run.dataset_id, run.params["problems"])
+    repo_runs.add_sample_trajectories(
+        session,
+        run_id=run.id,
+        dataset_id=run.dataset_id,
+        last_problem_id=problem_ids[-1],
+        samples=run.params["n"],
+    )
+
+
+def add_missing_trajectories(sessions: sessionmaker[Session], run_id: int) -> None:
+    """Write the sample run's trajectories that do not exist yet (all of them after a
+    deferred creation, none after a complete one); a refine run's exist from the start."""
+    with sessions.begin() as session:
+        run = repo_runs.get_run(session, run_id=run_id)
+        if run.kind == RunKind.SAMPLE:
+            _add_sample_trajectories(session, run)
 
 
 def create_refine_run(sessions: sessionmaker[Session], request: RefineRunRequest) -> int:
@@ -161,9 +192,20 @@ def reopen_failed(sessions: sessionmaker[Session], run_id: int) -> int:
         if run.status == RunStatus.FINISHED:
             return 0  # nothing to resume
         status = run_after(run_id, run.status, RunEvent.RESUME)
+        if run.kind == RunKind.SAMPLE:
+            _add_sample_trajectories(session, run)  # a creation cut short completes here
         reopened = repo_runs.move_trajectories(session, run_id=run_id, event=TrajectoryEvent.REOPEN)
         repo_runs.set_run_status(session, run_id=run_id, status=status)
         return reopened
+
+
+def fail_run(sessions: sessionmaker[Session], run_id: int, error: str) -> None:
+    """Mark a run failed with `error` (unless it already ended)."""
+    with sessions.begin() as session:
+        run = repo_runs.get_run(session, run_id=run_id)
+        if run.status in (RunStatus.PENDING, RunStatus.RUNNING):
+            status = run_after(run_id, run.status, RunEvent.FAIL)
+            repo_runs.set_run_status(session, run_id=run_id, status=status, error=error[:2000])
 
 
 def cancel_run(sessions: sessionmaker[Session], run_id: int) -> None:

@@ -15,7 +15,6 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
-    DateTime,
     Float,
     ForeignKey,
     Index,
@@ -29,6 +28,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from cobalt.orchestrator.store.packed import PackedFloat64List, PackedInt32List
 from cobalt.orchestrator.store.text import StoredString, StoredText
+from cobalt.orchestrator.store.times import StoredTime
 
 # The statuses are contracts (the REST schema lists them); the store keeps them as strings.
 from cobalt.shared.contracts.statuses import (
@@ -103,7 +103,7 @@ class Dataset(Base):
     )
     provenance: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
     """Where the rows came from: file, its sha256, importer options, seed, counts."""
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    created_at: Mapped[datetime] = mapped_column(StoredTime(), server_default=func.now())
 
     parent: Mapped[Dataset | None] = relationship(remote_side=[id])
     problems: Mapped[list[Problem]] = relationship(
@@ -135,7 +135,7 @@ class Problem(Base):
     source_metadata: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
     perturbation: Mapped[dict[str, Any] | None] = mapped_column(JsonValue, default=None)
     """For perturbed datasets: which public tests had their outputs swapped."""
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    created_at: Mapped[datetime] = mapped_column(StoredTime(), server_default=func.now())
 
     dataset: Mapped[Dataset] = relationship(back_populates="problems")
 
@@ -186,9 +186,9 @@ class Run(Base):
     template_sha256: Mapped[str] = mapped_column(StoredString(64))
     total_trajectories: Mapped[int] = mapped_column(Integer, default=0)
     """Problems x n, fixed when the run is created, so progress has a denominator."""
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
-    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), default=None)
+    created_at: Mapped[datetime] = mapped_column(StoredTime(), server_default=func.now())
+    started_at: Mapped[datetime | None] = mapped_column(StoredTime(), default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(StoredTime(), default=None)
     error: Mapped[str | None] = mapped_column(StoredText, default=None)
 
     dataset: Mapped[Dataset] = relationship()
@@ -217,7 +217,7 @@ class Trajectory(Base):
     error: Mapped[str | None] = mapped_column(StoredText, default=None)
     turns_done: Mapped[int] = mapped_column(Integer, default=0)
     updated_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
+        StoredTime(), server_default=func.now(), onupdate=func.now()
     )
 
     run: Mapped[Run] = relationship(back_populates="trajectories")
@@ -293,7 +293,7 @@ class Turn(Base):
     hidden_passed: Mapped[bool | None] = mapped_column(Boolean, default=None)
     hidden_outputs: Mapped[list[dict[str, Any]] | None] = mapped_column(NullableJson, default=None)
     """The same per hidden test, filled by evaluation with `hidden_verdicts`."""
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    created_at: Mapped[datetime] = mapped_column(StoredTime(), server_default=func.now())
 
     trajectory: Mapped[Trajectory] = relationship(back_populates="turns")
 
@@ -316,7 +316,7 @@ class BanditDataset(Base):
     """"train" (the full builder) or "validation" (one context per problem)."""
     params: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
     counts: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    created_at: Mapped[datetime] = mapped_column(StoredTime(), server_default=func.now())
 
     contexts: Mapped[list[BanditContext]] = relationship(
         back_populates="dataset",
@@ -382,7 +382,7 @@ class HackingCase(Base):
     diff: Mapped[str] = mapped_column(StoredText)
     hidden_pass_before: Mapped[float | None] = mapped_column(Float, default=None)
     hidden_pass_after: Mapped[float | None] = mapped_column(Float, default=None)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    created_at: Mapped[datetime] = mapped_column(StoredTime(), server_default=func.now())
 
 
 class JudgeVerdict(Base):
@@ -396,7 +396,7 @@ class JudgeVerdict(Base):
     judge_model: Mapped[str] = mapped_column(StoredString(200))
     category: Mapped[str] = mapped_column(StoredString(20))
     raw_answer: Mapped[str] = mapped_column(StoredText)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    created_at: Mapped[datetime] = mapped_column(StoredTime(), server_default=func.now())
 
 
 class RewardComponents:
@@ -444,7 +444,7 @@ class TurnReward(RewardComponents, Base):
     turn_index: Mapped[int] = mapped_column(Integer)
     tokenizer: Mapped[str] = mapped_column(StoredString(500))
     """What counted the length terms (the tokenizer's path), for provenance."""
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    created_at: Mapped[datetime] = mapped_column(StoredTime(), server_default=func.now())
 
 
 class TrainingJob(Base):
@@ -471,9 +471,9 @@ class TrainingJob(Base):
     step: Mapped[int] = mapped_column(Integer, default=0)
     policy_version: Mapped[int] = mapped_column(Integer, default=0)
     error: Mapped[str | None] = mapped_column(StoredText, default=None)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    created_at: Mapped[datetime] = mapped_column(StoredTime(), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
+        StoredTime(), server_default=func.now(), onupdate=func.now()
     )
 
 
@@ -503,7 +503,7 @@ class TrainingGroup(Base):
     """The step that consumed it (or dropped it as stale); None while ready."""
     phase_seconds: Mapped[dict[str, float]] = mapped_column(JsonValue, default=dict)
     """Wall seconds the rollout spent per phase (generate, execute, score)."""
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    created_at: Mapped[datetime] = mapped_column(StoredTime(), server_default=func.now())
 
     samples: Mapped[list[TrainingSample]] = relationship(
         back_populates="group",
@@ -548,4 +548,4 @@ class TrainingStep(Base):
     policy_version: Mapped[int] = mapped_column(Integer)
     metrics: Mapped[dict[str, float]] = mapped_column(JsonValue, default=dict)
     """Reward, pass rate, advantage, loss, clip fraction, KL, entropy, phase seconds..."""
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    created_at: Mapped[datetime] = mapped_column(StoredTime(), server_default=func.now())

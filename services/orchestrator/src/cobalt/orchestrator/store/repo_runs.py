@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, Table, case, func, select, tuple_, update
+from sqlalchemy import JSON, Integer, Table, case, func, literal, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
@@ -26,6 +26,7 @@ from cobalt.orchestrator.lifecycle import (
     is_trajectory_move,
 )
 from cobalt.orchestrator.store.models import (
+    Problem,
     Run,
     RunKind,
     RunStatus,
@@ -45,6 +46,7 @@ __all__ = [
     "RunProgress",
     "TurnRow",
     "create_run",
+    "add_sample_trajectories",
     "ensure_trajectories",
     "get_run",
     "insert_turns",
@@ -295,6 +297,41 @@ def ensure_trajectories(session: Session, *, run_id: int, keys: Iterable[tuple[i
         .returning(table.c.id)
     )
     return len(session.connection().execute(statement, values).all())
+
+
+def add_sample_trajectories(
+    session: Session, *, run_id: int, dataset_id: int, last_problem_id: int, samples: int
+) -> None:
+    """The pending trajectories of a sample run: `samples` per problem of the dataset up
+    to `last_problem_id`, written by the database in one statement; those that exist are
+    kept (safe to repeat, so a resume completes an interrupted creation).
+
+    A large run (164 problems x 1024 samples: 168k rows) sent as parameters from here
+    took several times as long as generating the rows in the database (a recursive CTE of
+    sample indices, cross-joined with the problems), which this does.
+    """
+    table = _table(Trajectory)
+    indices = select(literal(0, Integer).label("i")).cte("sample_indices", recursive=True)
+    indices = indices.union_all(
+        select((indices.c.i + 1).label("i")).where(indices.c.i < samples - 1)
+    )
+    problems = (
+        select(Problem.id)
+        .where(Problem.dataset_id == dataset_id, Problem.id <= last_problem_id)
+        .subquery()
+    )
+    rows = select(
+        literal(run_id, Integer),
+        problems.c.id,
+        indices.c.i,
+        literal(TrajectoryStatus.PENDING.value),
+        literal(0, Integer),
+    ).select_from(problems.join(indices, literal(True)))
+    columns = ["run_id", "problem_id", "sample_index", "status", "turns_done"]
+    statement = _insert(session)(table).from_select(columns, rows)
+    session.execute(
+        statement.on_conflict_do_nothing(index_elements=["run_id", "problem_id", "sample_index"])
+    )
 
 
 def _trajectory_ids(

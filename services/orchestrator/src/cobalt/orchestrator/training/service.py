@@ -29,6 +29,13 @@ from cobalt.orchestrator.store.models import (
 )
 from cobalt.orchestrator.training.browse import DEFAULT_STALE_S, last_activity, liveness_of
 from cobalt.shared import defaults
+from cobalt.shared.contracts.bounds import (
+    INT32_MAX,
+    MODEL_NAME_CHARS,
+    SEED_MAX,
+    TEMPLATE_NAME_CHARS,
+    URL_CHARS,
+)
 from cobalt.shared.contracts.training import (
     StepBatch,
     StepClaim,
@@ -66,18 +73,31 @@ class JobParams(BaseModel):
     Unknown names are refused, so a misspelt setting never silently keeps its default.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     base_url: str = Field(
-        default="http://127.0.0.1:8000/v1", description="the inference service (vLLM) /v1 URL"
+        default="http://127.0.0.1:8000/v1",
+        min_length=1,
+        max_length=URL_CHARS,
+        description="the inference service (vLLM) /v1 URL",
     )
-    served_model: str = Field(default="policy", description="the model name it serves")
-    temperature: float = Field(default=defaults.TEMPERATURE, ge=0)
+    served_model: str = Field(
+        default="policy",
+        min_length=1,
+        max_length=MODEL_NAME_CHARS,
+        description="the model name it serves",
+    )
+    temperature: float = Field(default=defaults.TEMPERATURE, ge=0, le=2)
     top_p: float = Field(default=defaults.TOP_P, gt=0, le=1)
     max_staleness: int = Field(
-        default=0, ge=0, description="policy-version lag a sample may have (0: synchronous)"
+        default=0,
+        ge=0,
+        le=INT32_MAX,
+        description="policy-version lag a sample may have (0: synchronous)",
     )
-    seed: int | None = Field(default=None, description="sampling seed (per request)")
+    seed: int | None = Field(
+        default=None, ge=-SEED_MAX - 1, le=SEED_MAX, description="sampling seed (per request)"
+    )
     reward_format: RewardFormat = Field(
         default=RewardFormat.REASONING,
         description="the reward's format rules: reasoning (the paper's: one </think>) or "
@@ -91,17 +111,22 @@ class JobParams(BaseModel):
         "[]: none); null: the trainer's COBALT_REPORT_TO (docs/trackers.md)",
     )
     # Multi-turn and VeRPO modes only (refused in the others, where they mean nothing).
-    turns: int = Field(default=3, ge=1, description="episodes: turns per episode, turn 0 too")
+    turns: int = Field(
+        default=3, ge=1, le=64, description="episodes: turns per episode, turn 0 too"
+    )
     stop_on_pass: bool = Field(
         default=True, description="episodes: end an episode once every public test passes"
     )
     think_cap_chars: int = Field(
         default=defaults.HISTORY_CAP_CHARS,
         ge=1,
+        le=INT32_MAX,
         description="episodes: characters of an answer the history keeps",
     )
     template: str | None = Field(
         default=None,
+        min_length=1,
+        max_length=TEMPLATE_NAME_CHARS,
         description="episodes: feedback template (default: the contexts' source run's)",
     )
     # VeRPO mode only.

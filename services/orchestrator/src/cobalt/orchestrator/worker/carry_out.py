@@ -27,7 +27,7 @@ from cobalt.orchestrator.worker.in_process import job_executor, run_in_process
 from cobalt.shared.clients import ExecutorClientSettings
 from cobalt.shared.contracts.training import RoundStarted
 
-__all__ = ["CarriedOut", "carry_out_run", "start_round"]
+__all__ = ["CarriedOut", "carry_out_new_run", "carry_out_run", "start_round"]
 
 logger = logging.getLogger(__name__)
 
@@ -94,6 +94,34 @@ def carry_out_run(
     thread = threading.Thread(target=in_thread, name=f"run-{run_id}", daemon=True)
     thread.start()
     return CarriedOut(queued=False, thread=thread)
+
+
+def carry_out_new_run(
+    settings: OrchestratorSettings,
+    sessions: sessionmaker[Session],
+    run_id: int,
+    *,
+    api_key: str | None,
+    executor: ExecutorClientSettings,
+) -> threading.Thread:
+    """Write a new run's trajectories, then carry it out (`carry_out_run` in the
+    background): all in a thread, so the request that created the run answers at once.
+
+    If writing them fails, the run is marked failed with the reason; if the process dies
+    first, `cobalt run resume` (or POST /v1/runs/ID/resume) writes them.
+    """
+
+    def create_then_carry_out() -> None:
+        try:
+            service.add_missing_trajectories(sessions, run_id)
+            carry_out_run(settings, sessions, run_id, api_key=api_key, in_background=executor)
+        except Exception as exc:
+            logger.exception("run %d: its trajectories could not be written", run_id)
+            service.fail_run(sessions, run_id, f"creating its trajectories: {exc}")
+
+    thread = threading.Thread(target=create_then_carry_out, name=f"new-run-{run_id}", daemon=True)
+    thread.start()
+    return thread
 
 
 def start_round(

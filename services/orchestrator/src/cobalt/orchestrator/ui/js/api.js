@@ -9,13 +9,30 @@ export class ApiError extends Error {
   }
 }
 
+// A server with tokens (docs/configuration.md) wants one: the read token is enough for
+// everything the UI does. It is asked for once and kept in this browser's localStorage.
+const TOKEN_KEY = "cobalt.orchestratorToken";
+
+function requestHeaders() {
+  const token = window.localStorage.getItem(TOKEN_KEY);
+  return token ? { Accept: "application/json", Authorization: `Bearer ${token}` } : { Accept: "application/json" };
+}
+
+function askForToken() {
+  const token = window.prompt("This orchestrator needs a token (its COBALT_ORCHESTRATOR_READ_TOKEN):");
+  if (!token) return false;
+  window.localStorage.setItem(TOKEN_KEY, token.trim());
+  return true;
+}
+
 export async function getJson(path, params = {}) {
   const url = new URL(path, window.location.origin);
   for (const [key, value] of Object.entries(params)) {
     if (value === null || value === undefined || value === "") continue;
     for (const item of Array.isArray(value) ? value : [value]) url.searchParams.append(key, item);
   }
-  const response = await fetch(url, { headers: { Accept: "application/json" } });
+  let response = await fetch(url, { headers: requestHeaders() });
+  if (response.status === 401 && askForToken()) response = await fetch(url, { headers: requestHeaders() });
   const body = await response.json().catch(() => null);
   if (!response.ok) {
     const error = body?.error ?? {};
