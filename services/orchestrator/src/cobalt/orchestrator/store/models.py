@@ -270,7 +270,7 @@ class Turn(Base):
     """Per public test, what the program did: `program_outputs.stored_outputs` of the executor's
     result (stdout, stderr, exit code, signal, wall ms, feedback line), capped as the
     executor caps its response (`stream_chars`). None: nothing ran (no program), or a row
-    written before migration 0013."""
+    written before migration 0010."""
     feedback: Mapped[str] = mapped_column(StoredText, default="")
     """The user message this turn's program earned from the public tests. The last turn
     has one too: the bandit builder's longest contexts end with it."""

@@ -2,7 +2,7 @@
 hidden test, as the executor returned them (capped by its `stream_chars`), so a verdict
 can be shown with the test's input, expected output, actual output and error.
 
-Revision ID: 0013
+Revision ID: 0010
 Revises: 0009
 Create Date: 2026-11-24 10:00:00
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0013"
+revision = "0010"
 down_revision = "0009"
 branch_labels = None
 depends_on = None
