@@ -1,0 +1,66 @@
+"""LoRA helpers the inference tests run in the trainer environment's interpreter (peft).
+
+    python lora_tools.py adapter MODEL_DIR ROOT VERSION SEED IDS K
+        one GRPO step of a rank-8 LoRA job on seeded random rollouts (cobalt.trainer),
+        the adapter written as the trainer publishes it (ROOT/job-1/step-VERSION/policy),
+        and the trainer's top-K next-token logprobs after IDS with base + adapter
+
+Prints JSON: {"policy_dir", "ids", "logprobs"}.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+
+
+def adapter(
+    model_dir: Path, root: Path, version: int, seed: int, probe: list[int], k: int
+) -> dict[str, object]:
+    import torch
+
+    from cobalt.shared.contracts.training import TrainerHyperparameters
+    from cobalt.trainer.checkpoint import CheckpointStore
+    from cobalt.trainer.precision import Precision, load_models
+    from cobalt.trainer.step import Rollouts, make_optimizer, train_step
+
+    torch.manual_seed(seed)
+    settings = TrainerHyperparameters(
+        lora_rank=8, lr=5e-2, kl_coef=1e-3, n_samples=2, contexts_per_step=2,
+        updates_per_step=1,
+    )  # fmt: skip
+    policy, reference = load_models(model_dir, settings, Precision(), torch.device("cpu"))
+    rng = random.Random(seed)
+    rollouts = Rollouts(
+        prompt_ids=[[rng.randrange(1, 500) for _ in range(6)] for _ in range(4)],
+        response_ids=[[rng.randrange(1, 500) for _ in range(5)] for _ in range(4)],
+        rewards=[1.0, 0.0, 0.8, -0.1],
+        group_ids=[0, 0, 1, 1],
+    )
+    optimizer = make_optimizer(policy, settings)
+    for _ in range(3):  # a visible change of the logprobs
+        train_step(policy, reference, optimizer, rollouts, settings)
+    store = CheckpointStore(root, 1, base_model_dir=model_dir)
+    saved = store.save_weights(step=version, policy_version=version, model=policy)
+    policy.eval()
+    with torch.no_grad():
+        logits = policy(input_ids=torch.tensor([probe])).logits[0, -1].float()
+    values, ids = torch.log_softmax(logits, dim=-1).topk(k)
+    return {"policy_dir": str(saved.policy_dir), "ids": ids.tolist(), "logprobs": values.tolist()}
+
+
+def main(argv: list[str]) -> None:
+    command, *args = argv
+    if command != "adapter":
+        raise SystemExit(f"unknown command {command}")
+    model_dir, root, version, seed, probe, k = args
+    result = adapter(
+        Path(model_dir), Path(root), int(version), int(seed), json.loads(probe), int(k)
+    )
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
