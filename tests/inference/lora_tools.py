@@ -5,7 +5,11 @@
         the adapter written as the trainer publishes it (ROOT/job-1/step-VERSION/policy),
         and the trainer's top-K next-token logprobs after IDS with base + adapter
 
-Prints JSON: {"policy_dir", "ids", "logprobs"}.
+    python lora_tools.py logprobs ADAPTER_DIR IDS K
+        top-K next-token logprobs after IDS of the adapter's base model + the adapter
+        (peft), the base named by the adapter's config
+
+Prints JSON: {"policy_dir", "ids", "logprobs"} (logprobs: {"ids", "logprobs"}).
 """
 
 from __future__ import annotations
@@ -51,8 +55,28 @@ def adapter(
     return {"policy_dir": str(saved.policy_dir), "ids": ids.tolist(), "logprobs": values.tolist()}
 
 
+def logprobs(adapter_dir: Path, probe: list[int], k: int) -> dict[str, object]:
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    config = json.loads((adapter_dir / "adapter_config.json").read_text())
+    base = AutoModelForCausalLM.from_pretrained(
+        config["base_model_name_or_path"], dtype=torch.float32
+    )
+    model = PeftModel.from_pretrained(base, adapter_dir).eval()
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([probe])).logits[0, -1].float()
+    values, ids = torch.log_softmax(logits, dim=-1).topk(k)
+    return {"ids": ids.tolist(), "logprobs": values.tolist()}
+
+
 def main(argv: list[str]) -> None:
     command, *args = argv
+    if command == "logprobs":
+        adapter_dir, probe, k = args
+        print(json.dumps(logprobs(Path(adapter_dir), json.loads(probe), int(k))))
+        return
     if command != "adapter":
         raise SystemExit(f"unknown command {command}")
     model_dir, root, version, seed, probe, k = args

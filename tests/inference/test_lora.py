@@ -3,8 +3,8 @@ after a LoRA step the served logprobs are the trainer's (base + adapter); each l
 serves the new adapter under the served name and unloads the previous one; a failed load
 leaves the previous adapter serving.
 
-A server of its own (module-scoped), started with LoRA on: --enable-lora replaces vLLM's
-linear layers with LoRA-aware ones, which the session's shared server does without.
+The `lora_server` fixture (tests/conftest.py) is a second server with LoRA on, shared by
+the LoRA tests of the session.
 """
 
 from __future__ import annotations
@@ -12,18 +12,14 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from cobalt.inference.launcher import running_server
-from cobalt.inference.settings import InferenceSettings
 from cobalt.shared.contracts.inference import POLICY_VERSION_HEADER
 from tests.support.inference import (
-    CONTROL_TOKEN,
     PROBE,
     SERVED_NAME,
     Server,
@@ -35,26 +31,6 @@ from tests.support.training import TRAINER_PYTHON
 pytestmark = pytest.mark.slow
 
 LORA_TOOLS = Path(__file__).parent / "lora_tools.py"
-
-
-@pytest.fixture(scope="module")
-def lora_server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[Server]:
-    settings = InferenceSettings(
-        model=tiny_model,
-        served_name=SERVED_NAME,
-        max_model_len=512,
-        dtype="float32",  # logprobs compared with the trainer's to 1e-3
-        control_token=CONTROL_TOKEN,
-        startup_timeout_s=300,
-        load_timeout_s=60,
-        drain_timeout_s=30,
-        lora_max_rank=8,
-    )
-    log = tmp_path_factory.mktemp("logs") / "vllm-lora.log"
-    with running_server(settings, log) as url:
-        server = Server(url=url, model_dir=tiny_model, log=log)
-        yield server
-        server.openai().close()
 
 
 def trained_adapter(model_dir: Path, root: Path, version: int, seed: int) -> dict[str, Any]:

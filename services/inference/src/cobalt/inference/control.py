@@ -514,10 +514,11 @@ class PolicyControlMiddleware:
 
     def _engine(self, scope: Scope) -> Any:
         if self.controller.engine is None or self.controller.models is None:
-            app = scope.get("app")
-            state = getattr(app, "state", None)
-            self.controller.engine = getattr(state, "engine_client", None)
-            self.controller.models = getattr(state, "openai_serving_models", None)
+            state = getattr(scope.get("app"), "state", None)
+            if self.controller.engine is None:
+                self.controller.engine = getattr(state, "engine_client", None)
+            if self.controller.models is None:
+                self.controller.models = getattr(state, "openai_serving_models", None)
         return self.controller.engine
 
     def _authorized(self, scope: Scope) -> bool:

@@ -267,7 +267,7 @@ class CheckpointStore:
         resume: see the module docstring).
         """
         final = self.job_root / f"step-{step}"
-        weights = _trained(model, get_model_state_dict(model, options=_FULL))  # a collective
+        weights = _trained_state(model)  # a collective under FSDP
         rank, world = rank_and_size()
         if rank == 0:
             written = final.is_dir() and step in _steps(self.job_root, with_state=False)
@@ -336,7 +336,7 @@ class CheckpointStore:
     ) -> None:
         """Start writing the full resume state of `checkpoint`'s step; returns before it is
         on disk (`wait` for that). Every rank calls this: the gathering is a collective."""
-        weights = _trained(model, get_model_state_dict(model, options=_FULL))
+        weights = _trained_state(model)
         optimizer_state = get_optimizer_state_dict(model, optimizer, options=_FULL)
         rank, world = rank_and_size()
         if rank != 0:
@@ -367,6 +367,17 @@ def _trained(model: torch.nn.Module, weights: dict[str, Any]) -> dict[str, Any]:
     if not frozen:
         return weights
     return {name: tensor for name, tensor in weights.items() if name not in frozen}
+
+
+def _trained_state(model: torch.nn.Module) -> dict[str, Any]:
+    """`_trained` of the full state dict (a collective under FSDP). In one process a LoRA
+    job reads its adapter's parameters directly: gathering the whole model's state dict
+    first would copy the frozen base, hundreds of times the adapter, every step."""
+    _, world = rank_and_size()
+    frozen = any(not p.requires_grad for p in model.parameters())
+    if world == 1 and frozen:
+        return {name: p.detach() for name, p in model.named_parameters() if p.requires_grad}
+    return _trained(model, get_model_state_dict(model, options=_FULL))
 
 
 def _stage(tree: Any, staging: Any) -> Any:
