@@ -151,3 +151,17 @@ def test_a_full_weight_job_has_nothing_to_merge(model_dir: Path, tmp_path: Path)
         export_merged(tmp_path / "ckpt", 3, tmp_path / "merged")
     with pytest.raises(ValueError, match="not a LoRA adapter"):
         merge(tmp_path / "ckpt" / "job-3" / "step-1" / "policy", model_dir, tmp_path / "m")
+
+
+def test_the_starting_adapter_depends_on_the_settings_alone(model_dir: Path) -> None:
+    """Two jobs (trainers seeded by their job ids) start from the same adapter, as two
+    full fine-tuning jobs start from the same model; the trainer's RNG is not drawn."""
+    adapters = []
+    for seed in (3, 4):
+        torch.manual_seed(seed)
+        state = torch.get_rng_state()
+        policy, _ = load_models(model_dir, LORA, Precision(), torch.device("cpu"))
+        assert torch.equal(torch.get_rng_state(), state)
+        adapters.append({n: p for n, p in policy.named_parameters() if p.requires_grad})
+    assert adapters[0].keys() == adapters[1].keys()
+    assert all(torch.equal(adapters[0][n], adapters[1][n]) for n in adapters[0])

@@ -64,16 +64,27 @@ def lora_config(settings: TrainerHyperparameters) -> Any:
     )
 
 
+ADAPTER_SEED = 0
+"""Seed of the adapter's initial A matrices (B starts at zero)."""
+
+
 def add_adapter(model: torch.nn.Module, settings: TrainerHyperparameters) -> torch.nn.Module:
     """`model` frozen, wrapped with a fresh adapter (float32, B = 0: the policy starts as
-    the base model exactly). peft initialises A from the torch RNG, so a seeded trainer
-    starts from the same adapter every time."""
+    the base model exactly).
+
+    peft draws A from the torch RNG; it is drawn here from `ADAPTER_SEED` on a forked RNG,
+    so the starting adapter depends on the model and the `lora_*` settings alone, as a
+    full fine-tuning job's starting weights depend on the model alone: two jobs with the
+    same settings start from the same adapter, and the trainer's own RNG is untouched.
+    """
     from peft import get_peft_model
 
     for parameter in model.parameters():
         parameter.requires_grad_(False)
     try:
-        wrapped = get_peft_model(model, lora_config(settings), autocast_adapter_dtype=True)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(ADAPTER_SEED)
+            wrapped = get_peft_model(model, lora_config(settings), autocast_adapter_dtype=True)
     except ValueError as exc:  # peft names the targets it did not find
         raise ValueError(f"lora_targets {settings.lora_targets}: {exc}") from exc
     for name, parameter in wrapped.named_parameters():
