@@ -119,6 +119,13 @@ class AdapterSlot:
         except Exception as exc:
             logger.warning("unloading adapter %s failed: %s", adapter.name, exc)
 
+    async def forget(self, models: Any, engine: Any, name: str) -> None:
+        """Unload the adapter loaded as `name` that is not (or no longer) served: a load
+        the caller was told had failed (it timed out) but that vLLM finished later."""
+        request = models.lora_requests.get(name)
+        if request is not None and (self.current is None or self.current.name != name):
+            await self.unload(models, engine, Adapter(name, int(request.lora_int_id), ""))
+
     async def drop(self, models: Any, engine: Any) -> None:
         """Serve the base weights alone (after a full-weight load: an adapter trained on
         other base weights must not apply to the new ones)."""

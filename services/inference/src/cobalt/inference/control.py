@@ -284,12 +284,7 @@ class PolicyController:
 
     async def _forget_adapter(self, name: str) -> dict[str, Any]:
         """After a timed-out adapter load that completed late: unload it again."""
-        request = self.models.lora_requests.get(name)
-        if request is not None:
-            from cobalt.inference.adapters import Adapter
-
-            unloaded = Adapter(name=name, lora_id=int(request.lora_int_id), path="")
-            await self.adapters.unload(self.models, self.engine, unloaded)
+        await self.adapters.forget(self.models, self.engine, name)
         return {"loaded": True, "broken": False, "error": None}
 
     async def broadcast(self, request: BroadcastWeightsRequest) -> LoadWeightsResponse:
