@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from transformers import AutoModelForCausalLM, Qwen2ForCausalLM
 
 from cobalt.shared.contracts.training import TrainerHyperparameters
+from cobalt.shared.errors import InvalidInput
 from cobalt.trainer.checkpoint import CheckpointStore
 from cobalt.trainer.export import ExportError, export_merged
 from cobalt.trainer.lora import BaseWithoutAdapter, merge
@@ -107,7 +108,7 @@ def test_targets_limit_the_adapter_and_unknown_ones_are_named(model_dir: Path) -
     trained = {n for n, p in policy.named_parameters() if p.requires_grad}
     assert trained and all(".q_proj." in n or ".v_proj." in n for n in trained)
     wrong = LORA.model_copy(update={"lora_targets": ["no_such_proj"]})
-    with pytest.raises(ValueError, match="no_such_proj"):
+    with pytest.raises(InvalidInput, match="no_such_proj"):  # the CLI exits 2 with it
         load_models(model_dir, wrong, Precision(), torch.device("cpu"))
 
 

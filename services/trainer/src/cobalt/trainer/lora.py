@@ -31,6 +31,7 @@ import torch
 
 from cobalt.shared.checkpoints import POLICY_FILE
 from cobalt.shared.contracts.training import TrainerHyperparameters
+from cobalt.shared.errors import InvalidInput
 
 __all__ = [
     "ADAPTER_CONFIG",
@@ -86,7 +87,9 @@ def add_adapter(model: torch.nn.Module, settings: TrainerHyperparameters) -> tor
             torch.manual_seed(ADAPTER_SEED)
             wrapped = get_peft_model(model, lora_config(settings), autocast_adapter_dtype=True)
     except ValueError as exc:  # peft names the targets it did not find
-        raise ValueError(f"lora_targets {settings.lora_targets}: {exc}") from exc
+        raise InvalidInput(
+            f"the job's lora_targets {settings.lora_targets} do not fit the model: {exc}"
+        ) from exc
     for name, parameter in wrapped.named_parameters():
         if parameter.requires_grad and parameter.dtype != torch.float32:
             raise ValueError(f"adapter parameter {name} is {parameter.dtype}, not float32")
