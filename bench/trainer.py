@@ -18,7 +18,10 @@ gradient accumulation. Generation is taken out of both (TRL gets the token ids f
     .venv-trainer/bin/python bench/trainer.py [--model tiny|DIR] [--micro-batch-tokens 2048]
         [--groups 1,2,4,8] [--n 4] [--prompt-tokens 256] [--response-tokens 512]
         [--steps 1] [--activation-checkpointing] [--compute-dtype float32] [--trl GROUPS]
-        [--log-prob-chunk-tokens 1024]
+        [--log-prob-chunk-tokens 1024] [--lora-rank R | only:R]
+
+--lora-rank R adds a LoRA run of rank R (all-linear) for every budget and group count
+beside the full fine-tuning rows (only:R: LoRA alone); TRL runs full fine-tuning only.
 
 --micro-batch-tokens takes a comma list too (one table row per budget and group count).
 --trl needs `pip install trl==1.16.0` in .venv-trainer (`make bench-trainer` does it).
@@ -104,6 +107,7 @@ def hyperparameters(config: dict[str, Any]) -> TrainerHyperparameters:
         micro_batch_tokens=config["budget"], compute_dtype=config["compute_dtype"],
         activation_checkpointing=config["checkpointing"],
         log_prob_chunk_tokens=config.get("chunk_tokens", 1024),
+        lora_rank=config.get("lora_rank"),
     )  # fmt: skip
 
 
@@ -137,8 +141,10 @@ def cobalt_child(config: dict[str, Any]) -> dict[str, Any]:
     lengths = [config["prompt_tokens"] + config["response_tokens"]] * len(rollouts.rewards)
     packed = micro_batches(lengths, range(len(lengths)), hyper.token_budget)
     largest = max(len(micro) * lengths[micro[0]] for micro in packed)
+    adapter = sum(p.numel() for p in policy.parameters() if p.requires_grad)
     shape = ModelShape.from_config(
-        policy.config.to_dict(), parameters=sum(p.numel() for p in policy.parameters())
+        policy.config.to_dict(),
+        parameters=sum(p.numel() for p in policy.parameters()) - (adapter if hyper.lora else 0),
     )
     estimate = estimate_peak(
         shape, micro_batch_tokens=largest, compute_bytes=precision.compute_dtype.itemsize,
@@ -146,6 +152,7 @@ def cobalt_child(config: dict[str, Any]) -> dict[str, Any]:
         chunk_tokens=hyper.log_prob_chunk_tokens, runtime_bytes=runtime,
         reference_bytes=None if reference is None
         else next(reference.parameters()).element_size(),
+        lora_parameters=adapter if hyper.lora else None,
     )  # fmt: skip
     return {
         "step_s": statistics.median(seconds[1:] or seconds),
@@ -156,6 +163,7 @@ def cobalt_child(config: dict[str, Any]) -> dict[str, Any]:
         "micro_batches": updates[0]["micro_batches"],
         "largest_micro_batch": largest,
         "parameters": shape.parameters,
+        "trained_parameters": adapter,
     }
 
 
@@ -255,6 +263,7 @@ def main() -> None:
     parser.add_argument("--activation-checkpointing", action="store_true")
     parser.add_argument("--log-prob-chunk-tokens", type=int, default=1024)
     parser.add_argument("--trl", default="", help="group counts to also run TRL on")
+    parser.add_argument("--lora-rank", default="", help="also (or only: 'only:R') LoRA rank R")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -271,18 +280,26 @@ def main() -> None:
             "compute_dtype": args.compute_dtype, "checkpointing": args.activation_checkpointing,
             "kl_coef": args.kl_coef, "chunk_tokens": args.log_prob_chunk_tokens,
         }  # fmt: skip
+        ranks: list[int | None] = [None]
+        if args.lora_rank:
+            only = args.lora_rank.startswith("only:")
+            rank = int(args.lora_rank.removeprefix("only:"))
+            ranks = [rank] if only else [None, rank]
         rows = []
-        for budget in (int(b) for b in args.micro_batch_tokens.split(",")):
-            for groups in (int(g) for g in args.groups.split(",")):
-                config = base | {"budget": budget, "groups": groups, "updates": min(2, groups)}
-                result = run_child(config)
-                trl = (
-                    run_child(config | {"trl": True})
-                    if str(groups) in args.trl.split(",")
-                    else None
-                )
-                rows.append((config, result, trl))
-                print(f"done: budget {budget}, {groups} groups", file=sys.stderr, flush=True)
+        for rank in ranks:
+            for budget in (int(b) for b in args.micro_batch_tokens.split(",")):
+                for groups in (int(g) for g in args.groups.split(",")):
+                    config = base | {"budget": budget, "groups": groups,
+                                     "updates": min(2, groups), "lora_rank": rank}  # fmt: skip
+                    result = run_child(config)
+                    trl = (
+                        run_child(config | {"trl": True})
+                        if str(groups) in args.trl.split(",") and rank is None
+                        else None
+                    )
+                    rows.append((config, result, trl))
+                    print(f"done: budget {budget}, {groups} groups, LoRA rank {rank}",
+                          file=sys.stderr, flush=True)  # fmt: skip
     print_table(args, rows)
 
 
@@ -297,18 +314,24 @@ def print_table(args: argparse.Namespace, rows: list[Any]) -> None:
         f"{torch.__version__}, {torch.get_num_threads()} threads; each row a fresh process.\n"
     )
     print(
-        "| budget | groups | micro-batches per update | step s | samples/s | peak RSS GiB "
-        "| model GiB | model / peak | TRL step s | TRL peak GiB | **Cobalt / TRL** |"
+        "| trains | budget | groups | micro-batches per update | step s | samples/s "
+        "| peak RSS GiB | model GiB | model / peak | TRL step s | TRL peak GiB "
+        "| **Cobalt / TRL** |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for config, result, trl in rows:
         samples = config["groups"] * config["n"]
         trl_cells = ["", "", ""]
         if trl is not None:
             trl_cells = [f"{trl['step_s']:.1f}", f"{trl['peak'] / GIB:.2f}",
                          f"**{trl['step_s'] / result['step_s']:.2f}x**"]  # fmt: skip
+        rank = config.get("lora_rank")
+        trains = "every weight" if rank is None else (
+            f"LoRA r={rank} ({result['trained_parameters'] / 1e6:.2f} M)"
+        )  # fmt: skip
         print(
-            f"| {config['budget']} | {config['groups']} | {result['micro_batches']:.0f} "
+            f"| {trains} | {config['budget']} | {config['groups']} "
+            f"| {result['micro_batches']:.0f} "
             f"| {result['step_s']:.1f} | {samples / result['step_s']:.2f} "
             f"| {result['peak'] / GIB:.2f} | {result['model'] / GIB:.2f} "
             f"| {result['model'] / result['peak']:.2f} | " + " | ".join(trl_cells) + " |"
@@ -316,10 +339,17 @@ def print_table(args: argparse.Namespace, rows: list[Any]) -> None:
     first = rows[0][1]
     print(f"\nruntime before any model (in every peak): {first['runtime'] / GIB:.2f} GiB; "
           f"memory model terms of the first row (GiB): {first['terms']}")  # fmt: skip
-    by_budget: dict[int, list[Any]] = {}
+    by_budget: dict[tuple[int, Any], list[Any]] = {}
     for config, result, _ in rows:
-        by_budget.setdefault(config["budget"], []).append((config["groups"], result["peak"]))
-    for budget, peaks in by_budget.items():
+        key = (config["budget"], config.get("lora_rank"))
+        by_budget.setdefault(key, []).append((config["groups"], result["peak"]))
+    full = {(c["budget"], c["groups"]): r["peak"] for c, r, _ in rows if not c.get("lora_rank")}
+    for config, result, _ in rows:
+        if config.get("lora_rank") and (config["budget"], config["groups"]) in full:
+            base_peak = full[(config["budget"], config["groups"])]
+            print(f"budget {config['budget']}, {config['groups']} groups: LoRA peak / full "
+                  f"peak = {result['peak'] / base_peak:.2f}x")  # fmt: skip
+    for (budget, _rank), peaks in by_budget.items():
         if len(peaks) > 1:
             (g0, p0), (g1, p1) = min(peaks), max(peaks)
             print(f"budget {budget}: peak at {g1} groups / at {g0} = {p1 / p0:.2f}x "

@@ -12,7 +12,12 @@ times. `--trainer-only` skips the server (and, without a prepared model, uses ra
 weights of SmolLM2-135M's shapes: the bytes written are the same).
 
     .venv-trainer/bin/python bench/weight_sync.py [--model DIR] [--rounds 3] [--port 8310]
-        [--trainer-only]
+        [--trainer-only] [--lora-rank 16]
+
+With --lora-rank R the same run (the same server, started with LoRA on) also times a LoRA
+job's sync: the step's adapter written (`save_weights` of a peft policy) and loaded as the
+next version (`POST /v1/policy/adapter`: loaded beside the current adapter, swapped in,
+the previous one unloaded); it prints both and the ratio.
 
 Default model: the SmolLM2-135M-Instruct that `cobalt inference prepare-model` writes.
 Prints a markdown table; docs/benchmarks.md keeps the figures.
@@ -59,6 +64,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--port", type=int, default=8310)
     parser.add_argument("--trainer-only", action="store_true")
+    parser.add_argument("--lora-rank", type=int, default=0, help="also time LoRA syncs")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         model = args.model
@@ -69,15 +75,21 @@ def main() -> None:
                 )
             model = smollm2_shaped(Path(scratch) / "smollm2-shaped")
         if args.trainer_only:
-            measure(model, Path(scratch), args.rounds, url=None)
+            full = measure(model, Path(scratch), args.rounds, url=None)
+            if args.lora_rank:
+                compare(full, measure_lora(model, Path(scratch), args.rounds, args.lora_rank, None))
             return
         url = f"http://127.0.0.1:{args.port}"
         log = Path(scratch) / "vllm.log"
+        env = dict(os.environ)
+        if args.lora_rank:
+            rank = min(r for r in (8, 16, 32, 64, 128, 256, 512) if r >= args.lora_rank)
+            env["COBALT_INFERENCE_LORA_MAX_RANK"] = str(rank)
         with log.open("wb") as sink:
             server = subprocess.Popen(
                 [str(ROOT / ".venv" / "bin" / "cobalt"), "inference", "serve", "--model",
                  str(model), "--port", str(args.port), "--max-model-len", "1024"],
-                stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+                stdout=sink, stderr=subprocess.STDOUT, start_new_session=True, env=env,
             )  # fmt: skip
         try:
             while True:
@@ -89,7 +101,9 @@ def main() -> None:
                 except httpx.TransportError:
                     pass
                 time.sleep(0.5)
-            measure(model, Path(scratch), args.rounds, url=url)
+            full = measure(model, Path(scratch), args.rounds, url=url)
+            if args.lora_rank:
+                compare(full, measure_lora(model, Path(scratch), args.rounds, args.lora_rank, url))
         finally:
             os.killpg(server.pid, signal.SIGTERM)
             try:
@@ -98,7 +112,8 @@ def main() -> None:
                 os.killpg(server.pid, signal.SIGKILL)
 
 
-def measure(model: Path, scratch: Path, rounds: int, *, url: str | None) -> None:
+def measure(model: Path, scratch: Path, rounds: int, *, url: str | None) -> float:
+    """Full-weight syncs; prints their table and returns the median sync seconds."""
     serve_dtype = getattr(AutoConfig.from_pretrained(model), "dtype", None)
     policy = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=1e-6)
@@ -168,6 +183,67 @@ def measure(model: Path, scratch: Path, rounds: int, *, url: str | None) -> None
     print(
         f"| step stall now, save_every = 1 | {after:.2f} ({before / max(after, 1e-9):.1f}x less) |"
     )
+    return median("weights") + median("request")
+
+
+def measure_lora(model: Path, scratch: Path, rounds: int, rank: int, url: str | None) -> float:
+    """A LoRA job's syncs (rank `rank`, all-linear) on the same model and server; prints
+    their table and returns the median sync seconds."""
+    from cobalt.shared.contracts.training import TrainerHyperparameters
+    from cobalt.trainer.lora import add_adapter
+
+    serve_dtype = getattr(AutoConfig.from_pretrained(model), "dtype", None)
+    dtype = serve_dtype if isinstance(serve_dtype, torch.dtype) else torch.float32
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(model, dtype=dtype)
+    policy = add_adapter(base, TrainerHyperparameters(lora_rank=rank))
+    adapter = sum(p.numel() for p in policy.parameters() if p.requires_grad)
+    store = CheckpointStore(scratch / "ckpt", 2, base_model_dir=model, keep=2, serve_dtype=dtype)
+    parts: dict[str, list[float]] = {"write": [], "drain": [], "load": [], "request": []}
+    control = InferenceControlClient(url) if url is not None else None
+    try:
+        for round_ in range(1, rounds + 1):
+            with torch.no_grad():  # a step's change of the adapter (B moves off zero)
+                for p in policy.parameters():
+                    if p.requires_grad:
+                        p.add_(torch.randn_like(p) * 1e-3)
+            version = (control.status().version if control is not None else 0) + 1
+            began = time.perf_counter()
+            saved = store.save_weights(step=round_, policy_version=version, model=policy)
+            written = time.perf_counter()
+            parts["write"].append(written - began)
+            if control is not None:
+                loaded = control.load_adapter(str(saved.policy_dir), version=version)
+                parts["load"].append(loaded.load_s)
+                parts["drain"].append(loaded.drain_s)
+                parts["request"].append(time.perf_counter() - written)
+    finally:
+        if control is not None:
+            control.close()
+
+    def median(name: str) -> float:
+        return statistics.median(parts[name]) if parts[name] else 0.0
+
+    size = sum(f.stat().st_size for f in saved.policy_dir.iterdir())
+    print(f"\nLoRA rank {rank} (all-linear): {adapter / 1e6:.2f} M adapter parameters, "
+          f"{size / 1e6:.1f} MB adapter directory; median of {rounds} syncs.\n")  # fmt: skip
+    print("| part of a LoRA sync | seconds |")
+    print("|---|---:|")
+    print(f"| trainer: adapter directory write (every step) | {median('write'):.3f} |")
+    if control is not None:
+        print(f"| inference: drain in-flight requests | {median('drain'):.3f} |")
+        print(f"| inference: load the adapter, swap, unload the old (`load_s`) "
+              f"| {median('load'):.3f} |")  # fmt: skip
+        print(f"| inference: the whole request, as the trainer waits | {median('request'):.3f} |")
+    total = median("write") + median("request")
+    print(f"| **adapter sync, trainer to serving** | **{total:.3f}** |")
+    return total
+
+
+def compare(full: float, lora: float) -> None:
+    ratio = full / max(lora, 1e-9)
+    print(f"\nweight sync: full weights {full:.2f} s, LoRA adapter {lora:.3f} s: "
+          f"**{ratio:.0f}x faster with LoRA** (same run, same server)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -81,3 +81,26 @@ def tiny_server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> I
         server = Server(url=url, model_dir=tiny_model, log=log)
         yield server
         server.openai().close()
+
+
+@pytest.fixture(scope="session")
+def lora_server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> Iterator[Server]:
+    """A second server on the tiny model, with LoRA on (adapters up to rank 8), started
+    only by the LoRA tests: --enable-lora replaces vLLM's linear layers with LoRA-aware
+    ones, which the shared `tiny_server` does without."""
+    settings = InferenceSettings(
+        model=tiny_model,
+        served_name=SERVED_NAME,
+        max_model_len=512,
+        dtype="float32",  # logprobs compared with the trainer's to 1e-3
+        control_token=CONTROL_TOKEN,
+        startup_timeout_s=300,
+        load_timeout_s=60,
+        drain_timeout_s=30,
+        lora_max_rank=8,
+    )
+    log = tmp_path_factory.mktemp("logs") / "vllm-lora.log"
+    with running_server(settings, log) as url:
+        server = Server(url=url, model_dir=tiny_model, log=log)
+        yield server
+        server.openai().close()

@@ -406,3 +406,92 @@ def test_a_failed_broadcast_keeps_serving_only_if_no_tensor_landed(
 
     run(scenario())
     assert controller.state == state and controller.version == 0
+
+
+def test_an_adapter_is_refused_with_the_setting_to_change_when_lora_is_off(
+    tmp_path: Path,
+) -> None:
+    engine = StandInEngine()
+    app, _, controller = make(tmp_path, engine)
+
+    async def scenario() -> None:
+        async with client(app) as http:
+            refused = await http.post("/v1/policy/adapter", json={"path": str(tmp_path)})
+            assert refused.status_code == 409, refused.text
+            assert "COBALT_INFERENCE_LORA_MAX_RANK" in refused.json()["error"]["message"]
+            status = (await http.get("/v1/policy")).json()
+            assert status["adapter"] is None and status["lora_max_rank"] is None
+
+    run(scenario())
+    assert engine.calls == [] and controller.version == 0
+
+
+def write_adapter(directory: Path, rank: int, *, weights: bool = True) -> Path:
+    directory.mkdir(parents=True)
+    config = {"peft_type": "LORA", "r": rank, "target_modules": ["q_proj"]}
+    (directory / "adapter_config.json").write_text(json.dumps(config))
+    if weights:
+        (directory / "adapter_model.safetensors").write_bytes(b"\0" * 16)
+    return directory
+
+
+@pytest.mark.parametrize(
+    ("make_dir", "reason"),
+    [
+        (lambda d: write_adapter(d, 16), "over this server's COBALT_INFERENCE_LORA_MAX_RANK=8"),
+        (lambda d: write_adapter(d, 8, weights=False), "no adapter weights"),
+        (lambda d: d, "not a directory"),
+        (lambda d: d.mkdir() or d, "no adapter_config.json"),
+    ],
+)
+def test_an_adapter_vllm_cannot_take_is_refused_before_it_is_asked(
+    tmp_path: Path, make_dir: Callable[[Path], Path], reason: str
+) -> None:
+    engine = StandInEngine()
+    app, _, controller = make(tmp_path, engine, lora_max_rank=8)
+    controller.models = object()  # vLLM's registry: never reached
+    path = make_dir(tmp_path / "adapter")
+
+    async def scenario() -> None:
+        async with client(app) as http:
+            refused = await http.post("/v1/policy/adapter", json={"path": str(path)})
+            assert refused.status_code == 422, refused.text
+            assert reason in refused.json()["error"]["message"]
+
+    run(scenario())
+    assert controller.version == 0 and controller.adapters.current is None
+
+
+def test_requests_for_the_served_name_go_to_the_serving_adapter(tmp_path: Path) -> None:
+    from cobalt.inference.adapters import Adapter
+
+    bodies: list[bytes] = []
+
+    async def echo(scope: Any, receive: Any, send: Any) -> None:
+        message = await receive()
+        bodies.append(message["body"])
+        lengths = [v for k, v in scope["headers"] if k == b"content-length"]
+        assert lengths == [str(len(message["body"])).encode()]
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    settings = InferenceSettings(model=tmp_path / "model", served_name="m", lora_max_rank=8)
+    app = PolicyControlMiddleware(echo, settings)
+    app.controller.engine = StandInEngine()
+
+    async def scenario() -> None:
+        async with client(app) as http:
+            await http.post("/v1/completions", json={"model": "m", "prompt": "a"})
+            app.controller.adapters.current = Adapter(name="m-v3", lora_id=1, path="/a")
+            app.controller.version = 3
+            routed = await http.post("/v1/completions", json={"model": "m", "prompt": "a"})
+            assert routed.headers[POLICY_VERSION_HEADER] == "3"
+            await http.post("/v1/completions", json={"model": "other", "prompt": "m"})
+
+    run(scenario())
+    assert [json.loads(body)["model"] for body in bodies] == ["m", "m-v3", "other"]
+
+
+def test_a_lora_rank_vllm_does_not_take_is_refused_with_the_sizes_it_does() -> None:
+    with pytest.raises(ValueError, match="vLLM takes one of 1, 8, 16"):
+        InferenceSettings(lora_max_rank=12)

@@ -28,7 +28,7 @@ from cobalt.shared.contracts.training import (
     TrainingJobPublic,
     TrainingSamplePublic,
 )
-from cobalt.shared.errors import UpstreamError
+from cobalt.shared.errors import InvalidInput, UpstreamError
 from cobalt.shared.weight_broadcast import open_weight_group
 from cobalt.trainer import loop as loop_module
 from cobalt.trainer.arrivals import RedisArrivals
@@ -43,13 +43,17 @@ class FakeOrchestrator:
     """The training API in memory. Step k's groups are fixed (seeded by k) and exist once
     round k was started; reports are kept."""
 
-    def __init__(self, model_dir: Path, *, max_staleness: int = 0) -> None:
+    def __init__(
+        self, model_dir: Path, *, max_staleness: int = 0, lora_rank: int | None = None
+    ) -> None:
         self.model_dir = model_dir
-        self.params = {
+        self.params: dict[str, Any] = {
             "max_staleness": max_staleness,
             "trainer": {"n_samples": 4, "contexts_per_step": 2, "updates_per_step": 2,
                         "lr": 1e-3, "kl_coef": 1e-3},
         }  # fmt: skip
+        if lora_rank is not None:
+            self.params["trainer"] |= {"lora_rank": lora_rank, "lr": 1e-2}
         self.status = "running"
         self.rounds: list[int] = []
         self.claims: list[int] = []
@@ -126,6 +130,8 @@ class FakeInference:
     def __init__(self, broadcast: str | None = None) -> None:
         self.version = 0
         self.loads: list[int] = []
+        self.paths: list[str] = []
+        """The control path of each load (weights, adapter or broadcast)."""
         self.broadcast = broadcast
         self.received: dict[str, torch.Tensor] = {}
 
@@ -150,6 +156,7 @@ class FakeInference:
                       "failed_loads": 0, "weight_broadcast": self.broadcast}  # fmt: skip
             return httpx.Response(200, json=status)
         body = json.loads(request.content)
+        self.paths.append(request.url.path)
         if request.url.path == "/v1/policy/broadcast":
             return self.receive(BroadcastWeightsRequest.model_validate(body))
         if body["version"] <= self.version:
@@ -457,3 +464,80 @@ def test_step_metrics_reach_prometheus() -> None:
     assert 'cobalt_trainer_step{job="4"} 3.0' in text
     assert 'cobalt_trainer_policy_version{job="4"} 4.0' in text
     assert "Bad Name" not in text
+
+
+def adapter_tensors(policy_dir: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(policy_dir / "adapter_model.safetensors")
+
+
+def resume_state_tensors(checkpoints: Path) -> tuple[dict[str, torch.Tensor], list[Any]]:
+    """The newest resume state's weights and AdamW state, as written."""
+    latest = latest_checkpoint(checkpoints, JOB)
+    assert latest is not None
+    state = torch.load(latest.state_file, weights_only=False)
+    moments = [state["optimizer"]["state"][name] for name in sorted(state["optimizer"]["state"])]
+    return state["master_weights"], moments
+
+
+def test_a_lora_job_trains_and_publishes_only_its_adapter(model_dir: Path, tmp_path: Path) -> None:
+    fake, inference = FakeOrchestrator(model_dir, lora_rank=4), FakeInference()
+    assert trainer(fake, tmp_path / "ckpt", inference).run(max_steps=2) == 2
+    assert inference.loads == [1, 2]
+    assert inference.paths == ["/v1/policy/adapter"] * 2  # the adapter, not the model
+    assert [(r.step, r.policy_version) for r in fake.reports] == [(1, 1), (2, 2)]
+    assert fake.reports[1].metrics["kl_ref"] > 0  # the reference is the base, adapter off
+    latest = latest_weights(tmp_path / "ckpt", JOB)
+    assert latest is not None
+    files = {path.name for path in latest.policy_dir.iterdir()}
+    assert {"adapter_config.json", "adapter_model.safetensors", "cobalt-policy.json"} <= files
+    assert "model.safetensors" not in files
+    adapter = adapter_tensors(latest.policy_dir)
+    assert adapter and all("lora_A" in name or "lora_B" in name for name in adapter)
+    assert any(name.endswith("lora_B.weight") and t.abs().sum() > 0 for name, t in adapter.items())
+    config = json.loads((latest.policy_dir / "adapter_config.json").read_text())
+    assert config["r"] == 4 and config["lora_alpha"] == 8 and config["lora_dropout"] == 0
+    weights_state, moments = resume_state_tensors(tmp_path / "ckpt")
+    assert weights_state.keys() and all("lora_" in name for name in weights_state)
+    assert len(moments) == len(weights_state)  # AdamW covers the adapter and nothing else
+
+
+def test_a_lora_run_killed_between_resume_states_ends_with_the_uninterrupted_adapter(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    """As the full-weight test above: save_every 3, killed after step 4; the resumed run
+    replays step 4 from step 3's adapter and AdamW state and ends bit for bit where a
+    straight run does, publishing no version twice."""
+    straight = FakeOrchestrator(model_dir, lora_rank=4)
+    trainer(straight, tmp_path / "straight", save_every=3).run(max_steps=5)
+    interrupted, inference = FakeOrchestrator(model_dir, lora_rank=4), FakeInference()
+    run_until_killed(trainer(interrupted, tmp_path / "resumed", inference, save_every=3), 4)
+    state = latest_checkpoint(tmp_path / "resumed", JOB)
+    assert state is not None and state.step == 3
+    trainer(interrupted, tmp_path / "resumed", inference, save_every=3).run(until_step=5)
+    assert interrupted.claims == [1, 2, 3, 4, 4, 5]
+    assert inference.loads == [1, 2, 3, 4, 5]
+    assert set(inference.paths) == {"/v1/policy/adapter"}
+    one, two = (latest_weights(tmp_path / run, JOB) for run in ("straight", "resumed"))
+    assert one is not None and two is not None and one.step == two.step == 5
+    expected, got = adapter_tensors(one.policy_dir), adapter_tensors(two.policy_dir)
+    assert expected.keys() == got.keys()
+    for name, tensor in expected.items():
+        assert torch.equal(tensor, got[name]), name
+    straight_weights, straight_moments = resume_state_tensors(tmp_path / "straight")
+    resumed_weights, resumed_moments = resume_state_tensors(tmp_path / "resumed")
+    for name, tensor in straight_weights.items():
+        assert torch.equal(tensor, resumed_weights[name]), name
+    for first, second in zip(straight_moments, resumed_moments, strict=True):
+        assert all(torch.equal(first[k], second[k]) for k in ("exp_avg", "exp_avg_sq", "step"))
+
+
+def test_a_lora_job_refuses_the_weight_broadcast_before_any_model_loads(
+    model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(loop_module, "load_models", lambda *a, **k: pytest.fail("loaded"))
+    run = trainer(FakeOrchestrator(model_dir, lora_rank=4), tmp_path / "ckpt",
+                  weight_broadcast="gloo")  # fmt: skip
+    with pytest.raises(InvalidInput, match="unset COBALT_TRAINER_WEIGHT_BROADCAST"):
+        run.run(max_steps=1)

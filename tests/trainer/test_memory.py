@@ -31,3 +31,24 @@ def test_state_shards_over_devices_and_activations_follow_the_budget() -> None:
     no_kl = estimate_peak(qwen, micro_batch_tokens=16_384, world=4, compute_bytes=2,
                           checkpointing=True, reference=False)  # fmt: skip
     assert no_kl.reference == 0 and no_kl.total < four.total
+
+
+def test_a_lora_job_holds_the_base_in_the_compute_dtype_and_the_adapter_state_only(
+    tiny_model: Qwen2ForCausalLM,
+) -> None:
+    from peft import LoraConfig, get_peft_model
+
+    shape = ModelShape.from_config(tiny_model.config.to_dict())
+    wrapped = get_peft_model(tiny_model, LoraConfig(r=4, target_modules="all-linear"))
+    trained = sum(p.numel() for p in wrapped.parameters() if p.requires_grad)
+    assert shape.lora_parameters(4) == trained  # the count peft makes for all-linear
+
+    qwen = PAPER_MODELS["Qwen3-8B"]
+    adapter = qwen.lora_parameters(16)
+    full = estimate_peak(qwen, micro_batch_tokens=16_384, compute_bytes=2, checkpointing=True)
+    lora = estimate_peak(qwen, micro_batch_tokens=16_384, compute_bytes=2, checkpointing=True,
+                         lora_parameters=adapter)  # fmt: skip
+    assert lora.sharded_state == 2 * qwen.parameters + 16 * adapter
+    assert lora.reference == 0 and lora.gathered_weights == 0  # the base is the reference
+    assert lora.activations == full.activations
+    assert lora.total < 80 * 1024**3 < full.total  # one 80 GB GPU: LoRA fits, full does not

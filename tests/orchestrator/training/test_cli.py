@@ -85,6 +85,26 @@ def test_mistakes_exit_2_with_a_message(
     assert misplaced.returncode == 2 and "turns: multi-turn settings" in misplaced.stderr
     tracker = cobalt_here(cli_env, *base, "--contexts", "ctx", "--report-to", "comet")
     assert tracker.returncode == 2 and "report_to: comet is not a tracker" in tracker.stderr
+    no_rank = cobalt_here(cli_env, *base, "--contexts", "ctx", "--lora-alpha", "32")
+    assert no_rank.returncode == 2 and "set lora_rank too" in no_rank.stderr
+
+
+def test_a_lora_job_keeps_its_adapter_settings_in_every_mode(
+    cli_env: dict[str, str], sessions: sessionmaker[Session], policy_dir: Path
+) -> None:
+    bandit_dataset(sessions)
+    for mode in ("cobalt", "single-turn", "multi-turn"):
+        started = json_out(
+            cobalt_here(
+                cli_env, "train", "start", "--contexts", "ctx", "--model", str(policy_dir),
+                "--name", mode, "--mode", mode, "--contexts-per-step", "1",
+                "--updates-per-step", "1", "--lora-rank", "16", "--lora-alpha", "32",
+                "--lora-targets", "q_proj", "--lora-targets", "v_proj", "--json",
+            )
+        )  # fmt: skip
+        trainer = started["params"]["trainer"]
+        assert (trainer["lora_rank"], trainer["lora_alpha"]) == (16, 32)
+        assert trainer["lora_targets"] == ["q_proj", "v_proj"]
 
 
 def test_a_multi_turn_job_keeps_its_episode_settings(

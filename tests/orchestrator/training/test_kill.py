@@ -1,7 +1,8 @@
 """kill -9 of the trainer and of a rollout worker in the middle of a run, then resume: the
 ledger ends with exactly the groups an uninterrupted run consumed, step by step, each
-consumed once, and the trainer with the same weights. The resume state is written every
-3 steps and the kill lands after step 4, so the resume replays from step 3's state.
+consumed once, and the trainer with the same weights (a LoRA job: the same adapter). The
+resume state is written every 3 steps and the kill lands after step 4, so the resume
+replays from step 3's state.
 Real processes: the API (PostgreSQL, Redis), `cobalt worker` processes, the trainer in
 .venv-trainer; the deterministic test model stands in for vLLM."""
 
@@ -76,7 +77,9 @@ def consumed(sessions: sessionmaker[Session], job_id: int) -> list[tuple[int, st
 
 
 @pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
+@pytest.mark.parametrize("lora_rank", [None, 4], ids=["full-weights", "lora"])
 def test_kill_9_and_resume_consume_what_an_uninterrupted_run_does(
+    lora_rank: int | None,
     tiny_model: Path,
     store_url: str,
     executor_url: str,
@@ -98,9 +101,13 @@ def test_kill_9_and_resume_consume_what_an_uninterrupted_run_does(
     workers = [worker(services), worker(services)]
     try:
         with serve_asgi(create_app(settings)) as url, httpx.Client(base_url=url) as api:
-            params = {"base_url": slow_model, "served_model": "fake-model",
-                      "trainer": {"n_samples": 3, "contexts_per_step": 1,
-                                  "updates_per_step": 1, "lr": 1e-3}}  # fmt: skip
+            params: dict[str, Any] = {
+                "base_url": slow_model, "served_model": "fake-model",
+                "trainer": {"n_samples": 3, "contexts_per_step": 1, "updates_per_step": 1,
+                            "lr": 1e-3},
+            }  # fmt: skip
+            if lora_rank is not None:  # the adapter trains, and resumes, instead
+                params["trainer"] |= {"lora_rank": lora_rank, "lr": 1e-2}
             jobs = [
                 api.post(
                     "/v1/training/jobs",
@@ -148,7 +155,8 @@ def test_kill_9_and_resume_consume_what_an_uninterrupted_run_does(
     assert killed_at in (3, 5)  # 5 only if the kill came after the last resume state
     final = [tmp_path / "checkpoints" / f"job-{job}" / f"step-{STEPS}" for job in jobs]
     assert [latest_checkpoint_step(tmp_path / "checkpoints", job) for job in jobs] == [STEPS] * 2
-    weights = [(path / "policy" / "model.safetensors").read_bytes() for path in final]
+    name = "model.safetensors" if lora_rank is None else "adapter_model.safetensors"
+    weights = [(path / "policy" / name).read_bytes() for path in final]
     assert weights[0] == weights[1]  # the same float32 tensors, byte for byte
 
 

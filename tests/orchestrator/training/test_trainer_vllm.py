@@ -9,6 +9,7 @@ transformers' on the checkpoint the trainer wrote.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Iterator
@@ -31,6 +32,8 @@ from tests.support.inference import (
 )
 from tests.support.serving import serve_asgi
 from tests.support.training import TRAINER_PYTHON, bandit_dataset
+
+LORA_TOOLS = Path(__file__).parents[2] / "inference" / "lora_tools.py"
 
 pytestmark = pytest.mark.slow
 
@@ -163,3 +166,51 @@ def test_a_multi_turn_step_trains_every_turn_that_vllm_sampled(
         assert 0 < len(second.response_token_ids) == len(second.response_logprobs) <= 16
 
     restore_session_weights(tiny_server)
+
+
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
+def test_a_lora_step_samples_by_name_and_vllm_serves_its_adapter_as_the_trainer_scores_it(
+    lora_server: Server,
+    orchestrator: tuple[str, httpx.Client],
+    tmp_path: Path,
+) -> None:
+    """A LoRA job end to end: rollouts ask for the served name (the base, then each
+    adapter), the trainer trains the adapter and publishes it, and vLLM's logprobs with
+    it equal the trainer's base + adapter."""
+    url, api = orchestrator
+    before = lora_server.version()
+    job = api.post(
+        "/v1/training/jobs",
+        json={
+            "name": "lora", "contexts": "ctx", "model": str(lora_server.model_dir),
+            "params": {"base_url": lora_server.v1, "served_model": SERVED_NAME,
+                       "temperature": 1.0, "trainer": {"n_samples": 2,
+                       "contexts_per_step": 2, "max_response_tokens": 16, "lr": 5e-2,
+                       "lora_rank": 8}},
+        },
+    ).json()  # fmt: skip
+    train_one_step(lora_server, url, job["id"], tmp_path / "checkpoints")
+    shown = api.get(f"/v1/training/jobs/{job['id']}").json()
+
+    assert shown["step"] == 1 and shown["policy_version"] == before + 1
+    assert shown["groups"] == {"ready": 0, "consumed": 2, "stale": 0}
+    with lora_server.control() as control:
+        status = control.get("/v1/policy").json()
+    assert status["version"] == before + 1 and status["adapter"] == f"{SERVED_NAME}-v{before + 1}"
+    adapter = tmp_path / "checkpoints" / f"job-{job['id']}" / "step-1" / "policy"
+    assert (adapter / "adapter_config.json").is_file()
+    served = lora_server.top_logprobs(PROBE)
+    assert_close(served, trainer_logprobs(adapter))
+    assert served != pytest.approx(hf_top_logprobs(lora_server.model_dir), abs=1e-6)
+
+
+def trainer_logprobs(adapter: Path) -> dict[int, float]:
+    """Base + adapter (peft) top-5 logprobs after PROBE, in the trainer's environment."""
+    done = subprocess.run(
+        [str(TRAINER_PYTHON), str(LORA_TOOLS), "logprobs", str(adapter), json.dumps(PROBE),
+         "5"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return dict(zip(result["ids"], result["logprobs"], strict=True))

@@ -241,5 +241,23 @@ def load_weights(
     typer.echo(result.model_dump_json(indent=2))
 
 
+@inference_app.command("load-adapter")
+def load_adapter(
+    path: str = typer.Argument(..., help="LoRA adapter (peft) directory, as the server sees it."),
+    version: int = typer.Option(None, help="Policy version (default: the adapter's or +1)."),
+    url: str = URL_OPTION,
+) -> None:
+    """Serve a LoRA adapter over the base weights as the next version (LoRA on:
+    COBALT_INFERENCE_LORA_MAX_RANK); the previous adapter is unloaded."""
+    from cobalt.shared.errors import CobaltError
+
+    with _control_client(url) as client:
+        try:
+            result = client.load_adapter(path, version=version)
+        except CobaltError as exc:
+            raise _fail(exc.message, EXIT_FAILED) from exc
+    typer.echo(result.model_dump_json(indent=2))
+
+
 if __name__ == "__main__":
     inference_app()

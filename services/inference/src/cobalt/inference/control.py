@@ -8,8 +8,12 @@ path needs neither vLLM's dev-mode `/collective_rpc` route nor a second port.
 The middleware
 - answers `GET /v1/policy`, `POST /v1/policy/weights`, `POST /v1/policy/broadcast` (only
   with `COBALT_INFERENCE_WEIGHT_BROADCAST`: the tensors come over a process group from
-  the trainer, `worker.py`) and `GET /ready` itself;
-- stamps every other response with `x-cobalt-policy-version`;
+  the trainer, `worker.py`), `POST /v1/policy/adapter` (only with
+  `COBALT_INFERENCE_LORA_MAX_RANK`: a LoRA adapter as the next version, `adapters.py`)
+  and `GET /ready` itself;
+- stamps every other response with `x-cobalt-policy-version`, and, while an adapter
+  serves, points requests for the served name at it (inside the gate, so the adapter
+  and the stamped version always agree);
 - holds generation requests in a gate: a weight load closes the gate, waits for in-flight
   requests to finish, loads, and reopens it. So the version stamped when a request enters
   is the version of every token it gets back, streaming included.
@@ -39,12 +43,14 @@ from typing import Any, TypeVar
 from prometheus_client import Counter, Gauge, Histogram
 from pydantic import BaseModel, ValidationError
 
+from cobalt.inference.adapters import AdapterSlot, adapter_name, adapter_problems
 from cobalt.inference.checkpoints import CheckpointError, checkpoint_problems
 from cobalt.inference.settings import InferenceSettings
 from cobalt.shared.checkpoints import read_policy_version
 from cobalt.shared.contracts.inference import (
     POLICY_VERSION_HEADER,
     BroadcastWeightsRequest,
+    LoadAdapterRequest,
     LoadWeightsRequest,
     LoadWeightsResponse,
     PolicyStatus,
@@ -63,6 +69,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 POLICY_PATH = "/v1/policy"
 WEIGHTS_PATH = "/v1/policy/weights"
 BROADCAST_PATH = "/v1/policy/broadcast"
+ADAPTER_PATH = "/v1/policy/adapter"
 READY_PATH = "/ready"
 _MAX_BODY = 64 << 10
 
@@ -151,6 +158,9 @@ class PolicyController:
     def __init__(self, settings: InferenceSettings, engine: Any = None) -> None:
         self.settings = settings
         self.engine = engine
+        self.models: Any = None
+        """vLLM's serving-models registry (adapter names); set with the engine."""
+        self.adapters = AdapterSlot()
         self.gate = GenerationGate()
         self.serving_dir = settings.model_dir().resolve()
         self.version = read_policy_version(self.serving_dir) or 0
@@ -175,9 +185,11 @@ class PolicyController:
             last_error=self.last_error,
             weight_broadcast=self.settings.weight_broadcast,
             workers=self.settings.workers(),
+            adapter=current.name if (current := self.adapters.current) is not None else None,
+            lora_max_rank=self.settings.lora_max_rank,
         )
 
-    def _target_version(self, request: LoadWeightsRequest, path: Path) -> int:
+    def _target_version(self, request: LoadWeightsRequest | LoadAdapterRequest, path: Path) -> int:
         try:
             recorded = read_policy_version(path)
         except ValueError as exc:
@@ -225,7 +237,55 @@ class PolicyController:
             if request.check:
                 await self._precheck(path)
             call = partial(self._reload, path, self.serving_dir)
-            return await self._swap(call, version=version, weights_dir=path, source=str(path))
+            commit = None
+            if self.adapters.current is not None:  # new base weights: serve them alone
+                commit = partial(self.adapters.drop, self.models, self.engine)
+            return await self._swap(
+                call, version=version, weights_dir=path, source=str(path), commit=commit
+            )
+
+    async def load_adapter(self, request: LoadAdapterRequest) -> LoadWeightsResponse:
+        """Serve a LoRA adapter directory over the base weights (adapters.py)."""
+        max_rank = self.settings.lora_max_rank
+        if max_rank is None:
+            raise LoadError(
+                409, "lora_off", "LoRA is off on this server: start it with "
+                "COBALT_INFERENCE_LORA_MAX_RANK=16 (at least the adapter's rank), or load "
+                f"merged weights with POST {WEIGHTS_PATH}",
+            )  # fmt: skip
+        self._check_can_load()
+        if self.models is None:
+            raise LoadError(503, "not_ready", "vLLM's model registry is not up yet")
+        async with self._load_lock:
+            path = Path(request.path).resolve()
+            version = self._target_version(request, path)
+            problems = await asyncio.to_thread(adapter_problems, path, max_rank)
+            if problems:
+                reason = "adapter refused: " + "; ".join(problems)
+                self._record_failure("refused", reason)
+                raise LoadError(422, "incompatible_adapter", reason)
+            name = adapter_name(self.settings.served_model_name(), version)
+            loaded = await self._swap(
+                partial(self._add_adapter, name, path),
+                version=version,
+                weights_dir=None,
+                source=str(path),
+                commit=partial(self.adapters.commit, self.models, self.engine, name, path),
+                undo=partial(self._forget_adapter, name),
+            )
+            return loaded.model_copy(update={"adapter": name})
+
+    async def _add_adapter(self, name: str, path: Path) -> dict[str, Any]:
+        outcome = await self.adapters.load(self.models, name, path)
+        if outcome["loaded"]:
+            # Prefix-cache blocks were computed with the previous adapter's weights.
+            await self.engine.reset_prefix_cache()
+        return outcome
+
+    async def _forget_adapter(self, name: str) -> dict[str, Any]:
+        """After a timed-out adapter load that completed late: unload it again."""
+        await self.adapters.forget(self.models, self.engine, name)
+        return {"loaded": True, "broken": False, "error": None}
 
     async def broadcast(self, request: BroadcastWeightsRequest) -> LoadWeightsResponse:
         """Receive the weights over the trainer's process group (worker.py)."""
@@ -281,11 +341,16 @@ class PolicyController:
         version: int,
         weights_dir: Path | None,
         source: str,
+        commit: Callable[[], Coroutine[Any, Any, None]] | None = None,
+        undo: Callable[[], Coroutine[Any, Any, dict[str, Any]]] | None = None,
     ) -> LoadWeightsResponse:
         """Drain, run `call` on the workers, and serve `version` if every worker loaded.
 
-        `weights_dir` is the directory the new weights came from (None: a broadcast; the
-        previous directory stays the one a later failed load restores and checks against).
+        `weights_dir` is the directory the new weights came from (None: a broadcast or an
+        adapter; the previous directory stays the one a later failed load restores and
+        checks against). `commit` runs after a successful `call`, before the gate opens
+        (an adapter load: serve the new adapter, unload the old one); `undo` takes back a
+        `call` that completed after its timeout (default: reload the serving weights).
         """
         drain_started = time.monotonic()
         await self.gate.close(self.settings.drain_timeout_s)
@@ -303,7 +368,7 @@ class PolicyController:
                     "the previous weights will be put back when it answers"
                 )
                 self._record_failure("timeout", reason)
-                self._late = asyncio.ensure_future(self._settle_late(rpc))
+                self._late = asyncio.ensure_future(self._settle_late(rpc, undo))
                 raise LoadError(504, "load_timeout", f"weight load failed: {reason}") from None
             except Exception as exc:  # the RPC itself failed: the engine may be gone
                 self._mark_broken(f"engine call failed: {_describe(exc)}")
@@ -320,6 +385,8 @@ class PolicyController:
                 )
                 self._record_failure("failed", reason)
                 raise LoadError(422, "load_failed", reason)
+            if commit is not None:
+                await commit()
             load_s = time.monotonic() - drained
             if weights_dir is not None:
                 self.serving_dir = weights_dir
@@ -338,13 +405,20 @@ class PolicyController:
             version=version, path=source, load_s=load_s, drain_s=drained - drain_started
         )
 
-    async def _settle_late(self, rpc: asyncio.Future[dict[str, Any]]) -> None:
+    async def _settle_late(
+        self,
+        rpc: asyncio.Future[dict[str, Any]],
+        undo: Callable[[], Coroutine[Any, Any, dict[str, Any]]] | None = None,
+    ) -> None:
         """After a timeout: wait for the engine, then make sure the old weights serve."""
         try:
             outcome = await rpc
             if outcome["loaded"]:
                 # The caller was told the load failed; make that true.
-                outcome = await self._reload(self.serving_dir, self.serving_dir)
+                if undo is not None:
+                    outcome = await undo()
+                else:
+                    outcome = await self._reload(self.serving_dir, self.serving_dir)
                 if not outcome["loaded"]:
                     outcome["broken"] = True
             if outcome["broken"]:
@@ -434,10 +508,12 @@ class PolicyControlMiddleware:
         self._token = token.get_secret_value() if token is not None else None
 
     def _engine(self, scope: Scope) -> Any:
-        if self.controller.engine is None:
-            app = scope.get("app")
-            state = getattr(app, "state", None)
-            self.controller.engine = getattr(state, "engine_client", None)
+        if self.controller.engine is None or self.controller.models is None:
+            state = getattr(scope.get("app"), "state", None)
+            if self.controller.engine is None:
+                self.controller.engine = getattr(state, "engine_client", None)
+            if self.controller.models is None:
+                self.controller.models = getattr(state, "openai_serving_models", None)
         return self.controller.engine
 
     def _authorized(self, scope: Scope) -> bool:
@@ -457,7 +533,7 @@ class PolicyControlMiddleware:
             await self.app(scope, receive, send)
             return
         path, method = scope["path"], scope["method"]
-        if path in (POLICY_PATH, WEIGHTS_PATH, BROADCAST_PATH, READY_PATH):
+        if path in (POLICY_PATH, WEIGHTS_PATH, BROADCAST_PATH, ADAPTER_PATH, READY_PATH):
             await self._control(scope, receive, send, path, method)
             return
         controller = self.controller
@@ -471,6 +547,10 @@ class PolicyControlMiddleware:
             return
         async with controller.gate.request():
             stamp = self._version_header()
+            if controller.adapters.current is not None and method == "POST":
+                receive = await _resolved_body(
+                    scope, receive, controller.adapters, self.settings.served_model_name()
+                )
 
             async def send_stamped(message: Message) -> None:
                 if message["type"] == "http.response.start":
@@ -502,12 +582,14 @@ class PolicyControlMiddleware:
         if path == POLICY_PATH and method == "GET":
             await _send_json(send, 200, controller.status().model_dump(mode="json"), stamp)
             return
-        if path in (WEIGHTS_PATH, BROADCAST_PATH) and method == "POST":
+        if path in (WEIGHTS_PATH, BROADCAST_PATH, ADAPTER_PATH) and method == "POST":
             try:
                 raw = await _read_body(receive)
                 self._engine(scope)
                 if path == WEIGHTS_PATH:
                     result = await controller.load(_parse(LoadWeightsRequest, raw))
+                elif path == ADAPTER_PATH:
+                    result = await controller.load_adapter(_parse(LoadAdapterRequest, raw))
                 else:
                     result = await controller.broadcast(_parse(BroadcastWeightsRequest, raw))
             except LoadError as exc:
@@ -523,6 +605,41 @@ class PolicyControlMiddleware:
         await _send_json(
             send, 405, _error_body(405, "method_not_allowed", f"{method} {path}"), stamp
         )
+
+
+async def _resolved_body(
+    scope: Scope, receive: Receive, adapters: AdapterSlot, served_name: str
+) -> Receive:
+    """`receive` of a request whose body asks for the served name rewritten to ask for the
+    current adapter (adapters.py); the whole body is read first (generation requests are
+    small JSON documents)."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return _replay([message])
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    raw = b"".join(chunks)
+    body = adapters.resolve(raw, served_name)
+    if body is not raw:
+        headers = [(k, v) for k, v in scope.get("headers", []) if k != b"content-length"]
+        scope["headers"] = [*headers, (b"content-length", str(len(body)).encode())]
+    return _replay([{"type": "http.request", "body": body, "more_body": False}], receive)
+
+
+def _replay(messages: list[Message], then: Receive | None = None) -> Receive:
+    pending = list(messages)
+
+    async def receive() -> Message:
+        if pending:
+            return pending.pop(0)
+        if then is None:
+            return {"type": "http.disconnect"}
+        return await then()
+
+    return receive
 
 
 Request = TypeVar("Request", bound=BaseModel)

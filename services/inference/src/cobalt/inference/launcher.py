@@ -110,6 +110,8 @@ def server_environment(
     env["COBALT_INFERENCE_TENSOR_PARALLEL_SIZE"] = str(settings.tensor_parallel_size)
     if settings.weight_broadcast is not None:
         env["COBALT_INFERENCE_WEIGHT_BROADCAST"] = settings.weight_broadcast
+    if settings.lora_max_rank is not None:
+        env["COBALT_INFERENCE_LORA_MAX_RANK"] = str(settings.lora_max_rank)
     if settings.control_token is not None:
         env["COBALT_INFERENCE_CONTROL_TOKEN"] = settings.control_token.get_secret_value()
     if settings.api_key is not None:
@@ -152,6 +154,11 @@ def server_command(
         command += ["--max-model-len", str(settings.max_model_len)]
     if settings.tensor_parallel_size > 1:
         command += ["--tensor-parallel-size", str(settings.tensor_parallel_size)]
+    if settings.lora_max_rank is not None:
+        # One adapter serves at a time (the current policy); the one it replaces stays in
+        # the CPU cache until unloaded, so the swap never evicts what is still serving.
+        command += ["--enable-lora", "--max-lora-rank", str(settings.lora_max_rank),
+                    "--max-loras", "1", "--max-cpu-loras", "2"]  # fmt: skip
     if device == "cpu":
         command += cpu_workarounds(settings)[1]
     elif settings.enforce_eager:

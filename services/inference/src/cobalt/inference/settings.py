@@ -11,12 +11,15 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from cobalt.shared.settings import CobaltSettings
 
-__all__ = ["InferenceSettings", "default_model_cache"]
+__all__ = ["VLLM_LORA_RANKS", "InferenceSettings", "default_model_cache"]
+
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+"""The adapter ranks vLLM's --max-lora-rank takes."""
 
 
 def default_model_cache() -> Path:
@@ -64,8 +67,23 @@ class InferenceSettings(CobaltSettings):
     """Accept weights broadcast by the trainer over a process group of this backend
     (`POST /v1/policy/broadcast`; nccl between GPUs, gloo is the CPU twin). Unset: off,
     weights come from checkpoint directories only (the default and tested path)."""
+    lora_max_rank: int | None = None
+    """Serve LoRA adapters up to this rank (vLLM's --enable-lora --max-lora-rank, one of
+    vLLM's sizes) and take them at run time on `POST /v1/policy/adapter` (a LoRA training
+    job's weight sync). Unset: LoRA off, which keeps vLLM's plain linear layers."""
     tensor_parallel_size: int = Field(default=1, ge=1)
     """vLLM's --tensor-parallel-size; the workers that join a weight broadcast."""
+
+    @field_validator("lora_max_rank")
+    @classmethod
+    def _a_rank_vllm_takes(cls, value: int | None) -> int | None:
+        if value is not None and value not in VLLM_LORA_RANKS:
+            sizes = ", ".join(str(rank) for rank in VLLM_LORA_RANKS)
+            raise ValueError(
+                f"COBALT_INFERENCE_LORA_MAX_RANK={value}: vLLM takes one of {sizes}; choose "
+                "the smallest at least as large as the adapters' rank"
+            )
+        return value
 
     def model_dir(self) -> Path:
         """The model directory to serve."""

@@ -8,8 +8,12 @@ Layout under the checkpoint root, one directory per job:
                                          for real models): config.json, model.safetensors
                                          (embeddings untied), the base model's tokenizer
                                          files and cobalt-policy.json {"version", "step", "job"}
+                                         (a LoRA job: the peft adapter directory,
+                                         adapter_config.json and adapter_model.safetensors,
+                                         plus cobalt-policy.json)
     job-<id>/step-<k>/trainer-state.pt   the full resume state, every `save_every` steps:
-                                         the float32 weights, the optimizer state, step,
+                                         the float32 weights (a LoRA job: the adapter's
+                                         alone), the optimizer state, step,
                                          policy version, the RNG states (torch, numpy,
                                          python) and the settings
 
@@ -69,6 +73,7 @@ from torch.distributed.checkpoint.state_dict import (
 
 from cobalt.shared.checkpoints import POLICY_FILE, read_policy_version, write_policy_version
 from cobalt.trainer.distributed import rank_and_size
+from cobalt.trainer.lora import is_adapter_dir
 
 __all__ = [
     "POLICY_DIR",
@@ -262,7 +267,7 @@ class CheckpointStore:
         resume: see the module docstring).
         """
         final = self.job_root / f"step-{step}"
-        weights = get_model_state_dict(model, options=_FULL)  # a collective under FSDP
+        weights = _trained_state(model)  # a collective under FSDP
         rank, world = rank_and_size()
         if rank == 0:
             written = final.is_dir() and step in _steps(self.job_root, with_state=False)
@@ -295,9 +300,11 @@ class CheckpointStore:
         served = weights
         if converted:
             served = {k: t.to(dtype) if t.is_floating_point() else t for k, t in weights.items()}
-        # The gathered dict, not the (possibly sharded) module's own state.
+        # The gathered dict, not the (possibly sharded) module's own state. A LoRA job's
+        # model is a peft model: it writes the adapter directory from the adapter's tensors.
         model.save_pretrained(policy, state_dict=served, safe_serialization=True)
-        if converted:
+        adapter = is_adapter_dir(policy)
+        if converted and not adapter:
             config = json.loads((policy / "config.json").read_text(encoding="utf-8"))
             config["dtype"] = str(dtype).removeprefix("torch.")  # what the file holds
             (policy / "config.json").write_text(
@@ -305,7 +312,8 @@ class CheckpointStore:
             )
         for item in Path(self.base_model_dir).iterdir():  # tokenizer, chat template, ...
             if (
-                item.is_file()
+                not adapter  # vLLM takes an adapter's tokenizer from the base model
+                and item.is_file()
                 and not _WEIGHT_FILES.search(item.name)
                 and not (policy / item.name).exists()
             ):
@@ -328,7 +336,7 @@ class CheckpointStore:
     ) -> None:
         """Start writing the full resume state of `checkpoint`'s step; returns before it is
         on disk (`wait` for that). Every rank calls this: the gathering is a collective."""
-        weights = get_model_state_dict(model, options=_FULL)
+        weights = _trained_state(model)
         optimizer_state = get_optimizer_state_dict(model, optimizer, options=_FULL)
         rank, world = rank_and_size()
         if rank != 0:
@@ -350,6 +358,26 @@ class CheckpointStore:
     def wait(self) -> None:
         """Until the resume state in flight is on disk (rank 0; a no-op elsewhere)."""
         self.writer.wait()
+
+
+def _trained(model: torch.nn.Module, weights: dict[str, Any]) -> dict[str, Any]:
+    """The state that training changes: every tensor, but a LoRA job's frozen base (the
+    job's model directory has it) is left out, so its files hold the adapter alone."""
+    frozen = {name for name, p in model.named_parameters() if not p.requires_grad}
+    if not frozen:
+        return weights
+    return {name: tensor for name, tensor in weights.items() if name not in frozen}
+
+
+def _trained_state(model: torch.nn.Module) -> dict[str, Any]:
+    """`_trained` of the full state dict (a collective under FSDP). In one process a LoRA
+    job reads its adapter's parameters directly: gathering the whole model's state dict
+    first would copy the frozen base, hundreds of times the adapter, every step."""
+    _, world = rank_and_size()
+    frozen = any(not p.requires_grad for p in model.parameters())
+    if world == 1 and frozen:
+        return {name: p.detach() for name, p in model.named_parameters() if p.requires_grad}
+    return _trained(model, get_model_state_dict(model, options=_FULL))
 
 
 def _stage(tree: Any, staging: Any) -> Any:
@@ -420,7 +448,7 @@ def load_checkpoint(
         state, weights = _read(checkpoint)
         optimizer_state = state.pop("optimizer")
         summary = state
-        expected = set(get_model_state_dict(model).keys()) if world == 1 else None
+        expected = set(_trained(model, get_model_state_dict(model))) if world == 1 else None
         if expected is not None:
             missing = [n for n in expected - weights.keys() if not n.endswith("inv_freq")]
             if missing or weights.keys() - expected:

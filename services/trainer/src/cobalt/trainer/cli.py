@@ -90,21 +90,62 @@ def serve(
     settings = _settings()
     _tracker_settings()  # a bad COBALT_REPORT_TO exits 2 here, before any re-execution
     if not _has_trainer_packages():
-        python = _trainer_python(settings)
-        # Not resolved: every venv's python links to the same base interpreter. The marker
-        # stops an environment without torch from re-executing itself for ever.
-        if not python.exists() or os.environ.get(_REEXEC_MARKER):
-            raise _fail(EXIT_USAGE, f"torch and verl are not installed here and {python} does not "
-                        "have them; run `make setup` (it creates .venv-trainer)")  # fmt: skip
         arguments = ["serve", "--job", str(job), "--resume" if resume else "--no-resume"]
         if steps is not None:
             arguments += ["--steps", str(steps)]
         if until_step is not None:
             arguments += ["--until-step", str(until_step)]
-        os.environ[_REEXEC_MARKER] = "1"
-        os.execv(str(python), [str(python), "-m", "cobalt.trainer", *arguments])
+        _reexec(settings, arguments)
     configure_logging(settings.log_level, json_lines=settings.log_json)
     _run(settings, job, steps=steps, until_step=until_step, resume=resume)
+
+
+@trainer_app.command("export")
+def export(
+    job: Annotated[int, typer.Option("--job", help="The LoRA training job.")],
+    out: Annotated[Path, typer.Option("--out", help="Directory to write the merged model to.")],
+    step: Annotated[
+        int | None, typer.Option("--step", help="The step's adapter [the newest published].")
+    ] = None,
+    base_model: Annotated[
+        Path | None,
+        typer.Option("--base-model", help="The base model directory [the adapter's record]."),
+    ] = None,
+) -> None:
+    """Merge a LoRA job's adapter into its base model (peft's merge_and_unload) and write
+    a plain model directory that any server loads, LoRA support or not.
+    Settings: COBALT_TRAINER_CHECKPOINT_DIR."""
+    settings = _settings()
+    if not _has_trainer_packages():
+        arguments = ["export", "--job", str(job), "--out", str(out)]
+        if step is not None:
+            arguments += ["--step", str(step)]
+        if base_model is not None:
+            arguments += ["--base-model", str(base_model)]
+        _reexec(settings, arguments)
+    configure_logging(settings.log_level, json_lines=settings.log_json)
+    from cobalt.trainer.export import ExportError, export_merged
+
+    try:
+        written = export_merged(
+            settings.checkpoint_dir, job, out, step=step, base_model_dir=base_model
+        )
+    except ExportError as exc:
+        raise _fail(EXIT_USAGE, str(exc)) from exc
+    typer.echo(f"training job {job}: step {written.step} (policy version "
+               f"{written.policy_version}) merged into {out}")  # fmt: skip
+
+
+def _reexec(settings: TrainerSettings, arguments: list[str]) -> None:
+    """Run `python -m cobalt.trainer ARGUMENTS` in the trainer environment instead."""
+    python = _trainer_python(settings)
+    # Not resolved: every venv's python links to the same base interpreter. The marker
+    # stops an environment without torch from re-executing itself for ever.
+    if not python.exists() or os.environ.get(_REEXEC_MARKER):
+        raise _fail(EXIT_USAGE, f"torch and verl are not installed here and {python} does not "
+                    "have them; run `make setup` (it creates .venv-trainer)")  # fmt: skip
+    os.environ[_REEXEC_MARKER] = "1"
+    os.execv(str(python), [str(python), "-m", "cobalt.trainer", *arguments])
 
 
 def _run(

@@ -15,8 +15,9 @@
    c. GRPO: `step.train_step` on exactly the sampled token ids, the sampler's logprobs as
       the ratio's denominator;
    d. write the step's weights (atomic, the serving dtype), then publish: the inference
-      service loads them and serves them as version + 1; every `save_every` steps (and
-      at the end) start writing the full resume state in the background;
+      service loads them and serves them as version + 1 (a LoRA job writes and publishes
+      its adapter: lora.py); every `save_every` steps (and at the end) start writing the
+      full resume state in the background;
    e. report the step with its metrics; the job's step and policy version move forward.
 4. Teardown: on `stop` (the job was stopped), on `max_steps`, or on an error (re-raised
    after the metrics server closes).
@@ -58,7 +59,7 @@ from cobalt.shared.contracts.training import (
     StepReport,
     TrainingJobPublic,
 )
-from cobalt.shared.errors import Conflict, UpstreamError
+from cobalt.shared.errors import Conflict, InvalidInput, UpstreamError
 from cobalt.trainer.allocator import set_mmap_threshold
 from cobalt.trainer.arrivals import GroupArrivals, group_arrivals
 from cobalt.trainer.checkpoint import (
@@ -69,6 +70,7 @@ from cobalt.trainer.checkpoint import (
     load_checkpoint,
 )
 from cobalt.trainer.distributed import init_from_env, on_rank_zero
+from cobalt.trainer.lora import is_adapter_dir
 from cobalt.trainer.precision import Precision, load_models
 from cobalt.trainer.settings import TrainerSettings, job_hyperparameters
 from cobalt.trainer.step import Rollouts, make_optimizer, train_step
@@ -162,6 +164,11 @@ class TrainerRun:
         job = on_rank_zero(lambda: self.orchestrator.job(self.job_id))
         hyper = job_hyperparameters(job.params.get("trainer", {}), self.settings)
         max_staleness = int(job.params.get("max_staleness", 0))
+        if hyper.lora and self.settings.weight_broadcast is not None:
+            raise InvalidInput(
+                "a LoRA job publishes its adapter (megabytes) through the checkpoint "
+                "directory; unset COBALT_TRAINER_WEIGHT_BROADCAST for it"
+            )
         model_dir = Path(job.model)
 
         # 2. setup
@@ -315,9 +322,14 @@ class TrainerRun:
         serving = self.inference.status().version
         if serving >= checkpoint.policy_version:
             return serving
-        loaded = self.inference.load_weights(
-            str(checkpoint.policy_dir), version=checkpoint.policy_version
-        )
+        if is_adapter_dir(checkpoint.policy_dir):  # a LoRA job: the adapter, over the base
+            loaded = self.inference.load_adapter(
+                str(checkpoint.policy_dir), version=checkpoint.policy_version
+            )
+        else:
+            loaded = self.inference.load_weights(
+                str(checkpoint.policy_dir), version=checkpoint.policy_version
+            )
         return loaded.version
 
     def _wait_for(self, step: int, claim: StepClaim, rounds_started: int) -> StepBatch:

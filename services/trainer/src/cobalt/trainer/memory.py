@@ -23,6 +23,14 @@ prints it for the paper's models on GPUs. Terms, in bytes, per device of G:
   in backward the logits, turned in place into their gradient, and the head's): 8 C V;
 - a fixed runtime (the interpreter and libraries on the CPU; the CUDA context and the
   allocator's slack on a GPU).
+
+A LoRA job (`lora_parameters` = the adapter's P_a) changes the state terms only: the
+frozen base in the compute dtype, e P / G, instead of 16 P / G; the adapter's float32
+weights, gradients and AdamW moments, 16 P_a / G; no reference (it is the base with the
+adapter off); under FSDP2 only the policy's units are gathered; in one process the base
+already is in the compute dtype, so autocast keeps no copy. Activations are the same
+terms: each adapter reads the input its base layer keeps anyway, and its rank-r outputs
+are a small fraction of a layer's (r << H).
 """
 
 from __future__ import annotations
@@ -76,6 +84,13 @@ class ModelShape:
     def layer_parameters(self) -> int:
         return (self.parameters - self.root_parameters) // self.layers
 
+    def lora_parameters(self, rank: int) -> int:
+        """Adapter parameters of rank `rank` on every linear layer of every decoder layer
+        ("all-linear": q, k, v, o, gate, up, down; q's width taken as H): r (in + out)
+        for each."""
+        per_layer = 9 * self.hidden + 2 * self.kv_hidden + 3 * self.intermediate
+        return rank * per_layer * self.layers
+
     @property
     def activation_elements_per_token_layer(self) -> int:
         return 7 * self.hidden + 4 * self.kv_hidden + 4 * self.intermediate
@@ -114,6 +129,7 @@ def estimate_peak(
     chunk_tokens: int = 1024,
     runtime_bytes: int = 0,
     reference_bytes: int | None = None,
+    lora_parameters: int | None = None,
 ) -> MemoryEstimate:
     """Peak memory of one trainer device (see the module docstring for each term).
 
@@ -127,15 +143,24 @@ def estimate_peak(
         chunk_tokens: C, response tokens per chunk of full-vocabulary logits.
         runtime_bytes: the fixed runtime (measured on the CPU; GPU_RUNTIME_BYTES on GPUs).
         reference_bytes: bytes per reference parameter as stored; None: e.
+        lora_parameters: P_a, a LoRA job's adapter parameters (`ModelShape.lora_parameters`);
+            None: full fine-tuning.
     """
     p, e = shape.parameters, compute_bytes
-    sharded_state = 16 * p // world
+    lora = lora_parameters is not None
+    if lora_parameters is not None:  # the frozen base, the float32 adapter's full state
+        sharded_state = (e * p + 16 * lora_parameters) // world
+        reference = False  # the base with the adapter off: no bytes of its own
+    else:
+        sharded_state = 16 * p // world
     stored = e if reference_bytes is None else reference_bytes
     reference_total = stored * p // world if reference else 0
     if world > 1:
         gathered = e * (shape.root_parameters + 2 * shape.layer_parameters)
         if reference:  # the reference's units are gathered the same way, one at a time
             gathered += e * (shape.root_parameters + shape.layer_parameters)
+    elif lora:
+        gathered = 0  # the base is stored in the compute dtype: nothing to cast
     else:
         gathered = 2 * p if e == 2 else 0  # autocast's bfloat16 copies of the weights
     per_layer = micro_batch_tokens * shape.activation_elements_per_token_layer * e
@@ -168,6 +193,7 @@ def main() -> None:
     parser.add_argument("--micro-batch-tokens", type=int, default=10_240 + 6_144)
     parser.add_argument("--gpu-gib", type=float, default=80.0)
     parser.add_argument("--config", type=Path, help="a config.json instead of the paper's models")
+    parser.add_argument("--lora-rank", type=int, help="a LoRA job of this rank (all-linear)")
     args = parser.parse_args()
     models = dict(PAPER_MODELS)
     if args.config:
@@ -175,13 +201,16 @@ def main() -> None:
             args.config.parent.name: ModelShape.from_config(json.loads(args.config.read_text()))
         }
     for name, shape in models.items():
+        adapter = shape.lora_parameters(args.lora_rank) if args.lora_rank else None
         for world in (1, 2, 3, 4, 8):
             estimate = estimate_peak(
                 shape, micro_batch_tokens=args.micro_batch_tokens, world=world, compute_bytes=2,
-                checkpointing=True, runtime_bytes=GPU_RUNTIME_BYTES,
+                checkpointing=True, runtime_bytes=GPU_RUNTIME_BYTES, lora_parameters=adapter,
             )  # fmt: skip
             fits = "fits" if estimate.total <= args.gpu_gib * GIB else "does not fit"
-            print(json.dumps({"model": name, "trainer_gpus": world, **estimate.gib(), "": fits}))
+            lora = {"lora_rank": args.lora_rank, "adapter_parameters": adapter} if adapter else {}
+            print(json.dumps({"model": name, "trainer_gpus": world, **lora, **estimate.gib(),
+                              "": fits}))  # fmt: skip
 
 
 if __name__ == "__main__":

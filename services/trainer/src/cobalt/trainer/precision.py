@@ -174,7 +174,8 @@ def load_models(
     precision: Precision,
     device: torch.device,
 ) -> tuple[torch.nn.Module, torch.nn.Module | None]:
-    """The policy (float32 master weights) and the reference (None when `kl_coef` is 0),
+    """The policy (float32 master weights, or a float32 LoRA adapter over a frozen base)
+    and the reference (None when `kl_coef` is 0),
     sharded with FSDP2 when `precision.sharded`, else on `device`.
 
     Each is read on the CPU and then sharded (FSDP2 moves each unit's shard to the device
@@ -188,9 +189,35 @@ def load_models(
             return shard_model(model, precision.compute_dtype)
         return model.to(device)
 
+    if settings.lora:
+        return _load_with_adapter(model_dir, settings, precision, placed)
     policy = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     if precision.activation_checkpointing:
         enable_activation_checkpointing(policy)
     policy = placed(policy)
     reference = placed(load_reference(model_dir, precision)) if settings.kl_coef > 0 else None
+    return policy, reference
+
+
+def _load_with_adapter(
+    model_dir: Path,
+    settings: TrainerHyperparameters,
+    precision: Precision,
+    placed: Any,
+) -> tuple[torch.nn.Module, torch.nn.Module | None]:
+    """A LoRA job (lora.py): the base frozen in the compute dtype (no master copy: it never
+    changes), a float32 adapter over it, and the same base with the adapter off as the
+    reference when `kl_coef > 0`."""
+    from transformers import AutoModelForCausalLM
+
+    from cobalt.trainer.lora import BaseWithoutAdapter, add_adapter
+
+    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=precision.compute_dtype)
+    if precision.activation_checkpointing:
+        enable_activation_checkpointing(base)
+        # The frozen embeddings' output needs a gradient for checkpointed layers to
+        # backpropagate into the adapters inside them.
+        base.enable_input_require_grads()
+    policy = placed(add_adapter(base, settings))
+    reference = BaseWithoutAdapter(policy) if settings.kl_coef > 0 else None
     return policy, reference

@@ -189,14 +189,16 @@ def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
 def make_optimizer(
     model: torch.nn.Module, settings: TrainerHyperparameters
 ) -> torch.optim.Optimizer:
-    """AdamW at a constant learning rate with decoupled weight decay.
+    """AdamW at a constant learning rate with decoupled weight decay, over the parameters
+    that train (every weight, or a LoRA job's adapter: its moments cover nothing else).
 
     The fused implementation updates each parameter in one kernel: the default
     (for-each) one builds temporaries the size of all the weights (the denominator
     sqrt(v) / bias correction + eps), an extra 4 P bytes at the step's peak.
     """
+    trained = [p for p in model.parameters() if p.requires_grad]  # a LoRA job: the adapter
     return torch.optim.AdamW(
-        model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay, fused=True
+        trained, lr=settings.lr, weight_decay=settings.weight_decay, fused=True
     )
 
 

@@ -20,6 +20,7 @@ from cobalt.shared.clients.base import ServiceClient
 from cobalt.shared.contracts.inference import (
     POLICY_VERSION_HEADER,
     BroadcastWeightsRequest,
+    LoadAdapterRequest,
     LoadWeightsRequest,
     LoadWeightsResponse,
     PolicyStatus,
@@ -191,6 +192,13 @@ class InferenceControlClient(ServiceClient):
         """Load a checkpoint directory (as the server sees it) and return the new version."""
         request = LoadWeightsRequest(path=path, version=version, check=check)
         response = self._send("POST", "/v1/policy/weights", request, idempotent=False)
+        return self._parse(response, LoadWeightsResponse)
+
+    def load_adapter(self, path: str, *, version: int | None = None) -> LoadWeightsResponse:
+        """Serve a LoRA adapter directory (as the server sees it) over the base weights as
+        the next policy version; the previous adapter is unloaded."""
+        request = LoadAdapterRequest(path=path, version=version)
+        response = self._send("POST", "/v1/policy/adapter", request, idempotent=False)
         return self._parse(response, LoadWeightsResponse)
 
     def broadcast_weights(self, request: BroadcastWeightsRequest) -> LoadWeightsResponse:

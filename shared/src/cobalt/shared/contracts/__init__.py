@@ -21,6 +21,7 @@ from cobalt.shared.contracts.executor import (
 )
 from cobalt.shared.contracts.inference import (
     POLICY_VERSION_HEADER,
+    LoadAdapterRequest,
     LoadWeightsRequest,
     LoadWeightsResponse,
     PolicyStatus,
@@ -54,6 +55,7 @@ __all__ = [
     "ExecuteResponse",
     "ExecutorInfo",
     "Limits",
+    "LoadAdapterRequest",
     "LoadWeightsRequest",
     "LoadWeightsResponse",
     "POLICY_VERSION_HEADER",

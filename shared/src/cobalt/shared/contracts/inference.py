@@ -1,6 +1,9 @@
 """The inference service's control contract (vLLM's OpenAI API is the generation contract).
 
 `POST /v1/policy/weights` loads a checkpoint directory into the running server;
+`POST /v1/policy/adapter` (only when the server was started with LoRA on) loads a LoRA
+adapter directory as the next policy version, over the base model, and unloads the
+previous adapter;
 `POST /v1/policy/broadcast` (off unless `COBALT_INFERENCE_WEIGHT_BROADCAST` is set) takes
 the tensors over a process group from the trainer instead (docs/inference.md, "Weight
 broadcast"); `GET /v1/policy` reports what is serving. Every response of the server carries the
@@ -19,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 __all__ = [
     "POLICY_VERSION_HEADER",
     "BroadcastWeightsRequest",
+    "LoadAdapterRequest",
     "LoadWeightsRequest",
     "LoadWeightsResponse",
     "PolicyStatus",
@@ -51,9 +55,32 @@ class LoadWeightsRequest(BaseModel):
     )
 
 
+class LoadAdapterRequest(BaseModel):
+    """Serve a LoRA adapter (a peft directory the server can read) as the next version.
+
+    The adapter is loaded under the name `<served name>-v<version>`, requests for the
+    served name are answered with it from then on, and the previous adapter is unloaded.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(min_length=1, description="The adapter directory, as the server sees it.")
+    version: int | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "Policy version of base + this adapter; must exceed the serving version. Unset: "
+            "the directory's cobalt-policy.json, else the serving version + 1."
+        ),
+    )
+
+
 class LoadWeightsResponse(BaseModel):
     version: int
     path: str
+    adapter: str | None = Field(
+        default=None, description="The name the adapter serves under (adapter loads only)."
+    )
     load_s: float = Field(description="Seconds spent loading, after in-flight requests drained.")
     drain_s: float = Field(description="Seconds spent waiting for in-flight requests.")
 
@@ -75,6 +102,14 @@ class PolicyStatus(BaseModel):
     )
     workers: int = Field(
         default=1, ge=1, description="vLLM worker processes (tensor x pipeline parallel)."
+    )
+    adapter: str | None = Field(
+        default=None,
+        description="The LoRA adapter requests for `served_name` are answered with (its own "
+        "name, which clients may ask for too); null: the base weights alone.",
+    )
+    lora_max_rank: int | None = Field(
+        default=None, description="The largest adapter rank the server takes; null: LoRA off."
     )
 
 

@@ -98,6 +98,16 @@ class TrainerHyperparameters(BaseModel):
     activation_checkpointing: bool | None = None
     """Recompute each decoder layer's activations in backward instead of keeping them.
     None: on on GPUs, off on the CPU."""
+    lora_rank: int | None = Field(default=None, ge=1, le=512)
+    """Train a LoRA adapter of this rank (peft) instead of every weight: the base model is
+    frozen (in the compute dtype), AdamW covers the adapter only, the reference policy is
+    the base with the adapter off, and each step publishes the adapter (megabytes) rather
+    than the model. None: full fine-tuning."""
+    lora_alpha: float | None = Field(default=None, gt=0)
+    """LoRA's scaling numerator (the update is alpha / rank x B A). None: 2 x lora_rank."""
+    lora_targets: list[str] | None = Field(default=None, min_length=1)
+    """Module names (or suffixes) the adapter wraps. None: every linear layer of the
+    decoder ("all-linear": attention q/k/v/o and the MLP; never the output head)."""
 
     @model_validator(mode="after")
     def _mini_batches_split_evenly(self) -> TrainerHyperparameters:
@@ -119,6 +129,20 @@ class TrainerHyperparameters(BaseModel):
                 "/ max_response_tokens"
             )
         return self
+
+    @model_validator(mode="after")
+    def _lora_settings_need_a_rank(self) -> TrainerHyperparameters:
+        if self.lora_rank is None and (self.lora_alpha is not None or self.lora_targets):
+            raise ValueError(
+                "lora_alpha and lora_targets apply to a LoRA adapter: set lora_rank too "
+                "(`cobalt train start --lora-rank 16`)"
+            )
+        return self
+
+    @property
+    def lora(self) -> bool:
+        """Whether the job trains a LoRA adapter rather than every weight."""
+        return self.lora_rank is not None
 
     @property
     def token_budget(self) -> int:

@@ -102,6 +102,23 @@ def start(
             help="Recompute decoder layers in backward [on on GPUs, off on the CPU].",
         ),
     ] = None,
+    lora_rank: Annotated[
+        int | None,
+        typer.Option(
+            help="Train a LoRA adapter of this rank over the frozen model (peft) instead of "
+            "every weight; each step syncs the adapter [off: full fine-tuning]."
+        ),
+    ] = None,
+    lora_alpha: Annotated[
+        float | None, typer.Option(help="LoRA scaling numerator alpha [2 x rank].")
+    ] = None,
+    lora_targets: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Module names the adapter wraps, repeatable (q_proj, v_proj, ...) "
+            "[all-linear: every linear layer but the output head]."
+        ),
+    ] = None,
     max_staleness: Annotated[
         int | None, typer.Option(help="Policy-version lag a sample may have [0: synchronous].")
     ] = None,
@@ -165,6 +182,9 @@ def start(
         "micro_batch_tokens": micro_batch_tokens,
         "compute_dtype": compute_dtype,
         "activation_checkpointing": activation_checkpointing,
+        "lora_rank": lora_rank,
+        "lora_alpha": lora_alpha,
+        "lora_targets": lora_targets or None,
     }
     rollouts: dict[str, Any] = {
         "base_url": base_url,
@@ -256,6 +276,30 @@ def resume(job_id: Annotated[int, typer.Argument()], as_json: JsonOption = False
     from cobalt.shared.contracts import TrainingJobStatus
 
     _set_status(job_id, TrainingJobStatus.RUNNING, as_json)
+
+
+@train_app.command("export")
+def export(
+    job_id: Annotated[int, typer.Argument()],
+    out: Annotated[Path, typer.Option("--out", help="Directory to write the merged model to.")],
+    step: Annotated[
+        int | None, typer.Option("--step", help="The step's adapter [the newest published].")
+    ] = None,
+    base_model: Annotated[
+        Path | None,
+        typer.Option("--base-model", help="The base model directory [the adapter's record]."),
+    ] = None,
+) -> None:
+    """A LoRA job's adapter merged into its base model, as a plain model directory to serve
+    elsewhere (runs `cobalt trainer export` in the trainer's environment)."""
+    from cobalt.shared.commands import app
+
+    arguments = ["trainer", "export", "--job", str(job_id), "--out", str(out)]
+    if step is not None:
+        arguments += ["--step", str(step)]
+    if base_model is not None:
+        arguments += ["--base-model", str(base_model)]
+    app(arguments)
 
 
 @train_app.command("export-verl")
