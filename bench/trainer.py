@@ -125,7 +125,8 @@ def peak_resident_bytes() -> int:
 def cobalt_child(config: dict[str, Any]) -> dict[str, Any]:
     """One configuration in this (fresh) process: the trainer's set-up, then its steps."""
     runtime = resident_bytes()  # interpreter, torch, transformers, verl: before any model
-    set_mmap_threshold(DEFAULT_MMAP_THRESHOLD)  # as the trainer does (TrainerSettings)
+    if config["mmap_threshold"]:  # as the trainer does (TrainerSettings); 0: glibc's own
+        set_mmap_threshold(config["mmap_threshold"])
     model_dir = Path(config["model_dir"])
     hyper = hyperparameters(config)
     device = torch.device("cpu")
@@ -264,6 +265,11 @@ def main() -> None:
     parser.add_argument("--log-prob-chunk-tokens", type=int, default=1024)
     parser.add_argument("--trl", default="", help="group counts to also run TRL on")
     parser.add_argument("--lora-rank", default="", help="also (or only: 'only:R') LoRA rank R")
+    parser.add_argument(
+        "--malloc-mmap-threshold", type=int, default=DEFAULT_MMAP_THRESHOLD,
+        help="glibc's mmap threshold the Cobalt runs fix, as COBALT_TRAINER_MALLOC_MMAP_THRESHOLD "
+        "(bytes; 0: glibc's dynamic default) [%(default)s]",
+    )  # fmt: skip
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -279,6 +285,7 @@ def main() -> None:
             "response_tokens": args.response_tokens, "steps": args.steps,
             "compute_dtype": args.compute_dtype, "checkpointing": args.activation_checkpointing,
             "kl_coef": args.kl_coef, "chunk_tokens": args.log_prob_chunk_tokens,
+            "mmap_threshold": args.malloc_mmap_threshold,
         }  # fmt: skip
         ranks: list[int | None] = [None]
         if args.lora_rank:
