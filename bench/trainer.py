@@ -51,7 +51,13 @@ from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.trainer.allocator import DEFAULT_MMAP_THRESHOLD, set_mmap_threshold
 from cobalt.trainer.memory import ModelShape, estimate_peak
 from cobalt.trainer.precision import Precision, load_models
-from cobalt.trainer.step import Rollouts, make_optimizer, micro_batches, train_step
+from cobalt.trainer.step import (
+    Rollouts,
+    make_optimizer,
+    micro_batch_tokens,
+    plan_micro_batches,
+    train_step,
+)
 
 GIB = 1024**3
 
@@ -89,9 +95,10 @@ def synthetic_step(config: dict[str, Any], vocab: int) -> Rollouts:
     groups, n = config["groups"], config["n"]
     rows = groups * n
     prompt, response = config["prompt_tokens"], config["response_tokens"]
+    # One prompt per group: a group is n responses sampled for one context.
+    contexts = [[rng.randrange(vocab) for _ in range(prompt)] for _ in range(groups)]
     return Rollouts(
-        prompt_ids=[[rng.randrange(vocab) for _ in range(prompt)]
-                    for _ in range(groups) for _ in range(n)],
+        prompt_ids=[contexts[g] for g in range(groups) for _ in range(n)],
         response_ids=[[rng.randrange(vocab) for _ in range(response)] for _ in range(rows)],
         rewards=[rng.choice([-1.0, -0.1, 0.0, 0.2, 1.0]) for _ in range(rows)],
         group_ids=[g for g in range(groups) for _ in range(n)],
@@ -107,7 +114,7 @@ def hyperparameters(config: dict[str, Any]) -> TrainerHyperparameters:
         micro_batch_tokens=config["budget"], compute_dtype=config["compute_dtype"],
         activation_checkpointing=config["checkpointing"],
         log_prob_chunk_tokens=config.get("chunk_tokens", 1024),
-        lora_rank=config.get("lora_rank"),
+        lora_rank=config.get("lora_rank"), share_prompts=config.get("share_prompts", True),
     )  # fmt: skip
 
 
@@ -139,9 +146,10 @@ def cobalt_child(config: dict[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
         updates = train_step(policy, reference, optimizer, rollouts, hyper, precision=precision)
         seconds.append(time.perf_counter() - started)
-    lengths = [config["prompt_tokens"] + config["response_tokens"]] * len(rollouts.rewards)
-    packed = micro_batches(lengths, range(len(lengths)), hyper.token_budget)
-    largest = max(len(micro) * lengths[micro[0]] for micro in packed)
+    share = hyper.share_prompts
+    packed = plan_micro_batches(rollouts, range(len(rollouts.rewards)), hyper.token_budget,
+                                share_prompts=share)  # fmt: skip
+    largest = max(micro_batch_tokens(rollouts, micro, share_prompts=share) for micro in packed)
     adapter = sum(p.numel() for p in policy.parameters() if p.requires_grad)
     shape = ModelShape.from_config(
         policy.config.to_dict(),
@@ -266,6 +274,11 @@ def main() -> None:
     parser.add_argument("--trl", default="", help="group counts to also run TRL on")
     parser.add_argument("--lora-rank", default="", help="also (or only: 'only:R') LoRA rank R")
     parser.add_argument(
+        "--share-prompts", choices=["on", "off", "both"], default="on",
+        help="score a group's responses in one forward of its prompt (share_prompts), "
+        "one row per response (off), or both side by side against the same TRL run [on]",
+    )  # fmt: skip
+    parser.add_argument(
         "--malloc-mmap-threshold", type=int, default=DEFAULT_MMAP_THRESHOLD,
         help="glibc's mmap threshold the Cobalt runs fix, as COBALT_TRAINER_MALLOC_MMAP_THRESHOLD "
         "(bytes; 0: glibc's dynamic default) [%(default)s]",
@@ -292,19 +305,24 @@ def main() -> None:
             only = args.lora_rank.startswith("only:")
             rank = int(args.lora_rank.removeprefix("only:"))
             ranks = [rank] if only else [None, rank]
+        sharing = {"on": [True], "off": [False], "both": [False, True]}[args.share_prompts]
         rows = []
         for rank in ranks:
             for budget in (int(b) for b in args.micro_batch_tokens.split(",")):
                 for groups in (int(g) for g in args.groups.split(",")):
                     config = base | {"budget": budget, "groups": groups,
                                      "updates": min(2, groups), "lora_rank": rank}  # fmt: skip
-                    result = run_child(config)
+                    results = [
+                        (config | {"share_prompts": share},
+                         run_child(config | {"share_prompts": share}))
+                        for share in sharing
+                    ]  # fmt: skip
                     trl = (
                         run_child(config | {"trl": True})
                         if str(groups) in args.trl.split(",") and rank is None
                         else None
                     )
-                    rows.append((config, result, trl))
+                    rows += [(shared_config, result, trl) for shared_config, result in results]
                     print(f"done: budget {budget}, {groups} groups, LoRA rank {rank}",
                           file=sys.stderr, flush=True)  # fmt: skip
     print_table(args, rows)
@@ -321,11 +339,12 @@ def print_table(args: argparse.Namespace, rows: list[Any]) -> None:
         f"{torch.__version__}, {torch.get_num_threads()} threads; each row a fresh process.\n"
     )
     print(
-        "| trains | budget | groups | micro-batches per update | step s | samples/s "
+        "| trains | shares prompts | budget | groups | micro-batches per update | step s "
+        "| samples/s "
         "| peak RSS GiB | model GiB | model / peak | TRL step s | TRL peak GiB "
         "| **Cobalt / TRL** |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for config, result, trl in rows:
         samples = config["groups"] * config["n"]
         trl_cells = ["", "", ""]
@@ -337,7 +356,8 @@ def print_table(args: argparse.Namespace, rows: list[Any]) -> None:
             f"LoRA r={rank} ({result['trained_parameters'] / 1e6:.2f} M)"
         )  # fmt: skip
         print(
-            f"| {trains} | {config['budget']} | {config['groups']} "
+            f"| {trains} | {'yes' if config['share_prompts'] else 'no'} "
+            f"| {config['budget']} | {config['groups']} "
             f"| {result['micro_batches']:.0f} "
             f"| {result['step_s']:.1f} | {samples / result['step_s']:.2f} "
             f"| {result['peak'] / GIB:.2f} | {result['model'] / GIB:.2f} "
@@ -348,18 +368,21 @@ def print_table(args: argparse.Namespace, rows: list[Any]) -> None:
           f"memory model terms of the first row (GiB): {first['terms']}")  # fmt: skip
     by_budget: dict[tuple[int, Any], list[Any]] = {}
     for config, result, _ in rows:
-        key = (config["budget"], config.get("lora_rank"))
+        key = (config["budget"], config.get("lora_rank"), config["share_prompts"])
         by_budget.setdefault(key, []).append((config["groups"], result["peak"]))
-    full = {(c["budget"], c["groups"]): r["peak"] for c, r, _ in rows if not c.get("lora_rank")}
+    full = {(c["budget"], c["groups"], c["share_prompts"]): r["peak"]
+            for c, r, _ in rows if not c.get("lora_rank")}  # fmt: skip
     for config, result, _ in rows:
-        if config.get("lora_rank") and (config["budget"], config["groups"]) in full:
-            base_peak = full[(config["budget"], config["groups"])]
+        same = (config["budget"], config["groups"], config["share_prompts"])
+        if config.get("lora_rank") and same in full:
+            base_peak = full[same]
             print(f"budget {config['budget']}, {config['groups']} groups: LoRA peak / full "
                   f"peak = {result['peak'] / base_peak:.2f}x")  # fmt: skip
-    for (budget, _rank), peaks in by_budget.items():
+    for (budget, _rank, shared), peaks in by_budget.items():
         if len(peaks) > 1:
             (g0, p0), (g1, p1) = min(peaks), max(peaks)
-            print(f"budget {budget}: peak at {g1} groups / at {g0} = {p1 / p0:.2f}x "
+            print(f"budget {budget}, prompts {'shared' if shared else 'not shared'}: peak at "
+                  f"{g1} groups / at {g0} = {p1 / p0:.2f}x "
                   f"(target <= 1.3x); largest {p1 / GIB:.2f} GiB")  # fmt: skip
 
 

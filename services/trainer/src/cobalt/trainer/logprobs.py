@@ -35,6 +35,8 @@ from typing import Any, Literal
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from cobalt.trainer.prompt_sharing import PackedLayout
+
 __all__ = ["DEFAULT_CHUNK_TOKENS", "EntropyMode", "TokenLogProbs", "response_token_log_probs"]
 
 DEFAULT_CHUNK_TOKENS = 1024
@@ -181,17 +183,28 @@ def response_token_log_probs(
     *,
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
     entropy: EntropyMode = "logged",
+    predicting_positions: torch.Tensor | None = None,
+    response_rows: torch.Tensor | None = None,
+    position_ids: torch.Tensor | None = None,
+    layout: PackedLayout | None = None,
 ) -> TokenLogProbs:
     """log p and (optionally) the entropy of each response token given what precedes it.
 
     Args:
         model: a Hugging Face causal LM (`get_decoder()`, `get_output_embeddings()`,
             `logits_to_keep`), plain or FSDP2-sharded.
-        input_ids, attention_mask: (B, L) the micro-batch, right-padded.
-        response_positions: (B, T) the index in `input_ids` of each response token.
+        input_ids, attention_mask: (S, L) the micro-batch, right-padded.
+        response_positions: (B, T) the index in its row of `input_ids` of each response
+            token.
         response_ids, response_mask: (B, T) the response tokens; 1 on real ones.
         chunk_tokens: response tokens per chunk of full-vocabulary logits.
         entropy: "none", "logged" (no graph) or "trained" (with a graph).
+        predicting_positions: (B, T) the position whose output predicts each token.
+            None: the one before it (one row per response, its prompt just before it).
+        response_rows: (B,) the row of `input_ids` each response sits in. None: row i.
+        position_ids, layout: a shared-prompt batch (prompt_sharing.py): segments of
+            prompts and their responses in each row, positions restarting per segment.
+            The model's attention must then be `prompt_sharing.ATTENTION`.
 
     Returns:
         (B, T) float32 log-probabilities (with a gradient when grad is enabled) and
@@ -205,9 +218,12 @@ def response_token_log_probs(
     if decoder is None or head is None:
         raise ValueError(f"{type(model).__name__} has no decoder body and output head")
     real = response_mask.bool()  # (B, T)
-    # The logits at position p - 1 predict the token at p.
-    predicting = (response_positions - 1).clamp(min=0)[real]  # (N,) positions
-    rows = torch.arange(real.shape[0], device=real.device).unsqueeze(-1).expand_as(real)[real]
+    if predicting_positions is None:  # the logits at position p - 1 predict the token at p
+        predicting_positions = (response_positions - 1).clamp(min=0)
+    predicting = predicting_positions[real]  # (N,) positions
+    if response_rows is None:
+        response_rows = torch.arange(real.shape[0], device=real.device)
+    rows = response_rows.unsqueeze(-1).expand_as(real)[real]  # (N,) the row of each
     targets = response_ids[real]  # (N,)
     found: dict[str, Any] = {}
 
@@ -219,7 +235,12 @@ def response_token_log_probs(
 
     handle = decoder.register_forward_hook(score)
     try:
-        model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=1, use_cache=False)
+        if layout is None:
+            model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=1,
+                  use_cache=False)  # fmt: skip
+        else:  # no mask: prompt_sharing_attention attends within the layout's segments
+            model(input_ids=input_ids, position_ids=position_ids, logits_to_keep=1,
+                  use_cache=False, prompt_sharing=layout)  # fmt: skip
     finally:
         handle.remove()
     log_probs, entropies = found["values"]

@@ -7,8 +7,11 @@ sampler's log-probabilities, one reward each, and the context each was sampled f
 1. computes group-normalised advantages over the whole step (`grpo.group_advantages`),
    one per episode (a multi-turn episode's turns share it; otherwise one per response);
 2. splits the groups into `updates_per_step` mini-batches (under torchrun each rank takes
-   every world-th row of each) and packs each share by length into micro-batches of at
-   most `token_budget` prompt + response tokens, padding included (`micro_batches`);
+   every world-th row of each) and packs each share into micro-batches of at most
+   `token_budget` tokens: with `share_prompts` (the default) the responses to one prompt
+   share one forward of it, segments packed into one row without padding
+   (prompt_sharing.py); without, one right-padded row per response, packed by length
+   (`micro_batches`);
 3. for each mini-batch: per micro-batch, new log-probabilities of exactly the sampled
    response tokens (with gradient, chunked: logprobs.py), the frozen reference's (without),
    the loss (`grpo.grpo_loss`) scaled to its share of the mini-batch's tokens, backward
@@ -24,6 +27,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Hashable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -39,6 +43,12 @@ from cobalt.trainer.logprobs import (
     response_token_log_probs,
 )
 from cobalt.trainer.precision import Precision, freeze
+from cobalt.trainer.prompt_sharing import (
+    PackedLayout,
+    Segment,
+    plan_segments,
+    shared_prompt_attention,
+)
 
 __all__ = [
     "PackedBatch",
@@ -47,6 +57,8 @@ __all__ = [
     "make_optimizer",
     "micro_batches",
     "pack",
+    "pack_shared",
+    "plan_micro_batches",
     "response_log_probs",
     "episode_advantages",
     "train_step",
@@ -95,31 +107,73 @@ class Rollouts:
 
 @dataclass(frozen=True)
 class PackedBatch:
-    """Prompt + response per row, right-padded, plus where each response sits."""
+    """Prompts and responses as the model reads them, plus where each response sits.
 
-    input_ids: torch.Tensor  # (B, L) prompt, then response, then padding
-    attention_mask: torch.Tensor  # (B, L) 1 on prompt and response tokens
-    response_positions: torch.Tensor  # (B, T) index in input_ids of each response token
+    Either one right-padded row per response (`pack`), or rows of segments in which the
+    responses to one prompt follow that prompt (`pack_shared`, `layout` set). Per-token
+    tensors (B, T) have one row per response either way.
+    """
+
+    input_ids: torch.Tensor  # (S, L) prompt(s) and response(s), then padding
+    attention_mask: torch.Tensor  # (S, L) 1 on prompt and response tokens
+    response_positions: torch.Tensor  # (B, T) index in its input row of each response token
     response_ids: torch.Tensor  # (B, T) the response tokens (pad_id after the end)
     response_mask: torch.Tensor  # (B, T) 1 on real response tokens
+    predicting_positions: torch.Tensor  # (B, T) the position whose output predicts each token
+    response_rows: torch.Tensor  # (B,) the input row each response sits in
+    position_ids: torch.Tensor | None = None  # (S, L) with `layout`; else the model's own
+    layout: PackedLayout | None = None  # segments of a shared-prompt batch
 
     def to(self, device: torch.device) -> PackedBatch:
+        def moved(value: torch.Tensor | None) -> torch.Tensor | None:
+            return None if value is None else value.to(device)
+
         return PackedBatch(
             input_ids=self.input_ids.to(device),
             attention_mask=self.attention_mask.to(device),
             response_positions=self.response_positions.to(device),
             response_ids=self.response_ids.to(device),
             response_mask=self.response_mask.to(device),
+            predicting_positions=self.predicting_positions.to(device),
+            response_rows=self.response_rows.to(device),
+            position_ids=moved(self.position_ids),
+            layout=self.layout,
         )
 
     def rows(self, index: torch.Tensor) -> PackedBatch:
+        """The responses at `index` (a batch of one row per response only)."""
+        if self.layout is not None:
+            raise ValueError("rows() selects rows of a one-row-per-response batch")
         return PackedBatch(
             input_ids=self.input_ids[index],
             attention_mask=self.attention_mask[index],
             response_positions=self.response_positions[index],
             response_ids=self.response_ids[index],
             response_mask=self.response_mask[index],
+            predicting_positions=self.predicting_positions[index],
+            response_rows=torch.arange(len(index)),
         )
+
+
+def _response_tensors(
+    responses: Sequence[Sequence[int]], starts: Sequence[int], prompt_ends: Sequence[int],
+    pad_id: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+    """(B, T) positions, token ids, mask and predicting positions of responses that start
+    at `starts` in their rows, each after a prompt ending at `prompt_ends`."""
+    batch, longest = len(responses), max(len(r) for r in responses)
+    positions = torch.zeros((batch, longest), dtype=torch.long)
+    response_ids = torch.full((batch, longest), pad_id, dtype=torch.long)
+    response_mask = torch.zeros((batch, longest), dtype=torch.float32)
+    for i, (response, start) in enumerate(zip(responses, starts, strict=True)):
+        positions[i, : len(response)] = torch.arange(start, start + len(response))
+        response_ids[i, : len(response)] = torch.tensor(list(response))
+        response_mask[i, : len(response)] = 1.0
+    # The output at p - 1 predicts the token at p; a response's first token is predicted
+    # by its prompt's last token, wherever the response sits.
+    predicting = (positions - 1).clamp(min=0)
+    predicting[:, 0] = torch.tensor(prompt_ends, dtype=torch.long) - 1
+    return positions, response_ids, response_mask, predicting
 
 
 def pack(rollouts: Rollouts, pad_id: int, rows: Sequence[int] | None = None) -> PackedBatch:
@@ -127,22 +181,55 @@ def pack(rollouts: Rollouts, pad_id: int, rows: Sequence[int] | None = None) -> 
     chosen = list(range(len(rollouts.response_ids))) if rows is None else list(rows)
     prompts = [rollouts.prompt_ids[row] for row in chosen]
     responses = [rollouts.response_ids[row] for row in chosen]
-    batch = len(chosen)
     width = max(len(p) + len(r) for p, r in zip(prompts, responses, strict=True))
-    longest_response = max(len(r) for r in responses)
-    input_ids = torch.full((batch, width), pad_id, dtype=torch.long)
-    attention_mask = torch.zeros((batch, width), dtype=torch.long)
-    positions = torch.zeros((batch, longest_response), dtype=torch.long)
-    response_ids = torch.full((batch, longest_response), pad_id, dtype=torch.long)
-    response_mask = torch.zeros((batch, longest_response), dtype=torch.float32)
+    input_ids = torch.full((len(chosen), width), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(chosen), width), dtype=torch.long)
     for row, (prompt, response) in enumerate(zip(prompts, responses, strict=True)):
-        start, end = len(prompt), len(prompt) + len(response)
+        end = len(prompt) + len(response)
         input_ids[row, :end] = torch.tensor([*prompt, *response])
         attention_mask[row, :end] = 1
-        positions[row, : len(response)] = torch.arange(start, end)
-        response_ids[row, : len(response)] = torch.tensor(list(response))
-        response_mask[row, : len(response)] = 1.0
-    return PackedBatch(input_ids, attention_mask, positions, response_ids, response_mask)
+    prompt_ends = [len(p) for p in prompts]
+    positions, response_ids, response_mask, predicting = _response_tensors(
+        responses, prompt_ends, prompt_ends, pad_id
+    )
+    return PackedBatch(input_ids, attention_mask, positions, response_ids, response_mask,
+                       predicting, torch.arange(len(chosen)))  # fmt: skip
+
+
+def pack_shared(rollouts: Rollouts, pad_id: int, segments: Sequence[Sequence[int]]) -> PackedBatch:
+    """One row of segments: each segment's rows share its first row's prompt, written
+    once, followed by their responses (prompt_sharing.py). Responses come out in the
+    order of the segments and of the rows within them."""
+    tokens: list[int] = []
+    placed: list[Segment] = []
+    responses, starts, prompt_ends = [], [], []
+    for members in segments:
+        prompt = list(rollouts.prompt_ids[members[0]])
+        if any(list(rollouts.prompt_ids[row]) != prompt for row in members):
+            raise ValueError(f"rows {list(members)} do not share one prompt")
+        start = len(tokens)
+        tokens += prompt
+        spans = []
+        for row in members:
+            response = rollouts.response_ids[row]
+            spans.append((len(tokens), len(tokens) + len(response)))
+            starts.append(len(tokens))
+            prompt_ends.append(start + len(prompt))
+            responses.append(response)
+            tokens += response
+        placed.append(Segment(start=start, prompt_tokens=len(prompt), responses=tuple(spans)))
+    layout = PackedLayout(rows=(tuple(placed),))
+    input_ids = torch.tensor([tokens], dtype=torch.long)
+    positions, response_ids, response_mask, predicting = _response_tensors(
+        responses, starts, prompt_ends, pad_id
+    )
+    return PackedBatch(
+        input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
+        response_positions=positions, response_ids=response_ids, response_mask=response_mask,
+        predicting_positions=predicting,
+        response_rows=torch.zeros(len(responses), dtype=torch.long),
+        position_ids=layout.position_ids(len(tokens)), layout=layout,
+    )  # fmt: skip
 
 
 def micro_batches(lengths: Sequence[int], rows: Sequence[int], budget: int) -> list[list[int]]:
@@ -177,6 +264,8 @@ def response_log_probs(
     return response_token_log_probs(
         model, batch.input_ids, batch.attention_mask, batch.response_positions,
         batch.response_ids, batch.response_mask, chunk_tokens=chunk_tokens, entropy=entropy,
+        predicting_positions=batch.predicting_positions, response_rows=batch.response_rows,
+        position_ids=batch.position_ids, layout=batch.layout,
     )  # fmt: skip
 
 
@@ -243,26 +332,64 @@ def _refuse_rows_over_budget(lengths: Sequence[int], budget: int) -> None:
         )
 
 
+Micro = list[list[int]]
+"""A micro-batch: segments of rows, each segment the rows that share one prompt's forward
+(one row each without prompt sharing)."""
+
+
+def plan_micro_batches(
+    rollouts: Rollouts, rows: Sequence[int], budget: int, *, share_prompts: bool
+) -> list[Micro]:
+    """`rows` as micro-batches of at most `budget` tokens in one forward: segments packed
+    into one row (`prompt_sharing.plan_segments`), or rows packed by length, padding
+    included (`micro_batches`)."""
+    if share_prompts:
+        lengths = [len(response) for response in rollouts.response_ids]
+        return plan_segments(rollouts.prompt_ids, lengths, rows, budget)
+    lengths = [len(p) + len(r) for p, r in zip(rollouts.prompt_ids, rollouts.response_ids,
+                                               strict=True)]  # fmt: skip
+    return [[[row] for row in micro] for micro in micro_batches(lengths, rows, budget)]
+
+
+def micro_batch_tokens(rollouts: Rollouts, micro: Micro, *, share_prompts: bool) -> int:
+    """Tokens of one forward of `micro`, padding included: what the budget bounds."""
+    if share_prompts:
+        return sum(len(rollouts.prompt_ids[segment[0]])
+                   + sum(len(rollouts.response_ids[row]) for row in segment)
+                   for segment in micro)  # fmt: skip
+    rows = _members(micro)
+    return len(rows) * max(len(rollouts.prompt_ids[r]) + len(rollouts.response_ids[r])
+                           for r in rows)  # fmt: skip
+
+
 def _micro_plans(
-    shards: Sequence[Sequence[int]], lengths: Sequence[int], budget: int
-) -> list[list[list[int] | None]]:
+    rollouts: Rollouts, shards: Sequence[Sequence[int]], budget: int, *, share_prompts: bool
+) -> list[list[Micro | None]]:
     """Each mini-batch's share of this rank, packed into micro-batches, padded with idle
     ones (None) to the count of the rank that needs most: every rank must run as many
     forward/backward passes as the others, or FSDP's collectives wait for ever."""
-    plans: list[list[list[int] | None]] = [
-        list(micro_batches(lengths, shard, budget)) for shard in shards
+    plans: list[list[Micro | None]] = [
+        list(plan_micro_batches(rollouts, shard, budget, share_prompts=share_prompts))
+        for shard in shards
     ]
     counts = agree_on_counts([len(plan) for plan in plans])
     return [plan + [None] * (count - len(plan)) for plan, count in zip(plans, counts, strict=True)]
 
 
-def _packed(rollouts: Rollouts, micro: list[int] | None, pad_id: int) -> PackedBatch:
+def _packed(rollouts: Rollouts, micro: Micro | None, pad_id: int, *, shared: bool) -> PackedBatch:
     """A micro-batch's rows; an idle one is a single two-token row that weighs nothing."""
     if micro is None:
         idle = Rollouts(prompt_ids=[[pad_id]], response_ids=[[pad_id]], rewards=[0.0],
                         group_ids=[0])  # fmt: skip
-        return pack(idle, pad_id)
-    return pack(rollouts, pad_id, micro)
+        return pack_shared(idle, pad_id, [[0]]) if shared else pack(idle, pad_id)
+    if shared:
+        return pack_shared(rollouts, pad_id, micro)
+    return pack(rollouts, pad_id, _members(micro))
+
+
+def _members(micro: Micro | None) -> list[int]:
+    """The rows of a micro-batch in the order its packed batch holds their responses."""
+    return [row for segment in micro or [] for row in segment]
 
 
 def _model_device(model: torch.nn.Module) -> torch.device:
@@ -272,11 +399,12 @@ def _model_device(model: torch.nn.Module) -> torch.device:
 def _old_log_probs(
     policy: torch.nn.Module,
     rollouts: Rollouts,
-    plans: Sequence[Sequence[list[int] | None]],
+    plans: Sequence[Sequence[Micro | None]],
     *,
     pad_id: int,
     precision: Precision,
     chunk_tokens: int,
+    shared: bool,
 ) -> list[torch.Tensor]:
     """Per row, the ratio's denominator: the sampler's log-probs, or the policy's before
     this step's first update (this rank's rows only; the others stay empty)."""
@@ -286,12 +414,12 @@ def _old_log_probs(
     device = _model_device(policy)
     with torch.no_grad():
         for micro in (micro for plan in plans for micro in plan):
-            batch = _packed(rollouts, micro, pad_id).to(device)
+            batch = _packed(rollouts, micro, pad_id, shared=shared).to(device)
             with precision.autocast(device):
                 scored = response_log_probs(
                     policy, batch, chunk_tokens=chunk_tokens, entropy="none"
                 )
-            for i, row in enumerate(micro or []):
+            for i, row in enumerate(_members(micro)):
                 found[row] = scored.log_probs[i, : len(rollouts.response_ids[row])].cpu()
     return found
 
@@ -319,7 +447,6 @@ def train_step(
     if reference is None and config.kl_coef > 0:
         raise ValueError("kl_coef > 0 needs a reference model (frozen, the starting weights)")
     precision = precision or Precision()
-    device = _model_device(policy)
     lengths = [len(p) + len(r) for p, r in zip(rollouts.prompt_ids, rollouts.response_ids,
                                                strict=True)]  # fmt: skip
     _refuse_rows_over_budget(lengths, settings.token_budget)
@@ -336,11 +463,39 @@ def train_step(
     minis = _mini_batches(rollouts.group_ids, settings.updates_per_step)
     if any(len(rows) < world for rows in minis):
         raise ValueError(f"a mini-batch has fewer rows than the {world} ranks sharing it")
-    plans = _micro_plans([rows[rank::world] for rows in minis], lengths, settings.token_budget)
-    chunk = settings.log_prob_chunk_tokens
-    old_log_probs = _old_log_probs(
-        policy, rollouts, plans, pad_id=pad_id, precision=precision, chunk_tokens=chunk
-    )
+    shared = settings.share_prompts
+    plans = _micro_plans(rollouts, [rows[rank::world] for rows in minis],
+                         settings.token_budget, share_prompts=shared)  # fmt: skip
+    # Every forward below, and the recomputation of checkpointed layers in backward,
+    # attends within the packed segments (prompt_sharing.py).
+    attention = shared_prompt_attention(policy, reference) if shared else nullcontext()
+    with attention:
+        return _updates(policy, reference, optimizer, rollouts, settings, minis, plans,
+                        advantages, advantage_stats, pad_id=pad_id, precision=precision,
+                        config=config, world=world)  # fmt: skip
+
+
+def _updates(
+    policy: torch.nn.Module,
+    reference: torch.nn.Module | None,
+    optimizer: torch.optim.Optimizer,
+    rollouts: Rollouts,
+    settings: TrainerHyperparameters,
+    minis: Sequence[Sequence[int]],
+    plans: Sequence[Sequence[Micro | None]],
+    advantages: torch.Tensor,
+    advantage_stats: dict[str, float],
+    *,
+    pad_id: int,
+    precision: Precision,
+    config: GrpoLossConfig,
+    world: int,
+) -> list[dict[str, float]]:
+    """The step's updates over its planned micro-batches (`train_step`, steps 3-4)."""
+    device = _model_device(policy)
+    chunk, shared = settings.log_prob_chunk_tokens, settings.share_prompts
+    old_log_probs = _old_log_probs(policy, rollouts, plans, pad_id=pad_id, precision=precision,
+                                   chunk_tokens=chunk, shared=shared)  # fmt: skip
     entropy: EntropyMode = "trained" if config.entropy_coef > 0 else "logged"
 
     metrics = []
@@ -353,8 +508,8 @@ def train_step(
         sums: dict[str, float] = {}
         local_tokens = 0.0
         for micro in plan:
-            batch = _packed(rollouts, micro, pad_id).to(device)
-            members = micro or []
+            batch = _packed(rollouts, micro, pad_id, shared=shared).to(device)
+            members = _members(micro)
             with precision.autocast(device):
                 scored = response_log_probs(policy, batch, chunk_tokens=chunk, entropy=entropy)
                 ref_log_probs = None

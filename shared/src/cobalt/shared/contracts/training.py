@@ -85,11 +85,18 @@ class TrainerHyperparameters(BaseModel):
     max_response_tokens: int = Field(default=defaults.MAX_RESPONSE_TOKENS, ge=1, le=INT32_MAX)
     """Longest sampled response in tokens (the sampler's max_tokens)."""
     micro_batch_tokens: int | None = Field(default=None, ge=1, le=INT32_MAX)
-    """Most prompt + response tokens (rows x the longest row, padding included) in one
-    forward/backward; each update accumulates gradients over as many micro-batches as its
-    mini-batch needs, with the same gradient. None: max_prompt_tokens +
+    """Most tokens in one forward/backward (with `share_prompts`, one packed row of
+    prompts and their responses; without, rows x the longest row, padding included);
+    each update accumulates gradients over as many micro-batches as its mini-batch
+    needs, with the same gradient. None: max_prompt_tokens +
     max_response_tokens, the longest row a step can hold. The trainer's memory follows
     this budget, not the batch (`COBALT_TRAINER_MICRO_BATCH_TOKENS` overrides it)."""
+    share_prompts: bool = True
+    """Score the responses to one prompt in one forward of that prompt: each micro-batch
+    is one row of segments (a prompt, then its responses), packed without padding, each
+    response attending to its own prompt and itself only. The same log-probabilities,
+    loss and gradient as one row per response, for fewer tokens: (n - 1) prompts fewer
+    per group of n. False: one right-padded row per response."""
     log_prob_chunk_tokens: int = Field(default=1_024, ge=1, le=INT32_MAX)
     """Response tokens whose full-vocabulary logits exist at once (float32)."""
     compute_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
