@@ -26,7 +26,8 @@ def test_a_job_from_start_to_resume(
             "--base-url", "http://127.0.0.1:9/v1", "--served-model", "policy",
             "--max-staleness", "1", "--lr", "1e-5", "--micro-batch-tokens", "20000",
             "--compute-dtype", "bfloat16", "--no-activation-checkpointing",
-            "--reward-format", "instruct", "--report-to", "wandb, TensorBoard", "--json",
+            "--no-share-prompts", "--reward-format", "instruct",
+            "--report-to", "wandb, TensorBoard", "--json",
         )
     )  # fmt: skip
     assert started["status"] == "pending" and started["contexts"] == "ctx"
@@ -34,7 +35,7 @@ def test_a_job_from_start_to_resume(
     assert started["params"]["reward_format"] == "instruct"
     trainer = started["params"]["trainer"]
     assert trainer["micro_batch_tokens"] == 20_000 and trainer["compute_dtype"] == "bfloat16"
-    assert trainer["activation_checkpointing"] is False
+    assert trainer["activation_checkpointing"] is False and trainer["share_prompts"] is False
     assert started["params"]["trainer"]["n_samples"] == 4
     assert started["params"]["trainer"]["lr"] == 1e-5
     assert started["params"]["trainer"]["kl_coef"] == 1e-4  # the paper's default

@@ -91,6 +91,14 @@ def start(
             "accumulate over micro-batches [max prompt + max response tokens]."
         ),
     ] = None,
+    share_prompts: Annotated[
+        bool | None,
+        typer.Option(
+            "--share-prompts/--no-share-prompts",
+            help="Score a group's responses in one forward of their prompt (packed, no "
+            "padding; the same gradient as one row per response) [on].",
+        ),
+    ] = None,
     compute_dtype: Annotated[
         str | None,
         typer.Option(help="auto, float32 or bfloat16 (weights stay float32) [auto: bf16 on GPU]."),
@@ -180,6 +188,7 @@ def start(
         "max_response_tokens": max_response_tokens,
         "max_prompt_tokens": max_prompt_tokens,
         "micro_batch_tokens": micro_batch_tokens,
+        "share_prompts": share_prompts,
         "compute_dtype": compute_dtype,
         "activation_checkpointing": activation_checkpointing,
         "lora_rank": lora_rank,
