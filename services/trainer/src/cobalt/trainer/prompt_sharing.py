@@ -206,6 +206,8 @@ def prompt_sharing_attention(
             for start, end in segment.responses:
                 length = end - start
                 # Row j of the response sees the whole prompt and its own tokens 0..j.
+                # (torch's causal_lower_right would spare CUDA the mask, but its dispatch
+                # refuses the mixed dtypes autocast hands it.)
                 mask = torch.ones(
                     (length, segment.prompt_tokens + length), dtype=torch.bool,
                     device=query.device,
