@@ -51,12 +51,16 @@ from cobalt.orchestrator.store.db import (  # noqa: E402
 from cobalt.orchestrator.store.models import Turn  # noqa: E402
 from cobalt.orchestrator.worker import queue  # noqa: E402
 from cobalt.orchestrator.worker.runtime import JobConnections  # noqa: E402
+from cobalt.shared.clients import ExecutorClientSettings  # noqa: E402
 from cobalt.shared.clients.local_executor import local_executor  # noqa: E402
 from cobalt.shared.contracts import ProblemRow, StdinTest  # noqa: E402
 from cobalt.shared.contracts.runs import SampleRunRequest  # noqa: E402
 
 REDIS_URL = "redis://127.0.0.1:6379/14"
 ANSWER = "Answer:\n```python\nprint(2 * int(input()))\n```"
+NOT_ASKED = ExecutorClientSettings(url=None)
+"""No executor asked for its maximums at run creation: the runs use the default limits,
+and the timings stay those of the rollouts alone."""
 
 
 @contextmanager
@@ -102,6 +106,7 @@ def overhead_per_turn_ms(
             SampleRunRequest(
                 dataset="bench", base_url=url, model="fake-model", n=1, turns=turns, limit=1
             ),
+            executor=NOT_ASKED,
         )
         (problem_id,) = service.open_problem_ids(sessions, run_id)
         started = time.perf_counter()
@@ -129,6 +134,7 @@ def throughput(env, sessions, url, problem_count: int, workers: int) -> float:
         SampleRunRequest(
             dataset="bench", base_url=url, model="fake-model", n=4, turns=2, limit=problem_count
         ),
+        executor=NOT_ASKED,
     )
     settings = OrchestratorSettings(database_url=env["COBALT_DATABASE_URL"], redis_url=REDIS_URL)
     queue.enqueue_run(settings, run_id, service.open_problem_ids(sessions, run_id), api_key=None)

@@ -353,6 +353,29 @@ def test_info_reports_limits_and_capacity(executor_client: TestClient) -> None:
     assert info["sandbox"].startswith("bubblewrap")
 
 
+def test_info_reports_each_maximum_and_the_setting_that_raises_it(
+    executor_settings: ExecutorSettings, sandbox_pool: SandboxPool
+) -> None:
+    """What the orchestrator checks a run's limits against. A maximum above what a request
+    may ask for at all (65,536 MiB) is still reported as set, not a 500."""
+    settings = executor_settings.model_copy(update={"max_wall_s": 5.0, "max_memory_mb": 131072})
+    with TestClient(create_app(settings, pool=sandbox_pool)) as client:
+        info = client.get("/v1/info").json()
+        refused = client.post(
+            "/v1/execute",
+            json={"code": "print(1)", "tests": [{"expected_stdout": "1"}],
+                  "limits": {"wall_s": 5.5}},
+        )  # fmt: skip
+    assert info["max_limits"]["wall_s"] == 5.0 and info["max_limits"]["memory_mb"] == 131072
+    assert info["limit_settings"]["wall_s"] == "COBALT_EXECUTOR_MAX_WALL_S"
+    assert info["limit_settings"]["memory_mb"] == "COBALT_EXECUTOR_MAX_MEMORY_MB"
+    assert refused.status_code == 422
+    assert refused.json()["error"]["detail"] == {
+        "field": "limits.wall_s", "value": 5.5, "maximum": 5.0,
+        "setting": "COBALT_EXECUTOR_MAX_WALL_S",
+    }  # fmt: skip
+
+
 def test_metrics_count_verdicts(executor_client: TestClient) -> None:
     def accepted_count() -> float:
         text = executor_client.get("/metrics").text

@@ -25,6 +25,7 @@ from cobalt.orchestrator.runs import service as runs_service
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker
 from cobalt.orchestrator.store.errors import DATABASE_TRANSLATIONS
+from cobalt.shared.clients import ExecutorClientSettings
 from cobalt.shared.contracts.runs import SampleRunRequest
 from cobalt.shared.http import install_error_handlers
 from tests.support.runs import REDIS_URL, TABLES, add_doubles
@@ -182,7 +183,10 @@ def test_a_resume_completes_a_creation_cut_short(postgresql_url: str) -> None:
     sessions = make_sessionmaker(engine)
     add_doubles(sessions)
     request = SampleRunRequest.model_validate(_run(n=3, limit=1))
-    run_id = runs_service.create_sample_run(sessions, request, defer_trajectories=True)
+    no_executor = ExecutorClientSettings(url=None)  # its maximums are not what this is about
+    run_id = runs_service.create_sample_run(
+        sessions, request, executor=no_executor, defer_trajectories=True
+    )
     assert runs_service.run_public(sessions, run_id).trajectories_by_status["pending"] == 0
     runs_service.reopen_failed(sessions, run_id)
     runs_service.reopen_failed(sessions, run_id)  # twice: nothing doubled

@@ -4,6 +4,7 @@
      ├── NotFound          a named thing does not exist                  -> 404
      ├── Conflict          the request clashes with the current state    -> 409
      ├── InvalidInput      the caller sent something we cannot use        -> 422
+     │    ├── LimitTooHigh      a limit above an executor's maximum       -> 422
      │    ├── PayloadTooLarge   the request body is over the size cap     -> 413
      │    └── BodyTimeout       the request body did not arrive in time   -> 408
      ├── Unauthorized      missing or wrong credentials                   -> 401
@@ -29,6 +30,7 @@ __all__ = [
     "Conflict",
     "Forbidden",
     "InvalidInput",
+    "LimitTooHigh",
     "NotFound",
     "Overloaded",
     "PayloadTooLarge",
@@ -71,6 +73,12 @@ class InvalidInput(CobaltError):
 
     status_code = 422
     error_type = "invalid_input"
+
+
+class LimitTooHigh(InvalidInput):
+    """A requested limit is above what the executor allows (its `max_limits`)."""
+
+    error_type = "limit_too_high"
 
 
 class PayloadTooLarge(InvalidInput):

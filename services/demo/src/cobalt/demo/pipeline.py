@@ -58,7 +58,7 @@ from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade
 from cobalt.orchestrator.training.service import create_job, set_job_status
 from cobalt.orchestrator.worker.in_process import run_in_process
 from cobalt.orchestrator.worker.runtime import runtime
-from cobalt.shared.clients import ExecutorClient
+from cobalt.shared.clients import ExecutorClient, ExecutorClientSettings
 from cobalt.shared.clients.inference import InferenceControlClient
 from cobalt.shared.clients.training import TrainingClient
 from cobalt.shared.contracts.runs import EvaluationReport, RefineRunRequest, SampleRunRequest
@@ -151,6 +151,11 @@ def _policy_version(endpoints: Endpoints) -> int:
         return control.status().version
 
 
+def _executor(ctx: _RunContext) -> ExecutorClientSettings:
+    """The demo's executor (started without a token), whose maximums a run's limits obey."""
+    return ExecutorClientSettings(url=ctx.endpoints.executor, auth_token=None)
+
+
 def _roll_out(
     label: str,
     options: DemoOptions,
@@ -166,7 +171,9 @@ def _roll_out(
         temperature=options.temperature,
     )  # fmt: skip
     with progress.stage(f"{label}: sampling turn 0", total=trajectories) as bar:
-        sample_run = service.create_sample_run(ctx.sessions, sample_request)
+        sample_run = service.create_sample_run(
+            ctx.sessions, sample_request, executor=_executor(ctx)
+        )
         _carry_out(ctx.settings, ctx.sessions, sample_run, ctx.endpoints.executor, bar)
     refine_request = RefineRunRequest(
         from_run=sample_run,
@@ -176,7 +183,9 @@ def _roll_out(
     )
     total = trajectories * (options.turns + 1)
     with progress.stage(f"{label}: {options.turns} feedback turns", total=total) as bar:
-        refine_run = service.create_refine_run(ctx.sessions, refine_request)
+        refine_run = service.create_refine_run(
+            ctx.sessions, refine_request, executor=_executor(ctx)
+        )
         _carry_out(ctx.settings, ctx.sessions, refine_run, ctx.endpoints.executor, bar)
     report = _evaluate(label, refine_run, ctx, progress)
     return PhaseResult(label, sample_run, refine_run, version, report)

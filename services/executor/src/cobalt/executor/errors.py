@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from cobalt.shared.errors import CobaltError, InvalidInput, Unavailable
+from cobalt.shared.errors import CobaltError, InvalidInput, LimitTooHigh, Unavailable
 
 __all__ = [
     "ClientDisconnected",
     "FileDescriptorsExhausted",
-    "LimitTooHigh",
+    "LimitTooHigh",  # shared: the orchestrator refuses runs with it too
     "SandboxUnavailable",
     "UnsupportedFeature",
 ]
@@ -17,12 +17,6 @@ class SandboxUnavailable(Unavailable):
     """The sandbox cannot be built or started on this machine."""
 
     error_type = "sandbox_unavailable"
-
-
-class LimitTooHigh(InvalidInput):
-    """A requested limit is above what this executor allows."""
-
-    error_type = "limit_too_high"
 
 
 class UnsupportedFeature(InvalidInput):

@@ -40,6 +40,7 @@ from cobalt.shared.contracts import (
     TestResult,
     Verdict,
 )
+from cobalt.shared.contracts.executor import MaxLimits, limits_above_maximum
 from cobalt.shared.errors import Overloaded
 from cobalt.shared.text import truncate_middle
 from cobalt.shared.version import __version__
@@ -129,22 +130,29 @@ class ExecutorService:
         Raises:
             LimitTooHigh: a limit or the number of tests is above the maximum.
         """
-        s, limits = self.settings, request.limits
-        checks = [
-            (len(request.tests), s.max_tests_per_request, "tests", "MAX_TESTS_PER_REQUEST"),
-            (limits.wall_s, s.max_wall_s, "limits.wall_s", "MAX_WALL_S"),
-            (limits.cpu_s or 0, s.max_wall_s, "limits.cpu_s", "MAX_WALL_S"),
-            (limits.memory_mb, s.max_memory_mb, "limits.memory_mb", "MAX_MEMORY_MB"),
-            (limits.output_kb, s.max_output_kb, "limits.output_kb", "MAX_OUTPUT_KB"),
-            (limits.total_s or 0, s.max_total_s, "limits.total_s", "MAX_TOTAL_S"),
-        ]
-        for value, maximum, name, setting in checks:
-            if value > maximum:
-                raise LimitTooHigh(
-                    f"{name} is {value:g}, above this executor's maximum of {maximum:g} "
-                    f"(raise COBALT_EXECUTOR_{setting} on the server to allow it)",
-                    detail={"field": name, "value": value, "maximum": maximum},
-                )
+        s = self.settings
+        if len(request.tests) > s.max_tests_per_request:
+            raise LimitTooHigh(
+                f"tests is {len(request.tests)}, above this executor's maximum of "
+                f"{s.max_tests_per_request} (raise COBALT_EXECUTOR_MAX_TESTS_PER_REQUEST on the "
+                "executor to allow it)",
+                detail={"field": "tests", "value": len(request.tests),
+                        "maximum": s.max_tests_per_request},
+            )  # fmt: skip
+        above = limits_above_maximum(request.limits, self.max_limits())
+        if above:
+            raise LimitTooHigh(above[0].message(), detail=above[0].detail())
+
+    def max_limits(self) -> MaxLimits:
+        """The highest limits a request may ask for (the `COBALT_EXECUTOR_MAX_*` settings)."""
+        s = self.settings
+        return MaxLimits(
+            wall_s=s.max_wall_s,
+            cpu_s=s.max_wall_s,
+            memory_mb=s.max_memory_mb,
+            output_kb=s.max_output_kb,
+            total_s=s.max_total_s,
+        )
 
     # --- execution -----------------------------------------------------------------
 
@@ -325,13 +333,7 @@ class ExecutorService:
             languages=["python"],
             compare_modes=[mode.value for mode in Compare],
             default_limits=Limits(),
-            max_limits=Limits(
-                wall_s=s.max_wall_s,
-                cpu_s=s.max_wall_s,
-                memory_mb=s.max_memory_mb,
-                output_kb=s.max_output_kb,
-                total_s=s.max_total_s,
-            ),
+            max_limits=self.max_limits(),
             slots=len(self.pool.slots),
             max_pending_tests=s.max_pending_tests,
             max_body_bytes=s.max_body_bytes,

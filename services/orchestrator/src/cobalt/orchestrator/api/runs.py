@@ -51,7 +51,7 @@ def create_sample_run(
     to `total_trajectories` in the first moments.
     """
     check_bundled_name(body.template)
-    run_id = service.create_sample_run(sessions, body, defer_trajectories=True)
+    run_id = service.create_sample_run(sessions, body, executor=executor, defer_trajectories=True)
     carry_out_new_run(settings, sessions, run_id, api_key=_key(body), executor=executor)
     return service.run_public(sessions, run_id)
 
@@ -61,7 +61,7 @@ def create_refine_run(
     body: RefineRunRequest, sessions: Sessions, settings: Settings, executor: ExecutorSettings
 ) -> RunPublic:
     """Start feedback turns on top of a finished sample run's turn 0."""
-    run_id = service.create_refine_run(sessions, body)
+    run_id = service.create_refine_run(sessions, body, executor=executor)
     carry_out_run(settings, sessions, run_id, api_key=_key(body), in_background=executor)
     return service.run_public(sessions, run_id)
 

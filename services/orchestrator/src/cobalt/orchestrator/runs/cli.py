@@ -27,6 +27,7 @@ from cobalt.orchestrator.console import (
     JsonOption,
     StoreContext,
     echo_json,
+    executor_settings_or_exit,
     fail,
     handled,
     open_executor,
@@ -310,7 +311,9 @@ def sample(
             dataset_summary(store.sessions(), name=request.dataset, first=0)
         _require_endpoint(request.base_url, api_key)
     with handled():
-        run_id = service.create_sample_run(store.sessions(), request)
+        run_id = service.create_sample_run(
+            store.sessions(), request, executor=executor_settings_or_exit()
+        )
     _finish(
         _carry_out(
             store, run_id, api_key=api_key, detach=detach, quiet=as_json, endpoint_checked=True
@@ -358,7 +361,9 @@ def refine(
     )
     store = _store(detach=detach)
     with handled():
-        run_id = service.create_refine_run(store.sessions(), request)
+        run_id = service.create_refine_run(
+            store.sessions(), request, executor=executor_settings_or_exit()
+        )
     _finish(_carry_out(store, run_id, api_key=api_key, detach=detach, quiet=as_json), as_json)
 
 

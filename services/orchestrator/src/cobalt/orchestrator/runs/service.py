@@ -19,10 +19,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.lifecycle import RUN_TRANSITIONS, RunEvent, TrajectoryEvent, run_after
 from cobalt.orchestrator.rollouts.conversation import messages_of_turns
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
+from cobalt.orchestrator.runs.executor_limits import check_executor_accepts
 from cobalt.orchestrator.store import repo_datasets, repo_runs
 from cobalt.orchestrator.store.models import Dataset, Problem, Run, Trajectory, Turn
 from cobalt.orchestrator.store.repo_runs import TurnRow
-from cobalt.shared.contracts.executor import Compare, reference_limits
+from cobalt.shared.clients import ExecutorClientSettings
+from cobalt.shared.contracts.executor import Compare, Limits, reference_limits
 from cobalt.shared.contracts.runs import (
     RefineRunRequest,
     RunPublic,
@@ -56,13 +58,25 @@ def _problem_ids(session: Session, dataset_id: int, limit: int | None) -> list[i
 
 
 def create_sample_run(
-    sessions: sessionmaker[Session], request: SampleRunRequest, *, defer_trajectories: bool = False
+    sessions: sessionmaker[Session],
+    request: SampleRunRequest,
+    *,
+    executor: ExecutorClientSettings,
+    defer_trajectories: bool = False,
 ) -> int:
     """A pending sample run with its trajectories; returns its id.
 
     Args:
+        executor: The executor whose maximum limits the run's must be within
+            (`executor_limits.check_executor_accepts`).
         defer_trajectories: Write only the run row; the caller then calls
             `add_missing_trajectories` (the API, off the request).
+
+    Raises:
+        NotFound: no such dataset.
+        InvalidInput: the dataset has no problems; `LimitTooHigh`: a limit is above the
+            executor's maximum.
+        Unavailable: the executor could not be asked for its maximums.
     """
     template = PromptTemplate.load(request.template)
     with sessions.begin() as session:
@@ -80,7 +94,13 @@ def create_sample_run(
         # the run (feedback, evaluation) judges alike.
         compare = request.compare or Compare(dataset.provenance.get("judge") or Compare.COBALT)
         params["compare"] = compare.value
-        params["limits"] = (request.limits or reference_limits(compare)).model_dump(mode="json")
+        limits = request.limits or reference_limits(compare)
+        check_executor_accepts(
+            limits,
+            executor,
+            chosen_by="the request" if request.limits else f"the {compare.value} judge preset",
+        )
+        params["limits"] = limits.model_dump(mode="json")
         params["problems"] = len(problem_ids)
         run = repo_runs.create_run(
             session,
@@ -120,8 +140,17 @@ def add_missing_trajectories(sessions: sessionmaker[Session], run_id: int) -> No
             _add_sample_trajectories(session, run)
 
 
-def create_refine_run(sessions: sessionmaker[Session], request: RefineRunRequest) -> int:
-    """A refine run that shares turn 0 with a finished sample run (its rows are copied)."""
+def create_refine_run(
+    sessions: sessionmaker[Session],
+    request: RefineRunRequest,
+    *,
+    executor: ExecutorClientSettings,
+) -> int:
+    """A refine run that shares turn 0 with a finished sample run (its rows are copied).
+
+    Its programs are judged with the sample run's limits, so those must be within
+    `executor`'s maximums (raises as `create_sample_run`).
+    """
     with sessions.begin() as session:
         parent = repo_runs.get_run(session, run_id=request.from_run)
         if parent.kind != RunKind.SAMPLE or parent.status != RunStatus.FINISHED:
@@ -129,6 +158,11 @@ def create_refine_run(sessions: sessionmaker[Session], request: RefineRunRequest
                 f"run {parent.id} is a {parent.status} {parent.kind} run; refine starts from "
                 "a finished sample run"
             )
+        check_executor_accepts(
+            Limits.model_validate(parent.params.get("limits") or {}),
+            executor,
+            chosen_by=f"sample run {parent.id}",
+        )
         params = {
             **{k: v for k, v in parent.params.items() if k not in ("turns", "stop_on_pass")},
             **request.model_dump(
