@@ -14,34 +14,49 @@ checked when the programs run, as every executor request is.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from cobalt.shared.clients import ExecutorClient, ExecutorClientSettings
-from cobalt.shared.contracts.executor import Limits, limits_above_maximum
+from cobalt.shared.contracts.executor import ExecutorInfo, Limits, limits_above_maximum
 from cobalt.shared.errors import CobaltError, LimitTooHigh, Unavailable
 
-__all__ = ["INFO_TIMEOUT_S", "check_executor_accepts"]
+__all__ = ["INFO_TIMEOUT_S", "ExecutorMaximums", "executor_maximums"]
 
 INFO_TIMEOUT_S = 10.0
 """Seconds to wait for the executor's `GET /v1/info` (it answers from its settings, at once)."""
 
 
-def check_executor_accepts(
-    limits: Limits, executor: ExecutorClientSettings, *, chosen_by: str
-) -> None:
-    """Refuse `limits` if COBALT_EXECUTOR_URL's executor would refuse them.
+@dataclass(frozen=True)
+class ExecutorMaximums:
+    """What an executor accepts, asked once, before the run's transaction opens (no
+    database connection waits on the network)."""
 
-    Args:
-        limits: The per-test limits the run's programs will be judged with.
-        executor: Where the executor is (no URL: nothing to ask, nothing checked).
-        chosen_by: Where the limits come from, for the message (e.g. "the request").
+    url: str
+    info: ExecutorInfo
+
+    def refuse_above(self, limits: Limits, *, chosen_by: str) -> None:
+        """Raise LimitTooHigh if a limit is above the executor's maximum; the message names
+        the limit, the value, the maximum and the executor setting that raises it.
+        `chosen_by` says where the limits come from (e.g. "the request")."""
+        above = limits_above_maximum(limits, self.info.max_limits, self.info.limit_settings)
+        if above:
+            raise LimitTooHigh(
+                "; ".join(limit.message() for limit in above)
+                + f" (limits chosen by {chosen_by}; executor at {self.url})",
+                detail={"executor_url": self.url, "limits": [limit.detail() for limit in above]},
+            )
+
+
+def executor_maximums(executor: ExecutorClientSettings) -> ExecutorMaximums | None:
+    """COBALT_EXECUTOR_URL's executor's maximum limits; None without a URL (nothing to ask,
+    nothing checked).
 
     Raises:
-        LimitTooHigh: a limit is above the executor's maximum; the message names the
-            limit, the value, the maximum and the executor setting that raises it.
         Unavailable: the executor could not be asked (unreachable, not ready, refused
             our token, answered something else); the message names its URL.
     """
     if not executor.url:
-        return
+        return None
     url = executor.url
     try:
         with ExecutorClient(
@@ -50,17 +65,10 @@ def check_executor_accepts(
             timeout=INFO_TIMEOUT_S,
             retry=executor.retry(),
         ) as client:
-            info = client.info()
+            return ExecutorMaximums(url=url, info=client.info())
     except (CobaltError, ValueError) as exc:  # ValueError: the URL is not http(s)
         raise Unavailable(
             f"cannot ask the executor at {url} for its maximum limits, so the run is not "
             f"created: {exc}",
             detail={"executor_url": url},
         ) from exc
-    above = limits_above_maximum(limits, info.max_limits, info.limit_settings)
-    if above:
-        raise LimitTooHigh(
-            "; ".join(limit.message() for limit in above)
-            + f" (limits chosen by {chosen_by}; executor at {url})",
-            detail={"executor_url": url, "limits": [limit.detail() for limit in above]},
-        )

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.lifecycle import RUN_TRANSITIONS, RunEvent, TrajectoryEvent, run_after
 from cobalt.orchestrator.rollouts.conversation import messages_of_turns
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
-from cobalt.orchestrator.runs.executor_limits import check_executor_accepts
+from cobalt.orchestrator.runs.executor_limits import executor_maximums
 from cobalt.orchestrator.store import repo_datasets, repo_runs
 from cobalt.orchestrator.store.models import Dataset, Problem, Run, Trajectory, Turn
 from cobalt.orchestrator.store.repo_runs import TurnRow
@@ -68,7 +68,7 @@ def create_sample_run(
 
     Args:
         executor: The executor whose maximum limits the run's must be within
-            (`executor_limits.check_executor_accepts`).
+            (`executor_limits.executor_maximums`, asked before the transaction).
         defer_trajectories: Write only the run row; the caller then calls
             `add_missing_trajectories` (the API, off the request).
 
@@ -79,6 +79,7 @@ def create_sample_run(
         Unavailable: the executor could not be asked for its maximums.
     """
     template = PromptTemplate.load(request.template)
+    maximums = executor_maximums(executor)
     with sessions.begin() as session:
         dataset = repo_datasets.get_dataset(session, name=request.dataset)
         if dataset is None:
@@ -95,11 +96,11 @@ def create_sample_run(
         compare = request.compare or Compare(dataset.provenance.get("judge") or Compare.COBALT)
         params["compare"] = compare.value
         limits = request.limits or reference_limits(compare)
-        check_executor_accepts(
-            limits,
-            executor,
-            chosen_by="the request" if request.limits else f"the {compare.value} judge preset",
-        )
+        if maximums is not None:
+            maximums.refuse_above(
+                limits,
+                chosen_by="the request" if request.limits else f"the {compare.value} judge preset",
+            )
         params["limits"] = limits.model_dump(mode="json")
         params["problems"] = len(problem_ids)
         run = repo_runs.create_run(
@@ -151,6 +152,7 @@ def create_refine_run(
     Its programs are judged with the sample run's limits, so those must be within
     `executor`'s maximums (raises as `create_sample_run`).
     """
+    maximums = executor_maximums(executor)
     with sessions.begin() as session:
         parent = repo_runs.get_run(session, run_id=request.from_run)
         if parent.kind != RunKind.SAMPLE or parent.status != RunStatus.FINISHED:
@@ -158,11 +160,11 @@ def create_refine_run(
                 f"run {parent.id} is a {parent.status} {parent.kind} run; refine starts from "
                 "a finished sample run"
             )
-        check_executor_accepts(
-            Limits.model_validate(parent.params.get("limits") or {}),
-            executor,
-            chosen_by=f"sample run {parent.id}",
-        )
+        if maximums is not None:
+            maximums.refuse_above(
+                Limits.model_validate(parent.params.get("limits") or {}),
+                chosen_by=f"sample run {parent.id}",
+            )
         params = {
             **{k: v for k, v in parent.params.items() if k not in ("turns", "stop_on_pass")},
             **request.model_dump(
