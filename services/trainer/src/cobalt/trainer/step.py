@@ -140,20 +140,6 @@ class PackedBatch:
             layout=self.layout,
         )
 
-    def rows(self, index: torch.Tensor) -> PackedBatch:
-        """The responses at `index` (a batch of one row per response only)."""
-        if self.layout is not None:
-            raise ValueError("rows() selects rows of a one-row-per-response batch")
-        return PackedBatch(
-            input_ids=self.input_ids[index],
-            attention_mask=self.attention_mask[index],
-            response_positions=self.response_positions[index],
-            response_ids=self.response_ids[index],
-            response_mask=self.response_mask[index],
-            predicting_positions=self.predicting_positions[index],
-            response_rows=torch.arange(len(index)),
-        )
-
 
 def _response_tensors(
     responses: Sequence[Sequence[int]], starts: Sequence[int], prompt_ends: Sequence[int],
