@@ -24,7 +24,11 @@ reports; nothing the program prints on stdout can pass for a record.
 The zygote never runs untrusted code itself, marks itself non-dumpable (so processes of
 the same uid cannot read or write its memory or fds through /proc), and after each test
 kills every other process in its PID namespace and wipes the writable directories, so
-no test can see or influence the next one.
+no test can see or influence the next one. In a jail, "wiped" means replaced: the
+writable tmpfs mounts are unmounted and fresh ones mounted in their place, so nothing a
+test did to them (files, ACLs, xattrs, times, modes, the inode counter) survives it.
+The zygote then forks the next test's process and says {"event": "clean", "id": N}; the
+server starts no test (and no test's clock) before that.
 """
 
 # Modules solutions commonly use, imported once here so that forked tests pay nothing.
@@ -67,8 +71,9 @@ import typing
 from typing import Any, NoReturn
 
 WRITABLE_DIRS: tuple[str, ...] = ("/tmp", "/dev/shm")
-"""What tests may write, wiped after each test. Without a jail (unsafe mode) this is the
-private directory the server made for the slot, never the host's /tmp."""
+"""What tests may write: tmpfs mounts replaced after each test. Without a jail (unsafe
+mode) this is the private directory the server made for the slot, never the host's /tmp,
+and it is wiped instead."""
 WORKDIR = "/tmp/run"
 HIGH_FD = 100
 RECORD_FD = 3
@@ -99,7 +104,11 @@ class _CapData(ctypes.Structure):
 
 
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
+CAP_SYS_ADMIN = 21
 CAP_CHECKPOINT_RESTORE = 40
+MS_NOSUID = 2
+MS_NODEV = 4
+MNT_DETACH = 2
 PID_COUNTER = "/proc/sys/kernel/ns_last_pid"
 PID_COUNTER_FD = -1
 """The jail's pid counter, open for writing (bwrap mode only; -1 otherwise)."""
@@ -129,12 +138,14 @@ def _lock_jail_namespaces() -> None:
     So instead: no process of the jail's user namespace may create another (the limit is
     per namespace, and raising it again needs CAP_SYS_RESOURCE, which we drop here; tests
     never had it), and the seccomp filter denies unshare and clone with namespace flags
-    on top. What stays is CAP_CHECKPOINT_RESTORE, to reset the pid counter.
+    on top. What stays is CAP_CHECKPOINT_RESTORE, to reset the pid counter, and
+    CAP_SYS_ADMIN, to replace the jail's own tmpfs mounts after each test (the jail's
+    seccomp filter allows only that mount call; see seccomp.py).
     """
     global PID_COUNTER_FD
     with open(USER_NAMESPACE_LIMIT, "w") as limit:
         limit.write("0")
-    _keep_capabilities(CAP_CHECKPOINT_RESTORE)
+    _keep_capabilities(CAP_CHECKPOINT_RESTORE, CAP_SYS_ADMIN)
     fd = os.open(PID_COUNTER, os.O_WRONLY | os.O_CLOEXEC)
     PID_COUNTER_FD = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 60)
     os.close(fd)
@@ -575,9 +586,12 @@ def _wipe(root: str) -> bool:
 
 WRITABLE_MODES: dict[str, int] = {}
 """The permission bits of each writable dir as the jail started (a test may chmod them)."""
+TMPFS_BYTES: dict[str, int] = {}
+"""The size of each writable tmpfs as bubblewrap made it."""
 
 
 def _wipe_writable_dirs() -> bool:
+    """Unsafe mode: empty the slot's private directory (no mount to replace)."""
     try:
         for path in WRITABLE_DIRS:
             os.chmod(path, WRITABLE_MODES.get(path, 0o755))
@@ -586,6 +600,32 @@ def _wipe_writable_dirs() -> bool:
     except OSError:
         return False  # the jail is retired and replaced
     return clean
+
+
+def _fresh_tmpfs(path: str) -> None:
+    """Put a new, empty tmpfs on `path` in place of the one there (jail mode only).
+
+    Whatever a test changed on the old one (default ACLs, xattrs, times, owner, mode, the
+    inode numbers it handed out) goes with it; the kernel frees its files as it unmounts.
+    """
+    if _LIBC.umount2(path.encode(), MNT_DETACH) != 0:
+        raise OSError(ctypes.get_errno(), f"umount {path} failed")
+    options = f"size={TMPFS_BYTES[path]},mode={WRITABLE_MODES[path]:o}".encode()
+    if _LIBC.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
+        raise OSError(ctypes.get_errno(), f"mount tmpfs on {path} failed")
+
+
+def _reset_writable_dirs() -> bool:
+    """Return the writable dirs to their state at jail start; False: retire the jail."""
+    if not _in_own_pid_namespace():
+        return _wipe_writable_dirs()
+    try:
+        for path in WRITABLE_DIRS:
+            _fresh_tmpfs(path)
+        os.makedirs(WORKDIR)
+    except OSError:
+        return False
+    return True
 
 
 class _Spare:
@@ -786,10 +826,10 @@ def _run_one(
             "started": started,
         },
     )
-    # Wiped after answering, off the test's critical path (the next test waits on the
-    # control socket meanwhile). A jail we could not clean is retired; the server starts
-    # a fresh one.
-    return _wipe_writable_dirs()
+    # Reset after answering, off the test's critical path: the server judges meanwhile, and
+    # starts no other test here before our "clean". A jail we could not reset is retired;
+    # the server starts a fresh one.
+    return _reset_writable_dirs()
 
 
 def main() -> None:
@@ -823,9 +863,15 @@ def main() -> None:
     # forked child would otherwise touch (and copy) every page of the zygote's heap.
     gc.collect()
     gc.freeze()
+    # bwrap started us in /tmp: a cwd there would keep each replaced tmpfs alive.
+    os.chdir("/")
     for path in WRITABLE_DIRS:
         WRITABLE_MODES[path] = os.stat(path).st_mode & 0o7777
-    os.makedirs(WORKDIR, exist_ok=True)
+        usage = os.statvfs(path)
+        TMPFS_BYTES[path] = usage.f_blocks * usage.f_frsize
+    # The first test gets a tmpfs made exactly as every later one is.
+    if not _reset_writable_dirs():
+        raise SystemExit("cannot prepare the writable directories")
     spare = _Spare(ctl)
     _send(
         ctl,
@@ -848,6 +894,7 @@ def main() -> None:
                 return
             # Fork the next test's process now, while the server reads this result.
             spare = _Spare(ctl)
+            _send(ctl, {"event": "clean", "id": op["id"]})
         else:
             for fd in fds:
                 os.close(fd)

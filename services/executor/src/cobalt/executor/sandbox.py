@@ -88,6 +88,8 @@ class SandboxConfig:
     file_size_mb: int = 64
     kill_grace_s: float = 1.0
     start_timeout_s: float = 15.0
+    reset_timeout_s: float = 5.0
+    """How long a jail may take to reset after a test before it is replaced."""
     max_tests_per_slot: int = 5000
     cgroups: CgroupMode = "auto"
 
@@ -168,11 +170,15 @@ def bwrap_command(
         "sandbox",
         "--clearenv",
         # The zygote's only privileges, in the jail's own user namespace: resetting its PID
-        # namespace's pid counter before each test, and (once, at start) setting that user
-        # namespace's limit on new user namespaces to 0. It drops the second at once, and
-        # every test process drops both before running anything (see _zygote.py).
+        # namespace's pid counter before each test, replacing the jail's own tmpfs mounts
+        # after each (the seccomp filter allows no other mount), and (once, at start)
+        # setting that user namespace's limit on new user namespaces to 0. It drops the
+        # last at once, and every test process drops all of them before running anything
+        # (see _zygote.py).
         "--cap-add",
         "CAP_CHECKPOINT_RESTORE",
+        "--cap-add",
+        "CAP_SYS_ADMIN",
         "--cap-add",
         "CAP_SYS_RESOURCE",
     ]
@@ -323,6 +329,8 @@ class SandboxSlot:
         self.restarts = 0
         self.zygote_info: dict[str, Any] = {}
         self._workroot: str | None = None
+        self._resetting = False
+        """The last test has ended and the zygote's "clean" has not come yet."""
 
     @cached_property
     def uid(self) -> int | None:
@@ -393,6 +401,32 @@ class SandboxSlot:
             )
         self.zygote_info = json.loads(message)
         self.tests_run = 0
+        self._resetting = False
+
+    def settle(self) -> bool:
+        """Wait for the jail to finish resetting after its last test, on the server's time.
+
+        The zygote replaces the jail's writable mounts and forks the next test's process
+        after each test, then says "clean". No test (and no test's clock) starts before
+        that, and the reset has its own bound: a jail that is gone, or did not reset
+        within `reset_timeout_s`, is closed here and False returned (start a fresh one).
+        """
+        if not self.is_alive() or self._control is None:
+            return False
+        if not self._resetting:
+            return True
+        ready, _, _ = select.select([self._control], [], [], self.config.reset_timeout_s)
+        reply = self._receive_quietly() if ready else None
+        if reply is None or reply.get("event") != "clean":
+            logger.warning(
+                "slot %d did not reset within %g s after its test; replacing its jail",
+                self.index,
+                self.config.reset_timeout_s,
+            )
+            self.close()
+            return False
+        self._resetting = False
+        return True
 
     def _private_workroot(self) -> str:
         """Unsafe mode only: a directory of this slot's own to write in and wipe."""
@@ -428,7 +462,7 @@ class SandboxSlot:
 
     def run(self, job: SandboxJob) -> RawRun:
         """Run one job and collect the evidence. Never raises for program behaviour."""
-        if not self.is_alive() or self._control is None:
+        if not self.settle():
             self.start()
         assert self._control is not None
         self._next_id += 1
@@ -549,7 +583,10 @@ class SandboxSlot:
                     io.poller.unregister(fd)
                     exited_at = exited_at or time.monotonic()
                     self.close()
+                elif reply.get("event") == "clean":
+                    self._resetting = False  # it reset before our drain ended
                 elif reply.get("event") == "exited":
+                    self._resetting = True
                     raw.started = bool(reply.get("started"))
                     exited_at = time.monotonic()
                     raw.status = int(reply["status"])
