@@ -226,6 +226,8 @@ ACTIVITY_FILES = (
     "/proc/1/task/1/sched",
     "/proc/1/task/1/schedstat",
     "/proc/loadavg",
+    # Its second field is the host's idle time over all CPUs: what every slot left idle.
+    "/proc/uptime",
     # Host-wide counters that move with what other slots (and the host) do.
     "/proc/stat",
     "/proc/schedstat",
