@@ -188,7 +188,9 @@ def nest(path, depth):
     fd = os.open(_parent(path), os.O_RDONLY | os.O_DIRECTORY)
     for _ in range(depth):
         os.mkdir("n", dir_fd=fd)
-        fd = os.open("n", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        fd, parent = os.open("n", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd), fd
+        os.close(parent)
+    return depth
 def many(path, count):
     base = _parent(path)
     for i in range(count):
