@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cobalt.executor.app import create_app
-from cobalt.executor.pool import RETIRE_AFTER_FAILURES, SandboxPool
+from cobalt.executor.pool import RETIRE_AFTER_FAILURES, SandboxPool, shared_uid_pipe_budget
 from cobalt.executor.readiness import Readiness, ReadyState
 from cobalt.executor.sandbox import SandboxJob
 from cobalt.executor.settings import ExecutorSettings
@@ -394,3 +394,104 @@ def test_readiness_needs_half_the_slots_working(
     assert readiness.state()[0] is state
     if state is ReadyState.BROKEN:
         assert f"{working[0]} of {working[1]}" in readiness.state()[1]
+
+
+# --- neighbours: one slot's test cannot change what another's pipes hold ----------------
+
+PIPE_HOG = r"""
+import fcntl, os, time
+held = []
+for size in (1 << 20, 65536):
+    for _ in range(4000):
+        try:
+            r, w = os.pipe()
+        except OSError:
+            break
+        try:
+            fcntl.fcntl(w, 1031, size)  # F_SETPIPE_SZ
+        except OSError:
+            pass
+        os.close(r)
+        held.append(w)
+        if len(held) >= 240:
+            break
+for _ in range(40):
+    if os.fork() == 0:
+        held = []
+        for _ in range(240):
+            try:
+                r, w = os.pipe()
+            except OSError:
+                break
+            os.close(r)
+            held.append(w)
+        time.sleep(4)
+        os._exit(0)
+time.sleep(4)
+print("held")
+"""
+
+PIPE_NEIGHBOUR = r"""
+import time
+time.sleep(1.0)
+import os
+r, w = os.pipe()
+os.write(w, b"n" * 60000)  # fits a default pipe (64 KiB); blocks forever in an 8 KiB one
+print(len(os.read(r, 65536)))
+"""
+
+
+def test_a_test_holding_many_pipes_does_not_shrink_a_neighbours_pipes(
+    executor_http: httpx.Client,
+) -> None:
+    body = {
+        "requests": [
+            {"code": PIPE_HOG, "tests": [{"stdin": "", "expected_stdout": "held"}],
+             "limits": {"wall_s": 8.0, "memory_mb": 512}},
+            {"code": PIPE_NEIGHBOUR, "tests": [{"stdin": "", "expected_stdout": "60000"}],
+             "limits": {"wall_s": 4.0, "memory_mb": 128}},
+        ]
+    }  # fmt: skip
+    response = executor_http.post("/v1/execute/batch", json=body)
+    assert response.status_code == 200, response.text[:2000]
+    hog, neighbour = (r["results"][0] for r in response.json()["results"])
+    assert neighbour["verdict"] == "accepted", (neighbour, hog["verdict"])
+
+
+PIPE_COUNT = r"""
+import fcntl, os
+r, w = os.pipe()
+try:
+    fcntl.fcntl(w, 1031, 1 << 20)  # F_SETPIPE_SZ
+    print("grown")
+except OSError as exc:
+    print("not grown:", os.strerror(exc.errno))
+made = 1
+try:
+    for _ in range(2999):
+        r, w = os.pipe()
+        os.close(r)
+        os.close(w)
+        made += 1
+except OSError as exc:
+    print("stopped:", os.strerror(exc.errno))
+print(made)
+"""
+
+
+def test_in_the_shared_uid_mode_a_test_creates_at_most_its_share_of_the_pipe_quota(
+    executor_http: httpx.Client, request: pytest.FixtureRequest
+) -> None:
+    shared = "shared-uid" in request.node.callspec.id
+    body = {"code": PIPE_COUNT, "tests": [{"stdin": "", "expected_stdout": ""}] * 2}
+    response = executor_http.post("/v1/execute", json=body)
+    assert response.status_code == 200, response.text[:2000]
+    for result in response.json()["results"]:  # each test has its own budget
+        lines = result["stdout"].splitlines()
+        if shared:
+            budget = shared_uid_pipe_budget(2, shared_uid=True)
+            assert 16 <= budget < 3000
+            assert lines == ["not grown: Operation not permitted",
+                             "stopped: Too many open files", str(budget)], result  # fmt: skip
+        else:
+            assert lines == ["grown", "3000"], result

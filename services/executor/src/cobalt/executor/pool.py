@@ -24,7 +24,7 @@ from cobalt.executor.interpreter import describe_interpreter
 from cobalt.executor.sandbox import RawRun, SandboxConfig, SandboxJob, SandboxSlot
 from cobalt.executor.seccomp import per_test_seccomp_bpf, seccomp_bpf
 
-__all__ = ["RETIRE_AFTER_FAILURES", "SandboxPool"]
+__all__ = ["RETIRE_AFTER_FAILURES", "SandboxPool", "shared_uid_pipe_budget"]
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +60,32 @@ def _check_enforceable(config: SandboxConfig) -> None:
             )
 
 
+PIPE_QUOTA = "/proc/sys/fs/pipe-user-pages-soft"
+PIPE_PAGES = 16
+"""Pages a pipe holds by default (64 KiB); tests supervised for pipes cannot grow one."""
+
+
+def shared_uid_pipe_budget(slots: int, *, shared_uid: bool | None = None) -> int:
+    """Pipes one test may create when every slot runs as the server's uid (0: no bound).
+
+    That uid's pipe quota is shared by all slots and the server; each test gets an equal
+    share of it after the server's own (five pipes per running test) and a margin, so no
+    test can push the uid over it and shrink a neighbour's pipes. As root each slot has
+    its own uid (and quota), and a quota of 0 means none: no bound then.
+    """
+    if not (os.geteuid() != 0 if shared_uid is None else shared_uid):
+        return 0
+    try:
+        with open(PIPE_QUOTA) as quota:
+            pages = int(quota.read())
+    except (OSError, ValueError):
+        return 0
+    if pages <= 0:
+        return 0
+    reserved = 8 * slots + 64
+    return max(16, (pages // PIPE_PAGES - reserved) // slots)
+
+
 class SandboxPool:
     """A fixed set of slots shared by all requests; `run` blocks until a slot is free.
 
@@ -73,7 +99,8 @@ class SandboxPool:
         self.interpreter = describe_interpreter(config.python)
         _check_enforceable(config)
         self._seccomp = seccomp_bpf()
-        test_filter = per_test_seccomp_bpf()
+        self.pipe_budget = shared_uid_pipe_budget(config.slots)
+        test_filter = per_test_seccomp_bpf(supervise_pipes=self.pipe_budget > 0)
         self.cgroups = SlotCgroups(version=None, reason="the pool has not started")
         self.slots = [
             SandboxSlot(
@@ -82,6 +109,7 @@ class SandboxPool:
                 interpreter=self.interpreter,
                 seccomp=self._seccomp,
                 test_filter=test_filter,
+                pipe_budget=self.pipe_budget,
             )
             for i in range(config.slots)
         ]

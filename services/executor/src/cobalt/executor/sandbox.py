@@ -316,8 +316,11 @@ class SandboxSlot:
         seccomp: bytes,
         test_filter: bytes = b"",
         cgroup: SlotCgroup | None = None,
+        pipe_budget: int = 0,
     ) -> None:
         self.index = index
+        self.pipe_budget = pipe_budget
+        """Pipes one test may create (0: no bound); see `pool.shared_uid_pipe_budget`."""
         self.cgroup = cgroup
         """The slot's own cgroup, or None when the host offers none."""
         self.config = config
@@ -501,6 +504,7 @@ class SandboxSlot:
                             "id": self._next_id,
                             "memory_kb": job.memory_mb * 1024,
                             "cpu_ms": max(1, round(job.cpu_s * 1000)),
+                            "pipes": self.pipe_budget,
                         }
                     ).encode()
                 ],

@@ -157,14 +157,36 @@ TEST_DENIED_SYSCALLS: tuple[str, ...] = (
 filter the test's harness stacks on itself before any untrusted code runs."""
 
 
-def build_test_filter() -> pyseccomp.SyscallFilter:
-    """The per-test filter: default allow, TEST_DENIED_SYSCALLS fail with EPERM."""
-    return _denying(TEST_DENIED_SYSCALLS)
+F_SETPIPE_SZ = 1031
+DEFAULT_PIPE_BYTES = 65536
+SUPERVISED_SYSCALLS = ("pipe", "pipe2")
+"""With `supervise_pipes`, calls the zygote answers (it counts them against the test's
+pipe budget; see `_zygote.py`) instead of the kernel alone."""
 
 
-def per_test_seccomp_bpf() -> bytes:
-    """The per-test filter as raw BPF (the harness installs it with prctl)."""
-    return _export(build_test_filter())
+def build_test_filter(*, supervise_pipes: bool = False) -> pyseccomp.SyscallFilter:
+    """The per-test filter: default allow, TEST_DENIED_SYSCALLS fail with EPERM.
+
+    With `supervise_pipes` (slots that share one host uid, and so its pipe quota), every
+    pipe a test creates waits for the zygote's yes (a seccomp user notification), and no
+    pipe may grow beyond the default 64 KiB: each then costs a known share of the quota.
+    """
+    rules = _denying(TEST_DENIED_SYSCALLS)
+    if supervise_pipes:
+        for name in SUPERVISED_SYSCALLS:
+            rules.add_rule(pyseccomp.NOTIFY, name)
+        rules.add_rule(
+            pyseccomp.ERRNO(errno.EPERM),
+            "fcntl",
+            pyseccomp.Arg(1, pyseccomp.EQ, F_SETPIPE_SZ),
+            pyseccomp.Arg(2, pyseccomp.GT, DEFAULT_PIPE_BYTES),
+        )
+    return rules
+
+
+def per_test_seccomp_bpf(*, supervise_pipes: bool = False) -> bytes:
+    """The per-test filter as raw BPF (the harness installs it with seccomp(2))."""
+    return _export(build_test_filter(supervise_pipes=supervise_pipes))
 
 
 def seccomp_bpf() -> bytes:
