@@ -335,18 +335,19 @@ def test_a_jail_that_died_while_idle_is_replaced_before_the_next_test(
 
 
 def test_a_reset_that_overruns_its_bound_replaces_the_jail_and_no_verdict_suffers() -> None:
-    config = dataclasses.replace(ExecutorSettings(slots=1).sandbox_config(), reset_timeout_s=0.0)
+    """A tree that takes the kernel far longer than 50 ms to free: the slot's jail is
+    replaced instead of waited for, and the next test is judged on a fresh one."""
+    config = dataclasses.replace(ExecutorSettings(slots=1).sandbox_config(), reset_timeout_s=0.05)
     pool = SandboxPool(config)
     pool.start()
     try:
-        outcomes = [
-            pool.run(SandboxJob(code=CORRECT, mode="stdin", stdin=b"1 2")) for _ in range(4)
-        ]
-        assert [(raw.started, raw.exit_code, raw.stdout) for raw in outcomes] == [
-            (True, 0, b"3\n")
-        ] * 4
-        # A zero bound: no jail can say "clean" in time, so each later test got a fresh one.
-        assert pool.restarts >= 3
+        tree = _hostile_program([("nest", "/tmp/run", 15000), ("many", "/dev/shm", 30000)])
+        hostile = pool.run(SandboxJob(code=tree, mode="stdin", wall_s=60.0, cpu_s=60.0))
+        assert (hostile.exit_code, hostile.stdout) == (0, b"done\n")
+        restarts = pool.restarts
+        correct = pool.run(SandboxJob(code=CORRECT, mode="stdin", stdin=b"1 2"))
+        assert (correct.started, correct.exit_code, correct.stdout) == (True, 0, b"3\n")
+        assert pool.restarts == restarts + 1
     finally:
         pool.close()
 
