@@ -27,8 +27,8 @@ kills every other process in its PID namespace and wipes the writable directorie
 no test can see or influence the next one. In a jail, "wiped" means replaced: the
 writable tmpfs mounts are unmounted and fresh ones mounted in their place, so nothing a
 test did to them (files, ACLs, xattrs, times, modes, the inode counter) survives it.
-The zygote then forks the next test's process and says {"event": "clean", "id": N}; the
-server starts no test (and no test's clock) before that.
+The zygote then forks the next test's process; when it hands a test to that process it
+says {"event": "running", "id": N}, and the server starts the test's clock only then.
 """
 
 # Modules solutions commonly use, imported once here so that forked tests pay nothing.
@@ -830,6 +830,7 @@ def _run_one(
         spare.close()
         spare = _Spare(ctl)
         socket.send_fds(spare.channel, [b"run"], fds)
+    _send(ctl, {"event": "running", "id": test_id})
     for fd in fds:
         os.close(fd)
     listener = spare.take_listener()
@@ -909,8 +910,8 @@ def _run_one(
         },
     )
     # Reset after answering, off the test's critical path: the server judges meanwhile, and
-    # starts no other test here before our "clean". A jail we could not reset is retired;
-    # the server starts a fresh one.
+    # starts the next test's clock only at our "running". A jail we could not reset is
+    # retired; the server starts a fresh one.
     return _reset_writable_dirs()
 
 
@@ -976,7 +977,6 @@ def main() -> None:
                 return
             # Fork the next test's process now, while the server reads this result.
             spare = _Spare(ctl)
-            _send(ctl, {"event": "clean", "id": op["id"]})
         else:
             for fd in fds:
                 os.close(fd)

@@ -231,7 +231,7 @@ class SandboxPool:
         return len(self.slots) - len(self.retired), len(self.slots)
 
     def _run_on(self, slot: SandboxSlot, job: SandboxJob) -> RawRun:
-        if not slot.settle():
+        if not slot.is_alive():
             with self._lock:
                 self.restarts += 1
             try:

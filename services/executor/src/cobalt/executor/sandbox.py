@@ -131,6 +131,9 @@ class RawRun:
     """The test's processes together used more CPU time than its limit."""
     slot_died: bool = False
     """The jail itself ended or stopped answering while this job ran."""
+    handover_ms: float = 0.0
+    """From sending the job to the zygote's "running": the jail's reset after the previous
+    test and the fork of this one's process, on the server's time (not the test's)."""
     started: bool = False
     """The zygote saw the harness start: untrusted code may have run from here on. Only
     the trusted side says so; nothing the program can reach decides it."""
@@ -334,8 +337,6 @@ class SandboxSlot:
         self.restarts = 0
         self.zygote_info: dict[str, Any] = {}
         self._workroot: str | None = None
-        self._resetting = False
-        """The last test has ended and the zygote's "clean" has not come yet."""
 
     @cached_property
     def uid(self) -> int | None:
@@ -406,32 +407,6 @@ class SandboxSlot:
             )
         self.zygote_info = json.loads(message)
         self.tests_run = 0
-        self._resetting = False
-
-    def settle(self) -> bool:
-        """Wait for the jail to finish resetting after its last test, on the server's time.
-
-        The zygote replaces the jail's writable mounts and forks the next test's process
-        after each test, then says "clean". No test (and no test's clock) starts before
-        that, and the reset has its own bound: a jail that is gone, or did not reset
-        within `reset_timeout_s`, is closed here and False returned (start a fresh one).
-        """
-        if not self.is_alive() or self._control is None:
-            return False
-        if not self._resetting:
-            return True
-        ready, _, _ = select.select([self._control], [], [], self.config.reset_timeout_s)
-        reply = self._receive_quietly() if ready else None
-        if reply is None or reply.get("event") != "clean":
-            logger.warning(
-                "slot %d did not reset within %g s after its test; replacing its jail",
-                self.index,
-                self.config.reset_timeout_s,
-            )
-            self.close()
-            return False
-        self._resetting = False
-        return True
 
     def _private_workroot(self) -> str:
         """Unsafe mode only: a directory of this slot's own to write in and wipe."""
@@ -467,7 +442,7 @@ class SandboxSlot:
 
     def run(self, job: SandboxJob) -> RawRun:
         """Run one job and collect the evidence. Never raises for program behaviour."""
-        if not self.settle():
+        if not self.is_alive() or self._control is None:
             self.start()
         assert self._control is not None
         self._next_id += 1
@@ -555,14 +530,27 @@ class SandboxSlot:
         assert control is not None
         io = JobStreams(pipes, command, job)
         io.poller.register(control.fileno(), select.POLLIN)
-        begin = time.monotonic()
-        deadline = begin + job.wall_s
+        sent_at = begin = time.monotonic()
+        # Until the zygote says "running" it is resetting the jail after the previous test
+        # (and forking this one's process): bounded on its own, and not this test's time.
+        handover_by = sent_at + self.config.reset_timeout_s
+        deadline: float | None = None
         kill_sent_at: float | None = None
         exited_at: float | None = None
         while True:
             now = time.monotonic()
-            if exited_at is None and kill_sent_at is None and (now >= deadline or io.overflowed):
-                raw.deadline_exceeded = now >= deadline
+            if deadline is None and exited_at is None and now >= handover_by:
+                logger.warning(
+                    "slot %d did not reset within %g s after its last test; replacing its jail",
+                    self.index,
+                    self.config.reset_timeout_s,
+                )
+                raw.slot_died = True  # not started: the pool retries on a fresh jail
+                self.close()
+                break
+            overdue = deadline is not None and now >= deadline
+            if exited_at is None and kill_sent_at is None and (overdue or io.overflowed):
+                raw.deadline_exceeded = overdue
                 raw.output_exceeded = io.overflowed
                 kill_sent_at = now
                 self._send_quietly(b'{"op": "kill"}')
@@ -578,7 +566,7 @@ class SandboxSlot:
                     break
                 wait = exited_at + 1.0 - now
             else:
-                wait = deadline - now
+                wait = (deadline if deadline is not None else handover_by) - now
             for fd, event in io.poller.poll(max(0.0, wait) * 1000 + 1):
                 if fd != control.fileno():
                     io.handle(fd, event)
@@ -589,10 +577,13 @@ class SandboxSlot:
                     io.poller.unregister(fd)
                     exited_at = exited_at or time.monotonic()
                     self.close()
-                elif reply.get("event") == "clean":
-                    self._resetting = False  # it reset before our drain ended
+                elif reply.get("event") == "running":
+                    # The test's clock starts now: the jail's reset after the previous
+                    # test and the fork of this one's process were the server's time.
+                    begin = time.monotonic()
+                    raw.handover_ms = (begin - sent_at) * 1000
+                    deadline = begin + job.wall_s
                 elif reply.get("event") == "exited":
-                    self._resetting = True
                     raw.started = bool(reply.get("started"))
                     exited_at = time.monotonic()
                     raw.status = int(reply["status"])
