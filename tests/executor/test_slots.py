@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cobalt.executor.app import create_app
-from cobalt.executor.pool import RETIRE_AFTER_FAILURES, SandboxPool, shared_uid_pipe_budget
+from cobalt.executor.pool import SandboxPool, shared_uid_pipe_budget
 from cobalt.executor.readiness import Readiness, ReadyState
 from cobalt.executor.sandbox import SandboxJob
 from cobalt.executor.settings import ExecutorSettings
@@ -377,7 +377,6 @@ def test_a_slot_whose_harness_keeps_failing_is_retired_and_readiness_says_so_unt
         time.sleep(0.1)
     wait_ready(client, timeout_s=30)
     assert _verdicts(client, 3) == ["accepted"] * 3
-    assert RETIRE_AFTER_FAILURES >= 2
 
 
 @pytest.mark.parametrize(

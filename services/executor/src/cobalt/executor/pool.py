@@ -29,7 +29,7 @@ __all__ = ["RETIRE_AFTER_FAILURES", "SandboxPool", "shared_uid_pipe_budget"]
 logger = logging.getLogger(__name__)
 
 RETIRE_AFTER_FAILURES = 3
-"""Failed harness starts in a row, each on a fresh jail, after which a slot is retired."""
+"""Failed harness starts in a row (every retry on a fresh jail) after which a slot is retired."""
 REPLACE_BACKOFF_S = (0.5, 30.0)
 """First and longest wait between attempts to bring a retired slot back."""
 PROBE = SandboxJob(code="print(6 * 7)\n", mode="stdin", wall_s=10.0, cpu_s=5.0, memory_mb=256)
