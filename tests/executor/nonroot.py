@@ -133,6 +133,8 @@ def nonroot_executor(log: Path, cgroups: list[Path] | None = None, **env: str) -
         "PATH": "/usr/bin:/bin",
         "COBALT_EXECUTOR_PORT": str(port),
         "COBALT_EXECUTOR_SLOTS": "2",
+        # A worktree's sources ahead of the editable install's (as in the caller's shell).
+        **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"},
         **env,
     }
     command = [

@@ -181,6 +181,9 @@ class RequestBodyGuard:
     @staticmethod
     async def _answer(scope: Scope, receive: Receive, send: Send, refused: BodyRefused) -> None:
         response = error_response(
-            refused.status_code, refused.error_type, str(refused.detail), headers=refused.headers
+            refused.status_code,
+            refused.error_type,
+            str(refused.detail),
+            headers={"Connection": "close"},
         )
         await response(scope, receive, send)

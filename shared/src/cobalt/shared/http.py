@@ -78,7 +78,7 @@ _LOC_PART_CHARS = 200
 def validation_detail(errors: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The first validation errors as `{loc, msg, type}`: the offending input is dropped
     (it may be a whole program or megabytes), and so are long keys in a location."""
-    shown = []
+    shown: list[dict[str, Any]] = []
     for err in errors:
         if len(shown) == VALIDATION_ERRORS_SHOWN:
             break

@@ -14,9 +14,8 @@ from pydantic import ValidationError
 from cobalt.executor.errors import SandboxUnavailable
 from cobalt.executor.report import print_response
 from cobalt.executor.settings import ExecutorSettings
-from cobalt.shared.cli import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
+from cobalt.shared.cli import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, settings_or_exit
 from cobalt.shared.cli import fail as _fail
-from cobalt.shared.cli import settings_or_exit
 from cobalt.shared.contracts import Compare, ExecuteRequest
 from cobalt.shared.errors import (
     CobaltError,

@@ -67,7 +67,10 @@ def cap_result(result: TestResult, max_bytes: int) -> TestResult:
     if result_bytes(result) <= max_bytes:
         return result
     share = max_bytes // len(CAPPED_FIELDS)
-    update = {name: truncate_to_json_bytes(text, share) for name, text in zip(CAPPED_FIELDS, texts)}
+    update = {
+        name: truncate_to_json_bytes(text, share)
+        for name, text in zip(CAPPED_FIELDS, texts, strict=True)
+    }
     return result.model_copy(update=update)
 
 
