@@ -154,7 +154,10 @@ def test_orchestrator_docs_work_offline(tmp_path: Path) -> None:
     assert "/v1/runs" in spec["paths"]
 
 
-_BOOT = "import sys; sys.argv = ['cobalt', *sys.argv[1:]]; from cobalt.shared.commands import main; main()"
+_BOOT = (
+    "import sys; sys.argv = ['cobalt', *sys.argv[1:]]; "
+    "from cobalt.shared.commands import main; main()"
+)
 
 
 @pytest.mark.parametrize(
