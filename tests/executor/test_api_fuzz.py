@@ -7,32 +7,16 @@ Bounded and derandomized, so a run is repeatable (more: COBALT_FUZZ_EXAMPLES=500
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import schemathesis
-from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
+from tests.support.openapi_fuzz import fuzz_operation
+
 EXAMPLES = int(os.environ.get("COBALT_FUZZ_EXAMPLES", "15"))
 CHECKS = [not_a_server_error, response_schema_conformance]
-
-
-def _fuzz(operation: Any, mode: schemathesis.GenerationMode, base_url: str) -> None:
-    @settings(
-        max_examples=EXAMPLES,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        phases=[Phase.explicit, Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(case=operation.as_strategy(generation_mode=mode))
-    def never_a_server_error(case: schemathesis.Case) -> None:
-        case.call_and_validate(base_url=base_url, checks=CHECKS, timeout=120)
-
-    never_a_server_error()
 
 
 def test_every_generated_request_gets_a_client_answer(executor_url: str) -> None:
@@ -44,7 +28,9 @@ def test_every_generated_request_gets_a_client_answer(executor_url: str) -> None
         labels.append(operation.label)
         for mode in (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE):
             try:
-                _fuzz(operation, mode, executor_url)
+                fuzz_operation(
+                    operation, mode, executor_url, CHECKS, examples=EXAMPLES, timeout_s=120
+                )
             except Unsatisfiable:
                 assert mode.is_negative, operation.label  # no parameters, no body
             except Exception as exc:  # one operation's failure must not hide the others'
