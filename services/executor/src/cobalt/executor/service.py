@@ -248,11 +248,11 @@ class ExecutorService:
         request: ExecuteRequest,
         deadline: float,
         abandoned: threading.Event,
-        budget: ResponseBudget | None = None,
+        shares: ResponseBudget | None = None,
     ) -> TestResult:
         loop = asyncio.get_running_loop()
         result = await loop.run_in_executor(
-            self._threads, self._run_test_blocking, test, request, deadline, abandoned, budget
+            self._threads, self._run_test_blocking, test, request, deadline, abandoned, shares
         )
         self.metrics.verdicts.labels(verdict=result.verdict.value).inc()
         self.readiness.observe(result.verdict)
@@ -264,7 +264,7 @@ class ExecutorService:
         request: ExecuteRequest,
         deadline: float,
         abandoned: threading.Event,
-        budget: ResponseBudget | None,
+        shares: ResponseBudget | None,
     ) -> TestResult:
         if abandoned.is_set():
             result = skipped("Not run: the request failed or was abandoned.")
@@ -280,7 +280,7 @@ class ExecutorService:
                 logger.exception("running or judging a test failed; reporting a sandbox error")
                 result = sandbox_error("The executor failed while running or judging this test.")
         # Capped here, as each test ends: the response never holds more than its budget.
-        return result if budget is None else budget.take(result)
+        return result if shares is None else shares.take(result)
 
     def _run_and_judge(
         self,
@@ -346,12 +346,12 @@ class ExecutorService:
             raise InvalidInput(first_validation_error(exc)) from exc
         self.validate(probe)
         self._check_room()
-        budget = ResponseBudget(self.settings.max_response_bytes, 1)
+        shares = ResponseBudget(self.settings.max_response_bytes, 1)
         abandoned = threading.Event()
         try:
             async with self.admission.admitted(1, _request_bytes(probe)):
                 result = await self._run_test(
-                    probe.tests[0], probe, time.monotonic() + 3600, abandoned, budget
+                    probe.tests[0], probe, time.monotonic() + 3600, abandoned, shares
                 )
         except BaseException:
             abandoned.set()  # the client went away: the running program is stopped
