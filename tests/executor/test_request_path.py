@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -72,13 +72,6 @@ class Server:
             except OSError:
                 continue
         return total / 1024
-
-    def busy_slots(self) -> float:
-        metrics = httpx.get(f"{self.url}/metrics", timeout=10).text
-        for line in metrics.splitlines():
-            if line.startswith("cobalt_executor_busy_slots "):
-                return float(line.split()[1])
-        raise AssertionError("no busy-slots gauge in /metrics")
 
 
 def _free_port() -> int:
@@ -233,15 +226,6 @@ def test_run_code_refuses_oversized_fields_with_a_4xx_naming_them(
     assert response.json()["error"]["message"].startswith(named)
 
 
-def _wait_for_busy_slots(server: Server, wanted: float, within_s: float) -> bool:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        if server.busy_slots() == wanted:
-            return True
-        time.sleep(0.2)
-    return False
-
-
 @pytest.mark.parametrize("route", BODY_ROUTES)
 def test_a_client_that_goes_away_stops_its_running_program(server: Server, route: str) -> None:
     # The program would sleep for 50 s; its client leaves once it runs. The slot must be
@@ -255,11 +239,12 @@ def test_a_client_that_goes_away_stops_its_running_program(server: Server, route
         "/run_code": {"code": program, "run_timeout": 55},
     }[route]
     payload = json.dumps(body).encode()
-    assert _wait_for_busy_slots(server, 0, 30)
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-        sock.sendall(_head(route, token=True, length=len(payload)) + payload)
-        assert _wait_for_busy_slots(server, 1, 20), "the program never started"
-    assert _wait_for_busy_slots(server, 0, 20), "the abandoned program kept its slot"
+    with httpx.Client(base_url=server.url, timeout=10) as client:
+        assert _until(lambda: _busy_slots(client) == 0, 30)
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(_head(route, token=True, length=len(payload)) + payload)
+            assert _until(lambda: _busy_slots(client) == 1, 20), "the program never started"
+        assert _until(lambda: _busy_slots(client) == 0, 20), "the abandoned program kept its slot"
 
 
 def test_deeply_nested_json_anywhere_in_a_big_body_is_a_4xx(server: Server) -> None:
@@ -368,3 +353,39 @@ def test_the_response_cap_counts_bytes_as_sent(server: Server, route: str) -> No
         else [text["run_result"]["stdout"]]
     )
     assert all("\x01" in out and "omitted" in out for out in outputs)
+
+
+def _busy_slots(client: httpx.Client) -> float:
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith("cobalt_executor_busy_slots "):
+            return float(line.split()[1])
+    raise AssertionError("no busy-slots gauge in /metrics")
+
+
+def _until(condition: Callable[[], bool], within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+@pytest.mark.parametrize("route", ["/v1/execute", "/run_code"])
+def test_a_client_that_goes_away_stops_its_program_in_both_uid_modes(
+    executor_http: httpx.Client, route: str
+) -> None:
+    program = "import time\ntime.sleep(50)\n"
+    body = (
+        {"code": program, "tests": [{"stdin": "", "expected_stdout": ""}], "limits": {"wall_s": 55}}
+        if route == "/v1/execute"
+        else {"code": program, "run_timeout": 55}
+    )
+    payload = json.dumps(body).encode()
+    url = executor_http.base_url
+    assert _until(lambda: _busy_slots(executor_http) == 0, 30)
+    with socket.create_connection((url.host, url.port), timeout=10) as sock:
+        head = f"POST {route} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+        sock.sendall(f"{head}Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+        assert _until(lambda: _busy_slots(executor_http) == 1, 20), "it never started"
+    assert _until(lambda: _busy_slots(executor_http) == 0, 20), "the program kept its slot"
