@@ -143,11 +143,9 @@ class RequestBodyGuard:
             nonlocal response_started
             if message["type"] == "http.response.start":
                 response_started = True
-                if not body_done:
-                    message = {
-                        **message,
-                        "headers": [*message.get("headers", []), (b"connection", b"close")],
-                    }
+                headers = list(message.get("headers", []))
+                if not body_done and all(name.lower() != b"connection" for name, _ in headers):
+                    message = {**message, "headers": [*headers, (b"connection", b"close")]}
             await send(message)
 
         try:
