@@ -19,7 +19,7 @@ from tests.executor.nonroot import NONROOT_UID, delegated_cgroups, nonroot_execu
 
 INTEGRITY_LIMITS = {
     "MAX_PENDING_TESTS": "40",
-    "MAX_RESPONSE_CHARS": "200000",
+    "MAX_RESPONSE_BYTES": "200000",
     "HEADER_TIMEOUT_S": "2",
     "BODY_TIMEOUT_S": "2",
     "READINESS_INTERVAL_S": "1",

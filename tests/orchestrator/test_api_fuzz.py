@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
 from redis import Redis
 from schemathesis.checks import not_a_server_error
@@ -31,6 +30,7 @@ from cobalt.orchestrator.api.app import create_app
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.db import make_sessionmaker
 from cobalt.shared.clients import ExecutorClientSettings
+from tests.support.openapi_fuzz import fuzz_operation
 from tests.support.runs import REDIS_URL, add_doubles
 from tests.support.serving import serve_asgi
 
@@ -65,20 +65,7 @@ def fuzzed_api(store_url: str, engine: Engine, executor_url: str) -> Iterator[st
 
 def _fuzz(operation: Any, mode: schemathesis.GenerationMode, base_url: str) -> None:
     checks = [*CHECKS, negative_data_rejection] if mode.is_negative else CHECKS
-
-    @settings(
-        max_examples=EXAMPLES,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        phases=[Phase.explicit, Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(case=operation.as_strategy(generation_mode=mode))
-    def answer_within_the_contract(case: schemathesis.Case) -> None:
-        case.call_and_validate(base_url=base_url, checks=checks, timeout=60)
-
-    answer_within_the_contract()
+    fuzz_operation(operation, mode, base_url, checks, examples=EXAMPLES)
 
 
 def test_every_generated_request_gets_a_declared_answer(fuzzed_api: str) -> None:

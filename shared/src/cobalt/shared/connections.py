@@ -4,8 +4,9 @@ request open indefinitely.
 Slowloris clients open connections and send headers or a body a byte at a time. uvicorn
 closes idle keep-alive connections, but resets that timer on every byte and has no limit
 on how long a request's headers may take. Here a connection must deliver a complete
-request head within `header_timeout_s` of opening (or of its last response), and each
-piece of a body must arrive within `body_timeout_s` (408 otherwise).
+request head within `header_timeout_s` of opening (or of its last response), and a body
+must arrive whole within a total deadline, each piece within a shorter one (408
+otherwise), and within a size cap (413), read only when a route asks for it.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from cobalt.shared.errors import BodyTimeout
+from cobalt.shared.errors import BodyTimeout, PayloadTooLarge
 from cobalt.shared.http import error_response
 
-__all__ = ["BodyDeadline", "header_deadline_protocol"]
+__all__ = ["BodyRefused", "RequestBodyGuard", "header_deadline_protocol"]
 
 
 def header_deadline_protocol(header_timeout_s: float) -> type[H11Protocol]:
@@ -55,48 +57,131 @@ def header_deadline_protocol(header_timeout_s: float) -> type[H11Protocol]:
     return HeaderDeadlineProtocol
 
 
-class _Late(Exception):
-    """A body piece did not arrive in time."""
+class BodyRefused(StarletteHTTPException):
+    """A request body was cut off: too large (413) or too slow (408).
+
+    An HTTP exception on purpose: FastAPI re-raises those from its own body reading (it
+    turns any other exception there into a 400), so the app's handler answers it with the
+    error envelope; `RequestBodyGuard` answers it itself when raised outside the app.
+    """
+
+    def __init__(self, status_code: int, error_type: str, message: str) -> None:
+        super().__init__(status_code, message, headers={"Connection": "close"})
+        self.error_type = error_type
 
 
-class BodyDeadline:
-    """ASGI middleware: each piece of a request body must arrive within `timeout_s`."""
+class RequestBodyGuard:
+    """ASGI middleware: every request body is bounded in size and in time, and is read
+    only when a route asks for it.
 
-    def __init__(self, app: ASGIApp, *, timeout_s: float) -> None:
+    - A declared Content-Length over `max_bytes` is refused (413) before any byte is
+      read; a chunked body is counted as the route reads it and cut once it passes.
+    - Each piece must arrive within `piece_timeout_s`, and the whole body within
+      `total_timeout_s` of the request's head (408): a body dripped a byte at a time is
+      cut at the total deadline, not held open by each new byte.
+    - Nothing is read ahead: a route whose dependencies refuse the request (a missing
+      token) answers before the body is read, so an anonymous upload costs nothing. A
+      response sent while a body is still unread closes the connection, so the server
+      does not go on receiving (and discarding) it.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_bytes: int,
+        piece_timeout_s: float,
+        total_timeout_s: float | None = None,
+    ) -> None:
         self.app = app
-        self.timeout_s = timeout_s
+        self.max_bytes = max_bytes
+        self.piece_timeout_s = piece_timeout_s
+        self.total_timeout_s = total_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        body_done = False
+        headers = dict(scope.get("headers", []))
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._answer(scope, receive, send, self._too_large())
+            return
+        has_body = (declared is not None and declared not in (b"", b"0")) or (
+            b"transfer-encoding" in headers
+        )
+        loop = asyncio.get_running_loop()
+        deadline = None if self.total_timeout_s is None else loop.time() + self.total_timeout_s
+        body_done = not has_body
+        seen = 0
         response_started = False
 
-        async def timed_receive() -> Message:
-            nonlocal body_done
+        async def guarded_receive() -> Message:
+            nonlocal body_done, seen
             if body_done:
                 return await receive()
+            wait_s = self.piece_timeout_s
+            if deadline is not None:
+                wait_s = min(wait_s, deadline - loop.time())
             try:
-                message = await asyncio.wait_for(receive(), self.timeout_s)
-            except TimeoutError as exc:
-                raise _Late from exc
-            if message["type"] != "http.request" or not message.get("more_body", False):
+                if wait_s <= 0:
+                    raise TimeoutError
+                message = await asyncio.wait_for(receive(), wait_s)
+            except TimeoutError:
+                raise self._late() from None
+            if message["type"] != "http.request":
+                body_done = True
+                return message
+            seen += len(message.get("body", b""))
+            if seen > self.max_bytes:
+                raise self._too_large()
+            if not message.get("more_body", False):
                 body_done = True
             return message
 
-        async def tracked_send(message: Message) -> None:
+        async def guarded_send(message: Message) -> None:
             nonlocal response_started
-            response_started = response_started or message["type"] == "http.response.start"
+            if message["type"] == "http.response.start":
+                response_started = True
+                headers = list(message.get("headers", []))
+                if not body_done and all(name.lower() != b"connection" for name, _ in headers):
+                    message = {**message, "headers": [*headers, (b"connection", b"close")]}
             await send(message)
 
         try:
-            await self.app(scope, timed_receive, tracked_send)
-        except _Late:
+            await self.app(scope, guarded_receive, guarded_send)
+        except BodyRefused as refused:
             if response_started:
                 raise
-            message = f"no request body data for {self.timeout_s:g} s; send the body promptly"
-            response = error_response(
-                408, BodyTimeout.error_type, message, headers={"Connection": "close"}
+            await self._answer(scope, receive, send, refused)
+
+    def _too_large(self) -> BodyRefused:
+        return BodyRefused(
+            413,
+            PayloadTooLarge.error_type,
+            f"request body is larger than {self.max_bytes} bytes; split the work into "
+            "several requests (or raise the server's body-size setting)",
+        )
+
+    def _late(self) -> BodyRefused:
+        if self.total_timeout_s is not None:
+            window = (
+                f"within {self.total_timeout_s:g} s (each piece within {self.piece_timeout_s:g} s)"
             )
-            await response(scope, receive, send)
+        else:
+            window = f"with no gap over {self.piece_timeout_s:g} s"
+        return BodyRefused(
+            408,
+            BodyTimeout.error_type,
+            f"the request body did not arrive {window}; send it promptly",
+        )
+
+    @staticmethod
+    async def _answer(scope: Scope, receive: Receive, send: Send, refused: BodyRefused) -> None:
+        response = error_response(
+            refused.status_code,
+            refused.error_type,
+            str(refused.detail),
+            headers={"Connection": "close"},
+        )
+        await response(scope, receive, send)

@@ -19,23 +19,22 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive
 
 from cobalt.shared.errors import (
     CobaltError,
     InvalidInput,
     Overloaded,
-    PayloadTooLarge,
     Unauthorized,
 )
 
 __all__ = [
-    "BodySizeLimit",
     "ErrorEnvelope",
     "Translation",
     "document_error_responses",
     "error_response",
     "install_error_handlers",
+    "validation_detail",
     "replaying",
 ]
 
@@ -70,12 +69,31 @@ def error_response(
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-def _validation_detail(exc: RequestValidationError) -> list[dict[str, Any]]:
-    # Drop the offending input from each error: it may be a whole program or megabytes.
-    return [
-        {"loc": list(err.get("loc", ())), "msg": err.get("msg", ""), "type": err.get("type", "")}
-        for err in exc.errors()
-    ]
+VALIDATION_ERRORS_SHOWN = 20
+"""Validation errors listed in a 422's detail; a body with a million bad items gets the
+first ones, not a response (and a list in memory) the size of the body."""
+_LOC_PART_CHARS = 200
+
+
+def validation_detail(errors: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The first validation errors as `{loc, msg, type}`: the offending input is dropped
+    (it may be a whole program or megabytes), and so are long keys in a location."""
+    shown: list[dict[str, Any]] = []
+    for err in errors:
+        if len(shown) == VALIDATION_ERRORS_SHOWN:
+            break
+        loc = [
+            part if not isinstance(part, str) else part[:_LOC_PART_CHARS]
+            for part in err.get("loc", ())
+        ]
+        shown.append(
+            {
+                "loc": loc,
+                "msg": str(err.get("msg", "")).removeprefix("Value error, ")[:1000],
+                "type": err.get("type", ""),
+            }
+        )
+    return shown
 
 
 def _cobalt_response(request: Request, exc: CobaltError) -> JSONResponse:
@@ -120,7 +138,7 @@ def install_error_handlers(
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        detail = _validation_detail(exc)
+        detail = validation_detail(exc.errors())
         first = detail[0] if detail else {"loc": [], "msg": "invalid request"}
         where = ".".join(str(part) for part in first["loc"] if part != "body") or "body"
         return error_response(422, "invalid_input", f"{where}: {first['msg']}", detail)
@@ -130,9 +148,12 @@ def install_error_handlers(
         if exc.status_code == 400 and exc.detail == BODY_NOT_PARSED:
             not_json = InvalidInput("the request body is not valid JSON (or not UTF-8)")
             return _cobalt_response(request, not_json)
-        kind = {401: "unauthorized", 404: "not_found", 405: "method_not_allowed"}.get(
-            exc.status_code, "http_error"
-        )
+        # A refused body (`cobalt.shared.connections.BodyRefused`) names its own type.
+        kind = getattr(exc, "error_type", None) or {
+            401: "unauthorized",
+            404: "not_found",
+            405: "method_not_allowed",
+        }.get(exc.status_code, "http_error")
         headers = dict(exc.headers) if exc.headers else None
         return error_response(exc.status_code, kind, str(exc.detail), None, headers)
 
@@ -206,52 +227,3 @@ def replaying(body: bytes, receive: Receive) -> Receive:
         return await receive()
 
     return replay
-
-
-class BodySizeLimit:
-    """ASGI middleware: refuse bodies over `max_bytes` with 413, without reading them whole.
-
-    A declared Content-Length over the cap is refused before any byte is read; a chunked
-    body is read up to the cap (refused once it passes it) and handed on in one piece.
-    """
-
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = dict(scope.get("headers", [])).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(scope, receive, send)
-            return
-        if declared is not None:
-            await self.app(scope, receive, send)
-            return
-        # No declared length (chunked): read the body here, up to the cap, then replay it.
-        chunks: list[bytes] = []
-        seen = 0
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                break
-            chunks.append(message.get("body", b""))
-            seen += len(chunks[-1])
-            if seen > self.max_bytes:
-                await self._refuse(scope, receive, send)
-                return
-            if not message.get("more_body", False):
-                break
-        await self.app(scope, replaying(b"".join(chunks), receive), send)
-
-    def _message(self) -> str:
-        return (
-            f"request body is larger than {self.max_bytes} bytes; split the work into "
-            "several requests (or raise the server's body-size setting)"
-        )
-
-    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = error_response(413, PayloadTooLarge.error_type, self._message())
-        await response(scope, receive, send)

@@ -16,9 +16,10 @@ from cobalt.executor.metrics import ExecutorMetrics
 from cobalt.executor.pool import SandboxPool
 from cobalt.executor.service import ExecutorService
 from cobalt.executor.settings import ExecutorSettings
-from cobalt.shared.connections import BodyDeadline
-from cobalt.shared.contracts import BatchExecuteRequest, ExecuteRequest
-from cobalt.shared.http import BodySizeLimit, error_response, install_error_handlers
+from cobalt.shared.connections import RequestBodyGuard
+from cobalt.shared.contracts import BatchExecuteRequest, ExecuteRequest, RunCodeRequest
+from cobalt.shared.docs import NO_DEFAULT_DOCS, serve_api_docs
+from cobalt.shared.http import error_response, install_error_handlers
 from cobalt.shared.version import __version__
 
 __all__ = ["create_app"]
@@ -65,6 +66,7 @@ def create_app(settings: ExecutorSettings, *, pool: SandboxPool | None = None) -
         version=__version__,
         description="Runs untrusted programs on tests in a sandbox and judges each test.",
         lifespan=lifespan,
+        **NO_DEFAULT_DOCS,
     )
     install_error_handlers(app)
 
@@ -74,11 +76,17 @@ def create_app(settings: ExecutorSettings, *, pool: SandboxPool | None = None) -
         headers = {"Retry-After": str(max(1, round(exc.retry_after_s)))}
         return error_response(503, exc.error_type, exc.message, exc.detail, headers)
 
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
-    # Outermost: the body deadline covers the size limit's own reading of chunked bodies.
-    app.add_middleware(BodyDeadline, timeout_s=settings.body_timeout_s)
+    # Every route's body is read by the route itself (`bodies.read_body`), after its
+    # token check, within this size cap and deadline.
+    app.add_middleware(
+        RequestBodyGuard,
+        max_bytes=settings.max_body_bytes,
+        piece_timeout_s=settings.body_timeout_s,
+        total_timeout_s=settings.body_deadline_s,
+    )
     app.include_router(execute.router)
     app.include_router(sandboxfusion.router)
     app.include_router(ops.router)
-    add_body_schemas(app, [ExecuteRequest, BatchExecuteRequest])
+    add_body_schemas(app, [ExecuteRequest, BatchExecuteRequest, RunCodeRequest])
+    serve_api_docs(app)
     return app

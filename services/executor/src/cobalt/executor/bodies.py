@@ -2,9 +2,9 @@
 
 FastAPI parses a JSON body and validates it on the event loop; a body of tens of MiB then
 holds every other request (health probes included) for seconds. Here the body is read
-(its size is already capped by `BodySizeLimit`) and decoded with the executor's JSON
+(its size and time are capped by `RequestBodyGuard`) and decoded with the executor's JSON
 rules (`values.loads_value`: integers of any length, no stack overflow on deep nesting)
-and validated elsewhere: small bodies on a worker thread, big ones in a parser process.
+and validated elsewhere: small bodies on a worker thread, big ones in parser processes.
 A thread is not enough for big bodies: decoding one long JSON string is a single C call
 that holds the GIL throughout (about 40 ms per MiB of escaped text on these machines),
 so a 20 MiB body froze the event loop, and `/healthz` with it, for most of a second.
@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import os
+import pickle
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -23,9 +25,12 @@ from typing import Any, TypeVar
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
+from starlette.requests import ClientDisconnect
 
+from cobalt.executor.errors import ClientDisconnected
 from cobalt.executor.values import loads_value
 from cobalt.shared.errors import InvalidInput
+from cobalt.shared.http import validation_detail
 
 __all__ = [
     "INLINE_PARSE_BYTES",
@@ -60,43 +65,65 @@ def parse_body(body: bytes, model: type[Model]) -> Model:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        errors = [{**error, "loc": ("body", *error["loc"])} for error in exc.errors()]
+        # Without inputs: a body's worth of objects would otherwise travel with the error.
+        found = exc.errors(include_url=False, include_input=False, include_context=False)
+        errors = [{**error, "loc": ("body", *error["loc"])} for error in found]
         raise RequestValidationError(errors) from exc
     except RecursionError as exc:
         raise InvalidInput("the request body is nested too deeply") from exc
 
 
 PROCESS_PARSE_BYTES = 1 << 20
-"""Bodies over this are parsed in the parser process; below it, the GIL is held for tens
+"""Bodies over this are parsed in a parser process; below it, the GIL is held for tens
 of milliseconds at most, less than the round trip to another process costs."""
 
+PARSER_PROCESSES = 2
+"""Parser processes: one big body does not queue every other big body behind it."""
 
-def _parse_in_worker(body: bytes, model: type[Model]) -> tuple[str, Any]:
-    """`parse_body` in the parser process; failures come back as data (always picklable)."""
+RECYCLE_PARSER_BYTES = 256 << 20
+"""A parser process whose memory grew past this (a body of millions of tiny values
+decodes into many times its size) is replaced after the body, so its memory goes back
+to the system instead of staying with the server."""
+
+
+def _resident_bytes() -> int:
     try:
-        return "parsed", parse_body(body, model)
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _parse_in_worker(body: bytes, model: type[Model]) -> tuple[str, Any, int]:
+    """`parse_body` in a parser process. Failures come back as data: the message, or the
+    first validation errors without their inputs (a body's worth of objects would
+    otherwise be pickled back into the server). Last, the process's resident bytes."""
+    try:
+        parsed = parse_body(body, model)
+        try:
+            outcome: tuple[str, Any] = ("parsed", pickle.dumps(parsed, pickle.HIGHEST_PROTOCOL))
+        except (RecursionError, pickle.PicklingError):
+            outcome = ("invalid", "the request body is nested too deeply")
     except InvalidInput as exc:
-        return "invalid", exc.message
+        outcome = ("invalid", exc.message)
     except RequestValidationError as exc:
-        return "unfit", [{key: _plain(value) for key, value in e.items()} for e in exc.errors()]
-
-
-def _plain(value: Any) -> Any:
-    # Validation errors may carry exception objects in `ctx`: keep their text only.
-    if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
-    return str(value) if isinstance(value, BaseException) else value
+        outcome = ("unfit", validation_detail(exc.errors()))
+    except MemoryError:
+        outcome = ("invalid", "the request body holds too many values to decode")
+    return (*outcome, _resident_bytes())
 
 
 class BodyParser:
-    """Parses request bodies off the event loop; big ones in one parser process.
+    """Parses request bodies off the event loop; big ones in parser processes.
 
-    The process is started on first use (or by `warm_up`) from a fork server, never by
-    forking the server itself (its threads hold locks). If it dies, the body at hand is
-    parsed on a thread instead and a new process is started for the next one.
+    The processes are started on first use (or by `warm_up`) from a fork server, never by
+    forking the server itself (its threads hold locks). If one dies, the body at hand is
+    parsed on a thread instead and new processes are started for the next one; one that
+    grew big on a body is replaced after it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, processes: int = PARSER_PROCESSES) -> None:
+        self.processes = processes
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
 
@@ -105,12 +132,21 @@ class BodyParser:
             if self._pool is None:
                 context = multiprocessing.get_context("forkserver")
                 context.set_forkserver_preload(["cobalt.executor.bodies"])
-                self._pool = ProcessPoolExecutor(max_workers=1, mp_context=context)
+                self._pool = ProcessPoolExecutor(max_workers=self.processes, mp_context=context)
             return self._pool
 
+    def _retire(self, pool: ProcessPoolExecutor) -> None:
+        # Bodies already handed to it finish; the next body starts a fresh pool.
+        with self._lock:
+            if self._pool is pool:
+                self._pool = None
+        pool.shutdown(wait=False)
+
     def warm_up(self) -> None:
-        """Start the parser process now, so the first big body does not pay for it."""
-        self._processes().submit(int).result()
+        """Start the parser processes now, so the first big body does not pay for it."""
+        pool = self._processes()
+        for future in [pool.submit(int) for _ in range(self.processes)]:
+            future.result()
 
     async def parse(self, body: bytes, model: type[Model]) -> Model:
         """Decode and validate `body` (see `parse_body` for what it raises)."""
@@ -121,19 +157,18 @@ class BodyParser:
         loop = asyncio.get_running_loop()
         pool = self._processes()
         try:
-            kind, value = await loop.run_in_executor(pool, _parse_in_worker, body, model)
+            kind, value, resident = await loop.run_in_executor(pool, _parse_in_worker, body, model)
         except BrokenProcessPool:
-            logger.warning("the body parser process died; parsing this body on a thread")
-            with self._lock:
-                if self._pool is pool:
-                    self._pool = None
-            pool.shutdown(wait=False)
+            logger.warning("a body parser process died; parsing this body on a thread")
+            self._retire(pool)
             return await asyncio.to_thread(parse_body, body, model)
+        if resident > RECYCLE_PARSER_BYTES:
+            self._retire(pool)
         if kind == "invalid":
             raise InvalidInput(value)
         if kind == "unfit":
             raise RequestValidationError(value)
-        parsed: Model = value
+        parsed: Model = await asyncio.to_thread(pickle.loads, value)
         return parsed
 
     def close(self) -> None:
@@ -145,8 +180,17 @@ class BodyParser:
 
 async def read_body(request: Request, model: type[Model]) -> Model:
     """Read the body and parse it into `model` off the event loop (the app's
-    `BodyParser`, or a worker thread in an app started without one)."""
-    body = await request.body()
+    `BodyParser`, or a worker thread in an app started without one).
+
+    Call it after the route's checks (the bearer token): nothing reads the body before.
+
+    Raises:
+        ClientDisconnected: the client went away while sending the body.
+    """
+    try:
+        body = await request.body()
+    except ClientDisconnect:
+        raise ClientDisconnected("the client disconnected while sending the body") from None
     parser: BodyParser | None = getattr(request.app.state, "body_parser", None)
     if parser is not None:
         return await parser.parse(body, model)

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from cobalt.executor.errors import SandboxUnavailable
 from cobalt.executor.report import print_response
 from cobalt.executor.settings import ExecutorSettings
-from cobalt.shared.cli import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE
+from cobalt.shared.cli import EXIT_FAILED, EXIT_OK, EXIT_UNREACHABLE, EXIT_USAGE, settings_or_exit
 from cobalt.shared.cli import fail as _fail
 from cobalt.shared.contracts import Compare, ExecuteRequest
 from cobalt.shared.errors import (
@@ -66,7 +66,7 @@ def serve(
     }
     if unsafe_no_sandbox:
         overrides["unsafe_no_sandbox"] = True
-    settings = ExecutorSettings(**overrides)
+    settings = settings_or_exit(lambda: ExecutorSettings(**overrides), "COBALT_EXECUTOR_*")
     configure_logging(settings.log_level, json_lines=settings.log_json)
     try:
         uvicorn.run(

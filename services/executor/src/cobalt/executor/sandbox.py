@@ -27,6 +27,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -57,6 +58,8 @@ CONTROL_FD = 3
 SECCOMP_FD = 4
 """File descriptor number bubblewrap reads the seccomp program from."""
 MAX_MESSAGE = 65536
+ABANDONED_CHECK_S = 0.2
+"""How often a running test checks whether its request was abandoned (then it is killed)."""
 SANDBOX_ENV = {
     "PATH": "/usr/bin:/bin",
     "LANG": "C.UTF-8",
@@ -108,6 +111,9 @@ class SandboxJob:
     cpu_s: float = 4.0
     memory_mb: int = 1024
     output_bytes: int = 1 << 20
+    abandoned: threading.Event | None = None
+    """Set when nobody waits for the result any more (the client went away): the running
+    test is stopped."""
 
 
 @dataclass
@@ -539,6 +545,7 @@ class SandboxSlot:
         exited_at: float | None = None
         while True:
             now = time.monotonic()
+            abandoned = job.abandoned is not None and job.abandoned.is_set()
             if deadline is None and exited_at is None and now >= handover_by:
                 logger.warning(
                     "slot %d did not reset within %g s after its last test; replacing its jail",
@@ -549,7 +556,11 @@ class SandboxSlot:
                 self.close()
                 break
             overdue = deadline is not None and now >= deadline
-            if exited_at is None and kill_sent_at is None and (overdue or io.overflowed):
+            if (
+                exited_at is None
+                and kill_sent_at is None
+                and (overdue or io.overflowed or abandoned)
+            ):
                 raw.deadline_exceeded = overdue
                 raw.output_exceeded = io.overflowed
                 kill_sent_at = now
@@ -567,6 +578,8 @@ class SandboxSlot:
                 wait = exited_at + 1.0 - now
             else:
                 wait = (deadline if deadline is not None else handover_by) - now
+                if job.abandoned is not None:
+                    wait = min(wait, ABANDONED_CHECK_S)
             for fd, event in io.poller.poll(max(0.0, wait) * 1000 + 1):
                 if fd != control.fileno():
                     io.handle(fd, event)

@@ -15,6 +15,8 @@ from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from pydantic import ValidationError
+
 from cobalt.executor.admission import Admission
 from cobalt.executor.errors import FileDescriptorsExhausted, LimitTooHigh, UnsupportedFeature
 from cobalt.executor.judge import judge, sandbox_error, skipped
@@ -22,6 +24,7 @@ from cobalt.executor.metrics import ExecutorMetrics
 from cobalt.executor.pool import SandboxPool
 from cobalt.executor.presets import HARNESS_CALL_NAME, HARNESSED, harnessed_program
 from cobalt.executor.readiness import Readiness, ReadyState
+from cobalt.executor.response_budget import ResponseBudget
 from cobalt.executor.sandbox import RawRun, SandboxJob
 from cobalt.executor.settings import ExecutorSettings
 from cobalt.shared.contracts import (
@@ -41,8 +44,7 @@ from cobalt.shared.contracts import (
     Verdict,
 )
 from cobalt.shared.contracts.executor import MaxLimits, limits_above_maximum
-from cobalt.shared.errors import Overloaded
-from cobalt.shared.text import truncate_middle
+from cobalt.shared.errors import InvalidInput, Overloaded, first_validation_error
 from cobalt.shared.version import __version__
 
 __all__ = ["EXECUTOR_VERSION", "ExecutorService", "job_for_test"]
@@ -54,13 +56,20 @@ Result = TypeVar("Result")
 EXECUTOR_VERSION = f"cobalt-executor/{__version__}"
 MIN_MEMORY_MB = 16
 """Smallest memory limit a test runs with (MiB of data beyond the interpreter)."""
+LIMITS_BOUND = 65536
+"""`Limits`' own bound on memory_mb and output_kb (a server may allow more in its settings)."""
 CANARY = ExecuteRequest(
     code="print(sum(int(x) for x in input().split()))",
     tests=[StdinTest(stdin="20 22\n", expected_stdout="42")],
 )
 
 
-def job_for_test(test: StdinTest | CallTest, request: ExecuteRequest, wall_s: float) -> SandboxJob:
+def job_for_test(
+    test: StdinTest | CallTest,
+    request: ExecuteRequest,
+    wall_s: float,
+    abandoned: threading.Event | None = None,
+) -> SandboxJob:
     """The sandbox job for one test. Expected values stay here, never in the sandbox.
 
     Under the `lcb` and `humaneval` presets the program runs inside the scorer's harness,
@@ -76,6 +85,7 @@ def job_for_test(test: StdinTest | CallTest, request: ExecuteRequest, wall_s: fl
         "cpu_s": min(limits.cpu_s or limits.wall_s, wall_s),
         "memory_mb": limits.memory_mb,
         "output_bytes": limits.output_kb * 1024,
+        "abandoned": abandoned,
     }
     if isinstance(test, StdinTest):
         # Lone surrogates (valid in JSON, not in UTF-8) pass through as their raw code units.
@@ -168,7 +178,7 @@ class ExecutorService:
         self.validate(request)
         self._check_room()
         started = time.monotonic()
-        response = await self._run_program(request, self.settings.max_response_chars)
+        response = await self._run_program(request, self.settings.max_response_bytes)
         self.metrics.request_seconds.labels(endpoint="execute").observe(time.monotonic() - started)
         return response
 
@@ -184,7 +194,7 @@ class ExecutorService:
             self.validate(request)
         self._check_room()
         started = time.monotonic()
-        share = self.settings.max_response_chars // len(batch.requests)
+        share = self.settings.max_response_bytes // len(batch.requests)
         results = await _all_or_none([self._run_program(r, share) for r in batch.requests])
         self.metrics.request_seconds.labels(endpoint="batch").observe(time.monotonic() - started)
         return BatchExecuteResponse(results=results)
@@ -196,12 +206,14 @@ class ExecutorService:
             self.metrics.rejected.labels(reason="queue_full").inc()
             raise
 
-    async def _run_program(self, request: ExecuteRequest, response_chars: int) -> ExecuteResponse:
+    async def _run_program(self, request: ExecuteRequest, response_bytes: int) -> ExecuteResponse:
         async with self.admission.admitted(len(request.tests), _request_bytes(request)):
-            response = await self._run_admitted(request)
-        return cap_response(response, response_chars)
+            shares = ResponseBudget(response_bytes, len(request.tests))
+            return await self._run_admitted(request, shares)
 
-    async def _run_admitted(self, request: ExecuteRequest) -> ExecuteResponse:
+    async def _run_admitted(
+        self, request: ExecuteRequest, shares: ResponseBudget | None = None
+    ) -> ExecuteResponse:
         budget = request.limits.total_s or self.settings.max_total_s
         deadline = time.monotonic() + budget
         # Set when the request fails or is cancelled (its client went away): tests not yet
@@ -214,10 +226,10 @@ class ExecutorService:
                     if results and results[-1].verdict is not Verdict.ACCEPTED:
                         results.append(skipped("Not run: an earlier test failed."))
                         continue
-                    results.append(await self._run_test(test, request, deadline, abandoned))
+                    results.append(await self._run_test(test, request, deadline, abandoned, shares))
             else:
                 results = await _all_or_none(
-                    [self._run_test(t, request, deadline, abandoned) for t in request.tests]
+                    [self._run_test(t, request, deadline, abandoned, shares) for t in request.tests]
                 )
         except BaseException:
             abandoned.set()
@@ -237,10 +249,11 @@ class ExecutorService:
         request: ExecuteRequest,
         deadline: float,
         abandoned: threading.Event,
+        shares: ResponseBudget | None = None,
     ) -> TestResult:
         loop = asyncio.get_running_loop()
         result = await loop.run_in_executor(
-            self._threads, self._run_test_blocking, test, request, deadline, abandoned
+            self._threads, self._run_test_blocking, test, request, deadline, abandoned, shares
         )
         self.metrics.verdicts.labels(verdict=result.verdict.value).inc()
         self.readiness.observe(result.verdict)
@@ -252,27 +265,35 @@ class ExecutorService:
         request: ExecuteRequest,
         deadline: float,
         abandoned: threading.Event,
+        shares: ResponseBudget | None,
     ) -> TestResult:
         if abandoned.is_set():
-            return skipped("Not run: the request failed or was abandoned.")
-        # The last line of defence: whatever goes wrong in running or judging one test
-        # is that test's sandbox error; its siblings and other programs keep theirs. Only
-        # running out of file descriptors fails the request, as a retryable 503.
-        try:
-            return self._run_and_judge(test, request, deadline)
-        except FileDescriptorsExhausted:
-            raise
-        except Exception:
-            logger.exception("running or judging a test failed; reporting a sandbox error")
-            return sandbox_error("The executor failed while running or judging this test.")
+            result = skipped("Not run: the request failed or was abandoned.")
+        else:
+            # The last line of defence: whatever goes wrong in running or judging one test
+            # is that test's sandbox error; its siblings and other programs keep theirs.
+            # Only running out of file descriptors fails the request, as a retryable 503.
+            try:
+                result = self._run_and_judge(test, request, deadline, abandoned)
+            except FileDescriptorsExhausted:
+                raise
+            except Exception:
+                logger.exception("running or judging a test failed; reporting a sandbox error")
+                result = sandbox_error("The executor failed while running or judging this test.")
+        # Capped here, as each test ends: the response never holds more than its budget.
+        return result if shares is None else shares.take(result)
 
     def _run_and_judge(
-        self, test: StdinTest | CallTest, request: ExecuteRequest, deadline: float
+        self,
+        test: StdinTest | CallTest,
+        request: ExecuteRequest,
+        deadline: float,
+        abandoned: threading.Event | None = None,
     ) -> TestResult:
         remaining = deadline - time.monotonic()
         if remaining <= 0.05:
             return skipped("Not run: the request's total time budget (limits.total_s) ran out.")
-        job = job_for_test(test, request, min(request.limits.wall_s, remaining))
+        job = job_for_test(test, request, min(request.limits.wall_s, remaining), abandoned)
         began = time.monotonic()
         raw: RawRun = self.pool.run(job)
         elapsed = time.monotonic() - began
@@ -306,23 +327,36 @@ class ExecutorService:
         memory_mb = (
             request.memory_limit_MB if request.memory_limit_MB > 0 else self.settings.max_memory_mb
         )
-        output_kb = self.settings.max_output_kb
-        probe = ExecuteRequest(
-            code=request.code,
-            tests=[StdinTest(stdin=request.stdin or "", expected_stdout="")],
-            limits=Limits(
-                wall_s=request.run_timeout,
-                memory_mb=max(MIN_MEMORY_MB, min(memory_mb, self.settings.max_memory_mb)),
-                output_kb=output_kb,
-            ),
-            stream_chars=output_kb * 1024,
-        )
+        output_kb = min(self.settings.max_output_kb, LIMITS_BOUND)
+        try:
+            probe = ExecuteRequest(
+                code=request.code,
+                tests=[StdinTest(stdin=request.stdin or "", expected_stdout="")],
+                limits=Limits(
+                    wall_s=request.run_timeout,
+                    memory_mb=max(
+                        MIN_MEMORY_MB, min(memory_mb, self.settings.max_memory_mb, LIMITS_BOUND)
+                    ),
+                    output_kb=output_kb,
+                ),
+                stream_chars=output_kb * 1024,
+            )
+        except ValidationError as exc:
+            # RunCodeRequest bounds its fields as ExecuteRequest does; whatever slips
+            # through is still the caller's input, never a server error.
+            raise InvalidInput(first_validation_error(exc)) from exc
         self.validate(probe)
         self._check_room()
-        async with self.admission.admitted(1, _request_bytes(probe)):
-            result = await self._run_test(
-                probe.tests[0], probe, time.monotonic() + 3600, threading.Event()
-            )
+        shares = ResponseBudget(self.settings.max_response_bytes, 1)
+        abandoned = threading.Event()
+        try:
+            async with self.admission.admitted(1, _request_bytes(probe)):
+                result = await self._run_test(
+                    probe.tests[0], probe, time.monotonic() + 3600, abandoned, shares
+                )
+        except BaseException:
+            abandoned.set()  # the client went away: the running program is stopped
+            raise
         return _as_sandboxfusion(result)
 
     # --- introspection --------------------------------------------------------------
@@ -371,32 +405,6 @@ def _request_bytes(request: ExecuteRequest) -> int:
             len(test.stdin) + len(test.expected_stdout) if isinstance(test, StdinTest) else 0
         )
     return size
-
-
-def cap_response(response: ExecuteResponse, max_chars: int) -> ExecuteResponse:
-    """Keep a response within `max_chars` of text by shortening its longest fields.
-
-    Each test's stdout, stderr and feedback are middle-truncated to an equal share, so a
-    small request cannot ask for a huge response (many tests, each with a big output).
-    """
-
-    def size(result: TestResult) -> int:
-        return len(result.stdout) + len(result.stderr) + len(result.feedback)
-
-    if sum(size(r) for r in response.results) <= max_chars:
-        return response
-    share = max(max_chars // (3 * len(response.results)), 0)
-    results = [
-        r.model_copy(
-            update={
-                "stdout": truncate_middle(r.stdout, share),
-                "stderr": truncate_middle(r.stderr, share),
-                "feedback": truncate_middle(r.feedback, share),
-            }
-        )
-        for r in response.results
-    ]
-    return response.model_copy(update={"results": results})
 
 
 def _as_sandboxfusion(result: TestResult) -> RunCodeResponse:

@@ -32,13 +32,18 @@ class ExecutorSettings(CobaltSettings):
     """Bytes of programs and test data held (queued or running) before new work gets 429."""
     max_body_bytes: int = Field(default=32 << 20, ge=1024)
     """Largest request body accepted; larger gets 413."""
-    max_response_chars: int = Field(default=32 << 20, ge=1024)
-    """Text (stdout, stderr, feedback) in one response; longer fields are shortened."""
+    max_response_bytes: int = Field(default=32 << 20, ge=1024)
+    """Bytes of program-sized text (stdout, stderr, feedback) in one response, counted as
+    sent (JSON-escaped, UTF-8) and applied as each test finishes; longer fields are
+    shortened. (Before 2026-11: MAX_RESPONSE_CHARS, in characters; that name is gone.)"""
     header_timeout_s: float = Field(default=10.0, gt=0)
     """A connection that has not sent a request's headers this long after opening (or
     after its last response) is closed: slowloris clients cannot hold connections."""
     body_timeout_s: float = Field(default=30.0, gt=0)
     """Longest wait for the next piece of a request body (408 after it)."""
+    body_deadline_s: float = Field(default=120.0, gt=0)
+    """The whole request body must arrive within this many seconds of the request's head
+    (408 after it), however steadily it drips."""
     max_tests_per_request: int = Field(default=2000, ge=1)
     max_wall_s: float = Field(default=60.0, gt=0)
     """Highest per-test wall-clock limit a request may ask for."""

@@ -49,6 +49,8 @@ class OrchestratorSettings(CobaltSettings):
     """A connection that has not sent a request's headers this long is closed."""
     orchestrator_body_timeout_s: float = Field(default=30.0, gt=0)
     """Longest wait for the next piece of a request body (408 after it)."""
+    orchestrator_body_deadline_s: float = Field(default=60.0, gt=0)
+    """The whole request body must arrive within this long of the request's head (408)."""
     local_concurrency: int = Field(default=4, ge=1, le=256)
     """Problems rolled out at once when jobs run in-process."""
     training_stale_s: float = Field(default=1800.0, gt=0)

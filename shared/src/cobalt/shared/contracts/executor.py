@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 __all__ = [
     "BatchExecuteRequest",
@@ -111,8 +111,21 @@ class StdinTest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     __test__ = False  # not a pytest class
 
-    stdin: str = Field(default="", max_length=MAX_TEXT_CHARS)
-    expected_stdout: str = Field(max_length=MAX_TEXT_CHARS)
+    stdin: str = Field(default="", max_length=MAX_TEXT_CHARS, description="fed to the program")
+    expected_stdout: str = Field(
+        max_length=MAX_TEXT_CHARS, description="what the program must print (see `compare`)"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _named_like_ours(cls, data: Any) -> Any:
+        # TACO, APPS and many JSONL files name these `input` and `output`.
+        if isinstance(data, dict) and ({"input", "output"} & data.keys()):
+            raise ValueError(
+                "a stdin test's fields are 'stdin' and 'expected_stdout': rename 'input' to "
+                "'stdin' and 'output' to 'expected_stdout' (TACO/APPS-style names)"
+            )
+        return data
 
 
 class CallTest(BaseModel):
@@ -135,13 +148,34 @@ class CallTest(BaseModel):
     kwargs: dict[str, Any] = Field(default_factory=dict)
     expected: Any = Field(description="the value the call must return (null for None)")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _says_what_to_expect(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "expected" not in data:
+            raise ValueError(
+                "a call test needs 'expected', the value the call must return: add "
+                '"expected": <value> ("expected": null for a function that returns None)'
+            )
+        return data
+
     @model_validator(mode="after")
     def _bounded(self) -> CallTest:
         _check_value_shape([self.args, self.kwargs, self.expected])
         return self
 
 
-TestCase = Annotated[StdinTest | CallTest, Field(union_mode="left_to_right")]
+def _test_kind(test: Any) -> str:
+    """A test with `fn_name` is a call test; every other is a stdin test. Choosing the kind
+    first makes a malformed test's error name its own fields, not the other kind's."""
+    if isinstance(test, dict):
+        return "call" if "fn_name" in test else "stdin"
+    return "call" if isinstance(test, CallTest) else "stdin"
+
+
+TestCase = Annotated[
+    Annotated[StdinTest, Tag("stdin")] | Annotated[CallTest, Tag("call")],
+    Discriminator(_test_kind),
+]
 
 
 class Limits(BaseModel):
@@ -323,17 +357,64 @@ class ExecutorInfo(BaseModel):
 # --- SandboxFusion compatibility (`POST /run_code`) -------------------------------------
 
 
-class RunCodeRequest(BaseModel):
-    """SandboxFusion's run_code request, the subset that makes sense for Python."""
+MAX_RUN_CODE_FILES = 64
 
-    code: str
-    language: str = "python"
-    stdin: str | None = None
-    compile_timeout: float = 10.0
-    run_timeout: float = Field(default=10.0, gt=0, le=600)
-    memory_limit_MB: int = -1
-    files: dict[str, str | None] = Field(default_factory=dict)
-    fetch_files: list[str] = Field(default_factory=list)
+
+class RunCodeRequest(BaseModel):
+    """SandboxFusion's run_code request, the subset that makes sense for Python.
+
+    Fields SandboxFusion has and this executor does not use are accepted and ignored, so
+    its clients work unchanged; every field is bounded (the body's size caps the rest).
+    """
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"code": "print(int(input()) * 2)", "stdin": "21\n", "language": "python"},
+                {"code": "import time; time.sleep(5)", "run_timeout": 1},
+            ]
+        }
+    )
+
+    code: str = Field(max_length=MAX_CODE_CHARS, description="the Python program to run")
+    language: str = Field(
+        default="python",
+        max_length=64,
+        description="'python' or 'python3'; anything else is refused (422)",
+    )
+    stdin: str | None = Field(
+        default=None, max_length=MAX_TEXT_CHARS, description="fed to the program's stdin"
+    )
+    compile_timeout: float = Field(
+        default=10.0,
+        ge=0,
+        le=600,
+        description="accepted for compatibility; Python has no compile step",
+    )
+    run_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        le=600,
+        description="wall-clock seconds the program may run (at most the executor's "
+        "COBALT_EXECUTOR_MAX_WALL_S); over it: status Failed, run_result TimeLimitExceeded",
+    )
+    memory_limit_MB: int = Field(
+        default=-1,
+        ge=-1,
+        le=1 << 20,
+        description="memory limit in MiB; -1 (or 0) means the executor's maximum "
+        "(COBALT_EXECUTOR_MAX_MEMORY_MB), larger values are capped to it",
+    )
+    files: dict[str, str | None] = Field(
+        default_factory=dict,
+        max_length=MAX_RUN_CODE_FILES,
+        description="not supported: a non-empty value is refused (422)",
+    )
+    fetch_files: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_RUN_CODE_FILES,
+        description="not supported: a non-empty value is refused (422)",
+    )
 
 
 class RunCodeResult(BaseModel):

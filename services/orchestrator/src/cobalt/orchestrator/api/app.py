@@ -21,8 +21,9 @@ from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade
 from cobalt.orchestrator.store.errors import DATABASE_TRANSLATIONS
 from cobalt.shared.auth import AccessTokens, bearer_access
 from cobalt.shared.clients import ExecutorClientSettings
-from cobalt.shared.connections import BodyDeadline
-from cobalt.shared.http import BodySizeLimit, document_error_responses, install_error_handlers
+from cobalt.shared.connections import RequestBodyGuard
+from cobalt.shared.docs import NO_DEFAULT_DOCS, serve_api_docs
+from cobalt.shared.http import document_error_responses, install_error_handlers
 from cobalt.shared.version import __version__
 
 __all__ = ["create_app"]
@@ -60,14 +61,20 @@ def create_app(
         yield
         engine.dispose()
 
-    app = FastAPI(title="Cobalt orchestrator", version=__version__, lifespan=lifespan)
+    app = FastAPI(
+        title="Cobalt orchestrator", version=__version__, lifespan=lifespan, **NO_DEFAULT_DOCS
+    )
     app.state.settings = settings
     app.state.access_tokens = tokens = _access_tokens(settings)
     install_error_handlers(app, DATABASE_TRANSLATIONS)
-    # Added innermost first: the deadline covers the reading of the two others.
+    # Added innermost first: the guard's size cap and deadline cover the NUL check's reading.
     app.add_middleware(RejectNulCharacters)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.orchestrator_max_body_bytes)
-    app.add_middleware(BodyDeadline, timeout_s=settings.orchestrator_body_timeout_s)
+    app.add_middleware(
+        RequestBodyGuard,
+        max_bytes=settings.orchestrator_max_body_bytes,
+        piece_timeout_s=settings.orchestrator_body_timeout_s,
+        total_timeout_s=settings.orchestrator_body_deadline_s,
+    )
 
     # Without tokens no dependency is attached, so the OpenAPI document declares no
     # security scheme it would not enforce.
@@ -81,6 +88,9 @@ def create_app(
         protected.include_router(router.router)
     app.include_router(health.router)
     app.include_router(protected)
+    # Before the UI, whose pages sit at the root; the document is built on first request,
+    # after the error responses below are added to it.
+    serve_api_docs(app)
     install_ui(app)
 
     def error_statuses(path: str, method: str) -> Iterable[int]:
