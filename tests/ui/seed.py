@@ -53,19 +53,21 @@ RUNNING_PASSES = {
 FINISHED_PASS_AT_1 = [1 / 6, 2 / 3, 2 / 3]
 """Hidden Pass@1 per turn of the finished run (mean over problems of passing samples)."""
 TRAINED_PASSES = {
-    # The same dataset after training (policy version 3): sum-two fixed at turn 0,
-    # double broken at turn 1, lcb/reverse fixed at every turn.
-    "sum-two": [[True, True, True], [True, True, True]],
+    # The same dataset after training (policy version 3). With two samples, only 0/2 <->
+    # 2/2 is beyond the noise (analysis.statistics): lcb/reverse fixed at every turn
+    # (0/2 -> 2/2), sum-two broken at turn 2 (2/2 -> 0/2); sum-two at turn 0 (1/2 -> 2/2)
+    # and double at turn 1 (2/2 -> 1/2) moved within their noise.
+    "sum-two": [[True, True, False], [True, True, False]],
     "double": [[False, False, True], [False, True, True]],
-    "lcb/reverse": [[True, True, True], [False, False, False]],
+    "lcb/reverse": [[True, True, True], [True, True, True]],
 }
-TRAINED_PASS_AT_1 = [1 / 2, 2 / 3, 5 / 6]
+TRAINED_PASS_AT_1 = [2 / 3, 5 / 6, 2 / 3]
 TRAINED_POLICY_VERSION = 3
 CHANGE_COUNTS = [
     # per turn: finished run (A) -> trained run (B)
-    {"fixed": 2, "broken": 0, "unchanged": 1, "unevaluated": 0},
-    {"fixed": 1, "broken": 1, "unchanged": 1, "unevaluated": 0},
-    {"fixed": 1, "broken": 0, "unchanged": 2, "unevaluated": 0},
+    {"fixed": 1, "broken": 0, "unchanged": 1, "within_noise": 1, "unevaluated": 0},
+    {"fixed": 1, "broken": 0, "unchanged": 1, "within_noise": 1, "unevaluated": 0},
+    {"fixed": 1, "broken": 1, "unchanged": 1, "within_noise": 0, "unevaluated": 0},
 ]
 RUNTIME_ERROR = (
     'Traceback (most recent call last):\n  File "main.py", line 2\n'

@@ -88,16 +88,24 @@ def _delta(before: float, after: float) -> str:
     return f'<span class="{kind}">{change:+.3f}</span>'
 
 
+def rate_at(rates: list[float] | None, turn: int) -> float | None:
+    """A rate at `turn`, None where it was not measured (never an invented 0)."""
+    return rates[turn] if rates is not None and turn < len(rates) else None
+
+
+def shown_rate(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate:.3f}"
+
+
 def _pass_rows(result: DemoResult) -> list[list[str]]:
     before, after = result.before.report, result.after.report
     rows = []
     for turn in range(max(before.turns, after.turns)):
-        b = before.pass_at_1[turn] if turn < before.turns else 0.0
-        a = after.pass_at_1[turn] if turn < after.turns else 0.0
-        pb = before.public_pass_at_1[turn] if turn < before.turns else 0.0
-        pa = after.public_pass_at_1[turn] if turn < after.turns else 0.0
+        b, a = rate_at(before.pass_at_1, turn), rate_at(after.pass_at_1, turn)
+        pb, pa = rate_at(before.public_pass_at_1, turn), rate_at(after.public_pass_at_1, turn)
+        change = "-" if a is None or b is None else _delta(b, a)
         rows.append(
-            [f"turn {turn}", f"{b:.3f}", f"{a:.3f}", _delta(b, a), f"{pb:.3f}", f"{pa:.3f}"]
+            [f"turn {turn}", shown_rate(b), shown_rate(a), change, shown_rate(pb), shown_rate(pa)]
         )
     return rows
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = [
     "CONFIDENCE",
@@ -55,9 +56,7 @@ def _z(confidence: float) -> float:
     return (low + high) / 2
 
 
-def wilson_interval(
-    successes: int, trials: int, confidence: float = CONFIDENCE
-) -> Interval | None:
+def wilson_interval(successes: int, trials: int, confidence: float = CONFIDENCE) -> Interval | None:
     """Wilson's score interval for `successes` of `trials` (None for no trial)."""
     if trials <= 0:
         return None
@@ -94,7 +93,7 @@ def newcombe_difference(
     return max(-1.0, low), min(1.0, high)
 
 
-def _percentiles(values: object, confidence: float) -> Interval:
+def _percentiles(values: Any, confidence: float) -> Interval:
     import numpy as np
 
     tail = (1 - confidence) / 2

@@ -22,6 +22,8 @@ def plot_pass_at_1(
     figure, axes = plt.subplots(figsize=(6.4, 4.0), dpi=120)
     for index, report in enumerate(reports):
         label = labels[index] if labels else f"run {report.run_id}"
+        if report.pass_at_1 is None:  # not evaluated: no line rather than a flat 0
+            continue
         axes.plot(range(report.turns), report.pass_at_1, marker="o", label=label)
     axes.set_xlabel("turn")
     axes.set_ylabel("Pass@1 (hidden tests)")
