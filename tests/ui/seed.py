@@ -207,11 +207,14 @@ def _run(
     turns: int,
     status: str,
     policy_version: int | None = None,
+    parent_run_id: int | None = None,
+    evaluated: bool = True,
 ) -> int:
     run = repo_runs.create_run(
-        session, kind="sample", dataset_id=dataset_id, base_url="http://model/v1",
-        model="demo-model", params={"n": 2, "turns": turns, "temperature": 0.6},
-        template_name="default", template_sha256="ab" * 32, total_trajectories=6,
+        session, kind="sample" if parent_run_id is None else "refine", dataset_id=dataset_id,
+        base_url="http://model/v1", model="demo-model",
+        params={"n": 2, "turns": turns, "temperature": 0.6}, template_name="default",
+        template_sha256="ab" * 32, total_trajectories=6, parent_run_id=parent_run_id,
     )  # fmt: skip
     repo_runs.ensure_trajectories(
         session, run_id=run.id, keys=[(ids[p], s) for p in passes for s in range(2)]
@@ -225,7 +228,7 @@ def _run(
                     session, run_id=run.id, problem_id=ids[problem], sample_index=sample,
                     status=moved_to, turns_done=len(outcomes),
                 )  # fmt: skip
-    stored = session.scalars(select(Turn).where(Turn.run_id == run.id)).all()
+    stored = session.scalars(select(Turn).where(Turn.run_id == run.id)).all() if evaluated else []
     repo_runs.record_hidden_results(
         session,
         results=[(turn.id, turn.public_verdicts, turn.public_passed) for turn in stored],
@@ -341,3 +344,24 @@ def add_turn(sessions: sessionmaker[Session], run_id: int) -> None:
         ).one()
         row = _turns(run_id, {"lcb/reverse": problem_id}, {"lcb/reverse": [[], [False]]})
         repo_runs.insert_turns(session, rows=row)
+
+
+def add_run(
+    sessions: sessionmaker[Session],
+    passes: dict[str, list[list[bool]]],
+    *,
+    turns: int,
+    parent_run_id: int | None = None,
+    evaluated: bool = True,
+) -> int:
+    """One more finished run of the demo dataset (a refine run when it has a parent)."""
+    with sessions.begin() as session:
+        ids = {
+            p.external_id: p.id
+            for p in session.scalars(select(Problem).where(Problem.external_id.in_(PROBLEMS)))
+        }
+        dataset_id = session.get_one(Problem, ids["double"]).dataset_id
+        return _run(
+            session, dataset_id, ids, passes, turns=turns, status="finished",
+            parent_run_id=parent_run_id, evaluated=evaluated,
+        )  # fmt: skip

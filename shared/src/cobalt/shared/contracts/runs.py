@@ -153,6 +153,9 @@ class RunPublic(BaseModel):
     started_at: datetime | None
     finished_at: datetime | None
     error: str | None
+    name: str | None = Field(default=None, description="what people call the run")
+    tags: list[str] = Field(default_factory=list)
+    notes: str | None = None
     trajectories: list[TrajectoryPublic] | None = None
 
 

@@ -320,6 +320,9 @@ def _publics(session: Session, runs: Sequence[Run]) -> list[RunPublic]:
             started_at=run.started_at,
             finished_at=run.finished_at,
             error=run.error,
+            name=run.name,
+            tags=list(run.tags or []),
+            notes=run.notes,
         )
         for run in runs
     ]
