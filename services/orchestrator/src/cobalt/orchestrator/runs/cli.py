@@ -227,6 +227,9 @@ def _print_run(public: RunPublic) -> None:
     console = Console()
     table = Table(title=f"run {public.id} ({public.kind}, {public.status})", show_header=False)
     for key, value in (
+        ("name", public.name),
+        ("tags", " ".join(f"#{t}" for t in public.tags)),
+        ("notes", public.notes),
         ("dataset", public.dataset),
         ("model", f"{public.model} at {public.base_url}"),
         ("parent run", public.parent_run_id),
@@ -431,7 +434,13 @@ def list_runs(
 
 
 @run_app.command("show")
-def show(run_id: Annotated[int, typer.Argument()], as_json: JsonOption = False) -> None:
+def show(
+    run_id: Annotated[int, typer.Argument()],
+    problems: Annotated[
+        bool, typer.Option("--problems", help="Also every problem: pass rates [95%], reward.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
     """A run; with --json also every trajectory's turns (messages, response, code, verdicts)."""
     from cobalt.orchestrator.runs import service
 
@@ -440,8 +449,17 @@ def show(run_id: Annotated[int, typer.Argument()], as_json: JsonOption = False) 
         public = service.run_public(store.sessions(), run_id, with_turns=as_json)
     if as_json:
         echo_json(public.model_dump(mode="json"))
-    else:
-        _print_run(public)
+        return
+    _print_run(public)
+    if problems:
+        from cobalt.orchestrator.results.cli import print_problems
+        from cobalt.orchestrator.runs.browse import run_problems
+        from cobalt.orchestrator.runs.evaluation import stored_report
+
+        with handled():
+            rows = run_problems(store.sessions(), run_id)
+            report = stored_report(store.sessions(), run_id, ks=())
+        print_problems(rows, report.unevaluated)
 
 
 CHANGED_SHOWN = 20
@@ -452,6 +470,10 @@ CHANGED_SHOWN = 20
 def compare_runs(
     run_a: Annotated[int, typer.Argument(help="The baseline run (e.g. before training).")],
     run_b: Annotated[int, typer.Argument(help="The run to compare with it (same dataset).")],
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Write it as CSV or JSON (by the suffix); '-' is stdout."),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Which problems run B fixed and which it broke, turn by turn, from stored results.
@@ -477,6 +499,12 @@ def compare_runs(
     if missing:
         raise typer.Exit(EXIT_RUN_FAILED)
     if as_json:
+        return
+    if out is not None:
+        from cobalt.orchestrator.results.cli import write_export
+        from cobalt.orchestrator.results.exports import comparison_rows
+
+        write_export(comparison, comparison_rows(comparison), out, None)
         return
     a, b = comparison.report_a, comparison.report_b
     changes = ("fixed", "broken", "within_noise", "unchanged", "unevaluated")
@@ -619,3 +647,9 @@ def evaluate(
         typer.echo(f"plot written to {plot}")
     if reported:
         typer.echo(f"reported to {', '.join(reported)}")
+
+
+# `cobalt run table/export/label/trajectory`: results read from the store (results.cli).
+from cobalt.orchestrator.results.cli import register_run_commands  # noqa: E402
+
+register_run_commands(run_app)
