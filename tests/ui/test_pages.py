@@ -178,7 +178,9 @@ def test_comparing_two_runs(
     for turn in range(3):
         shown = browser.find_element(By.CSS_SELECTOR, f"[data-testid=difference-{turn}]").text
         points = round(100 * (TRAINED_PASS_AT_1[turn] - FINISHED_PASS_AT_1[turn]), 1)
-        assert shown.startswith(f"{'+' if points > 0 else '−' if points < 0 else '±'}{abs(points)} pp [")
+        assert shown.startswith(
+            f"{'+' if points > 0 else '−' if points < 0 else '±'}{abs(points)} pp ["
+        )
     band = browser.find_elements(By.CSS_SELECTOR, '[data-chart="compare-chart"] path[data-band]')
     assert len(band) == 2
     # One sample of two moving (double at turn 1) is within noise, not "broken".
