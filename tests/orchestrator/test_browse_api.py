@@ -180,7 +180,7 @@ def test_comparing_two_runs_problem_by_problem(api: httpx.Client, seeded: Seeded
     # The Pass@1 difference per turn, with its paired bootstrap interval around it.
     differences = [b - a for a, b in zip(FINISHED_PASS_AT_1, TRAINED_PASS_AT_1, strict=True)]
     assert comparison["difference"] == pytest.approx(differences)
-    for difference, (low, high) in zip(differences, comparison["difference_interval"]):
+    for difference, (low, high) in zip(differences, comparison["difference_interval"], strict=True):
         assert low <= difference <= high and high - low > 0
     # Swapped, the same problems move the other way.
     back = api.get(f"/v1/runs/{b}/compare/{a}").json()
@@ -318,7 +318,7 @@ def test_an_unevaluated_run_is_null_and_not_compared(
     assert report["unevaluated"] == f"cobalt run evaluate {seeded.trained_run}"
     evaluated = api.get(f"/v1/runs/{seeded.finished_run}/report").json()
     assert evaluated["unevaluated"] is None
-    for (low, high), rate in zip(evaluated["pass_at_1_interval"], FINISHED_PASS_AT_1):
+    for (low, high), rate in zip(evaluated["pass_at_1_interval"], FINISHED_PASS_AT_1, strict=True):
         assert 0 <= low <= rate <= high <= 1
     comparison = api.get(f"/v1/runs/{seeded.finished_run}/compare/{seeded.trained_run}").json()
     assert comparison["difference"] == [None, None, None]

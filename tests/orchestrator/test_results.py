@@ -94,7 +94,8 @@ def test_the_labels_migration_keeps_existing_runs(empty_url: str) -> None:
     with engine.begin() as conn:
         conn.execute(
             text(
-                "INSERT INTO datasets (name, source, variant, provenance) VALUES ('d', 'jsonl', '', '{}')"
+                "INSERT INTO datasets (name, source, variant, provenance) "
+                "VALUES ('d', 'jsonl', '', '{}')"
             )
         )
         conn.execute(
