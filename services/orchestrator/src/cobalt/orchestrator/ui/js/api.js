@@ -62,7 +62,41 @@ export const api = {
     getJson(`/v1/datasets/${path(name)}/problems/${externalId.split("/").map(encodeURIComponent).join("/")}`),
   banditDatasets: () => getJson("/v1/bandit/datasets"),
   banditContexts: (name, params) => getJson(`/v1/bandit/datasets/${path(name)}/contexts`, params),
+  runTable: (ids) => getJson("/v1/tables/runs", { run: ids }),
   trainingJobs: () => getJson("/v1/training/jobs"),
   trainingJob: (id) => getJson(`/v1/training/jobs/${id}`),
   search: (params) => getJson("/v1/search", params),
 };
+
+// A link that downloads an export (CSV or JSON). Without a stored token the browser follows
+// the href itself; with one, the file is fetched with the token and saved from a blob.
+export function exportLink(label, apiPath, params, filename) {
+  const url = new URL(apiPath, window.location.origin);
+  for (const [key, value] of Object.entries(params)) {
+    for (const item of Array.isArray(value) ? value : [value]) url.searchParams.append(key, item);
+  }
+  const link = document.createElement("a");
+  link.href = url.pathname + url.search;
+  link.download = filename;
+  link.className = "export";
+  link.textContent = label;
+  link.addEventListener("click", async (event) => {
+    if (!window.localStorage.getItem(TOKEN_KEY)) return;
+    event.preventDefault();
+    const response = await fetch(url, { headers: requestHeaders() });
+    const blob = URL.createObjectURL(await response.blob());
+    const save = Object.assign(document.createElement("a"), { href: blob, download: filename });
+    save.click();
+    URL.revokeObjectURL(blob);
+  });
+  return link;
+}
+
+// "Download: CSV · JSON" for one export.
+export function exportLinks(apiPath, params, name) {
+  const span = document.createElement("span");
+  span.className = "exports";
+  span.append("Download: ", exportLink("CSV", apiPath, { ...params, format: "csv" }, `${name}.csv`),
+    " · ", exportLink("JSON", apiPath, { ...params, format: "json" }, `${name}.json`));
+  return span;
+}

@@ -2,7 +2,7 @@
 // B fixed, broke or left unchanged at each turn, and per problem each run's Pass@1 per
 // turn with links to both runs' trajectories. Run A is the baseline.
 
-import { api } from "./api.js";
+import { api, exportLinks } from "./api.js";
 import { lineChart } from "./chart.js";
 import { setQuery } from "./route.js";
 import { badge, fmt, h, labelled, select, sortableTable } from "./dom.js";
@@ -17,7 +17,8 @@ const CHANGE_LABEL = { within_noise: "within noise" };
 export function runLabel(run) {
   const versions = run.policy_versions ?? [];
   const policy = versions.length ? ` · policy v${versions.join(",")}` : "";
-  return `#${run.id} ${run.kind} · ${run.model}${policy} · ${run.template_name} · ${fmt.date(run.created_at)}`;
+  const name = run.name ? ` ${run.name}` : "";
+  return `#${run.id}${name} ${run.kind} · ${run.model}${policy} · ${run.template_name} · ${fmt.date(run.created_at)}`;
 }
 
 function problemHref(runId, externalId) {
@@ -106,6 +107,7 @@ export async function comparePage(runA, runB, query) {
           CHANGES.map((k) => h("th", { scope: "col", className: "num" }, CHANGE_LABEL[k] ?? k)))),
         h("tbody", {}, countRows)),
       h("h2", {}, "Per problem"),
+      h("p", {}, exportLinks(`/v1/exports/runs/${a.id}/compare/${b.id}`, {}, `compare-${a.id}-${b.id}`)),
       h("div", { className: "filters" },
         labelled("At turn", select("turn-filter",
           Array.from({ length: comparison.turns }, (_, t) => [String(t), `turn ${t}`]), String(turn),

@@ -6,6 +6,8 @@ import { lineChart } from "./chart.js";
 import { setQuery } from "./route.js";
 import { card, fmt, h, labelled, select, sortableTable, badge } from "./dom.js";
 import { comparePicker } from "./compare.js";
+import { exportLinks } from "./api.js";
+import { ids, pickForm, runName, tagBadges } from "./results.js";
 
 const ACTIVE = new Set(["pending", "running"]);
 
@@ -19,7 +21,7 @@ function statusBadge(status) {
   return badge(status, kind);
 }
 
-export async function runsPage() {
+export async function runsPage(query) {
   const runs = await api.runs();
   // Key figures of each run: its stored report (cheap: no program runs).
   const reports = await Promise.all(runs.map((run) => api.report(run.id, []).catch(() => null)));
@@ -35,6 +37,7 @@ export async function runsPage() {
     initialSort: { key: "id", direction: "descending" },
     columns: [
       { key: "id", label: "Run", numeric: true, render: (r) => h("a", { href: `#/runs/${r.id}` }, `#${r.id}`) },
+      { key: "name", label: "Name", render: (r) => h("span", {}, r.name ? h("span", { className: "run-name" }, r.name) : "–", " ", tagBadges(r.tags)) },
       { key: "status", label: "Status", render: (r) => statusBadge(r.status) },
       { key: "kind", label: "Kind" },
       { key: "dataset", label: "Dataset" },
@@ -64,7 +67,14 @@ export async function runsPage() {
     live: runs.some((run) => ACTIVE.has(run.status)),
     nodes: [
       h("h1", {}, "Runs"),
-      evaluated.length > 1 ? [h("h2", {}, "Compare two runs"), comparePicker(evaluated)] : null,
+      evaluated.length > 1 ? [h("h2", {}, "Compare two runs"), comparePicker(evaluated),
+        h("h2", {}, "Several runs side by side"),
+        pickForm({
+          id: "table-runs", legend: "Evaluated runs", items: evaluated, chosen: ids(query.get("pick")),
+          onchange: (picked) => setQuery({ pick: picked.join(",") }),
+          label: (r) => `${runName(r)} ${r.kind} ${r.model} (${r.dataset})`,
+          submit: "Show the table", onsubmit: (picked) => { window.location.hash = `#/table?runs=${picked.join(",")}`; },
+        })] : null,
       runs.length ? table : h("p", {}, "No runs yet: `cobalt run sample ...` starts one."),
     ],
   };
@@ -177,10 +187,18 @@ export async function runPage(runId, query) {
   });
   const { done, total } = progress(run);
   return {
-    title: `Run #${runId}`,
+    title: `Run ${runName(run)}`,
     live: ACTIVE.has(run.status),
     nodes: [
-      h("h1", {}, `Run #${runId} `, statusBadge(run.status)),
+      h("h1", {}, `Run ${runName(run)} `, statusBadge(run.status)),
+      run.tags.length || run.notes || run.parent_run_id
+        ? h("div", { className: "run-labels" },
+          tagBadges(run.tags),
+          run.parent_run_id
+            ? h("p", { "data-testid": "parent-run" }, "Continues ", h("a", { href: `#/runs/${run.parent_run_id}` }, `run #${run.parent_run_id}`), " (its turn 0 is that run's)")
+            : null,
+          run.notes ? h("p", { className: "muted", "data-testid": "run-notes" }, run.notes) : null)
+        : null,
       h("div", { className: "cards" },
         card("progress", `${done}/${total}`), card("turns written", String(run.turns_written)),
         card("problems evaluated", String(report.problems)),
@@ -196,7 +214,9 @@ export async function runPage(runId, query) {
       }, null, 2))),
       h("h2", {}, "Pass rate by turn"),
       unevaluated, pickers, chart, rewardChart, compareLinks,
-      h("h2", {}, "Problems"), filters, table,
+      h("h2", {}, "Problems"), filters,
+      h("p", {}, exportLinks(`/v1/exports/runs/${runId}/problems`, {}, `run-${runId}-problems`)),
+      h("div", { className: "table-scroll" }, table),
     ],
   };
 }
