@@ -7,20 +7,16 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 
 import httpx
 import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from cobalt.orchestrator.api.app import create_app
 from cobalt.orchestrator.runs.browse import split_reasoning
-from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store import repo_datasets, repo_runs
 from cobalt.orchestrator.training.browse import group_advantages
 from tests.support.cli import cobalt_here
-from tests.support.serving import serve_asgi
 from tests.ui.seed import (
     CHANGE_COUNTS,
     FINISHED_PASS_AT_1,
@@ -29,20 +25,12 @@ from tests.ui.seed import (
     TRAINED_PASS_AT_1,
     TRAINED_POLICY_VERSION,
     Seeded,
-    seed,
 )
 
 
 @pytest.fixture
-def seeded(sessions: sessionmaker[Session]) -> Seeded:
-    return seed(sessions)
-
-
-@pytest.fixture
-def api(store_url: str, seeded: Seeded) -> Iterator[httpx.Client]:
-    settings = OrchestratorSettings(database_url=store_url, redis_url=None)
-    with serve_asgi(create_app(settings)) as url, httpx.Client(base_url=url, timeout=30) as client:
-        yield client
+def api(seeded_api: httpx.Client) -> httpx.Client:
+    return seeded_api
 
 
 def test_report_from_stored_results(api: httpx.Client, seeded: Seeded) -> None:

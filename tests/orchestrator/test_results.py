@@ -20,8 +20,6 @@ from sqlalchemy import inspect, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from cobalt.orchestrator.api.app import create_app
-from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.db import (
     alembic_config,
     head_revision,
@@ -32,26 +30,17 @@ from cobalt.orchestrator.store.db import (
 from cobalt.orchestrator.store.models import Run
 from tests.orchestrator.conftest import ADMIN_URL
 from tests.support.cli import cobalt_here
-from tests.support.serving import serve_asgi
 from tests.ui.seed import (
     FINISHED_PASS_AT_1,
     TRAINED_PASS_AT_1,
     TRAINING_METRICS,
     Seeded,
-    seed,
 )
 
 
 @pytest.fixture
-def seeded(sessions: sessionmaker[Session]) -> Seeded:
-    return seed(sessions)
-
-
-@pytest.fixture
-def api(store_url: str, seeded: Seeded) -> Iterator[httpx.Client]:
-    settings = OrchestratorSettings(database_url=store_url, redis_url=None)
-    with serve_asgi(create_app(settings)) as url, httpx.Client(base_url=url, timeout=30) as client:
-        yield client
+def api(seeded_api: httpx.Client) -> httpx.Client:
+    return seeded_api
 
 
 @pytest.fixture

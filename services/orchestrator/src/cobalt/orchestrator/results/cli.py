@@ -220,7 +220,9 @@ def _print_trajectory(trajectory: TrajectoryDetail, *, reasoning: bool) -> None:
                 console.print(turn.reasoning, markup=False)
             else:
                 console.print(f"reasoning: {len(turn.reasoning)} characters (--reasoning shows it)")
-        if turn.diff:
+        if turn.diff == "":
+            console.print("program: the same as the previous turn's", markup=False)
+        elif turn.diff:
             console.print("change from the previous turn:", markup=False)
             console.print(turn.diff.rstrip("\n"), markup=False)
         elif turn.code is not None:
