@@ -123,3 +123,12 @@ def test_the_trained_policy_is_the_newest_step_of_the_job(tmp_path: Path) -> Non
 
     assert trained_policy_dir(tmp_path, 7) == (tmp_path / "job-7" / "step-2" / "policy").resolve()
     assert trained_policy_dir(tmp_path, 9) is None
+
+
+def test_a_turn_one_run_lacks_is_a_dash_not_zero(tmp_path: Path) -> None:
+    result = _result()
+    shorter = PhaseResult("after", 3, 4, 2, _evaluation(4, [0.5, 0.75]))
+    result = DemoResult(**{**result.__dict__, "after": shorter})
+    text = write_report(result, tmp_path / "report.html").read_text(encoding="utf-8")
+    rows = re.findall(r"<tr><td>turn (\d)</td><td>([^<]+)</td><td>([^<]+)</td><td>([^<]*)", text)
+    assert rows[2][:3] == ("2", "0.500", "-") and "0.000" not in rows[2][2]

@@ -246,3 +246,17 @@ def test_a_sqlite_path_in_a_missing_folder_is_refused(tmp_path: Path) -> None:
     fresh = tmp_path / "cobalt.db"  # an existing folder: a new store, as before
     listed = cobalt_here(clean | {"COBALT_DATABASE_URL": f"sqlite:///{fresh}"}, "run", "list")
     assert listed.returncode == 0 and fresh.exists()
+
+
+def test_trackers_log_nothing_for_a_run_not_evaluated(tmp_path: Path) -> None:
+    from cobalt.orchestrator.runs.plots import plot_pass_at_1
+    from cobalt.orchestrator.runs.tracking import per_turn_metrics, summary_metrics
+    from cobalt.shared.contracts.runs import EvaluationReport
+
+    report = EvaluationReport(
+        run_id=4, problems=0, samples=2, turns=3, pass_at_1=None, pass_at_k={},
+        public_pass_at_1=None, failed_trajectories=0, unevaluated="cobalt run evaluate 4",
+    )  # fmt: skip
+    assert per_turn_metrics(report) == []
+    assert not any("pass_at_1" in key for key in summary_metrics(report))
+    assert plot_pass_at_1([report], tmp_path / "p.png").stat().st_size > 0  # no line, no 0

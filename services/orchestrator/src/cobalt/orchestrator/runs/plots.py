@@ -30,7 +30,8 @@ def plot_pass_at_1(
     axes.set_ylim(0, 1)
     axes.set_xticks(range(max((r.turns for r in reports), default=1)))
     axes.grid(alpha=0.3)
-    axes.legend()
+    if axes.get_lines():  # no run evaluated: an empty plot, not a legend of nothing
+        axes.legend()
     sizes = ", ".join(f"{r.problems}x{r.samples}" for r in reports)
     axes.set_title(f"Pass@1 per turn (problems x samples: {sizes})", fontsize=10)
     figure.tight_layout()
