@@ -110,13 +110,19 @@ def bootstrap_pass_at_1(
 ) -> Interval | None:
     """Interval of the mean over problems of c/n, from each problem's (c passes, n samples).
 
-    None when there is no problem (nothing was measured).
+    None when there is no problem (nothing was measured). One problem is a single rate:
+    Wilson's interval (resampling one problem's samples cannot show noise that did not
+    occur, e.g. 2/2 would read [1, 1]). With several problems all passing or all failing
+    the bootstrap has no width either: that is the bootstrap's known blind spot at 0 and
+    1, documented in docs/analysis.md.
     """
     import numpy as np
 
     usable = [(c, n) for c, n in counts if n > 0]
     if not usable:
         return None
+    if len(usable) == 1:
+        return wilson_interval(*usable[0], confidence)
     passes = np.array([c for c, _ in usable], dtype=np.int64)
     samples = np.array([n for _, n in usable], dtype=np.int64)
     rng = np.random.default_rng(seed)
