@@ -258,3 +258,27 @@ def test_trackers_log_nothing_for_a_run_not_evaluated(tmp_path: Path) -> None:
     assert per_turn_metrics(report) == []
     assert not any("pass_at_1" in key for key in summary_metrics(report))
     assert plot_pass_at_1([report], tmp_path / "p.png").stat().st_size > 0  # no line, no 0
+
+
+def test_a_problem_with_no_turn_yet_has_no_rates(
+    api: httpx.Client, seeded: Seeded, sessions: sessionmaker[Session]
+) -> None:
+    from cobalt.orchestrator.store import repo_runs
+    from cobalt.orchestrator.store.models import Problem
+
+    with sessions.begin() as session:
+        problem = session.scalars(select(Problem).where(Problem.external_id == "double")).one()
+        run = repo_runs.create_run(
+            session, kind="sample", dataset_id=problem.dataset_id, base_url="http://m/v1",
+            model="m", params={"n": 2}, template_name="default", template_sha256="0" * 64,
+            total_trajectories=2,
+        )  # fmt: skip
+        repo_runs.ensure_trajectories(
+            session, run_id=run.id, keys=[(problem.id, 0), (problem.id, 1)]
+        )
+        run_id = run.id
+    (row,) = api.get(f"/v1/runs/{run_id}/problems").json()["items"]
+    assert row["public_pass_last"] is None and row["hidden_pass_last"] is None
+    assert row["outcome"] == "unevaluated"
+    (exported,) = _csv(api.get(f"/v1/exports/runs/{run_id}/problems").text)
+    assert exported["public_pass_last"] == "" and exported["hidden_pass_first"] == ""

@@ -82,7 +82,9 @@ class RunProblemRow(BaseModel):
     hidden_pass_last_interval: tuple[float, float] | None = Field(
         default=None, description="Wilson 95% interval of hidden_pass_last"
     )
-    public_pass_last: float = Field(description="last programs passing the public tests")
+    public_pass_last: float | None = Field(
+        description="last programs passing the public tests (null: no turn written yet)"
+    )
     mean_reward: float | None = Field(description="mean Cobalt reward of its scored turns")
     flagged: int = Field(description="turns flagged as possible reward hacking")
     outcome: ProblemOutcome

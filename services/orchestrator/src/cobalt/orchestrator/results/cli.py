@@ -186,7 +186,7 @@ def print_problems(problems: RunProblemsPublic, unevaluated: str | None) -> None
             str(p.turns),
             _rate(p.hidden_pass_first, p.hidden_pass_first_interval),
             _rate(p.hidden_pass_last, p.hidden_pass_last_interval),
-            f"{p.public_pass_last:.3f}",
+            _rate(p.public_pass_last, None),
             "-" if p.mean_reward is None else f"{p.mean_reward:+.3f}",
             str(p.flagged),
             str(p.failed),

@@ -142,7 +142,11 @@ def run_problems(sessions: sessionmaker[Session], run_id: int) -> RunProblemsPub
                 hidden_pass_last=hidden_last,
                 hidden_pass_first_interval=_interval([bool(v) for v in first]),
                 hidden_pass_last_interval=_interval([bool(v) for v in last]),
-                public_pass_last=sum(bool(s and s[-1][1]) for s in samples) / len(samples),
+                # No turn written yet: nothing measured. Otherwise a sample without a turn
+                # (its trajectory failed first) counts as not passing, as in evaluation.
+                public_pass_last=_rate([bool(s and s[-1][1]) for s in samples])
+                if any(samples)
+                else None,
                 mean_reward=float(rewards[problem_id]) if problem_id in rewards else None,
                 flagged=int(flagged.get(problem_id, 0)),
                 outcome=outcome_of(hidden_last),
