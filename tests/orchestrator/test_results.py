@@ -127,6 +127,8 @@ def test_labels_through_the_api_and_the_cli(
     refused = cobalt_here(env, "run", "label", str(run), "--tag", "a b")
     assert refused.returncode == 2 and refused.stderr.startswith("error: --tag")
     assert "#before #kept" in cobalt_here(env, "run", "show", str(run)).stdout
+    cobalt_here(env, "run", "label", str(run), "--name", "baseline")
+    assert "baseline #before #kept" in cobalt_here(env, "run", "list").stdout
 
 
 def test_the_multi_run_table(api: httpx.Client, seeded: Seeded) -> None:

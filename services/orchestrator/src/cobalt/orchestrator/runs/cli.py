@@ -416,11 +416,13 @@ def list_runs(
         echo_json({"runs": [r.model_dump(mode="json") for r in runs]})
         return
     table = Table(
-        "id", "kind", "status", "dataset", "model", "policy", "trajectories", "turns", "created"
-    )
+        "id", "name", "kind", "status", "dataset", "model", "policy", "trajectories", "turns",
+        "created",
+    )  # fmt: skip
     for r in runs:
         table.add_row(
             str(r.id),
+            " ".join([r.name or "-", *(f"#{t}" for t in r.tags)]),
             r.kind,
             r.status,
             r.dataset,
