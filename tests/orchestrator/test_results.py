@@ -284,3 +284,12 @@ def test_a_problem_with_no_turn_yet_has_no_rates(
     assert row["outcome"] == "unevaluated"
     (exported,) = _csv(api.get(f"/v1/exports/runs/{run_id}/problems").text)
     assert exported["public_pass_last"] == "" and exported["hidden_pass_first"] == ""
+
+
+def test_a_report_without_intervals_skips_the_bootstrap(api: httpx.Client, seeded: Seeded) -> None:
+    with_them = api.get(f"/v1/runs/{seeded.finished_run}/report").json()
+    without = api.get(
+        f"/v1/runs/{seeded.finished_run}/report", params={"intervals": "false"}
+    ).json()
+    assert without["pass_at_1_interval"] is None and with_them["pass_at_1_interval"] is not None
+    assert without["pass_at_1"] == with_them["pass_at_1"]

@@ -43,10 +43,14 @@ __all__ = ["outcome_of", "run_problem_detail", "run_problems", "run_report", "sp
 
 
 def run_report(
-    sessions: sessionmaker[Session], run_id: int, *, ks: Sequence[int] = (1, 5, 10)
+    sessions: sessionmaker[Session],
+    run_id: int,
+    *,
+    ks: Sequence[int] = (1, 5, 10),
+    intervals: bool = True,
 ) -> EvaluationReport:
     """Pass@1 and pass@k per turn from the hidden results stored so far (no executor)."""
-    return stored_report(sessions, run_id, ks=ks)
+    return stored_report(sessions, run_id, ks=ks, intervals=intervals)
 
 
 def split_reasoning(response: str) -> tuple[str, str]:

@@ -160,19 +160,26 @@ def evaluate_run(
 
 
 def stored_report(
-    sessions: sessionmaker[Session], run_id: int, *, ks: Sequence[int] = (1, 5, 10)
+    sessions: sessionmaker[Session],
+    run_id: int,
+    *,
+    ks: Sequence[int] = (1, 5, 10),
+    intervals: bool = True,
 ) -> EvaluationReport:
     """The report of the hidden results stored so far, without running anything.
 
     Problems with no hidden result yet are left out, as problems without hidden tests
-    are; the mean reward is there when any turn of the run has a stored reward.
+    are; the mean reward is there when any turn of the run has a stored reward. Without
+    `intervals` the bootstrap is skipped (a list of many runs needs only the rates).
     """
     with sessions() as session:
         params = dict(repo_runs.get_run(session, run_id=run_id).params)
         scored = session.scalar(
             select(TurnReward.turn_id).where(TurnReward.run_id == run_id).limit(1)
         )
-    return _report(sessions, run_id, params, ks, with_rewards=scored is not None)
+    return _report(
+        sessions, run_id, params, ks, with_rewards=scored is not None, intervals=intervals
+    )
 
 
 def _report(
@@ -182,6 +189,7 @@ def _report(
     ks: Sequence[int],
     *,
     with_rewards: bool,
+    intervals: bool = True,
 ) -> EvaluationReport:
     n = int(str(params["n"]))
     turns = int(str(params.get("turns", 0))) + 1
@@ -228,7 +236,9 @@ def _report(
         pass_at_1_interval=[
             bootstrap_pass_at_1([(c, n) for c in counts.values()])
             for counts in per_turn_counts(hidden, turns)
-        ],
+        ]
+        if intervals
+        else None,
         pass_at_k={str(k): per_turn_rates(hidden, turns, n, k) for k in ks if 1 < k <= n},
         public_pass_at_1=per_turn_rates(public, turns, n),
         failed_trajectories=failed_trajectories,

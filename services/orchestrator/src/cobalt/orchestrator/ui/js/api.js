@@ -46,7 +46,8 @@ export const path = (...parts) => parts.map((p) => encodeURIComponent(String(p))
 export const api = {
   runs: (limit = 100) => getJson("/v1/runs", { limit }),
   run: (id) => getJson(`/v1/runs/${id}`),
-  report: (id, k = [2, 5, 10]) => getJson(`/v1/runs/${id}/report`, { k }),
+  // intervals=false: the rates only (the runs list needs no bootstrap for each run).
+  report: (id, k = [2, 5, 10], intervals = true) => getJson(`/v1/runs/${id}/report`, { k, intervals: intervals ? null : "false" }),
   runProblems: (id) => getJson(`/v1/runs/${id}/problems`),
   // The external id may hold "/": the route takes the rest of the path, so keep slashes.
   runProblem: (id, externalId) =>

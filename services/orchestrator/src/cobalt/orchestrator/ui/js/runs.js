@@ -24,7 +24,7 @@ function statusBadge(status) {
 export async function runsPage(query) {
   const runs = await api.runs();
   // Key figures of each run: its stored report (cheap: no program runs).
-  const reports = await Promise.all(runs.map((run) => api.report(run.id, []).catch(() => null)));
+  const reports = await Promise.all(runs.map((run) => api.report(run.id, [], false).catch(() => null)));
   const rows = runs.map((run, i) => {
     const report = reports[i];
     const rates = report?.problems ? report.pass_at_1 : [];
@@ -110,7 +110,9 @@ export async function runPage(runId, query) {
   ]);
   // Comparable runs: the same dataset, evaluated, and not this run's own turn 0.
   const candidates = allRuns.filter((r) => r.id !== runId && r.dataset === run.dataset && !ownTurnZero(run, r));
-  const candidateReports = await Promise.all(candidates.map((r) => api.report(r.id, []).catch(() => null)));
+  // Intervals (a bootstrap each) only for the runs overlaid on the chart.
+  const compareIds = ids(query.get("compare"));
+  const candidateReports = await Promise.all(candidates.map((r) => api.report(r.id, [], compareIds.includes(r.id)).catch(() => null)));
   const comparable = report.pass_at_1 ? candidates.filter((_, i) => candidateReports[i]?.pass_at_1) : [];
   const reportOf = new Map(candidates.map((r, i) => [r.id, candidateReports[i]]));
   const compare = (query.get("compare") ?? "").split(",").filter(Boolean).map(Number)
