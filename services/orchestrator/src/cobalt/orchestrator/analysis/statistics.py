@@ -4,8 +4,9 @@ Pass@1 over a dataset has two sources of noise: which problems the dataset holds
 programs the model happened to sample for them. Its interval is a two-level percentile
 bootstrap: each resample draws the problems with replacement and then, for each drawn
 problem, its n samples with replacement. Drawing n samples with replacement from n of
-which c pass gives a Binomial(n, c/n) count of passes, which is how it is computed here
-(exactly the same distribution, without materialising the samples). A difference of two
+which c pass gives a Binomial(n, c/n) count of passes, and problems with equal counts are
+interchangeable, which is how it is computed here (`_class_draws`: exactly the same
+distribution, in time that does not grow with the number of problems). A difference of two
 runs over the same problems resamples the problems once for both (paired) and each run's
 samples independently. Every bootstrap is seeded, so a page shows the same interval on
 every load.
@@ -101,6 +102,30 @@ def _percentiles(values: Any, confidence: float) -> Interval:
     return float(low), float(high)
 
 
+def _class_draws(
+    rows: Sequence[tuple[int, ...]], resamples: int, seed: int
+) -> tuple[Any, Any, Any]:
+    """Problems drawn with replacement, counted per class of equal rows.
+
+    Problems with the same counts are interchangeable, so drawing P problems is drawing
+    how many of each class: a multinomial over the K classes (K <= n + 1 for one run),
+    and a class drawn m times with n samples of which c pass has, summed, Binomial(m n,
+    c / n) passes. Exactly the per-problem bootstrap's distribution, in O(K) per resample.
+
+    Returns:
+        The random generator, the classes (K x columns) and the draws (resamples x K).
+    """
+    import numpy as np
+
+    classes: dict[tuple[int, ...], int] = {}
+    for row in rows:
+        classes[row] = classes.get(row, 0) + 1
+    table = np.array(list(classes), dtype=np.int64)
+    frequency = np.array(list(classes.values()), dtype=np.float64) / len(rows)
+    rng = np.random.default_rng(seed)
+    return rng, table, rng.multinomial(len(rows), frequency, size=resamples)
+
+
 def bootstrap_pass_at_1(
     counts: Sequence[tuple[int, int]],
     *,
@@ -116,19 +141,15 @@ def bootstrap_pass_at_1(
     the bootstrap has no width either: that is the bootstrap's known blind spot at 0 and
     1, documented in docs/analysis.md.
     """
-    import numpy as np
-
     usable = [(c, n) for c, n in counts if n > 0]
     if not usable:
         return None
     if len(usable) == 1:
         return wilson_interval(*usable[0], confidence)
-    passes = np.array([c for c, _ in usable], dtype=np.int64)
-    samples = np.array([n for _, n in usable], dtype=np.int64)
-    rng = np.random.default_rng(seed)
-    drawn = rng.integers(len(usable), size=(resamples, len(usable)))
-    rates = rng.binomial(samples[drawn], passes[drawn] / samples[drawn]) / samples[drawn]
-    return _percentiles(rates.mean(axis=1), confidence)
+    rng, table, drawn = _class_draws(usable, resamples, seed)
+    passes, samples = table[:, 0], table[:, 1]
+    rates = rng.binomial(drawn * samples, passes / samples) / samples
+    return _percentiles(rates.sum(axis=1) / len(usable), confidence)
 
 
 def bootstrap_difference(
@@ -143,15 +164,11 @@ def bootstrap_difference(
     `pairs` holds one (c_a, n_a, c_b, n_b) per problem; the problems are drawn once for
     both runs, each run's samples independently. None when no problem has both.
     """
-    import numpy as np
-
     usable = [p for p in pairs if p[1] > 0 and p[3] > 0]
     if not usable:
         return None
-    table = np.array(usable, dtype=np.int64)
-    rng = np.random.default_rng(seed)
-    drawn = rng.integers(len(usable), size=(resamples, len(usable)))
-    n_a, n_b = table[:, 1][drawn], table[:, 3][drawn]
-    rate_a = rng.binomial(n_a, table[:, 0][drawn] / n_a) / n_a
-    rate_b = rng.binomial(n_b, table[:, 2][drawn] / n_b) / n_b
-    return _percentiles((rate_b - rate_a).mean(axis=1), confidence)
+    rng, table, drawn = _class_draws(usable, resamples, seed)
+    n_a, n_b = table[:, 1], table[:, 3]
+    rate_a = rng.binomial(drawn * n_a, table[:, 0] / n_a) / n_a
+    rate_b = rng.binomial(drawn * n_b, table[:, 2] / n_b) / n_b
+    return _percentiles((rate_b - rate_a).sum(axis=1) / len(usable), confidence)
