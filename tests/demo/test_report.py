@@ -18,6 +18,7 @@ def _evaluation(run_id: int, pass_at_1: list[float]) -> EvaluationReport:
     return EvaluationReport(
         run_id=run_id, problems=2, samples=2, turns=len(pass_at_1), pass_at_1=pass_at_1,
         pass_at_k={"1": pass_at_1}, public_pass_at_1=[p / 2 for p in pass_at_1],
+        pass_at_1_interval=[(max(0.0, p - 0.25), min(1.0, p + 0.25)) for p in pass_at_1],
         failed_trajectories=0,
     )  # fmt: skip
 
@@ -51,6 +52,7 @@ def test_the_report_shows_each_turn_before_and_after_and_links_into_the_ui(
     text = path.read_text(encoding="utf-8")
     rows = re.findall(r"<tr><td>turn (\d)</td><td>([\d.]+)</td><td>([\d.]+)</td>", text)
     assert rows == [("0", "0.250", "0.500"), ("1", "0.500", "0.500"), ("2", "0.500", "0.750")]
+    assert "<td>[0.000, 0.500]</td><td>[0.250, 0.750]</td></tr>" in text  # turn 0's intervals
     for fragment in ("runs/2", "runs/4", "runs/4?compare=2", "training/7", "bandit/demo-run-2"):
         assert f'href="http://127.0.0.1:8200/ui/#/{fragment}"' in text
     assert text.count("data:image/png;base64,") == 2
@@ -123,3 +125,12 @@ def test_the_trained_policy_is_the_newest_step_of_the_job(tmp_path: Path) -> Non
 
     assert trained_policy_dir(tmp_path, 7) == (tmp_path / "job-7" / "step-2" / "policy").resolve()
     assert trained_policy_dir(tmp_path, 9) is None
+
+
+def test_a_turn_one_run_lacks_is_a_dash_not_zero(tmp_path: Path) -> None:
+    result = _result()
+    shorter = PhaseResult("after", 3, 4, 2, _evaluation(4, [0.5, 0.75]))
+    result = DemoResult(**{**result.__dict__, "after": shorter})
+    text = write_report(result, tmp_path / "report.html").read_text(encoding="utf-8")
+    rows = re.findall(r"<tr><td>turn (\d)</td><td>([^<]+)</td><td>([^<]+)</td><td>([^<]*)", text)
+    assert rows[2][:3] == ("2", "0.500", "-") and "0.000" not in rows[2][2]

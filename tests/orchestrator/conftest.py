@@ -11,16 +11,21 @@ import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import psycopg
 import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from cobalt.orchestrator.api.app import create_app
+from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
 from cobalt.orchestrator.worker.runtime import close_runtime
 from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
 from tests.support.runs import REDIS_URL, TABLES, add_doubles, scripted
+from tests.support.serving import serve_asgi
+from tests.ui.seed import Seeded, seed
 
 ADMIN_URL = os.environ.get(
     "COBALT_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -131,3 +136,17 @@ def pg_sessions(postgresql_url: str) -> Iterator[sessionmaker[Session]]:
 @pytest.fixture
 def pg_dataset(pg_sessions: sessionmaker[Session], rq_env: dict[str, str]) -> str:
     return add_doubles(pg_sessions)
+
+
+@pytest.fixture
+def seeded(sessions: sessionmaker[Session]) -> Seeded:
+    """The UI's known experiment (tests/ui/seed.py) in this test's store."""
+    return seed(sessions)
+
+
+@pytest.fixture
+def seeded_api(store_url: str, seeded: Seeded) -> Iterator[httpx.Client]:
+    """The orchestrator's API over the seeded store, served on a free port."""
+    settings = OrchestratorSettings(database_url=store_url, redis_url=None)
+    with serve_asgi(create_app(settings)) as url, httpx.Client(base_url=url, timeout=30) as client:
+        yield client

@@ -7,20 +7,16 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 
 import httpx
 import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from cobalt.orchestrator.api.app import create_app
 from cobalt.orchestrator.runs.browse import split_reasoning
-from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store import repo_datasets, repo_runs
 from cobalt.orchestrator.training.browse import group_advantages
 from tests.support.cli import cobalt_here
-from tests.support.serving import serve_asgi
 from tests.ui.seed import (
     CHANGE_COUNTS,
     FINISHED_PASS_AT_1,
@@ -29,20 +25,12 @@ from tests.ui.seed import (
     TRAINED_PASS_AT_1,
     TRAINED_POLICY_VERSION,
     Seeded,
-    seed,
 )
 
 
 @pytest.fixture
-def seeded(sessions: sessionmaker[Session]) -> Seeded:
-    return seed(sessions)
-
-
-@pytest.fixture
-def api(store_url: str, seeded: Seeded) -> Iterator[httpx.Client]:
-    settings = OrchestratorSettings(database_url=store_url, redis_url=None)
-    with serve_asgi(create_app(settings)) as url, httpx.Client(base_url=url, timeout=30) as client:
-        yield client
+def api(seeded_api: httpx.Client) -> httpx.Client:
+    return seeded_api
 
 
 def test_report_from_stored_results(api: httpx.Client, seeded: Seeded) -> None:
@@ -170,9 +158,18 @@ def test_comparing_two_runs_problem_by_problem(api: httpx.Client, seeded: Seeded
     double = next(p for p in comparison["problems"] if p["external_id"] == "double")
     assert [(t["pass_a"], t["pass_b"], t["change"]) for t in double["turns"]] == [
         (0.0, 0.0, "unchanged"),
-        (1.0, 0.5, "broken"),
+        (1.0, 0.5, "within_noise"),  # one sample of two: not a result
         (1.0, 1.0, "unchanged"),
     ]
+    low, high = double["turns"][1]["difference_interval"]
+    assert low < -0.5 < 0 < high
+    reverse = next(p for p in comparison["problems"] if p["external_id"] == "lcb/reverse")
+    assert reverse["change"] == "fixed" and reverse["turns"][2]["difference_interval"][0] > 0
+    # The Pass@1 difference per turn, with its paired bootstrap interval around it.
+    differences = [b - a for a, b in zip(FINISHED_PASS_AT_1, TRAINED_PASS_AT_1, strict=True)]
+    assert comparison["difference"] == pytest.approx(differences)
+    for difference, (low, high) in zip(differences, comparison["difference_interval"], strict=True):
+        assert low <= difference <= high and high - low > 0
     # Swapped, the same problems move the other way.
     back = api.get(f"/v1/runs/{b}/compare/{a}").json()
     assert [c["broken"] for c in back["counts"]] == [c["fixed"] for c in CHANGE_COUNTS]
@@ -276,16 +273,46 @@ def test_comparing_two_runs_at_the_terminal(store_url: str, seeded: Seeded) -> N
     shown = cobalt_here(env, "run", "compare", a, b)
     assert shown.returncode == 0, shown.stderr
     rows = [line.split("│")[1:-1] for line in shown.stdout.splitlines() if line.startswith("│")]
-    assert [[cell.strip() for cell in row] for row in rows] == [
+    cells = [[cell.strip() for cell in row] for row in rows]
+    changes = ("fixed", "broken", "within_noise", "unchanged", "unevaluated")
+    assert [[row[0], row[1].split()[0], row[2].split()[0], *row[4:]] for row in cells] == [
         [str(t), f"{FINISHED_PASS_AT_1[t]:.3f}", f"{TRAINED_PASS_AT_1[t]:.3f}",
-         *(str(counts[k]) for k in ("fixed", "broken", "unchanged", "unevaluated"))]
+         *(str(counts[k]) for k in changes)]
         for t, counts in enumerate(CHANGE_COUNTS)
     ]  # fmt: skip
+    assert all(row[1].count("[") == row[2].count("[") == row[3].count("[") == 1 for row in cells)
     assert "fixed at the last turn: lcb/reverse" in shown.stdout
-    assert "broken at the last turn" not in shown.stdout  # double broke at turn 1 only
+    assert "broken at the last turn: sum-two" in shown.stdout
     as_json = json.loads(cobalt_here(env, "run", "compare", a, b, "--json").stdout)
     assert as_json["counts"] == CHANGE_COUNTS
     listed = cobalt_here(env, "run", "list").stdout
     assert "v3" in listed  # the trained run's policy version tells it from the others
     other = cobalt_here(env, "run", "compare", a, a)
     assert other.returncode == 2 and "not with itself" in other.stderr
+
+
+def test_an_unevaluated_run_is_null_and_not_compared(
+    api: httpx.Client, store_url: str, seeded: Seeded, sessions: sessionmaker[Session]
+) -> None:
+    with sessions.begin() as session:
+        session.execute(
+            text("UPDATE turns SET hidden_passed = NULL WHERE run_id = :run"),
+            {"run": seeded.trained_run},
+        )
+    report = api.get(f"/v1/runs/{seeded.trained_run}/report").json()
+    assert report["problems"] == 0
+    assert report["pass_at_1"] is None and report["public_pass_at_1"] is None
+    assert report["pass_at_1_interval"] is None
+    assert report["unevaluated"] == f"cobalt run evaluate {seeded.trained_run}"
+    evaluated = api.get(f"/v1/runs/{seeded.finished_run}/report").json()
+    assert evaluated["unevaluated"] is None
+    for (low, high), rate in zip(evaluated["pass_at_1_interval"], FINISHED_PASS_AT_1, strict=True):
+        assert 0 <= low <= rate <= high <= 1
+    comparison = api.get(f"/v1/runs/{seeded.finished_run}/compare/{seeded.trained_run}").json()
+    assert comparison["difference"] == [None, None, None]
+    assert {c["unevaluated"] for c in comparison["counts"]} == {3}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
+    env |= {"COBALT_DATABASE_URL": store_url, "COLUMNS": "160"}
+    shown = cobalt_here(env, "run", "compare", str(seeded.finished_run), str(seeded.trained_run))
+    assert shown.returncode == 1 and "0.000" not in shown.stdout
+    assert f"`cobalt run evaluate {seeded.trained_run}` measures them" in shown.stderr

@@ -27,6 +27,8 @@ MAIN_PAGES = {
     "training-job": "/training/{job}",
     "training-job-stale": "/training/{stale_job}",
     "compare": "/compare/{finished}/{trained}",
+    "table": "/table?runs={finished},{trained}",
+    "training-overlay": "/training/compare?jobs={job},{stale_job}",
     "turns": "/runs/{finished}/trajectories?verdict=runtime_error",
     "test-detail": "/runs/{finished}/problems/lcb%2Freverse?sample=0&turn=1&test=public-1",
     "analysis": "/analysis",

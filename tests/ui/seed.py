@@ -53,19 +53,21 @@ RUNNING_PASSES = {
 FINISHED_PASS_AT_1 = [1 / 6, 2 / 3, 2 / 3]
 """Hidden Pass@1 per turn of the finished run (mean over problems of passing samples)."""
 TRAINED_PASSES = {
-    # The same dataset after training (policy version 3): sum-two fixed at turn 0,
-    # double broken at turn 1, lcb/reverse fixed at every turn.
-    "sum-two": [[True, True, True], [True, True, True]],
+    # The same dataset after training (policy version 3). With two samples, only 0/2 <->
+    # 2/2 is beyond the noise (analysis.statistics): lcb/reverse fixed at every turn
+    # (0/2 -> 2/2), sum-two broken at turn 2 (2/2 -> 0/2); sum-two at turn 0 (1/2 -> 2/2)
+    # and double at turn 1 (2/2 -> 1/2) moved within their noise.
+    "sum-two": [[True, True, False], [True, True, False]],
     "double": [[False, False, True], [False, True, True]],
-    "lcb/reverse": [[True, True, True], [False, False, False]],
+    "lcb/reverse": [[True, True, True], [True, True, True]],
 }
-TRAINED_PASS_AT_1 = [1 / 2, 2 / 3, 5 / 6]
+TRAINED_PASS_AT_1 = [2 / 3, 5 / 6, 2 / 3]
 TRAINED_POLICY_VERSION = 3
 CHANGE_COUNTS = [
     # per turn: finished run (A) -> trained run (B)
-    {"fixed": 2, "broken": 0, "unchanged": 1, "unevaluated": 0},
-    {"fixed": 1, "broken": 1, "unchanged": 1, "unevaluated": 0},
-    {"fixed": 1, "broken": 0, "unchanged": 2, "unevaluated": 0},
+    {"fixed": 1, "broken": 0, "unchanged": 1, "within_noise": 1, "unevaluated": 0},
+    {"fixed": 1, "broken": 0, "unchanged": 1, "within_noise": 1, "unevaluated": 0},
+    {"fixed": 1, "broken": 1, "unchanged": 1, "within_noise": 0, "unevaluated": 0},
 ]
 RUNTIME_ERROR = (
     'Traceback (most recent call last):\n  File "main.py", line 2\n'
@@ -205,11 +207,14 @@ def _run(
     turns: int,
     status: str,
     policy_version: int | None = None,
+    parent_run_id: int | None = None,
+    evaluated: bool = True,
 ) -> int:
     run = repo_runs.create_run(
-        session, kind="sample", dataset_id=dataset_id, base_url="http://model/v1",
-        model="demo-model", params={"n": 2, "turns": turns, "temperature": 0.6},
-        template_name="default", template_sha256="ab" * 32, total_trajectories=6,
+        session, kind="sample" if parent_run_id is None else "refine", dataset_id=dataset_id,
+        base_url="http://model/v1", model="demo-model",
+        params={"n": 2, "turns": turns, "temperature": 0.6}, template_name="default",
+        template_sha256="ab" * 32, total_trajectories=6, parent_run_id=parent_run_id,
     )  # fmt: skip
     repo_runs.ensure_trajectories(
         session, run_id=run.id, keys=[(ids[p], s) for p in passes for s in range(2)]
@@ -223,7 +228,7 @@ def _run(
                     session, run_id=run.id, problem_id=ids[problem], sample_index=sample,
                     status=moved_to, turns_done=len(outcomes),
                 )  # fmt: skip
-    stored = session.scalars(select(Turn).where(Turn.run_id == run.id)).all()
+    stored = session.scalars(select(Turn).where(Turn.run_id == run.id)).all() if evaluated else []
     repo_runs.record_hidden_results(
         session,
         results=[(turn.id, turn.public_verdicts, turn.public_passed) for turn in stored],
@@ -339,3 +344,24 @@ def add_turn(sessions: sessionmaker[Session], run_id: int) -> None:
         ).one()
         row = _turns(run_id, {"lcb/reverse": problem_id}, {"lcb/reverse": [[], [False]]})
         repo_runs.insert_turns(session, rows=row)
+
+
+def add_run(
+    sessions: sessionmaker[Session],
+    passes: dict[str, list[list[bool]]],
+    *,
+    turns: int,
+    parent_run_id: int | None = None,
+    evaluated: bool = True,
+) -> int:
+    """One more finished run of the demo dataset (a refine run when it has a parent)."""
+    with sessions.begin() as session:
+        ids = {
+            p.external_id: p.id
+            for p in session.scalars(select(Problem).where(Problem.external_id.in_(PROBLEMS)))
+        }
+        dataset_id = session.get_one(Problem, ids["double"]).dataset_id
+        return _run(
+            session, dataset_id, ids, passes, turns=turns, status="finished",
+            parent_run_id=parent_run_id, evaluated=evaluated,
+        )  # fmt: skip

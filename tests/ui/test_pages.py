@@ -109,7 +109,7 @@ def test_sorting_the_problem_table(
     browser: webdriver.Chrome, base_url: str, seeded: Seeded
 ) -> None:
     open_view(browser, base_url, f"/runs/{seeded.finished_run}")
-    button = "//table[@id='problems-table']//th/button[text()='Pass turn 0']"
+    button = "//table[@id='problems-table']//th/button[text()='Pass turn 0 [95%]']"
     browser.find_element(By.XPATH, button).click()
     browser.find_element(By.XPATH, button).click()  # again: descending, the best first
     first = browser.find_element(By.CSS_SELECTOR, "#problems-table tbody tr td")
@@ -174,19 +174,29 @@ def test_comparing_two_runs(
         shown = {k: int(browser.find_element(By.CSS_SELECTOR, f"{row} [data-change={k}]").text)
                  for k in counts}  # fmt: skip
         assert shown == counts
-    # Which problem did training break at turn 1? Only "double", 100% -> 50%.
-    Select(browser.find_element(By.ID, "turn-filter")).select_by_value("1")
-    wait_rendered(browser, f"/compare/{a}/{b}?turn=1")
+    # Each turn's Pass@1 difference carries its interval; each run's Pass@1 its band.
+    for turn in range(3):
+        shown = browser.find_element(By.CSS_SELECTOR, f"[data-testid=difference-{turn}]").text
+        points = round(100 * (TRAINED_PASS_AT_1[turn] - FINISHED_PASS_AT_1[turn]), 1)
+        assert shown.startswith(
+            f"{'+' if points > 0 else '−' if points < 0 else '±'}{abs(points)} pp ["
+        )
+    band = browser.find_elements(By.CSS_SELECTOR, '[data-chart="compare-chart"] path[data-band]')
+    assert len(band) == 2
+    # One sample of two moving (double at turn 1) is within noise, not "broken".
+    double = browser.find_element(By.CSS_SELECTOR, "[data-testid=cell-double-1]").text
+    assert double.startswith("100.0% → 50.0%") and "within noise" in double
+    # Which problem did training break at turn 2 (the last, looked at first)? Only "sum-two".
     Select(browser.find_element(By.ID, "change-filter")).select_by_value("broken")
-    wait_rendered(browser, f"/compare/{a}/{b}?turn=1&change=broken")
+    wait_rendered(browser, f"/compare/{a}/{b}?turn=2&change=broken")
     rows = browser.find_elements(By.CSS_SELECTOR, "#compare-table tbody tr")
     assert len(rows) == 1
-    cell = browser.find_element(By.CSS_SELECTOR, "[data-testid=cell-double-1]").text
-    assert cell.startswith("100.0% → 50.0%") and "broken" in cell
+    cell = browser.find_element(By.CSS_SELECTOR, "[data-testid=cell-sum-two-2]").text
+    assert cell.startswith("100.0% → 0.0%") and "broken" in cell
     full_page_screenshot(browser, screenshots / "compare-broken.png")
     rows[0].find_element(By.LINK_TEXT, f"B #{b}").click()
-    wait_rendered(browser, f"/runs/{b}/problems/double")
-    assert f"double in run #{b}" in browser.find_element(By.TAG_NAME, "h1").text
+    wait_rendered(browser, f"/runs/{b}/problems/sum-two")
+    assert f"sum-two in run #{b}" in browser.find_element(By.TAG_NAME, "h1").text
     # From a run's page, the same comparison is one click away.
     open_view(browser, base_url, f"/runs/{b}")
     browser.find_element(By.LINK_TEXT, f"run #{a}").click()

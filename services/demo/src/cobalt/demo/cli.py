@@ -53,7 +53,7 @@ def _terminate_as_interrupt(_signum: int, _frame: FrameType | None) -> None:
 
 
 def _print_summary(result: DemoResult, *, serving: bool = False) -> None:
-    from cobalt.demo.report import serve_command, trained_summary
+    from cobalt.demo.report import rate_at, serve_command, shown_rate, trained_summary
 
     console = Console(highlight=False, soft_wrap=True)
     before, after = result.before.report, result.after.report
@@ -65,9 +65,9 @@ def _print_summary(result: DemoResult, *, serving: bool = False) -> None:
         title=f"HumanEval, {before.problems} problems x {before.samples} samples (hidden tests)",
     )
     for turn in range(max(before.turns, after.turns)):
-        b = before.pass_at_1[turn] if turn < before.turns else 0.0
-        a = after.pass_at_1[turn] if turn < after.turns else 0.0
-        table.add_row(str(turn), f"{b:.3f}", f"{a:.3f}", f"{a - b:+.3f}")
+        b, a = rate_at(before.pass_at_1, turn), rate_at(after.pass_at_1, turn)
+        change = "-" if a is None or b is None else f"{a - b:+.3f}"
+        table.add_row(str(turn), shown_rate(b), shown_rate(a), change)
     console.print(table)
     console.print(trained_summary(result))
     command = serve_command(result)

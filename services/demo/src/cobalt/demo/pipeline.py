@@ -203,7 +203,7 @@ def _evaluate(
             on_progress=lambda done, total: bar.update(completed=done, total=total),
             reward_tokens=ctx.reward_tokens, tokenizer=str(ctx.model_dir),
         )  # fmt: skip
-        bar.update(note="Pass@1 " + " ".join(f"{p:.2f}" for p in report.pass_at_1))
+        bar.update(note="Pass@1 " + " ".join(f"{p:.2f}" for p in report.pass_at_1 or []))
     return report
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from cobalt.demo.results import DemoResult, PhaseResult
 from cobalt.orchestrator.runs.plots import plot_pass_at_1
+from cobalt.shared.contracts.runs import EvaluationReport
 from cobalt.shared.reward import RewardFormat
 
 __all__ = [
@@ -88,18 +89,34 @@ def _delta(before: float, after: float) -> str:
     return f'<span class="{kind}">{change:+.3f}</span>'
 
 
+def rate_at(rates: list[float] | None, turn: int) -> float | None:
+    """A rate at `turn`, None where it was not measured (never an invented 0)."""
+    return rates[turn] if rates is not None and turn < len(rates) else None
+
+
+def shown_rate(rate: float | None) -> str:
+    return "-" if rate is None else f"{rate:.3f}"
+
+
 def _pass_rows(result: DemoResult) -> list[list[str]]:
     before, after = result.before.report, result.after.report
     rows = []
     for turn in range(max(before.turns, after.turns)):
-        b = before.pass_at_1[turn] if turn < before.turns else 0.0
-        a = after.pass_at_1[turn] if turn < after.turns else 0.0
-        pb = before.public_pass_at_1[turn] if turn < before.turns else 0.0
-        pa = after.public_pass_at_1[turn] if turn < after.turns else 0.0
+        b, a = rate_at(before.pass_at_1, turn), rate_at(after.pass_at_1, turn)
+        pb, pa = rate_at(before.public_pass_at_1, turn), rate_at(after.public_pass_at_1, turn)
+        change = "-" if a is None or b is None else _delta(b, a)
         rows.append(
-            [f"turn {turn}", f"{b:.3f}", f"{a:.3f}", _delta(b, a), f"{pb:.3f}", f"{pa:.3f}"]
-        )
+            [f"turn {turn}", shown_rate(b), shown_rate(a), change, shown_rate(pb), shown_rate(pa),
+             _interval_at(before, turn), _interval_at(after, turn)]
+        )  # fmt: skip
     return rows
+
+
+def _interval_at(report: EvaluationReport, turn: int) -> str:
+    """The 95% interval of Pass@1 at `turn` (docs/analysis.md), or '-'."""
+    intervals = report.pass_at_1_interval or []
+    interval = intervals[turn] if turn < len(intervals) else None
+    return "-" if interval is None else f"[{interval[0]:.3f}, {interval[1]:.3f}]"
 
 
 def _step_rows(result: DemoResult) -> list[list[str]]:
@@ -272,9 +289,20 @@ def render_report(result: DemoResult, plots: Sequence[Path] = ()) -> str:
         "<p>Hidden tests; turn 0 is the first program, each later turn a fix after the "
         "public tests' feedback. Pass@1 is per turn, not best-so-far (docs/method.md). A few "
         "steps of a 135M model on a handful of problems move it by noise, not learning: "
-        "this shows the loop working, not the paper's result.</p>",
+        "this shows the loop working, not the paper's result. The last two columns are "
+        "Pass@1's 95% intervals (a bootstrap over problems and samples): a change inside "
+        "them is noise.</p>",
         _table(
-            ["", "before", "after", "change", "public before", "public after"],
+            [
+                "",
+                "before",
+                "after",
+                "change",
+                "public before",
+                "public after",
+                "before [95%]",
+                "after [95%]",
+            ],
             _pass_rows(result),
         ),
         *(_png(p) for p in plots),

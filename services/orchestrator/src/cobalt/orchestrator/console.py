@@ -130,15 +130,19 @@ class StoreContext:
     def sessions(self) -> sessionmaker[Session]:
         """Sessions on the upgraded database (exits 3 if it cannot be reached)."""
         if self._sessions is None:
+            from cobalt.orchestrator.settings import default_database_url
             from cobalt.orchestrator.store.db import (
+                check_sqlite_folder,
                 make_engine,
                 make_sessionmaker,
-                upgrade_database,
+                upgrade_if_behind,
             )
 
+            url = self.settings.database_url
             with handled():
-                upgrade_database(self.settings.database_url)
-                self._engine = make_engine(self.settings.database_url)
+                check_sqlite_folder(url, default_url=default_database_url())
+                self._engine = make_engine(url)
+                upgrade_if_behind(url, self._engine)
             self._sessions = make_sessionmaker(self._engine)
         return self._sessions
 

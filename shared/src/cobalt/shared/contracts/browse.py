@@ -76,7 +76,15 @@ class RunProblemRow(BaseModel):
     hidden_pass_last: float | None = Field(
         description="the same for each trajectory's last program"
     )
-    public_pass_last: float = Field(description="last programs passing the public tests")
+    hidden_pass_first_interval: tuple[float, float] | None = Field(
+        default=None, description="Wilson 95% interval of hidden_pass_first"
+    )
+    hidden_pass_last_interval: tuple[float, float] | None = Field(
+        default=None, description="Wilson 95% interval of hidden_pass_last"
+    )
+    public_pass_last: float | None = Field(
+        description="last programs passing the public tests (null: no turn written yet)"
+    )
     mean_reward: float | None = Field(description="mean Cobalt reward of its scored turns")
     flagged: int = Field(description="turns flagged as possible reward hacking")
     outcome: ProblemOutcome
@@ -260,11 +268,14 @@ class TurnChange(StrEnum):
     """How a problem's Pass@1 at one turn moved from run A (the baseline) to run B."""
 
     FIXED = "fixed"
-    """B passes more of its samples than A (e.g. 0/4 -> 3/4)."""
+    """B passes more of its samples than A, by more than the noise of so few samples: the
+    95% interval of the difference (Newcombe's, docs/analysis.md) is above 0 (0/4 -> 4/4)."""
     BROKEN = "broken"
-    """B passes fewer."""
+    """B passes fewer, beyond the noise (the interval is below 0)."""
     UNCHANGED = "unchanged"
     """The same fraction."""
+    WITHIN_NOISE = "within_noise"
+    """A different fraction, but within the noise: the interval holds 0 (1/4 -> 2/4)."""
     UNEVALUATED = "unevaluated"
     """Either run has no hidden result for the problem at that turn."""
 
@@ -274,6 +285,9 @@ class ComparedTurn(BaseModel):
     pass_a: float | None = Field(description="run A's Pass@1 on the problem at this turn")
     pass_b: float | None = Field(description="run B's")
     change: TurnChange
+    difference_interval: tuple[float, float] | None = Field(
+        default=None, description="95% interval of pass_b - pass_a (null when unevaluated)"
+    )
 
 
 class ComparedProblem(BaseModel):
@@ -299,6 +313,16 @@ class RunComparison(BaseModel):
     turns: int = Field(description="turns of the longer run, turn 0 included")
     counts: list[dict[str, int]] = Field(description="per turn: problems per `TurnChange`")
     problems: list[ComparedProblem]
+    difference: list[float | None] = Field(
+        default_factory=list,
+        description="per turn, Pass@1 of B minus A over the problems both evaluated "
+        "(null at a turn where none is)",
+    )
+    difference_interval: list[tuple[float, float] | None] = Field(
+        default_factory=list,
+        description="per turn, its 95% interval: a seeded bootstrap over the shared problems "
+        "(paired) and each run's samples",
+    )
 
 
 class TestCaseDetail(BaseModel):

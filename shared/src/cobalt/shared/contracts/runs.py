@@ -153,6 +153,9 @@ class RunPublic(BaseModel):
     started_at: datetime | None
     finished_at: datetime | None
     error: str | None
+    name: str | None = Field(default=None, description="what people call the run")
+    tags: list[str] = Field(default_factory=list)
+    notes: str | None = None
     trajectories: list[TrajectoryPublic] | None = None
 
 
@@ -163,10 +166,24 @@ class EvaluationReport(BaseModel):
     problems: int
     samples: int = Field(description="trajectories per problem (n)")
     turns: int = Field(description="turns evaluated, turn 0 included")
-    pass_at_1: list[float] = Field(description="per turn, averaged over problems")
+    pass_at_1: list[float] | None = Field(
+        description="per turn, averaged over problems; null when no problem has a hidden "
+        "result yet (`unevaluated` names the command that measures it)"
+    )
+    pass_at_1_interval: list[tuple[float, float] | None] | None = Field(
+        default=None,
+        description="per turn, the 95% interval of Pass@1: a seeded bootstrap over "
+        "problems and their samples (docs/analysis.md); null when nothing was measured",
+    )
     pass_at_k: dict[str, list[float]] = Field(description='per k ("5", ...), per turn')
-    public_pass_at_1: list[float] = Field(description="the same on the public tests")
+    public_pass_at_1: list[float] | None = Field(
+        description="the same on the public tests (null with pass_at_1)"
+    )
     failed_trajectories: int
+    unevaluated: str | None = Field(
+        default=None,
+        description="when no problem has a hidden result: the command that measures them",
+    )
     mean_reward: list[float | None] | None = Field(
         default=None,
         description="mean Cobalt reward of the turns at each turn index (turn_rewards); "

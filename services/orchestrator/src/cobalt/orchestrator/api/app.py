@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 
-from cobalt.orchestrator.api import browse, datasets, health, runs, templates, training
+from cobalt.orchestrator.api import browse, datasets, health, results, runs, templates, training
 from cobalt.orchestrator.api.nul_characters import RejectNulCharacters
 from cobalt.orchestrator.api.ui import install_ui
 from cobalt.orchestrator.settings import OrchestratorSettings
@@ -84,7 +84,7 @@ def create_app(
         else []
     )
     protected = APIRouter(dependencies=checks)
-    for router in (datasets, runs, training, browse, templates):
+    for router in (datasets, runs, training, browse, results, templates):
         protected.include_router(router.router)
     app.include_router(health.router)
     app.include_router(protected)

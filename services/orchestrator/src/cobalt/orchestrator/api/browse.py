@@ -38,9 +38,12 @@ Offset = Annotated[int, Query(ge=0, le=INT32_MAX)]
 
 
 @router.get("/runs/{run_id}/report")
-def run_report(run_id: RunId, sessions: Sessions, k: PassAtK = None) -> EvaluationReport:
-    """Pass@1 per turn and pass@k from the hidden results stored so far (runs nothing)."""
-    return run_browse.run_report(sessions, run_id, ks=tuple(k or (1, 5, 10)))
+def run_report(
+    run_id: RunId, sessions: Sessions, k: PassAtK = None, intervals: bool = True
+) -> EvaluationReport:
+    """Pass@1 per turn and pass@k from the hidden results stored so far (runs nothing);
+    `intervals=false` skips the 95% intervals' bootstrap (a list of many runs)."""
+    return run_browse.run_report(sessions, run_id, ks=tuple(k or (1, 5, 10)), intervals=intervals)
 
 
 @router.get("/runs/{run_id}/problems")

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from cobalt.orchestrator.console import settings_or_exit
+from cobalt.orchestrator.console import handled, settings_or_exit
 from cobalt.shared import cli as shared_cli
 from cobalt.shared.logging import configure_logging
 
@@ -36,6 +36,11 @@ def serve(
     from cobalt.shared.connections import header_deadline_protocol
 
     settings = settings_or_exit()
+    with handled():  # a mistyped SQLite path: one line, not a new empty store
+        from cobalt.orchestrator.settings import default_database_url
+        from cobalt.orchestrator.store.db import check_sqlite_folder
+
+        check_sqlite_folder(settings.database_url, default_url=default_database_url())
     executor = shared_cli.settings_or_exit(ExecutorClientSettings, "COBALT_EXECUTOR_*")
     configure_logging(settings.log_level, json_lines=settings.log_json)
     uvicorn.run(

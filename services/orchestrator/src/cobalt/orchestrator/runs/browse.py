@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.analysis.hacking import unified_diff
+from cobalt.orchestrator.analysis.statistics import wilson_interval
 from cobalt.orchestrator.rollouts.conversation import messages_of_turns
 from cobalt.orchestrator.runs.evaluation import stored_report
 from cobalt.orchestrator.store import repo_datasets, repo_runs
@@ -42,10 +43,14 @@ __all__ = ["outcome_of", "run_problem_detail", "run_problems", "run_report", "sp
 
 
 def run_report(
-    sessions: sessionmaker[Session], run_id: int, *, ks: Sequence[int] = (1, 5, 10)
+    sessions: sessionmaker[Session],
+    run_id: int,
+    *,
+    ks: Sequence[int] = (1, 5, 10),
+    intervals: bool = True,
 ) -> EvaluationReport:
     """Pass@1 and pass@k per turn from the hidden results stored so far (no executor)."""
-    return stored_report(sessions, run_id, ks=ks)
+    return stored_report(sessions, run_id, ks=ks, intervals=intervals)
 
 
 def split_reasoning(response: str) -> tuple[str, str]:
@@ -71,6 +76,10 @@ def outcome_of(rate: float | None) -> ProblemOutcome:
 
 def _rate(values: list[bool]) -> float | None:
     return sum(values) / len(values) if values else None
+
+
+def _interval(values: list[bool]) -> tuple[float, float] | None:
+    return wilson_interval(sum(values), len(values))
 
 
 def run_problems(sessions: sessionmaker[Session], run_id: int) -> RunProblemsPublic:
@@ -122,7 +131,9 @@ def run_problems(sessions: sessionmaker[Session], run_id: int) -> RunProblemsPub
         samples = [turns.get((problem_id, t.sample_index), []) for t in trajectories[problem_id]]
         first = [s[0][2] for s in samples if s and s[0][0] == 0 and s[0][2] is not None]
         last = [s[-1][2] for s in samples if s and s[-1][2] is not None]
-        hidden_last = _rate([bool(v) for v in last]) if problem.hidden_tests else None
+        if not problem.hidden_tests:
+            first, last = [], []
+        hidden_last = _rate([bool(v) for v in last])
         items.append(
             RunProblemRow(
                 problem_id=problem_id,
@@ -131,9 +142,15 @@ def run_problems(sessions: sessionmaker[Session], run_id: int) -> RunProblemsPub
                 samples=len(samples),
                 turns=max((len(s) for s in samples), default=0),
                 failed=sum(t.status == TrajectoryStatus.FAILED for t in trajectories[problem_id]),
-                hidden_pass_first=_rate([bool(v) for v in first]) if problem.hidden_tests else None,
+                hidden_pass_first=_rate([bool(v) for v in first]),
                 hidden_pass_last=hidden_last,
-                public_pass_last=sum(bool(s and s[-1][1]) for s in samples) / len(samples),
+                hidden_pass_first_interval=_interval([bool(v) for v in first]),
+                hidden_pass_last_interval=_interval([bool(v) for v in last]),
+                # No turn written yet: nothing measured. Otherwise a sample without a turn
+                # (its trajectory failed first) counts as not passing, as in evaluation.
+                public_pass_last=_rate([bool(s and s[-1][1]) for s in samples])
+                if any(samples)
+                else None,
                 mean_reward=float(rewards[problem_id]) if problem_id in rewards else None,
                 flagged=int(flagged.get(problem_id, 0)),
                 outcome=outcome_of(hidden_last),

@@ -227,6 +227,9 @@ def _print_run(public: RunPublic) -> None:
     console = Console()
     table = Table(title=f"run {public.id} ({public.kind}, {public.status})", show_header=False)
     for key, value in (
+        ("name", public.name),
+        ("tags", " ".join(f"#{t}" for t in public.tags)),
+        ("notes", public.notes),
         ("dataset", public.dataset),
         ("model", f"{public.model} at {public.base_url}"),
         ("parent run", public.parent_run_id),
@@ -413,11 +416,13 @@ def list_runs(
         echo_json({"runs": [r.model_dump(mode="json") for r in runs]})
         return
     table = Table(
-        "id", "kind", "status", "dataset", "model", "policy", "trajectories", "turns", "created"
-    )
+        "id", "name", "kind", "status", "dataset", "model", "policy", "trajectories", "turns",
+        "created",
+    )  # fmt: skip
     for r in runs:
         table.add_row(
             str(r.id),
+            " ".join([r.name or "-", *(f"#{t}" for t in r.tags)]),
             r.kind,
             r.status,
             r.dataset,
@@ -431,7 +436,13 @@ def list_runs(
 
 
 @run_app.command("show")
-def show(run_id: Annotated[int, typer.Argument()], as_json: JsonOption = False) -> None:
+def show(
+    run_id: Annotated[int, typer.Argument()],
+    problems: Annotated[
+        bool, typer.Option("--problems", help="Also every problem: pass rates [95%], reward.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
     """A run; with --json also every trajectory's turns (messages, response, code, verdicts)."""
     from cobalt.orchestrator.runs import service
 
@@ -440,8 +451,17 @@ def show(run_id: Annotated[int, typer.Argument()], as_json: JsonOption = False) 
         public = service.run_public(store.sessions(), run_id, with_turns=as_json)
     if as_json:
         echo_json(public.model_dump(mode="json"))
-    else:
-        _print_run(public)
+        return
+    _print_run(public)
+    if problems:
+        from cobalt.orchestrator.results.cli import print_problems
+        from cobalt.orchestrator.runs.browse import run_problems
+        from cobalt.orchestrator.runs.evaluation import stored_report
+
+        with handled():
+            rows = run_problems(store.sessions(), run_id)
+            report = stored_report(store.sessions(), run_id, ks=())
+        print_problems(rows, report.unevaluated)
 
 
 CHANGED_SHOWN = 20
@@ -452,9 +472,18 @@ CHANGED_SHOWN = 20
 def compare_runs(
     run_a: Annotated[int, typer.Argument(help="The baseline run (e.g. before training).")],
     run_b: Annotated[int, typer.Argument(help="The run to compare with it (same dataset).")],
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Write it as CSV or JSON (by the suffix); '-' is stdout."),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Which problems run B fixed and which it broke, turn by turn, from stored results."""
+    """Which problems run B fixed and which it broke, turn by turn, from stored results.
+
+    Fixed and broken count only changes larger than their noise (95% intervals,
+    docs/analysis.md). Exits 1 when either run has no hidden results yet.
+    """
+    from cobalt.orchestrator.analysis.text import difference_text
     from cobalt.orchestrator.runs.comparison import compare_runs as compare_stored
 
     store = _store()
@@ -462,18 +491,36 @@ def compare_runs(
         comparison = compare_stored(store.sessions(), run_a, run_b)
     if as_json:
         echo_json(comparison.model_dump(mode="json"))
+    missing = [r for r in (comparison.report_a, comparison.report_b) if r.pass_at_1 is None]
+    for report in missing:
+        typer.echo(
+            f"error: run {report.run_id} has no hidden-test results to compare; "
+            f"`{report.unevaluated}` measures them",
+            err=True,
+        )
+    if missing:
+        raise typer.Exit(EXIT_RUN_FAILED)
+    if as_json:
         return
-    a, b = comparison.report_a.pass_at_1, comparison.report_b.pass_at_1
+    if out is not None:
+        from cobalt.orchestrator.results.cli import write_export
+        from cobalt.orchestrator.results.exports import comparison_rows
+
+        write_export(comparison, comparison_rows(comparison), out, None)
+        return
+    a, b = comparison.report_a, comparison.report_b
+    changes = ("fixed", "broken", "within_noise", "unchanged", "unevaluated")
     table = Table(
-        "turn", f"Pass@1 run {run_a}", f"Pass@1 run {run_b}", "fixed", "broken", "unchanged",
-        "unevaluated", title=f"run {run_b} against run {run_a} (hidden tests)",
+        "turn", f"Pass@1 run {run_a}", f"Pass@1 run {run_b}", "B - A", *changes,
+        title=f"run {run_b} against run {run_a} (hidden tests; [95% intervals])",
     )  # fmt: skip
     for turn, counts in enumerate(comparison.counts):
         table.add_row(
             str(turn),
-            f"{a[turn]:.3f}" if turn < len(a) else "-",
-            f"{b[turn]:.3f}" if turn < len(b) else "-",
-            *(str(counts[key]) for key in ("fixed", "broken", "unchanged", "unevaluated")),
+            _rate_at(a, turn),
+            _rate_at(b, turn),
+            difference_text(comparison.difference[turn], comparison.difference_interval[turn]),
+            *(str(counts.get(key, 0)) for key in changes),
         )
     Console().print(table)
     for change in ("fixed", "broken"):
@@ -485,6 +532,18 @@ def compare_runs(
                 else ""
             )
             typer.echo(f"{change} at the last turn: {', '.join(names[:CHANGED_SHOWN])}{more}")
+    noise = sum(p.change == "within_noise" for p in comparison.problems)
+    if noise:
+        typer.echo(f"{noise} problem(s) moved within their noise at the last turn (--json)")
+
+
+def _rate_at(report: EvaluationReport, turn: int) -> str:
+    from cobalt.orchestrator.analysis.text import rate_text
+
+    rates, intervals = report.pass_at_1, report.pass_at_1_interval
+    if rates is None or turn >= len(rates):
+        return "-"
+    return rate_text(rates[turn], intervals[turn] if intervals else None)
 
 
 @run_app.command("evaluate")
@@ -563,9 +622,12 @@ def evaluate(
     if as_json:
         echo_json(report.model_dump(mode="json"))
         return
+    if report.pass_at_1 is None or report.public_pass_at_1 is None:
+        typer.echo(f"run {run_id}: no problem of it has hidden tests; nothing to measure")
+        return
     table = Table(
         "turn",
-        "Pass@1 (hidden)",
+        "Pass@1 (hidden) [95%]",
         *(f"pass@{key}" for key in report.pass_at_k),
         "Pass@1 (public)",
         *(["mean reward"] if report.mean_reward is not None else []),
@@ -575,7 +637,7 @@ def evaluate(
         reward = report.mean_reward[turn] if report.mean_reward is not None else None
         table.add_row(
             str(turn),
-            f"{report.pass_at_1[turn]:.3f}",
+            _rate_at(report, turn),
             *(f"{values[turn]:.3f}" for values in report.pass_at_k.values()),
             f"{report.public_pass_at_1[turn]:.3f}",
             *([] if report.mean_reward is None else ["-" if reward is None else f"{reward:+.3f}"]),
@@ -587,3 +649,9 @@ def evaluate(
         typer.echo(f"plot written to {plot}")
     if reported:
         typer.echo(f"reported to {', '.join(reported)}")
+
+
+# `cobalt run table/export/label/trajectory`: results read from the store (results.cli).
+from cobalt.orchestrator.results.cli import register_run_commands  # noqa: E402
+
+register_run_commands(run_app)

@@ -5,6 +5,11 @@ does it pass now, and which did it stop passing? Per problem and per turn, each 
 Pass@1 (the fraction of its samples whose program passes every hidden test, by
 evaluation's rules) and the change from run A to run B. Only stored hidden results are
 read; nothing runs.
+
+A problem is "fixed" or "broken" only when the change is larger than the noise of its few
+samples (the 95% Newcombe interval of the difference excludes 0); a smaller move is
+"within_noise". The Pass@1 difference per turn carries a paired bootstrap interval
+(analysis.statistics).
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from cobalt.orchestrator.runs.evaluation import per_turn_rates, stored_report
+from cobalt.orchestrator.analysis.statistics import bootstrap_difference, newcombe_difference
+from cobalt.orchestrator.runs.evaluation import per_turn_counts, stored_report
 from cobalt.orchestrator.runs.service import run_public
 from cobalt.orchestrator.store import repo_runs
 from cobalt.orchestrator.store.models import Problem, Run, Turn
@@ -24,19 +30,27 @@ from cobalt.shared.contracts.browse import (
 )
 from cobalt.shared.errors import InvalidInput
 
-__all__ = ["change_of", "compare_runs", "problem_rates"]
+__all__ = ["change_of", "compare_runs", "problem_counts"]
+
+Counted = tuple[int, int]
+"""(samples passing, samples) of one problem at one turn."""
 
 
-def change_of(pass_a: float | None, pass_b: float | None) -> TurnChange:
-    if pass_a is None or pass_b is None:
+def change_of(a: Counted | None, b: Counted | None) -> TurnChange:
+    """How one problem moved from A's (passes, samples) to B's, against its noise."""
+    if a is None or b is None:
         return TurnChange.UNEVALUATED
-    if pass_b > pass_a:
+    if a[0] * b[1] == b[0] * a[1]:
+        return TurnChange.UNCHANGED
+    low, high = newcombe_difference(*a, *b) or (-1.0, 1.0)
+    if low > 0:
         return TurnChange.FIXED
-    return TurnChange.BROKEN if pass_b < pass_a else TurnChange.UNCHANGED
+    return TurnChange.BROKEN if high < 0 else TurnChange.WITHIN_NOISE
 
 
-def problem_rates(session: Session, run: Run) -> tuple[dict[int, list[float]], int]:
-    """Pass@1 per turn of each problem with hidden results in `run`, and the run's turns."""
+def problem_counts(session: Session, run: Run) -> tuple[dict[int, list[Counted]], int]:
+    """Per problem with hidden results in `run`, per turn (passing samples, samples); and
+    the run's turns."""
     n = int(run.params.get("n", 1))
     turns = int(run.params.get("turns", 0)) + 1
     outcomes: dict[int, list[list[bool | None]]] = {}
@@ -54,8 +68,8 @@ def problem_rates(session: Session, run: Run) -> tuple[dict[int, list[float]], i
     ):
         if problem_id in evaluable and sample < n:
             outcomes.setdefault(problem_id, [[] for _ in range(n)])[sample].append(hidden)
-    rates = {pid: per_turn_rates({pid: samples}, turns, n) for pid, samples in outcomes.items()}
-    return rates, turns
+    by_turn = per_turn_counts(outcomes, turns)
+    return {pid: [(counts[pid], n) for counts in by_turn] for pid in outcomes}, turns
 
 
 def compare_runs(sessions: sessionmaker[Session], run_a: int, run_b: int) -> RunComparison:
@@ -75,8 +89,8 @@ def compare_runs(sessions: sessionmaker[Session], run_a: int, run_b: int) -> Run
                 f"runs {run_a} and {run_b} are over different datasets; a comparison needs "
                 "the same problems"
             )
-        rates_a, turns_a = problem_rates(session, a)
-        rates_b, turns_b = problem_rates(session, b)
+        rates_a, turns_a = problem_counts(session, a)
+        rates_b, turns_b = problem_counts(session, b)
         problems = {
             p.id: p
             for p in session.scalars(
@@ -86,15 +100,28 @@ def compare_runs(sessions: sessionmaker[Session], run_a: int, run_b: int) -> Run
     turns = max(turns_a, turns_b)
     counts = [dict.fromkeys((c.value for c in TurnChange), 0) for _ in range(turns)]
     compared = []
+    paired: list[list[tuple[int, int, int, int]]] = [[] for _ in range(turns)]
     for problem_id in sorted(problems, key=lambda pid: problems[pid].external_id):
         row_a, row_b = rates_a.get(problem_id), rates_b.get(problem_id)
         cells = []
         for turn in range(turns):
-            pass_a = row_a[turn] if row_a is not None and turn < turns_a else None
-            pass_b = row_b[turn] if row_b is not None and turn < turns_b else None
-            change = change_of(pass_a, pass_b)
+            at_a = row_a[turn] if row_a is not None and turn < turns_a else None
+            at_b = row_b[turn] if row_b is not None and turn < turns_b else None
+            change = change_of(at_a, at_b)
             counts[turn][change.value] += 1
-            cells.append(ComparedTurn(turn_index=turn, pass_a=pass_a, pass_b=pass_b, change=change))
+            if at_a is not None and at_b is not None:
+                paired[turn].append((*at_a, *at_b))
+            cells.append(
+                ComparedTurn(
+                    turn_index=turn,
+                    pass_a=_rate(at_a),
+                    pass_b=_rate(at_b),
+                    change=change,
+                    difference_interval=None
+                    if at_a is None or at_b is None
+                    else newcombe_difference(*at_a, *at_b),
+                )
+            )
         last = min(turns_a, turns_b) - 1
         compared.append(
             ComparedProblem(
@@ -112,4 +139,16 @@ def compare_runs(sessions: sessionmaker[Session], run_a: int, run_b: int) -> Run
         turns=turns,
         counts=counts,
         problems=compared,
+        difference=[_mean_difference(pairs) for pairs in paired],
+        difference_interval=[bootstrap_difference(pairs) for pairs in paired],
     )
+
+
+def _rate(counted: Counted | None) -> float | None:
+    return None if counted is None else counted[0] / counted[1]
+
+
+def _mean_difference(pairs: list[tuple[int, int, int, int]]) -> float | None:
+    if not pairs:
+        return None
+    return sum(c_b / n_b - c_a / n_a for c_a, n_a, c_b, n_b in pairs) / len(pairs)

@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from cobalt.orchestrator.analysis.statistics import bootstrap_pass_at_1
 from cobalt.orchestrator.runs.program_outputs import stored_outputs
 from cobalt.orchestrator.runs.rewards import mean_reward_per_turn, score_turn_rewards
 from cobalt.orchestrator.store import repo_runs
@@ -29,7 +30,7 @@ from cobalt.shared.contracts.runs import EvaluationReport
 from cobalt.shared.execution import PlannedRequest, merge_responses, plan_requests
 from cobalt.shared.reward import TokenCounter
 
-__all__ = ["evaluate_run", "pass_at_k", "per_turn_rates", "stored_report"]
+__all__ = ["evaluate_run", "pass_at_k", "per_turn_counts", "per_turn_rates", "stored_report"]
 
 _PROGRAMS_PER_CALL = 32
 
@@ -43,23 +44,33 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - comb(n - c, k) / comb(n, k)
 
 
-def per_turn_rates(
-    outcomes: dict[int, list[list[bool | None]]], turns: int, n: int, k: int = 1
-) -> list[float]:
-    """Mean over problems of pass@k at each turn.
+def per_turn_counts(
+    outcomes: dict[int, list[list[bool | None]]], turns: int
+) -> list[dict[int, int]]:
+    """Per turn, each problem's samples whose program passes at that turn.
 
     `outcomes[problem][sample]` lists each stored turn's pass (None = not evaluable);
     shorter lists are extended by the rules in the module docstring.
     """
+    return [
+        {
+            problem: sum(
+                bool(results[turn] if turn < len(results) else _carried(results))
+                for results in samples
+            )
+            for problem, samples in outcomes.items()
+        }
+        for turn in range(turns)
+    ]
+
+
+def per_turn_rates(
+    outcomes: dict[int, list[list[bool | None]]], turns: int, n: int, k: int = 1
+) -> list[float]:
+    """Mean over problems of pass@k at each turn (callers skip a run with no problem)."""
     rates = []
-    for turn in range(turns):
-        per_problem = []
-        for samples in outcomes.values():
-            correct = 0
-            for results in samples:
-                value = results[turn] if turn < len(results) else _carried(results)
-                correct += bool(value)
-            per_problem.append(pass_at_k(n, correct, k))
+    for counts in per_turn_counts(outcomes, turns):
+        per_problem = [pass_at_k(n, correct, k) for correct in counts.values()]
         rates.append(sum(per_problem) / len(per_problem) if per_problem else 0.0)
     return rates
 
@@ -149,19 +160,26 @@ def evaluate_run(
 
 
 def stored_report(
-    sessions: sessionmaker[Session], run_id: int, *, ks: Sequence[int] = (1, 5, 10)
+    sessions: sessionmaker[Session],
+    run_id: int,
+    *,
+    ks: Sequence[int] = (1, 5, 10),
+    intervals: bool = True,
 ) -> EvaluationReport:
     """The report of the hidden results stored so far, without running anything.
 
     Problems with no hidden result yet are left out, as problems without hidden tests
-    are; the mean reward is there when any turn of the run has a stored reward.
+    are; the mean reward is there when any turn of the run has a stored reward. Without
+    `intervals` the bootstrap is skipped (a list of many runs needs only the rates).
     """
     with sessions() as session:
         params = dict(repo_runs.get_run(session, run_id=run_id).params)
         scored = session.scalar(
             select(TurnReward.turn_id).where(TurnReward.run_id == run_id).limit(1)
         )
-    return _report(sessions, run_id, params, ks, with_rewards=scored is not None)
+    return _report(
+        sessions, run_id, params, ks, with_rewards=scored is not None, intervals=intervals
+    )
 
 
 def _report(
@@ -171,6 +189,7 @@ def _report(
     ks: Sequence[int],
     *,
     with_rewards: bool,
+    intervals: bool = True,
 ) -> EvaluationReport:
     n = int(str(params["n"]))
     turns = int(str(params.get("turns", 0))) + 1
@@ -200,14 +219,28 @@ def _report(
                 Trajectory.run_id == run_id, Trajectory.status == TrajectoryStatus.FAILED.value
             )
         )
+    failed_trajectories = int(failed or 0)
+    mean_reward = mean_reward_per_turn(sessions, run_id, turns) if with_rewards else None
+    if not hidden:  # nothing measured: no rate, and the command that would measure it
+        return EvaluationReport(
+            run_id=run_id, problems=0, samples=n, turns=turns, pass_at_1=None, pass_at_k={},
+            public_pass_at_1=None, failed_trajectories=failed_trajectories,
+            mean_reward=mean_reward, unevaluated=f"cobalt run evaluate {run_id}",
+        )  # fmt: skip
     return EvaluationReport(
         run_id=run_id,
         problems=len(hidden),
         samples=n,
         turns=turns,
         pass_at_1=per_turn_rates(hidden, turns, n),
+        pass_at_1_interval=[
+            bootstrap_pass_at_1([(c, n) for c in counts.values()])
+            for counts in per_turn_counts(hidden, turns)
+        ]
+        if intervals
+        else None,
         pass_at_k={str(k): per_turn_rates(hidden, turns, n, k) for k in ks if 1 < k <= n},
         public_pass_at_1=per_turn_rates(public, turns, n),
-        failed_trajectories=int(failed or 0),
-        mean_reward=mean_reward_per_turn(sessions, run_id, turns) if with_rewards else None,
+        failed_trajectories=failed_trajectories,
+        mean_reward=mean_reward,
     )

@@ -22,13 +22,16 @@ def plot_pass_at_1(
     figure, axes = plt.subplots(figsize=(6.4, 4.0), dpi=120)
     for index, report in enumerate(reports):
         label = labels[index] if labels else f"run {report.run_id}"
+        if report.pass_at_1 is None:  # not evaluated: no line rather than a flat 0
+            continue
         axes.plot(range(report.turns), report.pass_at_1, marker="o", label=label)
     axes.set_xlabel("turn")
     axes.set_ylabel("Pass@1 (hidden tests)")
     axes.set_ylim(0, 1)
     axes.set_xticks(range(max((r.turns for r in reports), default=1)))
     axes.grid(alpha=0.3)
-    axes.legend()
+    if axes.get_lines():  # no run evaluated: an empty plot, not a legend of nothing
+        axes.legend()
     sizes = ", ".join(f"{r.problems}x{r.samples}" for r in reports)
     axes.set_title(f"Pass@1 per turn (problems x samples: {sizes})", fontsize=10)
     figure.tight_layout()

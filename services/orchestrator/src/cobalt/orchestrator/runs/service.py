@@ -12,6 +12,7 @@ cancelling are all the same few queries.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -19,11 +20,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.lifecycle import RUN_TRANSITIONS, RunEvent, TrajectoryEvent, run_after
 from cobalt.orchestrator.rollouts.conversation import messages_of_turns
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
-from cobalt.orchestrator.runs.executor_limits import executor_maximums
 from cobalt.orchestrator.store import repo_datasets, repo_runs
 from cobalt.orchestrator.store.models import Dataset, Problem, Run, Trajectory, Turn
 from cobalt.orchestrator.store.repo_runs import TurnRow
-from cobalt.shared.clients import ExecutorClientSettings
 from cobalt.shared.contracts.executor import Compare, Limits, reference_limits
 from cobalt.shared.contracts.runs import (
     RefineRunRequest,
@@ -35,6 +34,9 @@ from cobalt.shared.contracts.runs import (
 from cobalt.shared.contracts.statuses import RunKind, RunStatus, TrajectoryStatus
 from cobalt.shared.errors import Conflict, InvalidInput, NotFound
 from cobalt.shared.extraction import history_text
+
+if TYPE_CHECKING:  # the HTTP client only where a run is created (store reads start faster)
+    from cobalt.shared.clients import ExecutorClientSettings
 
 __all__ = [
     "cancel_run",
@@ -79,6 +81,8 @@ def create_sample_run(
         Unavailable: the executor could not be asked for its maximums.
     """
     template = PromptTemplate.load(request.template)
+    from cobalt.orchestrator.runs.executor_limits import executor_maximums
+
     maximums = executor_maximums(executor)
     with sessions.begin() as session:
         dataset = repo_datasets.get_dataset(session, name=request.dataset)
@@ -152,6 +156,8 @@ def create_refine_run(
     Its programs are judged with the sample run's limits, so those must be within
     `executor`'s maximums (raises as `create_sample_run`).
     """
+    from cobalt.orchestrator.runs.executor_limits import executor_maximums
+
     maximums = executor_maximums(executor)
     with sessions.begin() as session:
         parent = repo_runs.get_run(session, run_id=request.from_run)
@@ -320,6 +326,9 @@ def _publics(session: Session, runs: Sequence[Run]) -> list[RunPublic]:
             started_at=run.started_at,
             finished_at=run.finished_at,
             error=run.error,
+            name=run.name,
+            tags=list(run.tags or []),
+            notes=run.notes,
         )
         for run in runs
     ]

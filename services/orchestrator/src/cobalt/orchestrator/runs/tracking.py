@@ -35,6 +35,8 @@ def evaluation_run(run: RunPublic, *, at: datetime | None = None) -> TrackedRun:
 def per_turn_metrics(report: EvaluationReport) -> list[dict[str, float]]:
     """Element t: what is logged at step t (turn t)."""
     turns: list[dict[str, float]] = []
+    if report.pass_at_1 is None or report.public_pass_at_1 is None:
+        return turns  # nothing measured: nothing logged, never a zero
     for turn in range(report.turns):
         values = {
             "eval/pass_at_1": report.pass_at_1[turn],
@@ -51,11 +53,16 @@ def per_turn_metrics(report: EvaluationReport) -> list[dict[str, float]]:
 
 def summary_metrics(report: EvaluationReport) -> dict[str, float]:
     """The evaluation in a few numbers, logged at the last turn's step."""
-    first, last = report.pass_at_1[0], report.pass_at_1[-1]
-    return {
+    counts = {
         "eval/problems": float(report.problems),
         "eval/samples": float(report.samples),
         "eval/failed_trajectories": float(report.failed_trajectories),
+    }
+    if report.pass_at_1 is None:
+        return counts
+    first, last = report.pass_at_1[0], report.pass_at_1[-1]
+    return {
+        **counts,
         "eval/pass_at_1_first_turn": first,
         "eval/pass_at_1_last_turn": last,
         "eval/pass_at_1_gain": last - first,

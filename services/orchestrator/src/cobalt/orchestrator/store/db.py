@@ -6,25 +6,64 @@ The same Alembic migrations build SQLite (the embedded default) and PostgreSQL
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from cobalt.shared.errors import InvalidInput
+
+if TYPE_CHECKING:  # Alembic is imported only when a schema is actually upgraded
+    from alembic.config import Config
+
 __all__ = [
     "alembic_config",
+    "check_sqlite_folder",
     "compress_columns_with_lz4",
+    "head_revision",
     "make_engine",
     "make_sessionmaker",
     "upgrade_database",
+    "upgrade_if_behind",
 ]
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+_REVISION_FILE = re.compile(r"^(\d{4})_\w+\.py$")
+
+
+def head_revision() -> str:
+    """The newest migration's revision: migrations are numbered 0001, 0002, ... in their
+    file names and form one line (tests/orchestrator/test_results.py checks it against
+    Alembic's own head), so the newest number is the head."""
+    numbers = [
+        m.group(1)
+        for p in (MIGRATIONS / "versions").iterdir()
+        if (m := _REVISION_FILE.match(p.name))
+    ]
+    return max(numbers)
+
+
+def check_sqlite_folder(url: str, *, default_url: str | None = None) -> None:
+    """Refuse a SQLite file whose folder does not exist (a mistyped path would otherwise
+    become a new, empty store); the default location's folder is created.
+
+    Raises:
+        InvalidInput: the folder is missing and `url` is not `default_url`.
+    """
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return
+    folder = Path(str(parsed.database)).expanduser().parent
+    if folder.is_dir() or url == default_url:
+        return
+    raise InvalidInput(
+        f"COBALT_DATABASE_URL names a SQLite file in {folder}, a folder that does not "
+        "exist; create it first, or correct the path"
+    )
 
 
 def make_engine(url: str, **kwargs: Any) -> Engine:
@@ -52,6 +91,8 @@ def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
 
 def alembic_config(url: str) -> Config:
     """An Alembic configuration for `url` that finds our migrations without an ini file."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
@@ -60,8 +101,23 @@ def alembic_config(url: str) -> Config:
 
 def upgrade_database(url: str, revision: str = "head") -> None:
     """Bring the schema at `url` up to `revision` (creating it on a new database)."""
+    from alembic import command
+
     make_engine(url).dispose()  # creates the SQLite directory if needed
     command.upgrade(alembic_config(url), revision)
+
+
+def upgrade_if_behind(url: str, engine: Engine) -> None:
+    """Upgrade the schema unless it is at the head already: one query, where importing
+    and running Alembic to find nothing to do cost most of a store-reading command's
+    start-up."""
+    try:
+        with engine.connect() as connection:
+            current = connection.scalar(text("SELECT version_num FROM alembic_version"))
+    except Exception:  # noqa: BLE001 (no table yet, or any reason: Alembic decides)
+        current = None
+    if current != head_revision():
+        upgrade_database(url)
 
 
 def compress_columns_with_lz4(connection: Connection, table: str, columns: Sequence[str]) -> bool:

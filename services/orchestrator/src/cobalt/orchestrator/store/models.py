@@ -190,6 +190,10 @@ class Run(Base):
     started_at: Mapped[datetime | None] = mapped_column(StoredTime(), default=None)
     finished_at: Mapped[datetime | None] = mapped_column(StoredTime(), default=None)
     error: Mapped[str | None] = mapped_column(StoredText, default=None)
+    name: Mapped[str | None] = mapped_column(StoredString(200), default=None)
+    """What people call the run ("baseline"); set with `cobalt run label`."""
+    tags: Mapped[list[str]] = mapped_column(JsonValue, default=list, server_default="[]")
+    notes: Mapped[str | None] = mapped_column(StoredText, default=None)
 
     dataset: Mapped[Dataset] = relationship()
     parent: Mapped[Run | None] = relationship(remote_side=[id])

@@ -402,3 +402,9 @@ def _show(job: TrainingJobPublic, *, as_json: bool) -> None:
                 *("-" if v is None else f"{v:.4g}" for v in values),
             )
         Console().print(table)
+
+
+# `cobalt train metrics` (a job's step metrics as CSV or JSON) lives with the other exports.
+from cobalt.orchestrator.results.cli import register_train_commands  # noqa: E402
+
+register_train_commands(train_app)

@@ -46,7 +46,8 @@ export const path = (...parts) => parts.map((p) => encodeURIComponent(String(p))
 export const api = {
   runs: (limit = 100) => getJson("/v1/runs", { limit }),
   run: (id) => getJson(`/v1/runs/${id}`),
-  report: (id, k = [2, 5, 10]) => getJson(`/v1/runs/${id}/report`, { k }),
+  // intervals=false: the rates only (the runs list needs no bootstrap for each run).
+  report: (id, k = [2, 5, 10], intervals = true) => getJson(`/v1/runs/${id}/report`, { k, intervals: intervals ? null : "false" }),
   runProblems: (id) => getJson(`/v1/runs/${id}/problems`),
   // The external id may hold "/": the route takes the rest of the path, so keep slashes.
   runProblem: (id, externalId) =>
@@ -62,7 +63,41 @@ export const api = {
     getJson(`/v1/datasets/${path(name)}/problems/${externalId.split("/").map(encodeURIComponent).join("/")}`),
   banditDatasets: () => getJson("/v1/bandit/datasets"),
   banditContexts: (name, params) => getJson(`/v1/bandit/datasets/${path(name)}/contexts`, params),
+  runTable: (ids) => getJson("/v1/tables/runs", { run: ids }),
   trainingJobs: () => getJson("/v1/training/jobs"),
   trainingJob: (id) => getJson(`/v1/training/jobs/${id}`),
   search: (params) => getJson("/v1/search", params),
 };
+
+// A link that downloads an export (CSV or JSON). Without a stored token the browser follows
+// the href itself; with one, the file is fetched with the token and saved from a blob.
+export function exportLink(label, apiPath, params, filename) {
+  const url = new URL(apiPath, window.location.origin);
+  for (const [key, value] of Object.entries(params)) {
+    for (const item of Array.isArray(value) ? value : [value]) url.searchParams.append(key, item);
+  }
+  const link = document.createElement("a");
+  link.href = url.pathname + url.search;
+  link.download = filename;
+  link.className = "export";
+  link.textContent = label;
+  link.addEventListener("click", async (event) => {
+    if (!window.localStorage.getItem(TOKEN_KEY)) return;
+    event.preventDefault();
+    const response = await fetch(url, { headers: requestHeaders() });
+    const blob = URL.createObjectURL(await response.blob());
+    const save = Object.assign(document.createElement("a"), { href: blob, download: filename });
+    save.click();
+    URL.revokeObjectURL(blob);
+  });
+  return link;
+}
+
+// "Download: CSV · JSON" for one export.
+export function exportLinks(apiPath, params, name) {
+  const span = document.createElement("span");
+  span.className = "exports";
+  span.append("Download: ", exportLink("CSV", apiPath, { ...params, format: "csv" }, `${name}.csv`),
+    " · ", exportLink("JSON", apiPath, { ...params, format: "json" }, `${name}.json`));
+  return span;
+}

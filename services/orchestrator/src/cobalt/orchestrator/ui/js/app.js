@@ -1,4 +1,5 @@
-// Hash routing: #/runs, #/runs/ID, #/compare/A/B, #/runs/ID/trajectories, #/runs/ID/problems/PROBLEM, #/runs/ID/hacking,
+// Hash routing: #/runs, #/runs/ID, #/compare/A/B, #/table?runs=A,B,C,
+// #/training/compare?jobs=A,B, #/runs/ID/trajectories, #/runs/ID/problems/PROBLEM, #/runs/ID/hacking,
 // #/datasets[/NAME[/problems/PROBLEM]], #/bandit[/NAME], #/training[/ID], #/analysis,
 // #/search?q=. Each page renders into <main> with one <h1>; a page may ask to be
 // re-rendered every few seconds (a running run or job), and leaving it stops that.
@@ -10,6 +11,7 @@ import { analysisPage, hackingPage, searchPage } from "./analysis.js";
 import { banditListPage, banditPage, datasetPage, datasetsPage, problemPage } from "./datasets.js";
 import { comparePage } from "./compare.js";
 import { runPage, runsPage } from "./runs.js";
+import { tablePage, trainingOverlayPage } from "./results.js";
 import { trainingJobPage, trainingListPage } from "./training.js";
 import { trajectoryPage } from "./trajectory.js";
 import { turnsPage } from "./turns.js";
@@ -28,8 +30,10 @@ const routes = [
   [/^\/datasets$/, () => datasetsPage(), "datasets"],
   [/^\/bandit\/([^/]+)$/, (m, q) => banditPage(decodeURIComponent(m[1]), q), "bandit"],
   [/^\/bandit$/, () => banditListPage(), "bandit"],
+  [/^\/table$/, (m, q) => tablePage(q), "runs"],
+  [/^\/training\/compare$/, (m, q) => trainingOverlayPage(q), "training"],
   [/^\/training\/(\d+)$/, (m, q) => trainingJobPage(Number(m[1]), q), "training"],
-  [/^\/training$/, () => trainingListPage(), "training"],
+  [/^\/training$/, (m, q) => trainingListPage(q), "training"],
   [/^\/analysis$/, () => analysisPage(), "analysis"],
   [/^\/search$/, (m, q) => searchPage(q), "search"],
 ];

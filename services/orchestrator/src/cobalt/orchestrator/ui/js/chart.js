@@ -35,9 +35,12 @@ function label(v) {
   return Math.abs(v) >= 1000 || (Math.abs(v) < 0.01 && v !== 0) ? v.toExponential(1) : String(v);
 }
 
-// series: [{name, points: [{x, y}]}]; y null is a gap. Options: yMin, yMax, percent.
+// series: [{name, points: [{x, y, low?, high?}]}]; y null is a gap; a point with low and
+// high (its 95% interval) gets a shaded band and the interval in its tooltip. Options:
+// yMin, yMax, percent.
 export function lineChart({ id, title, series, xLabel, yLabel, yMin, yMax, percent = false }) {
   const all = series.flatMap((one) => one.points).filter((p) => p.y !== null && p.y !== undefined);
+  const banded = (p) => p.y !== null && p.y !== undefined && typeof p.low === "number" && typeof p.high === "number";
   const figure = h("figure", { id, "data-chart": id });
   const titleId = `${id}-title`;
   figure.append(h("figcaption", { id: titleId }, title));
@@ -46,7 +49,7 @@ export function lineChart({ id, title, series, xLabel, yLabel, yMin, yMax, perce
     return figure;
   }
   const xs = all.map((p) => p.x);
-  const ys = all.map((p) => p.y);
+  const ys = all.flatMap((p) => (banded(p) ? [p.y, p.low, p.high] : [p.y]));
   const x0 = Math.min(...xs), x1 = Math.max(...xs) === x0 ? x0 + 1 : Math.max(...xs);
   let y0 = yMin ?? Math.min(...ys), y1 = yMax ?? Math.max(...ys);
   if (y1 === y0) { y1 = y0 + 1; }
@@ -75,6 +78,12 @@ export function lineChart({ id, title, series, xLabel, yLabel, yMin, yMax, perce
   series.forEach((one, index) => {
     const colour = `var(--series-${(index % SERIES_COLOURS) + 1})`;
     const group = s("g", { "data-series": one.name });
+    const band = one.points.filter(banded);
+    if (band.length > 1) {
+      const edge = [...band.map((p) => `${px(p.x).toFixed(1)},${py(p.high).toFixed(1)}`),
+        ...band.reverse().map((p) => `${px(p.x).toFixed(1)},${py(p.low).toFixed(1)}`)];
+      group.append(s("path", { d: `M${edge.join("L")}Z`, fill: colour, "fill-opacity": 0.12, stroke: "none", "data-band": one.name }));
+    }
     let d = "";
     let pen = false;
     for (const p of one.points) {
@@ -85,9 +94,10 @@ export function lineChart({ id, title, series, xLabel, yLabel, yMin, yMax, perce
     group.append(s("path", { d, fill: "none", stroke: colour, "stroke-width": 2, "stroke-dasharray": index % 2 ? "6 3" : "none" }));
     for (const p of one.points) {
       if (p.y === null || p.y === undefined) continue;
-      group.append(s("circle", {
-        cx: px(p.x), cy: py(p.y), r: 3.5, fill: colour, "data-x": p.x, "data-y": p.y,
-      }, s("title", {}, `${one.name}, ${xLabel} ${p.x}: ${show(p.y)}`)));
+      const interval = banded(p) ? ` [${show(p.low)}, ${show(p.high)}]` : "";
+      const attrs = { cx: px(p.x), cy: py(p.y), r: 3.5, fill: colour, "data-x": p.x, "data-y": p.y };
+      if (interval) Object.assign(attrs, { "data-low": p.low, "data-high": p.high });
+      group.append(s("circle", attrs, s("title", {}, `${one.name}, ${xLabel} ${p.x}: ${show(p.y)}${interval}`)));
     }
     svg.append(group);
   });
@@ -101,7 +111,8 @@ export function lineChart({ id, title, series, xLabel, yLabel, yMin, yMax, perce
       h("thead", {}, h("tr", {}, h("th", { scope: "col" }, xLabel), series.map((one) => h("th", { scope: "col", className: "num" }, one.name)))),
       h("tbody", {}, xsAll.map((x) => h("tr", {}, h("td", {}, x), series.map((one) => {
         const point = one.points.find((p) => p.x === x);
-        return h("td", { className: "num" }, point && point.y !== null && point.y !== undefined ? show(point.y) : "–");
+        if (!point || point.y === null || point.y === undefined) return h("td", { className: "num" }, "–");
+        return h("td", { className: "num" }, show(point.y), banded(point) ? ` [${show(point.low)}, ${show(point.high)}]` : "");
       })))))));
   return figure;
 }

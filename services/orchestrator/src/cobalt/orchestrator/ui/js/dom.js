@@ -25,8 +25,17 @@ export function append(el, children) {
   return el;
 }
 
+const percent = (v) => `${(100 * v).toFixed(1)}%`;
+const signed = (v) => `${v > 0 ? "+" : v < 0 ? "−" : "±"}${Math.abs(100 * v).toFixed(1)}`;
+
 export const fmt = {
-  rate: (v) => (v === null || v === undefined ? "–" : `${(100 * v).toFixed(1)}%`),
+  rate: (v) => (v === null || v === undefined ? "–" : percent(v)),
+  // A rate and its 95% interval: "66.7% [20.8%, 93.9%]"; "–" where nothing was measured.
+  rateInterval: (v, interval) => (v === null || v === undefined ? "–"
+    : interval ? `${percent(v)} [${percent(interval[0])}, ${percent(interval[1])}]` : percent(v)),
+  // A difference of rates in percentage points, with its interval.
+  difference: (v, interval) => (v === null || v === undefined ? "–"
+    : `${signed(v)} pp${interval ? ` [${signed(interval[0])}, ${signed(interval[1])}]` : ""}`),
   num: (v, digits = 3) =>
     v === null || v === undefined ? "–" : Number.isInteger(v) ? String(v) : v.toFixed(digits),
   date: (v) => (v ? new Date(v).toLocaleString() : "–"),

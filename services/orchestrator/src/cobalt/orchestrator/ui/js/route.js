@@ -10,7 +10,8 @@ export function setQuery(params) {
   const { route } = currentRoute();
   const query = new URLSearchParams();
   for (const [key, value] of Object.entries(params)) if (value !== "" && value !== null && value !== undefined) query.set(key, value);
-  const text = query.toString();
+  // Commas stay readable in the address (lists of ids: ?runs=1,2,3).
+  const text = query.toString().replaceAll("%2C", ",");
   history.replaceState(null, "", `#${route}${text ? `?${text}` : ""}`);
   window.dispatchEvent(new Event("cobalt:query"));
 }

@@ -6,6 +6,8 @@ import { lineChart } from "./chart.js";
 import { setQuery } from "./route.js";
 import { card, fmt, h, labelled, select, sortableTable, badge } from "./dom.js";
 import { comparePicker } from "./compare.js";
+import { exportLinks } from "./api.js";
+import { ids, pickForm, runName, tagBadges } from "./results.js";
 
 const ACTIVE = new Set(["pending", "running"]);
 
@@ -19,20 +21,23 @@ function statusBadge(status) {
   return badge(status, kind);
 }
 
-export async function runsPage() {
+export async function runsPage(query) {
   const runs = await api.runs();
   // Key figures of each run: its stored report (cheap: no program runs).
-  const reports = await Promise.all(runs.map((run) => api.report(run.id, []).catch(() => null)));
+  const reports = await Promise.all(runs.map((run) => api.report(run.id, [], false).catch(() => null)));
   const rows = runs.map((run, i) => {
     const report = reports[i];
     const rates = report?.problems ? report.pass_at_1 : [];
-    return { ...run, ...progress(run), first: rates[0] ?? null, last: rates.at(-1) ?? null, problems: report?.problems ?? 0 };
+    return { ...run, ...progress(run), first: rates?.[0] ?? null, last: rates?.at(-1) ?? null, problems: report?.problems ?? 0 };
   });
+  // Only evaluated runs can be compared (the comparison page says which dataset they share).
+  const evaluated = rows.filter((r) => r.problems > 0);
   const table = sortableTable({
     caption: "Every run, newest first. Pass@1 is on the hidden tests of the problems evaluated so far.",
     initialSort: { key: "id", direction: "descending" },
     columns: [
       { key: "id", label: "Run", numeric: true, render: (r) => h("a", { href: `#/runs/${r.id}` }, `#${r.id}`) },
+      { key: "name", label: "Name", render: (r) => h("span", {}, r.name ? h("span", { className: "run-name" }, r.name) : "–", " ", tagBadges(r.tags)) },
       { key: "status", label: "Status", render: (r) => statusBadge(r.status) },
       { key: "kind", label: "Kind" },
       { key: "dataset", label: "Dataset" },
@@ -62,15 +67,28 @@ export async function runsPage() {
     live: runs.some((run) => ACTIVE.has(run.status)),
     nodes: [
       h("h1", {}, "Runs"),
-      runs.length > 1 ? [h("h2", {}, "Compare two runs"), comparePicker(runs)] : null,
+      evaluated.length > 1 ? [h("h2", {}, "Compare two runs"), comparePicker(evaluated),
+        h("h2", {}, "Several runs side by side"),
+        pickForm({
+          id: "table-runs", legend: "Evaluated runs", items: evaluated, chosen: ids(query.get("pick")),
+          onchange: (picked) => setQuery({ pick: picked.join(",") }),
+          label: (r) => `${runName(r)} ${r.kind} ${r.model} (${r.dataset})`,
+          submit: "Show the table", onsubmit: (picked) => { window.location.hash = `#/table?runs=${picked.join(",")}`; },
+        })] : null,
       runs.length ? table : h("p", {}, "No runs yet: `cobalt run sample ...` starts one."),
     ],
   };
 }
 
+// Pass@1 with its 95% interval (a band); nothing at all for a run not evaluated yet.
 function reportSeries(runId, report, withK) {
+  if (!report.pass_at_1) return [];
   const turns = report.pass_at_1.map((_, t) => t);
-  const series = [{ name: `run #${runId} Pass@1`, points: turns.map((t) => ({ x: t, y: report.pass_at_1[t] })) }];
+  const interval = report.pass_at_1_interval ?? [];
+  const series = [{
+    name: `run #${runId} Pass@1`,
+    points: turns.map((t) => ({ x: t, y: report.pass_at_1[t], low: interval[t]?.[0], high: interval[t]?.[1] })),
+  }];
   if (withK) {
     for (const [k, values] of Object.entries(report.pass_at_k)) {
       series.push({ name: `run #${runId} pass@${k}`, points: values.map((y, t) => ({ x: t, y })) });
@@ -79,12 +97,27 @@ function reportSeries(runId, report, withK) {
   return series;
 }
 
+// Whether `other` shares `run`'s turn 0 and has nothing else: a refine run against the
+// sample run it started from (or the reverse) compares the run with its own turn 0.
+function ownTurnZero(run, other) {
+  return (run.parent_run_id === other.id && !(other.params.turns > 0))
+    || (other.parent_run_id === run.id && !(run.params.turns > 0));
+}
+
 export async function runPage(runId, query) {
   const [run, report, problems, allRuns] = await Promise.all([
     api.run(runId), api.report(runId), api.runProblems(runId), api.runs(),
   ]);
-  const compare = (query.get("compare") ?? "").split(",").filter(Boolean).map(Number).filter((id) => id !== runId);
-  const others = await Promise.all(compare.map((id) => api.report(id, []).catch(() => null)));
+  // Comparable runs: the same dataset, evaluated, and not this run's own turn 0.
+  const candidates = allRuns.filter((r) => r.id !== runId && r.dataset === run.dataset && !ownTurnZero(run, r));
+  // Intervals (a bootstrap each) only for the runs overlaid on the chart.
+  const compareIds = ids(query.get("compare"));
+  const candidateReports = await Promise.all(candidates.map((r) => api.report(r.id, [], compareIds.includes(r.id)).catch(() => null)));
+  const comparable = report.pass_at_1 ? candidates.filter((_, i) => candidateReports[i]?.pass_at_1) : [];
+  const reportOf = new Map(candidates.map((r, i) => [r.id, candidateReports[i]]));
+  const compare = (query.get("compare") ?? "").split(",").filter(Boolean).map(Number)
+    .filter((id) => comparable.some((r) => r.id === id));
+  const others = compare.map((id) => reportOf.get(id));
   const difficulty = query.get("difficulty") ?? "";
   const outcome = query.get("outcome") ?? "";
   const state = { compare, difficulty, outcome };
@@ -109,20 +142,23 @@ export async function runPage(runId, query) {
     })
     : null;
 
-  const pickers = h("fieldset", {}, h("legend", {}, "Overlay other runs"),
-    allRuns.filter((r) => r.id !== runId).map((r) => {
+  const pickers = comparable.length ? h("fieldset", {}, h("legend", {}, "Overlay other evaluated runs of this dataset"),
+    comparable.map((r) => {
       const box = h("input", {
         type: "checkbox", id: `compare-${r.id}`, checked: compare.includes(r.id),
         onchange: (e) => update({ compare: e.target.checked ? [...compare, r.id] : compare.filter((id) => id !== r.id) }),
       });
-      return h("span", {}, box, h("label", { for: `compare-${r.id}` }, ` #${r.id} ${r.kind} ${r.model} `));
-    }));
-  // Problem by problem against another run of the same dataset (this one as run B).
-  const sameDataset = allRuns.filter((r) => r.id !== runId && r.dataset === run.dataset);
-  const compareLinks = sameDataset.length
-    ? h("p", {}, "Which problems this run fixed or broke against: ",
-      sameDataset.map((r, i) => [i ? " · " : "", h("a", { href: `#/compare/${r.id}/${runId}` }, `run #${r.id}`)]))
+      return h("span", {}, box, h("label", { for: `compare-${r.id}` }, ` #${r.id} ${r.name ?? ""} ${r.kind} ${r.model} `));
+    })) : null;
+  // Problem by problem against another comparable run (this one as run B).
+  const compareLinks = comparable.length
+    ? h("p", { id: "compare-links" }, "Which problems this run fixed or broke against: ",
+      comparable.map((r, i) => [i ? " · " : "", h("a", { href: `#/compare/${r.id}/${runId}` }, `run #${r.id}`)]))
     : null;
+  const unevaluated = report.pass_at_1 ? null
+    : h("p", { className: "note", role: "status", "data-testid": "unevaluated-note" },
+      `Not evaluated yet: no problem has hidden-test results, so there is no Pass@1 and nothing to compare. \`${report.unevaluated}\` measures it.`);
+  const intervals = report.pass_at_1_interval ?? [];
 
   const difficulties = [...new Set(problems.items.map((p) => p.difficulty).filter(Boolean))].sort();
   const shown = problems.items.filter((p) =>
@@ -142,8 +178,8 @@ export async function runPage(runId, query) {
       { key: "outcome", label: "Outcome", render: (p) => badge(p.outcome, outcomeKind[p.outcome] ?? "") },
       { key: "samples", label: "Samples", numeric: true },
       { key: "turns", label: "Turns", numeric: true },
-      { key: "hidden_pass_first", label: "Pass turn 0", numeric: true, render: (p) => fmt.rate(p.hidden_pass_first) },
-      { key: "hidden_pass_last", label: "Pass last", numeric: true, render: (p) => fmt.rate(p.hidden_pass_last) },
+      { key: "hidden_pass_first", label: "Pass turn 0 [95%]", numeric: true, render: (p) => fmt.rateInterval(p.hidden_pass_first, p.hidden_pass_first_interval) },
+      { key: "hidden_pass_last", label: "Pass last [95%]", numeric: true, render: (p) => fmt.rateInterval(p.hidden_pass_last, p.hidden_pass_last_interval) },
       { key: "public_pass_last", label: "Public pass last", numeric: true, render: (p) => fmt.rate(p.public_pass_last) },
       { key: "mean_reward", label: "Mean reward", numeric: true, render: (p) => fmt.num(p.mean_reward) },
       { key: "flagged", label: "Flagged", numeric: true, render: (p) => (p.flagged ? badge(String(p.flagged), "warn") : "0") },
@@ -153,15 +189,23 @@ export async function runPage(runId, query) {
   });
   const { done, total } = progress(run);
   return {
-    title: `Run #${runId}`,
+    title: `Run ${runName(run)}`,
     live: ACTIVE.has(run.status),
     nodes: [
-      h("h1", {}, `Run #${runId} `, statusBadge(run.status)),
+      h("h1", {}, `Run ${runName(run)} `, statusBadge(run.status)),
+      run.tags.length || run.notes || run.parent_run_id
+        ? h("div", { className: "run-labels" },
+          tagBadges(run.tags),
+          run.parent_run_id
+            ? h("p", { "data-testid": "parent-run" }, "Continues ", h("a", { href: `#/runs/${run.parent_run_id}` }, `run #${run.parent_run_id}`), " (its turn 0 is that run's)")
+            : null,
+          run.notes ? h("p", { className: "muted", "data-testid": "run-notes" }, run.notes) : null)
+        : null,
       h("div", { className: "cards" },
         card("progress", `${done}/${total}`), card("turns written", String(run.turns_written)),
         card("problems evaluated", String(report.problems)),
-        card("Pass@1 turn 0", fmt.rate(report.problems ? report.pass_at_1[0] : null)),
-        card("Pass@1 last turn", fmt.rate(report.problems ? report.pass_at_1.at(-1) : null)),
+        card("Pass@1 turn 0 [95%]", fmt.rateInterval(report.pass_at_1?.[0], intervals[0])),
+        card("Pass@1 last turn [95%]", fmt.rateInterval(report.pass_at_1?.at(-1), intervals.at(-1))),
         card("failed trajectories", String(report.failed_trajectories))),
       h("p", {}, h("a", { href: `#/runs/${runId}/hacking` }, "Reward-hacking cases of this run"),
         " · ", h("a", { href: `#/runs/${runId}/trajectories` }, "Filter and search its trajectories")),
@@ -171,8 +215,10 @@ export async function runPage(runId, query) {
         started_at: run.started_at, finished_at: run.finished_at, error: run.error,
       }, null, 2))),
       h("h2", {}, "Pass rate by turn"),
-      pickers, chart, rewardChart, compareLinks,
-      h("h2", {}, "Problems"), filters, table,
+      unevaluated, pickers, chart, rewardChart, compareLinks,
+      h("h2", {}, "Problems"), filters,
+      h("p", {}, exportLinks(`/v1/exports/runs/${runId}/problems`, {}, `run-${runId}-problems`)),
+      h("div", { className: "table-scroll" }, table),
     ],
   };
 }

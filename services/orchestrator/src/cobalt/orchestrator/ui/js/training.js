@@ -3,12 +3,28 @@
 // metrics; the groups of a step with every sample, its reward and its advantage; and the
 // job's liveness (a waiting job whose trainer went silent reads "stale", not "running").
 
-import { api } from "./api.js";
+import { api, exportLinks } from "./api.js";
+import { ids, pickForm } from "./results.js";
 import { lineChart } from "./chart.js";
 import { setQuery } from "./route.js";
 import { badge, card, definitionList, fmt, h, labelled, select, sortableTable } from "./dom.js";
 
 const ACTIVE = new Set(["pending", "running"]);
+// The step table's columns, most important first; metrics not named here follow in
+// alphabetical order, and only the first few are shown until "all metrics" is ticked, so
+// the table fits the page.
+const METRIC_ORDER = [
+  "reward_mean", "pass_rate", "solved_fraction", "policy_version", "ppo_kl", "kl_ref", "entropy",
+  "pg_clipfrac", "pg_clipfrac_lower", "grad_norm", "dropped_stale", "max_policy_lag",
+  "generate_seconds", "execute_seconds", "score_seconds", "wait_seconds", "train_seconds",
+  "checkpoint_seconds", "sync_seconds",
+];
+const SHOWN_METRICS = 8;
+
+export function orderedMetrics(names) {
+  const rank = (name) => (METRIC_ORDER.includes(name) ? METRIC_ORDER.indexOf(name) : METRIC_ORDER.length);
+  return [...names].sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
+}
 const CHARTS = [
   ["reward-chart", "Reward and pass rate", "value", ["reward_mean", "pass_rate", "solved_fraction"]],
   ["kl-chart", "KL divergence", "KL", ["ppo_kl", "kl_ref"]],
@@ -28,13 +44,22 @@ function statusBadges(job) {
     badge(`stale: no report${since}`, "warn"));
 }
 
-export async function trainingListPage() {
+export async function trainingListPage(query) {
   const jobs = await api.trainingJobs();
+  const overlay = jobs.items.length > 1
+    ? [h("h2", {}, "Overlay jobs' curves"), pickForm({
+      id: "overlay-jobs", legend: "Jobs to overlay", items: jobs.items, chosen: ids(query.get("pick")),
+      onchange: (picked) => setQuery({ pick: picked.join(",") }),
+      label: (j) => `#${j.id} ${j.name}`, submit: "Overlay",
+      onsubmit: (picked) => { window.location.hash = `#/training/compare?jobs=${picked.join(",")}`; },
+    })]
+    : null;
   return {
     title: "Training",
     live: jobs.items.some((job) => ACTIVE.has(job.status) && job.liveness === "live"),
     nodes: [
       h("h1", {}, "Training jobs"),
+      overlay,
       sortableTable({
         initialSort: { key: "id", direction: "descending" },
         columns: [
@@ -81,7 +106,7 @@ export async function trainingJobPage(jobId, query) {
   const chosen = Number(query.get("step") ?? stepNumbers.at(-1) ?? 0);
   const groups = chosen ? await api.stepGroups(jobId, chosen) : { groups: [] };
   const stepPicker = labelled("Step", select("step-picker",
-    stepNumbers.map((n) => [String(n), `step ${n}`]), String(chosen), (v) => setQuery({ step: v })));
+    stepNumbers.map((n) => [String(n), `step ${n}`]), String(chosen), (v) => setQuery({ step: v, metrics: query.get("metrics") ?? "" })));
   const steps = job.steps.map((s) => ({ ...s.metrics, step: s.step, policy_version: s.policy_version }));
   const charts = CHARTS.map(([id, title, yLabel, keys]) => {
     const present = keys.filter((k) => steps.some((s) => typeof s[k] === "number"));
@@ -92,7 +117,15 @@ export async function trainingJobPage(jobId, query) {
     });
   });
   const last = steps.at(-1) ?? {};
-  const metricNames = [...new Set(steps.flatMap((s) => Object.keys(s)))].filter((k) => k !== "step").sort();
+  const metricNames = orderedMetrics(new Set(steps.flatMap((s) => Object.keys(s)).filter((k) => k !== "step")));
+  const allMetrics = query.get("metrics") === "all";
+  const shownMetrics = allMetrics ? metricNames : metricNames.slice(0, SHOWN_METRICS);
+  const metricsToggle = metricNames.length > SHOWN_METRICS
+    ? h("p", {}, h("input", {
+      type: "checkbox", id: "all-metrics", checked: allMetrics,
+      onchange: (e) => setQuery({ step: String(chosen), metrics: e.target.checked ? "all" : "" }),
+    }), h("label", { for: "all-metrics" }, ` All ${metricNames.length} metrics (the ${SHOWN_METRICS} first by importance are shown)`))
+    : null;
   return {
     title: `Training job ${job.name}`,
     live: ACTIVE.has(job.status) && job.liveness === "live",
@@ -114,12 +147,15 @@ export async function trainingJobPage(jobId, query) {
       h("h2", {}, "Metrics against step"),
       steps.length ? h("div", { className: "grid" }, charts) : h("p", {}, "No step reported yet."),
       h("h2", {}, "Every step"),
-      sortableTable({
+      metricsToggle,
+      h("p", {}, exportLinks(`/v1/exports/training/jobs/${job.id}/metrics`, {}, `training-job-${job.id}-metrics`)),
+      h("div", { className: "table-scroll" }, sortableTable({
+        id: "steps-table",
         initialSort: { key: "step", direction: "ascending" },
         columns: [{ key: "step", label: "step", numeric: true },
-          ...metricNames.map((k) => ({ key: k, label: k.replaceAll("_", " "), numeric: true, render: (s) => fmt.num(s[k]) }))],
+          ...shownMetrics.map((k) => ({ key: k, label: k.replaceAll("_", " "), numeric: true, render: (s) => fmt.num(s[k]) }))],
         rows: steps,
-      }),
+      })),
       h("h2", {}, "Groups of a step"),
       stepNumbers.length
         ? [h("div", { className: "filters" }, stepPicker,

@@ -1,0 +1,293 @@
+"""`cobalt run table/export/label/trajectory`, `cobalt run show --problems` and `cobalt
+train metrics`: results read from the store, as text or as files.
+
+Registered onto `cobalt run` and `cobalt train` by `register_run_commands` and
+`register_train_commands`, so the run and training command modules stay as they are.
+Like every command module, nothing heavy is imported at load time (the store, the
+contracts and numpy are imported by the command that runs).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from cobalt.orchestrator.console import (
+    EXIT_USAGE,
+    JsonOption,
+    echo_json,
+    fail,
+    handled,
+    settings_or_exit,
+    store_context,
+)
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from cobalt.shared.contracts.browse import RunProblemsPublic, TrajectoryDetail
+
+__all__ = ["print_problems", "register_run_commands", "register_train_commands", "write_export"]
+
+EXIT_NOT_EVALUATED = 1
+"""A table or export of runs with no hidden results: the command ran, the figures do not
+exist yet (docs/cli.md)."""
+
+OutOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--out", help="Write a file: CSV or JSON by its suffix (.csv, .json); '-' is stdout."
+    ),
+]
+FormatOption = Annotated[
+    str | None,
+    typer.Option("--format", help="csv or json (default: the --out suffix, else csv)."),
+]
+
+
+def write_export(
+    body: BaseModel, rows: list[dict[str, Any]], out: Path | None, form: str | None
+) -> None:
+    """`body` as JSON or `rows` as CSV, to `out` (or stdout)."""
+    from cobalt.orchestrator.results.exports import to_csv
+
+    chosen = (form or (out.suffix.lstrip(".") if out and str(out) != "-" else "") or "csv").lower()
+    if chosen not in ("csv", "json"):
+        raise fail(EXIT_USAGE, f"--format: csv or json, not {chosen!r} (or name --out *.csv)")
+    text = body.model_dump_json(indent=2) + "\n" if chosen == "json" else to_csv(rows)
+    if out is None or str(out) == "-":
+        sys.stdout.write(text)
+        return
+    if not out.parent.is_dir():
+        raise fail(EXIT_USAGE, f"--out: the folder {out.parent} does not exist")
+    out.write_text(text, encoding="utf-8")
+    typer.echo(f"{chosen.upper()} written to {out}", err=True)
+
+
+def _rate(rate: float | None, interval: tuple[float, float] | None) -> str:
+    from cobalt.orchestrator.analysis.text import rate_text
+
+    return rate_text(rate, interval)
+
+
+def table(
+    runs: Annotated[list[int], typer.Argument(help="The runs, in the table's order.")],
+    out: OutOption = None,
+    form: FormatOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Several runs side by side: Pass@1 at turn 0 and the last turn [95% intervals], per
+    difficulty where the dataset has difficulties. Exits 1 if a run is not evaluated."""
+    from cobalt.orchestrator.results.exports import table_rows
+    from cobalt.orchestrator.results.table import run_table
+
+    store = store_context(settings_or_exit())
+    with handled():
+        result = run_table(store.sessions(), runs)
+    if as_json:
+        echo_json(result.model_dump(mode="json"))
+    elif out is not None or form is not None:
+        write_export(result, table_rows(result), out, form)
+    else:
+        shown = Table(
+            "run", "name", "dataset", "model", "problems x n", "Pass@1 turn 0 [95%]",
+            "Pass@1 last [95%]", *(f"{level} (last)" for level in result.difficulties),
+            title="runs side by side (hidden tests)",
+        )  # fmt: skip
+        for row in result.rows:
+            levels = [row.by_difficulty.get(level) for level in result.difficulties]
+            shown.add_row(
+                f"{row.run.id} ({row.run.kind}, {row.turns} turns)",
+                row.run.name or "-",
+                row.run.dataset,
+                row.run.model,
+                f"{row.problems} x {row.samples}",
+                _rate(row.pass_at_1_first, row.pass_at_1_first_interval),
+                _rate(row.pass_at_1_last, row.pass_at_1_last_interval),
+                *("-" if c is None else f"{_rate(c.pass_at_1, c.interval)} ({c.problems})"
+                  for c in levels),
+            )  # fmt: skip
+        Console().print(shown)
+    missing = [row for row in result.rows if row.unevaluated]
+    for row in missing:
+        typer.echo(f"run {row.run.id} is not evaluated: `{row.unevaluated}` measures it", err=True)
+    if missing:
+        raise typer.Exit(EXIT_NOT_EVALUATED)
+
+
+def export(
+    run_id: Annotated[int, typer.Argument(help="The run.")],
+    out: OutOption = None,
+    form: FormatOption = None,
+) -> None:
+    """A run's per-problem results (pass rates with Wilson intervals) as CSV or JSON."""
+    from cobalt.orchestrator.results.exports import problem_rows
+    from cobalt.orchestrator.runs.browse import run_problems
+
+    store = store_context(settings_or_exit())
+    with handled():
+        problems = run_problems(store.sessions(), run_id)
+    write_export(problems, problem_rows(problems), out, form)
+
+
+def label(
+    run_id: Annotated[int, typer.Argument(help="The run.")],
+    name: Annotated[str | None, typer.Option(help='What to call it ("" clears).')] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", help="Add a tag (repeatable).")] = None,
+    untag: Annotated[
+        list[str] | None, typer.Option("--untag", help="Remove a tag (repeatable).")
+    ] = None,
+    notes: Annotated[str | None, typer.Option(help='Notes on the run ("" clears).')] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Name a run, tag it, write notes on it (shown by list, show, table and the UI)."""
+    from pydantic import ValidationError
+
+    from cobalt.orchestrator.results.labels import label_run
+    from cobalt.orchestrator.runs.service import run_public
+    from cobalt.shared.contracts.results import RunLabels
+    from cobalt.shared.errors import first_validation_error_parts
+
+    try:
+        labels = RunLabels(name=name, add_tags=tag or [], remove_tags=untag or [], notes=notes)
+    except ValidationError as exc:
+        where, message = first_validation_error_parts(exc)
+        option = {"add_tags": "tag", "remove_tags": "untag"}.get(where.split(".")[0], where)
+        raise fail(EXIT_USAGE, f"--{option}: {message}") from exc
+    store = store_context(settings_or_exit())
+    with handled():
+        label_run(store.sessions(), run_id, labels)
+        public = run_public(store.sessions(), run_id)
+    if as_json:
+        echo_json(public.model_dump(mode="json"))
+        return
+    tags = " ".join(f"#{t}" for t in public.tags) or "no tags"
+    typer.echo(f"run {run_id}: {public.name or '(no name)'}, {tags}")
+
+
+def print_problems(problems: RunProblemsPublic, unevaluated: str | None) -> None:
+    """`cobalt run show ID --problems`: one line per problem."""
+    shown = Table(
+        "problem", "difficulty", "outcome", "samples", "turns", "pass turn 0 [95%]",
+        "pass last [95%]", "public last", "reward", "flagged", "failed",
+        title=f"run {problems.run_id}: {problems.total} problems (hidden tests)",
+    )  # fmt: skip
+    for p in problems.items:
+        shown.add_row(
+            p.external_id,
+            p.difficulty or "-",
+            p.outcome.value,
+            str(p.samples),
+            str(p.turns),
+            _rate(p.hidden_pass_first, p.hidden_pass_first_interval),
+            _rate(p.hidden_pass_last, p.hidden_pass_last_interval),
+            _rate(p.public_pass_last, None),
+            "-" if p.mean_reward is None else f"{p.mean_reward:+.3f}",
+            str(p.flagged),
+            str(p.failed),
+        )
+    Console().print(shown)
+    if unevaluated:
+        typer.echo(f"no hidden-test results yet: `{unevaluated}` measures them")
+
+
+def _verdicts(verdicts: list[str] | None, passed: bool | None) -> str:
+    if verdicts is None or passed is None:
+        return "not evaluated"
+    failing = [f"{i + 1}: {v}" for i, v in enumerate(verdicts) if v != "accepted"]
+    head = f"{'pass' if passed else 'fail'} ({len(verdicts) - len(failing)}/{len(verdicts)})"
+    return head + (f", {', '.join(failing[:5])}" if failing else "")
+
+
+def _print_trajectory(trajectory: TrajectoryDetail, *, reasoning: bool) -> None:
+    console = Console(highlight=False, soft_wrap=True)
+    for turn in trajectory.turns:
+        console.rule(f"turn {turn.turn_index}")
+        console.print(f"public tests: {_verdicts(turn.public_verdicts, turn.public_passed)}")
+        console.print(f"hidden tests: {_verdicts(turn.hidden_verdicts, turn.hidden_passed)}")
+        if turn.reward is not None:
+            console.print(
+                f"reward: {turn.reward.total:+.3f} (pass rate {turn.reward.pass_rate:.3f})"
+            )
+        if turn.reasoning:
+            if reasoning:
+                console.print("reasoning:", markup=False)
+                console.print(turn.reasoning, markup=False)
+            else:
+                console.print(f"reasoning: {len(turn.reasoning)} characters (--reasoning shows it)")
+        if turn.diff == "":
+            console.print("program: the same as the previous turn's", markup=False)
+        elif turn.diff:
+            console.print("change from the previous turn:", markup=False)
+            console.print(turn.diff.rstrip("\n"), markup=False)
+        elif turn.code is not None:
+            console.print("program:", markup=False)
+            console.print(turn.code.rstrip("\n"), markup=False)
+        else:
+            console.print("no program in the answer:", markup=False)
+            console.print(turn.answer, markup=False)
+        if turn.feedback:
+            console.print("feedback shown to the model next:", markup=False)
+            console.print(turn.feedback.rstrip("\n"), markup=False)
+
+
+def trajectory(
+    run_id: Annotated[int, typer.Argument(help="The run.")],
+    problem: Annotated[str, typer.Argument(help="The problem's id (`run show ID --problems`).")],
+    sample: Annotated[int, typer.Option(help="Which of its n samples.")] = 0,
+    reasoning: Annotated[bool, typer.Option("--reasoning", help="Print the reasoning.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """One trajectory turn by turn: verdicts, reward, program (then its diff), feedback."""
+    from cobalt.orchestrator.runs.browse import run_problem_detail
+
+    store = store_context(settings_or_exit())
+    with handled():
+        detail = run_problem_detail(store.sessions(), run_id, problem)
+    found = [t for t in detail.trajectories if t.sample_index == sample]
+    if not found:
+        samples = ", ".join(str(t.sample_index) for t in detail.trajectories) or "none"
+        raise fail(
+            EXIT_USAGE, f"--sample {sample}: {problem} has samples {samples} in run {run_id}"
+        )
+    if as_json:
+        echo_json(found[0].model_dump(mode="json"))
+        return
+    chosen = found[0]
+    typer.echo(
+        f"run {run_id}, {problem} ({detail.difficulty or 'no difficulty'}), sample {sample}: "
+        f"{chosen.status}, {len(chosen.turns)} turns"
+        + (f"; error: {chosen.error}" if chosen.error else "")
+    )
+    _print_trajectory(chosen, reasoning=reasoning)
+
+
+def export_job(
+    job_id: Annotated[int, typer.Argument(help="The training job.")],
+    out: OutOption = None,
+    form: FormatOption = None,
+) -> None:
+    """A training job's step metrics, one row per step, as CSV or JSON."""
+    from cobalt.orchestrator.results.exports import job_metric_rows
+    from cobalt.orchestrator.training.service import job_public
+
+    store = store_context(settings_or_exit())
+    with handled():
+        job = job_public(store.sessions(), job_id)
+    write_export(job, job_metric_rows(job), out, form)
+
+
+def register_run_commands(app: typer.Typer) -> None:
+    app.command("table")(table)
+    app.command("export")(export)
+    app.command("label")(label)
+    app.command("trajectory")(trajectory)
+
+
+def register_train_commands(app: typer.Typer) -> None:
+    app.command("metrics")(export_job)
