@@ -73,11 +73,13 @@ class Readiness:
 
     def state(self) -> tuple[ReadyState, str]:
         """The state and a sentence saying why; no work is done here."""
-        if self._broken is not None:
-            return ReadyState.BROKEN, self._broken
+        # Retired slots first: the most specific reason, and a canary run meanwhile would
+        # otherwise hide it behind its own verdict.
         working, total = self._slots_working()
         if working < total * MIN_WORKING_SHARE or working == 0:
             return ReadyState.BROKEN, f"only {working} of {total} sandbox slots work"
+        if self._broken is not None:
+            return ReadyState.BROKEN, self._broken
         if self._healthy_at is None:
             return ReadyState.STARTING, "the first canary has not passed yet"
         if self._busy():
