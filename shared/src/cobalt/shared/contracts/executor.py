@@ -24,7 +24,9 @@ __all__ = [
     "Limits",
     "MAX_LIMIT_SETTINGS",
     "MaxLimits",
+    "ProgramTest",
     "REFERENCE_WALL_S",
+    "RETURNED_MAX_CHARS",
     "RunCodeRequest",
     "RunCodeResponse",
     "RunCodeResult",
@@ -141,7 +143,22 @@ class CallTest(BaseModel):
         return self
 
 
-TestCase = Annotated[StdinTest | CallTest, Field(union_mode="left_to_right")]
+class ProgramTest(BaseModel):
+    """A test that is a checking program: `check` must run to its end without an exception.
+
+    `check` calls the program's functions by name (HumanEval's `check(candidate)` ends in
+    `check(entry_point)`). The executor runs the program and the check in two processes:
+    the check's calls cross to the program as serialised values, so nothing the program
+    does can reach the check or forge its verdict (docs/executor.md, "Check tests").
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    __test__ = False
+
+    check: str = Field(min_length=1, max_length=MAX_CODE_CHARS)
+
+
+TestCase = Annotated[StdinTest | CallTest | ProgramTest, Field(union_mode="left_to_right")]
 
 
 class Limits(BaseModel):
@@ -254,6 +271,10 @@ class ExecuteRequest(BaseModel):
     )
 
 
+RETURNED_MAX_CHARS = 4096
+"""Largest `TestResult.returned`, as JSON text; a larger value is left out (None)."""
+
+
 class TestResult(BaseModel):
     """The verdict and evidence for one test."""
 
@@ -268,6 +289,14 @@ class TestResult(BaseModel):
     cpu_ms: float = 0.0
     max_rss_kb: int = 0
     feedback: str = ""
+    returned: Any = Field(
+        default=None,
+        description="what a call test's function returned, as JSON (a program test: the "
+        "last call of its check); tuples as lists, and a value with no JSON form (a set, a "
+        "dict with non-string keys, a Decimal, an object) as its Python text; null when "
+        "nothing was returned or the JSON text is over RETURNED_MAX_CHARS (absent from "
+        "executors before 2026-11)",
+    )
 
 
 class ExecuteResponse(BaseModel):
