@@ -202,3 +202,55 @@ def test_broken_variants_fail_the_first_call_test(executor_client: TestClient) -
         assert verdicts == ["wrong_answer"] + ["skipped"] * (len(verdicts) - 1), task_id
         entry_point = CONVERTED[task_id][0]["fn_name"]
         assert f"Call:\n{entry_point}(" in response["results"][0]["feedback"], task_id
+
+
+# --- program tests: the check in a process of its own (issue 31) ---------------------------
+
+
+def _program_test_request(problem: Problem, solution: str) -> dict[str, Any]:
+    check = problem.test + f"\ncheck({problem.entry_point})\n"
+    return {
+        "code": solution,
+        "tests": [{"check": check}],
+        "compare": "humaneval",
+        "limits": LIMITS,
+    }
+
+
+@pytest.fixture(scope="module")
+def program_test_runs(executor_client: TestClient) -> list[CheckRun]:
+    """Every problem's canonical and broken solution against its whole `check`, run as a
+    program test: the check calls the solution across processes."""
+    runs: list[CheckRun] = []
+    for chunk in _chunks(PROBLEMS, PROGRAMS_PER_BATCH):
+        requests = []
+        for problem in chunk:
+            requests.append(_program_test_request(problem, problem.solution))
+            requests.append(_program_test_request(problem, problem.broken_solution))
+        results = _post_batch(executor_client, requests)
+        for i, problem in enumerate(chunk):
+            canonical, broken = results[2 * i]["results"][0], results[2 * i + 1]["results"][0]
+            runs.append(CheckRun(problem, canonical, broken))
+    return runs
+
+
+def test_every_canonical_solution_passes_its_check_across_processes(
+    program_test_runs: list[CheckRun],
+) -> None:
+    failed = {
+        run.problem.task_id: run.canonical["feedback"][-300:]
+        for run in program_test_runs
+        if run.canonical["verdict"] != "accepted"
+    }
+    assert not failed, failed
+
+
+def test_every_broken_solution_fails_its_check_on_an_assert(
+    program_test_runs: list[CheckRun],
+) -> None:
+    wrong = {
+        run.problem.task_id: (run.broken["verdict"], run.broken["feedback"][-300:])
+        for run in program_test_runs
+        if run.broken["verdict"] != "wrong_answer" or "Failed check" not in run.broken["feedback"]
+    }
+    assert not wrong, wrong

