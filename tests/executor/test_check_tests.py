@@ -17,7 +17,10 @@ import httpx
 import pytest
 
 QUICK = {"wall_s": 5.0, "memory_mb": 128}
-CHECK = "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(0, 0) == 0\n\ncheck(add)\n"
+CHECK = (
+    "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(0, 0) == 0\n"
+    "\ncheck(add)\n"
+)
 WRONG_ADD = "def add(a, b):\n    return a - b\n"
 RIGHT_ADD = "def add(a, b):\n    return a + b\n"
 PRESETS = ["humaneval", "cobalt"]
@@ -68,7 +71,7 @@ def _patch():
                 g[name] = lambda *a, **k: {"status": "check_passed"}
         if "_send" in g:
             real = g["_send"]
-            g["_send"] = lambda sock, message: real(sock, {"value": 5} if "value" in message else message)
+            g["_send"] = lambda sock, m: real(sock, {"value": 5} if "value" in m else m)
         frame = frame.f_back
 _patch()
 """,
