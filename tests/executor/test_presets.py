@@ -214,6 +214,23 @@ LCB_CASES = [
         "f",
     ),  # fmt: skip
     LcbCase(
+        "state kept on self between tests",
+        "class Solution:\n  def f(self, a):\n    self.n = getattr(self, 'n', 0) + 1\n"
+        "    return a + self.n - 1",
+        [("1", "1"), ("2", "2"), ("3", "3")],
+        False,  # LiveCodeBench calls one Solution() for all of a problem's tests
+        True,
+        "f",
+    ),  # fmt: skip
+    LcbCase(
+        "state kept in a global between tests",
+        "seen = []\ndef f(a):\n  seen.append(a)\n  return len(seen)",
+        [("5", "1"), ("6", "1")],
+        False,
+        True,
+        "f",
+    ),  # fmt: skip
+    LcbCase(
         "second test wrong",
         "class Solution:\n  def f(self, a):\n    return 1",
         [("1", "1"), ("2", "2")],

