@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 from cobalt.executor.compare import outputs_match, python_equal, render_typed, values_match
 from cobalt.executor.judge import judge
 from cobalt.executor.sandbox import RawRun, SandboxJob
+from cobalt.executor.service import cap_response
 from cobalt.executor.values import LargeInt, dumps_value, loads_returned, loads_value
-from cobalt.shared.contracts import CallTest, Compare, Verdict
+from cobalt.shared.contracts import CallTest, Compare, ExecuteResponse, TestResult, Verdict
 
 HOSTILE_DECIMALS = [
     "1E+7000000", "-1E-7000000", "sNaN", "-sNaN", "NaN", "Infinity", "-Infinity",
@@ -248,3 +249,12 @@ def test_returned_values_come_back_as_json(executor_http: httpx.Client) -> None:
     assert result["returned"] == "{1: <a set object>}"
     result = _call(executor_http, "def f():\n    return 'x' * 10000\n", "x", "cobalt")
     assert result["returned"] is None  # over RETURNED_MAX_CHARS
+
+
+def test_returned_values_count_towards_the_response_cap() -> None:
+    result = TestResult(verdict=Verdict.WRONG_ANSWER, returned="x" * 4000)
+    response = ExecuteResponse(
+        results=[result] * 100, passed=0, total=100, pass_rate=0.0, executor_version="test"
+    )
+    assert all(r.returned is None for r in cap_response(response, 100_000).results)
+    assert cap_response(response, 1_000_000).results[0].returned == "x" * 4000

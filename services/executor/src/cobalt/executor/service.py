@@ -416,17 +416,20 @@ def cap_response(response: ExecuteResponse, max_chars: int) -> ExecuteResponse:
     """
 
     def size(result: TestResult) -> int:
-        return len(result.stdout) + len(result.stderr) + len(result.feedback)
+        returned = 0 if result.returned is None else len(dumps_value(result.returned))
+        return len(result.stdout) + len(result.stderr) + len(result.feedback) + returned
 
     if sum(size(r) for r in response.results) <= max_chars:
         return response
     share = max(max_chars // (3 * len(response.results)), 0)
+    # Over the cap, returned values go first (the feedback still shows them, truncated).
     results = [
         r.model_copy(
             update={
                 "stdout": truncate_middle(r.stdout, share),
                 "stderr": truncate_middle(r.stderr, share),
                 "feedback": truncate_middle(r.feedback, share),
+                "returned": None,
             }
         )
         for r in response.results
