@@ -1,10 +1,10 @@
 """In-sandbox harness of a check test: the check runs where the program cannot reach it.
 
 Like `_zygote.py`, this file is never imported by the server: its text (after the text of
-`_preset_harness.py`, whose helpers it uses) is written into the zygote's program, which
-runs it once at start-up; for each check test the test process calls `run_check(code,
-command)` and writes the record it returns, tagged with the test's nonce, to the record
-pipe.
+`_preset_harness.py`, whose helpers it uses; compiled by the server, see
+`presets.checker_payload`) comes with each check test; the zygote's test process runs it,
+calls `run_check(code, command)` and writes the record it returns, tagged with the test's
+nonce, to the record pipe.
 
 A check (HumanEval's `check(candidate)`, a stored `ProgramTest`) is test code that calls
 the program. Run in the program's own interpreter, its verdict is the program's to forge:

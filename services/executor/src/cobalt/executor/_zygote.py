@@ -46,6 +46,7 @@ import heapq  # noqa: F401
 import io
 import itertools  # noqa: F401
 import json
+import marshal
 import math  # noqa: F401
 import operator  # noqa: F401
 import os
@@ -80,10 +81,6 @@ WARM_UP_AFTER_IDLE_S = 0.005
 MEMORY_POLL_MS = 50
 """How often a running test's total memory (all its processes) is checked."""
 PR_SET_DUMPABLE = 4
-CHECKER_SOURCE = ""
-"""The check harness (presets.CHECKER_PROGRAM), written into this text by the server (see
-sandbox.py); run once at start-up, so that a check test's process pays nothing for it."""
-CHECKER: dict[str, Any] = {"__name__": "cobalt_checker", "__builtins__": builtins}
 
 
 def _send(ctl: socket.socket, payload: dict[str, Any]) -> None:
@@ -441,8 +438,15 @@ def _run_child(fds: list[int], channel: socket.socket) -> NoReturn:
                     record = {"status": "returned"}
         elif command["mode"] == "check":
             # A check test: the check runs in this process and the program in a child that
-            # cannot reach it (_check_harness.py); the record is the check's.
-            record = CHECKER["run_check"](code, command)
+            # cannot reach it (_check_harness.py, compiled by the server when its Python is
+            # ours: compiling it here would cost more than the test); the record is the check's.
+            checker: dict[str, Any] = {"__name__": "cobalt_checker", "__builtins__": builtins}
+            if "checker_code" in command:
+                program = marshal.loads(bytes.fromhex(command["checker_code"]))
+            else:
+                program = compile(command["checker_source"], "<checker>", "exec")
+            exec(program, checker)
+            record = checker["run_check"](code, command)
         else:
             exec(
                 code, {"__name__": "__main__", "__file__": "solution.py", "__builtins__": builtins}
@@ -809,8 +813,6 @@ def main() -> None:
         WORKDIR = os.path.join(sys.argv[3], "run")
         KILL_ALL = sys.argv[4] == "dedicated-uid"
     TEST_FILTER = bytes.fromhex(sys.argv[2])
-    if CHECKER_SOURCE:
-        exec(compile(CHECKER_SOURCE, "<checker>", "exec"), CHECKER)
     ctl = socket.socket(fileno=int(sys.argv[1]))
     ctl_fd = fcntl.fcntl(ctl.fileno(), fcntl.F_DUPFD_CLOEXEC, 50)
     ctl.close()

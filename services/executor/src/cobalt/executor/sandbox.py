@@ -36,7 +36,7 @@ from typing import Any, Literal
 from cobalt.executor.cgroups import CgroupMode, SlotCgroup
 from cobalt.executor.errors import SandboxUnavailable
 from cobalt.executor.interpreter import Interpreter
-from cobalt.executor.presets import CHECKER_PROGRAM
+from cobalt.executor.presets import checker_payload
 from cobalt.executor.seccomp import seccomp_memfd
 from cobalt.executor.streams import JobPipes, JobStreams
 from cobalt.executor.values import dumps_value
@@ -52,12 +52,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-ZYGOTE_SOURCE = (
-    (Path(__file__).parent / "_zygote.py")
-    .read_text()
-    .replace('\nCHECKER_SOURCE = ""\n', f"\nCHECKER_SOURCE = {CHECKER_PROGRAM!r}\n", 1)
-)
-"""The zygote's program, the check harness written in (compiled once per jail)."""
+ZYGOTE_SOURCE = (Path(__file__).parent / "_zygote.py").read_text()
 CONTROL_FD = 3
 """File descriptor number of the control socket inside the sandbox."""
 SECCOMP_FD = 4
@@ -456,6 +451,7 @@ class SandboxSlot:
                 "args": job.args,
                 "kwargs": job.kwargs,
                 "preset": job.preset,
+                **(checker_payload(self.interpreter.version) if job.mode == "check" else {}),
                 "limits": {
                     "cpu_s": max(1, int(job.cpu_s + 0.999)),
                     "memory_bytes": job.memory_mb << 20,
