@@ -281,3 +281,21 @@ def test_a_check_uses_the_program_modules_but_no_alias_of_its_choosing(
     aliased = "import unittest.mock as math\nimport unittest.mock as operator\n" + WRONG_ADD
     result = _check(executor_http, aliased, MODULE_CHECK, preset)
     assert result["verdict"] == "runtime_error" and "no function 'math'" in result["feedback"]
+
+
+@pytest.mark.parametrize("preset", ["humaneval", "lcb", "cobalt"])
+def test_call_tests_under_every_preset_name_a_missing_function_and_quote_the_source(
+    executor_http: httpx.Client, preset: str
+) -> None:
+    # Not `add`: under lcb, LiveCodeBench's pre-imports bind operator.add to that name.
+    call = {"fn_name": "combine", "args": [1, 0], "expected": 1}
+    body = {"code": "def plus(a, b):\n    return a + b\n", "tests": [call], "compare": preset}
+    missing = _post(executor_http, {**body, "limits": QUICK})[0]
+    assert missing["verdict"] == "runtime_error"
+    assert "no function 'combine'" in missing["feedback"], missing["feedback"]
+    assert "KeyError" not in missing["feedback"] and "Traceback" not in missing["feedback"]
+    body["code"] = "def combine(a, b):\n    return a / b\n"
+    raised = _post(executor_http, {**body, "limits": QUICK})[0]
+    assert raised["verdict"] == "runtime_error"
+    assert "return a / b" in raised["feedback"], raised["feedback"]
+    assert "ZeroDivisionError" in raised["feedback"]

@@ -33,6 +33,7 @@ import decimal
 import fractions
 import io
 import json
+import linecache
 import os
 import signal
 import socket
@@ -207,9 +208,11 @@ def _failure(exc: BaseException) -> dict[str, Any]:
     }
 
 
-def _program_main(code: Any, preset: str, sock: socket.socket) -> NoReturn:
+def _program_main(code: Any, preset: str, sock: socket.socket, source: str) -> NoReturn:
     """The program's process: run it, report its names, answer calls until the socket ends."""
     try:
+        lines = source.splitlines(True)
+        linecache.cache["solution.py"] = (len(source), None, lines, "solution.py")  # quoted
         namespace = _program_namespace(preset)
         if preset == "humaneval":
             _reliability_guard(None)
@@ -474,7 +477,7 @@ def run_check(code: Any, command: dict[str, Any]) -> dict[str, Any]:
             sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)))
         except BaseException:
             os._exit(125)
-        _program_main(code, str(command.get("preset", "")), program_end)
+        _program_main(code, str(command.get("preset", "")), program_end, str(command["code"]))
     program_end.close()
     # Imports here (the check's own, a module the program imported) come from the read-only
     # standard library only: the working directory is the program's to write.

@@ -45,6 +45,7 @@ import ast
 import builtins
 import io
 import json
+import linecache
 import os
 import sys
 import traceback
@@ -115,6 +116,8 @@ def _fail(exc: BaseException) -> NoReturn:
     if isinstance(exc, MemoryError):
         raise exc  # the zygote reports memory failures itself
     harness = globals()
+    lines = _SOURCE.splitlines(True)
+    linecache.cache["solution.py"] = (len(_SOURCE), None, lines, "solution.py")  # quoted
     tb = exc.__traceback__
     while tb is not None and (
         tb.tb_frame.f_globals is harness or tb.tb_frame.f_code.co_filename != "solution.py"
@@ -254,7 +257,9 @@ def _lcb_call(fn_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> An
     _refuse_future_imports(tree)
     exec(compile(tree, "solution.py", "exec"), module.__dict__)
     target = module.Solution() if "class Solution" in _SOURCE else module
-    method = getattr(target, fn_name)
+    method = getattr(target, fn_name, None)
+    if method is None:
+        _missing(fn_name)
     for prior_args, prior_kwargs in json.loads(_PRIOR):
         method(*prior_args, **prior_kwargs)
     value = method(*args, **kwargs)
@@ -308,9 +313,17 @@ def _humaneval_call(fn_name: str, args: tuple[Any, ...], kwargs: dict[str, Any])
 
     def run() -> Any:
         exec(compile(_SOURCE, "solution.py", "exec"), namespace)
+        if fn_name not in namespace:
+            _missing(fn_name)
         return namespace[fn_name](*args, **kwargs)
 
     return _swallowed(run)
+
+
+def _missing(fn_name: str) -> NoReturn:
+    """End the test as the default preset words it (not a KeyError from the harness)."""
+    os.write(2, f"no function {fn_name!r}\n".encode())  # stderr itself may be swallowed
+    os._exit(1)
 
 
 # --- returned values, typed -------------------------------------------------------------

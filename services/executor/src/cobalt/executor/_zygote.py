@@ -46,6 +46,7 @@ import heapq  # noqa: F401
 import io
 import itertools  # noqa: F401
 import json
+import linecache
 import marshal
 import math  # noqa: F401
 import operator  # noqa: F401
@@ -259,6 +260,11 @@ def _reset_signals() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
+def show_source(source: str) -> None:
+    """Let tracebacks quote the lines of `source` (compiled as "solution.py", no file)."""
+    linecache.cache["solution.py"] = (len(source), None, source.splitlines(True), "solution.py")
+
+
 def _user_traceback(exc: BaseException) -> str:
     # Drop the harness's own frames so the program sees a traceback of its code only.
     tb = exc.__traceback__
@@ -456,6 +462,7 @@ def _run_child(fds: list[int], channel: socket.socket) -> NoReturn:
     except MemoryError as exc:
         os.write(RECORD_FD, memory_record)
         try:
+            show_source(command["code"])
             sys.stderr.write(_user_traceback(exc))
             sys.stderr.flush()
         except BaseException:
@@ -474,6 +481,7 @@ def _run_child(fds: list[int], channel: socket.socket) -> NoReturn:
         record = {"status": "exit", "code": status}
     except BaseException as exc:
         try:
+            show_source(command["code"])
             sys.stderr.write(_user_traceback(exc))
         except BaseException:
             pass
