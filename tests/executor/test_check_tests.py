@@ -299,3 +299,21 @@ def test_call_tests_under_every_preset_name_a_missing_function_and_quote_the_sou
     assert raised["verdict"] == "runtime_error"
     assert "return a / b" in raised["feedback"], raised["feedback"]
     assert "ZeroDivisionError" in raised["feedback"]
+
+
+@pytest.mark.parametrize("what", ["fd", "mem", "environ"])
+def test_the_check_process_is_out_of_the_programs_reach_through_proc(
+    executor_http: httpx.Client, what: str
+) -> None:
+    # A right `add` that first opens the check process's /proc entry: it passes only if
+    # the program could reach the check process's fds or memory, so it must not pass.
+    code = (
+        "import os\n"
+        "def add(a, b):\n"
+        f"    path = f'/proc/{{os.getppid()}}/{what}'\n"
+        "    os.listdir(path) if os.path.isdir(path) else open(path, 'rb').close()\n"
+        "    return a + b\n"
+    )
+    result = _check(executor_http, code, compare="cobalt")
+    assert result["verdict"] == "runtime_error", result
+    assert "PermissionError" in result["feedback"], result["feedback"]
