@@ -133,7 +133,7 @@ def nonroot_executor(log: Path, cgroups: list[Path] | None = None, **env: str) -
         "PATH": "/usr/bin:/bin",
         "COBALT_EXECUTOR_PORT": str(port),
         "COBALT_EXECUTOR_SLOTS": "2",
-        # A worktree's sources ahead of the venv's editable install (wt.sh sets it).
+        # A worktree's sources put ahead of the venv's editable install (as for this process).
         **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}),
         **env,
     }

@@ -24,7 +24,11 @@ reports; nothing the program prints on stdout can pass for a record.
 The zygote never runs untrusted code itself, marks itself non-dumpable (so processes of
 the same uid cannot read or write its memory or fds through /proc), and after each test
 kills every other process in its PID namespace and wipes the writable directories, so
-no test can see or influence the next one.
+no test can see or influence the next one. In a jail, "wiped" means replaced: the
+writable tmpfs mounts are unmounted and fresh ones mounted in their place, so nothing a
+test did to them (files, ACLs, xattrs, times, modes, the inode counter) survives it.
+The zygote then forks the next test's process; when it hands a test to that process it
+says {"event": "running", "id": N}, and the server starts the test's clock only then.
 """
 
 # Modules solutions commonly use, imported once here so that forked tests pay nothing.
@@ -38,6 +42,7 @@ import copy  # noqa: F401
 import ctypes
 import datetime  # noqa: F401
 import decimal  # noqa: F401
+import errno
 import fcntl
 import fractions  # noqa: F401
 import functools  # noqa: F401
@@ -60,6 +65,7 @@ import signal
 import socket
 import statistics  # noqa: F401
 import string  # noqa: F401
+import struct
 import subprocess  # noqa: F401
 import sys
 import threading
@@ -69,8 +75,9 @@ import typing
 from typing import Any, NoReturn
 
 WRITABLE_DIRS: tuple[str, ...] = ("/tmp", "/dev/shm")
-"""What tests may write, wiped after each test. Without a jail (unsafe mode) this is the
-private directory the server made for the slot, never the host's /tmp."""
+"""What tests may write: tmpfs mounts replaced after each test. Without a jail (unsafe
+mode) this is the private directory the server made for the slot, never the host's /tmp,
+and it is wiped instead."""
 WORKDIR = "/tmp/run"
 HIGH_FD = 100
 RECORD_FD = 3
@@ -101,7 +108,11 @@ class _CapData(ctypes.Structure):
 
 
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
+CAP_SYS_ADMIN = 21
 CAP_CHECKPOINT_RESTORE = 40
+MS_NOSUID = 2
+MS_NODEV = 4
+MNT_DETACH = 2
 PID_COUNTER = "/proc/sys/kernel/ns_last_pid"
 PID_COUNTER_FD = -1
 """The jail's pid counter, open for writing (bwrap mode only; -1 otherwise)."""
@@ -131,12 +142,14 @@ def _lock_jail_namespaces() -> None:
     So instead: no process of the jail's user namespace may create another (the limit is
     per namespace, and raising it again needs CAP_SYS_RESOURCE, which we drop here; tests
     never had it), and the seccomp filter denies unshare and clone with namespace flags
-    on top. What stays is CAP_CHECKPOINT_RESTORE, to reset the pid counter.
+    on top. What stays is CAP_CHECKPOINT_RESTORE, to reset the pid counter, and
+    CAP_SYS_ADMIN, to replace the jail's own tmpfs mounts after each test (the jail's
+    seccomp filter allows only that mount call; see seccomp.py).
     """
     global PID_COUNTER_FD
     with open(USER_NAMESPACE_LIMIT, "w") as limit:
         limit.write("0")
-    _keep_capabilities(CAP_CHECKPOINT_RESTORE)
+    _keep_capabilities(CAP_CHECKPOINT_RESTORE, CAP_SYS_ADMIN)
     fd = os.open(PID_COUNTER, os.O_WRONLY | os.O_CLOEXEC)
     PID_COUNTER_FD = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 60)
     os.close(fd)
@@ -239,18 +252,67 @@ TEST_FILTER = b""
 right after its own setsid, before it waits for its test."""
 
 
-def _install_test_filter(program: bytes) -> None:
+SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}.get(os.uname().machine, -1)
+SECCOMP_SET_MODE_FILTER = 1
+SECCOMP_FILTER_FLAG_NEW_LISTENER = 8
+SECCOMP_IOCTL_NOTIF_RECV = 0xC0502100
+SECCOMP_IOCTL_NOTIF_SEND = 0xC0182101
+SECCOMP_USER_NOTIF_FLAG_CONTINUE = 1
+NOTIF_BYTES = 80
+"""sizeof(struct seccomp_notif): id, pid, flags, then struct seccomp_data."""
+
+
+def _install_test_filter(program: bytes) -> int:
     """Stack the server's per-test seccomp filter (no setsid, no inotify) on this process.
 
     The jail's filter must allow what the zygote itself does (setsid for each test); this
-    one covers only the test and what it starts. No-new-privs is already set.
+    one covers only the test and what it starts. No-new-privs is already set. Returns the
+    filter's notification fd (-1 without one): where slots share one uid the filter asks
+    whoever holds it before each pipe the test creates (see `_answer_pipe_request`).
     """
     if not program:
-        return
+        return -1
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(len(program) // 8, ctypes.addressof(buffer))
-    if _LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+    if SYS_SECCOMP < 0:
+        if _LIBC.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "installing the test's seccomp filter failed")
+        return -1
+    listener = _LIBC.syscall(
+        SYS_SECCOMP,
+        SECCOMP_SET_MODE_FILTER,
+        SECCOMP_FILTER_FLAG_NEW_LISTENER,
+        ctypes.byref(fprog),
+    )
+    if listener < 0:
         raise OSError(ctypes.get_errno(), "installing the test's seccomp filter failed")
+    return int(listener)
+
+
+def _answer_pipe_request(listener: int, budget: int, created: int) -> int:
+    """Answer one test process waiting to create a pipe; returns the pipes created so far.
+
+    Slots that share a host uid share its pipe quota (`fs.pipe-user-pages-soft`): past it,
+    every new pipe of that uid, a neighbour's included, holds 8 KiB instead of 64. So a
+    test may create at most `budget` pipes (the server's share of the quota per slot;
+    none may grow past 64 KiB), and the next fails with EMFILE, as if out of descriptors.
+    Counting creations, not live pipes, keeps the verdict independent of timing.
+    """
+    notification = bytearray(NOTIF_BYTES)
+    try:
+        fcntl.ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, notification, True)
+    except OSError:
+        return created  # the caller died meanwhile
+    request_id = int.from_bytes(notification[:8], "little")
+    allowed = budget <= 0 or created < budget
+    error = 0 if allowed else -errno.EMFILE
+    flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE if allowed else 0
+    reply = bytearray(struct.pack("=QqiI", request_id, 0, error, flags))
+    try:
+        fcntl.ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, reply, True)
+    except OSError:
+        pass  # the caller died meanwhile
+    return created + 1 if allowed else created
 
 
 def _reset_signals() -> None:
@@ -310,7 +372,7 @@ def _stdio(fd: int, mode: str) -> io.TextIOWrapper:
 WARM_UP_PROGRAM = "values = [int(x) + 1 for x in '1 2 3'.split()]\nprint(*values)\n"
 
 
-def _warm_up(channel: socket.socket) -> None:
+def _warm_up(channel: socket.socket, read_end: int, write_end: int) -> None:
     """Walk the per-test code path once on dummy data before the real test arrives.
 
     A forked child pays a copy-on-write fault for every page it first writes to, and in
@@ -320,12 +382,11 @@ def _warm_up(channel: socket.socket) -> None:
     a test first, and warm up only if none came.
     """
     if _test_waiting(channel, WARM_UP_AFTER_IDLE_S):
-        return
+        return  # the pipe is closed with every other stray fd as the test starts
     sample = {"nonce": "0" * 32, "mode": "stdin", "code": WARM_UP_PROGRAM, "args": [1, "a"]}
     command = json.loads(json.dumps(sample))
     if _test_waiting(channel):
         return
-    read_end, write_end = os.pipe()
     try:
         saved, sys.stdout = sys.stdout, _stdio(write_end, "w")
         try:
@@ -358,12 +419,18 @@ def _spare_main(channel: socket.socket) -> NoReturn:
         os.setsid()
         # While waiting, off the test's critical path: the spare becomes the test.
         _prefer_for_oom_kill()
-        _install_test_filter(TEST_FILTER)
+        # Made before the filter: a pipe made after it waits for the zygote's answer,
+        # and the zygote answers only while a test runs.
+        warm_up_pipe = os.pipe()
+        listener = _install_test_filter(TEST_FILTER)
+        socket.send_fds(channel, [b"listener"], [listener] if listener >= 0 else [])
+        if listener >= 0:
+            os.close(listener)
         _reset_signals()
         if hasattr(sys, "set_int_max_str_digits"):
             sys.set_int_max_str_digits(0)
         os.chdir(WORKDIR)
-        _warm_up(channel)
+        _warm_up(channel, *warm_up_pipe)
         message, fds, _, _ = socket.recv_fds(channel, 64, 8)
         if not message or len(fds) != 5:
             os._exit(0)
@@ -595,9 +662,12 @@ def _wipe(root: str) -> bool:
 
 WRITABLE_MODES: dict[str, int] = {}
 """The permission bits of each writable dir as the jail started (a test may chmod them)."""
+TMPFS_BYTES: dict[str, int] = {}
+"""The size of each writable tmpfs as bubblewrap made it."""
 
 
 def _wipe_writable_dirs() -> bool:
+    """Unsafe mode: empty the slot's private directory (no mount to replace)."""
     try:
         for path in WRITABLE_DIRS:
             os.chmod(path, WRITABLE_MODES.get(path, 0o755))
@@ -606,6 +676,32 @@ def _wipe_writable_dirs() -> bool:
     except OSError:
         return False  # the jail is retired and replaced
     return clean
+
+
+def _fresh_tmpfs(path: str) -> None:
+    """Put a new, empty tmpfs on `path` in place of the one there (jail mode only).
+
+    Whatever a test changed on the old one (default ACLs, xattrs, times, owner, mode, the
+    inode numbers it handed out) goes with it; the kernel frees its files as it unmounts.
+    """
+    if _LIBC.umount2(path.encode(), MNT_DETACH) != 0:
+        raise OSError(ctypes.get_errno(), f"umount {path} failed")
+    options = f"size={TMPFS_BYTES[path]},mode={WRITABLE_MODES[path]:o}".encode()
+    if _LIBC.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) != 0:
+        raise OSError(ctypes.get_errno(), f"mount tmpfs on {path} failed")
+
+
+def _reset_writable_dirs() -> bool:
+    """Return the writable dirs to their state at jail start; False: retire the jail."""
+    if not _in_own_pid_namespace():
+        return _wipe_writable_dirs()
+    try:
+        for path in WRITABLE_DIRS:
+            _fresh_tmpfs(path)
+        os.makedirs(WORKDIR)
+    except OSError:
+        return False
+    return True
 
 
 class _Spare:
@@ -624,6 +720,18 @@ class _Spare:
         self.channel = parent_end
         self.pidfd = os.pidfd_open(pid)
         self.baseline_kb = _own_anon_kb()
+
+    def take_listener(self) -> int:
+        """The spare's seccomp notification fd (-1: none, or the spare died first)."""
+        try:
+            message, fds, _, _ = socket.recv_fds(self.channel, 64, 1)
+        except OSError:
+            return -1
+        if message != b"listener" or not fds:
+            for fd in fds:
+                os.close(fd)
+            return -1
+        return fds[0]
 
     def close(self) -> None:
         self.channel.close()
@@ -742,22 +850,36 @@ def _run_one(
         spare.close()
         spare = _Spare(ctl)
         socket.send_fds(spare.channel, [b"run"], fds)
+    _send(ctl, {"event": "running", "id": test_id})
     for fd in fds:
         os.close(fd)
+    listener = spare.take_listener()
+    pipe_budget = int(limits.get("pipes", 0))
+    pipes_created = 0
     pid = spare.pid
     poller = select.poll()
     poller.register(ctl.fileno(), select.POLLIN)
     poller.register(spare.pidfd, select.POLLIN)
+    if listener >= 0:
+        poller.register(listener, select.POLLIN)
     killed = False
     memory_exceeded = False
     cpu_exceeded = False
     polled_cpu_ns = 0
     shutdown = False
+    next_poll_ns = time.monotonic_ns() + MEMORY_POLL_MS * 1_000_000
     while True:
-        events = dict(poller.poll(MEMORY_POLL_MS))
+        wait_ms = max(0, (next_poll_ns - time.monotonic_ns()) // 1_000_000)
+        events = dict(poller.poll(wait_ms))
         if spare.pidfd in events:
             break
-        if not events:
+        if listener in events:
+            if events[listener] & select.POLLIN:
+                pipes_created = _answer_pipe_request(listener, pipe_budget, pipes_created)
+            else:
+                poller.unregister(listener)  # no process of the test is left to ask
+        if time.monotonic_ns() >= next_poll_ns:
+            next_poll_ns = time.monotonic_ns() + MEMORY_POLL_MS * 1_000_000
             # Still running after a while: check what the whole jail uses. CPU is judged
             # on time used, so a test that catches SIGXCPU or forks is still stopped.
             used_kb, used_ns = _jail_usage(spare.baseline_kb)
@@ -770,7 +892,6 @@ def _run_one(
                 killed = True
                 _kill_group(pid)
                 _kill_all()
-            continue
         if ctl.fileno() in events:
             message, _, _, _ = ctl.recvmsg(MAX_MESSAGE)
             op = json.loads(message).get("op") if message else "exit"
@@ -786,6 +907,8 @@ def _run_one(
     # The child's "started" message waits in the socket: the program never held it.
     started = _harness_started(spare.channel)
     spare.close()
+    if listener >= 0:
+        os.close(listener)
     _kill_everything_else()
     if shutdown:
         return False
@@ -806,10 +929,10 @@ def _run_one(
             "started": started,
         },
     )
-    # Wiped after answering, off the test's critical path (the next test waits on the
-    # control socket meanwhile). A jail we could not clean is retired; the server starts
-    # a fresh one.
-    return _wipe_writable_dirs()
+    # Reset after answering, off the test's critical path: the server judges meanwhile, and
+    # starts the next test's clock only at our "running". A jail we could not reset is
+    # retired; the server starts a fresh one.
+    return _reset_writable_dirs()
 
 
 def main() -> None:
@@ -843,9 +966,15 @@ def main() -> None:
     # forked child would otherwise touch (and copy) every page of the zygote's heap.
     gc.collect()
     gc.freeze()
+    # bwrap started us in /tmp: a cwd there would keep each replaced tmpfs alive.
+    os.chdir("/")
     for path in WRITABLE_DIRS:
         WRITABLE_MODES[path] = os.stat(path).st_mode & 0o7777
-    os.makedirs(WORKDIR, exist_ok=True)
+        usage = os.statvfs(path)
+        TMPFS_BYTES[path] = usage.f_blocks * usage.f_frsize
+    # The first test gets a tmpfs made exactly as every later one is.
+    if not _reset_writable_dirs():
+        raise SystemExit("cannot prepare the writable directories")
     spare = _Spare(ctl)
     _send(
         ctl,

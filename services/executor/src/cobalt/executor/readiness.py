@@ -4,8 +4,10 @@
 a verdict other than `sandbox_error` shows the sandbox works. When no test has finished
 for `interval_s`, a background task runs a canary program. The state tells "busy" (every
 slot running tests: still ready, so a burst of long tests does not take every replica
-out of its Service at once) from "broken" (the canary failed, or several sandbox errors
-in a row with nothing healthy since).
+out of its Service at once) from "broken" (the canary failed, several sandbox errors
+in a row with nothing healthy since, or fewer than `MIN_WORKING_SHARE` of the slots in
+service: the pool retires a slot whose fresh jails keep failing, so the verdicts that
+do come back stay healthy while the replica's capacity is gone).
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ from enum import StrEnum
 from cobalt.shared.contracts import ExecuteResponse, Verdict
 from cobalt.shared.errors import Overloaded
 
-__all__ = ["BROKEN_AFTER_SANDBOX_ERRORS", "Readiness", "ReadyState"]
+__all__ = ["BROKEN_AFTER_SANDBOX_ERRORS", "MIN_WORKING_SHARE", "Readiness", "ReadyState"]
 
 logger = logging.getLogger(__name__)
 
 BROKEN_AFTER_SANDBOX_ERRORS = 5
 """Sandbox errors in a row, with no healthy verdict between, that mark the executor broken."""
+MIN_WORKING_SHARE = 0.5
+"""The share of slots that must be in service (not retired) for the executor to be ready."""
 
 
 class ReadyState(StrEnum):
@@ -37,10 +41,18 @@ class ReadyState(StrEnum):
 class Readiness:
     """The cached readiness of one executor."""
 
-    def __init__(self, *, interval_s: float, timeout_s: float, busy: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        *,
+        interval_s: float,
+        timeout_s: float,
+        busy: Callable[[], bool],
+        slots_working: Callable[[], tuple[int, int]] = lambda: (1, 1),
+    ) -> None:
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self._busy = busy
+        self._slots_working = slots_working
         self._healthy_at: float | None = None
         self._sandbox_errors = 0
         self._broken: str | None = None
@@ -63,6 +75,9 @@ class Readiness:
         """The state and a sentence saying why; no work is done here."""
         if self._broken is not None:
             return ReadyState.BROKEN, self._broken
+        working, total = self._slots_working()
+        if working < total * MIN_WORKING_SHARE or working == 0:
+            return ReadyState.BROKEN, f"only {working} of {total} sandbox slots work"
         if self._healthy_at is None:
             return ReadyState.STARTING, "the first canary has not passed yet"
         if self._busy():

@@ -89,6 +89,8 @@ class SandboxConfig:
     file_size_mb: int = 64
     kill_grace_s: float = 1.0
     start_timeout_s: float = 15.0
+    reset_timeout_s: float = 5.0
+    """How long a jail may take to reset after a test before it is replaced."""
     max_tests_per_slot: int = 5000
     cgroups: CgroupMode = "auto"
 
@@ -134,6 +136,9 @@ class RawRun:
     """The test's processes together used more CPU time than its limit."""
     slot_died: bool = False
     """The jail itself ended or stopped answering while this job ran."""
+    handover_ms: float = 0.0
+    """From sending the job to the zygote's "running": the jail's reset after the previous
+    test and the fork of this one's process, on the server's time (not the test's)."""
     started: bool = False
     """The zygote saw the harness start: untrusted code may have run from here on. Only
     the trusted side says so; nothing the program can reach decides it."""
@@ -173,11 +178,15 @@ def bwrap_command(
         "sandbox",
         "--clearenv",
         # The zygote's only privileges, in the jail's own user namespace: resetting its PID
-        # namespace's pid counter before each test, and (once, at start) setting that user
-        # namespace's limit on new user namespaces to 0. It drops the second at once, and
-        # every test process drops both before running anything (see _zygote.py).
+        # namespace's pid counter before each test, replacing the jail's own tmpfs mounts
+        # after each (the seccomp filter allows no other mount), and (once, at start)
+        # setting that user namespace's limit on new user namespaces to 0. It drops the
+        # last at once, and every test process drops all of them before running anything
+        # (see _zygote.py).
         "--cap-add",
         "CAP_CHECKPOINT_RESTORE",
+        "--cap-add",
+        "CAP_SYS_ADMIN",
         "--cap-add",
         "CAP_SYS_RESOURCE",
     ]
@@ -225,6 +234,8 @@ ACTIVITY_FILES = (
     "/proc/1/task/1/sched",
     "/proc/1/task/1/schedstat",
     "/proc/loadavg",
+    # Its second field is the host's idle time over all CPUs: what every slot left idle.
+    "/proc/uptime",
     # Host-wide counters that move with what other slots (and the host) do.
     "/proc/stat",
     "/proc/schedstat",
@@ -313,8 +324,11 @@ class SandboxSlot:
         seccomp: bytes,
         test_filter: bytes = b"",
         cgroup: SlotCgroup | None = None,
+        pipe_budget: int = 0,
     ) -> None:
         self.index = index
+        self.pipe_budget = pipe_budget
+        """Pipes one test may create (0: no bound); see `pool.shared_uid_pipe_budget`."""
         self.cgroup = cgroup
         """The slot's own cgroup, or None when the host offers none."""
         self.config = config
@@ -472,6 +486,7 @@ class SandboxSlot:
                             "id": self._next_id,
                             "memory_kb": job.memory_mb * 1024,
                             "cpu_ms": max(1, round(job.cpu_s * 1000)),
+                            "pipes": self.pipe_budget,
                         }
                     ).encode()
                 ],
@@ -522,14 +537,27 @@ class SandboxSlot:
         assert control is not None
         io = JobStreams(pipes, command, job)
         io.poller.register(control.fileno(), select.POLLIN)
-        begin = time.monotonic()
-        deadline = begin + job.wall_s
+        sent_at = begin = time.monotonic()
+        # Until the zygote says "running" it is resetting the jail after the previous test
+        # (and forking this one's process): bounded on its own, and not this test's time.
+        handover_by = sent_at + self.config.reset_timeout_s
+        deadline: float | None = None
         kill_sent_at: float | None = None
         exited_at: float | None = None
         while True:
             now = time.monotonic()
-            if exited_at is None and kill_sent_at is None and (now >= deadline or io.overflowed):
-                raw.deadline_exceeded = now >= deadline
+            if deadline is None and exited_at is None and now >= handover_by:
+                logger.warning(
+                    "slot %d did not reset within %g s after its last test; replacing its jail",
+                    self.index,
+                    self.config.reset_timeout_s,
+                )
+                raw.slot_died = True  # not started: the pool retries on a fresh jail
+                self.close()
+                break
+            overdue = deadline is not None and now >= deadline
+            if exited_at is None and kill_sent_at is None and (overdue or io.overflowed):
+                raw.deadline_exceeded = overdue
                 raw.output_exceeded = io.overflowed
                 kill_sent_at = now
                 self._send_quietly(b'{"op": "kill"}')
@@ -545,7 +573,7 @@ class SandboxSlot:
                     break
                 wait = exited_at + 1.0 - now
             else:
-                wait = deadline - now
+                wait = (deadline if deadline is not None else handover_by) - now
             for fd, event in io.poller.poll(max(0.0, wait) * 1000 + 1):
                 if fd != control.fileno():
                     io.handle(fd, event)
@@ -556,6 +584,12 @@ class SandboxSlot:
                     io.poller.unregister(fd)
                     exited_at = exited_at or time.monotonic()
                     self.close()
+                elif reply.get("event") == "running":
+                    # The test's clock starts now: the jail's reset after the previous
+                    # test and the fork of this one's process were the server's time.
+                    begin = time.monotonic()
+                    raw.handover_ms = (begin - sent_at) * 1000
+                    deadline = begin + job.wall_s
                 elif reply.get("event") == "exited":
                     raw.started = bool(reply.get("started"))
                     exited_at = time.monotonic()

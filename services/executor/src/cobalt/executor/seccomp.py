@@ -33,8 +33,6 @@ DENIED_SYSCALLS: tuple[str, ...] = (
     # Namespaces, mounts and the filesystem tree.
     "unshare",
     "setns",
-    "mount",
-    "umount2",
     "pivot_root",
     "chroot",
     "mount_setattr",
@@ -84,6 +82,8 @@ DENIED_SYSCALLS: tuple[str, ...] = (
     "mq_open",
 )
 
+_MS_NOSUID_NODEV = 2 | 4
+_MNT_DETACH = 2
 _CLONE_NAMESPACE_FLAGS = (
     0x00020000,  # CLONE_NEWNS
     0x02000000,  # CLONE_NEWCGROUP
@@ -123,6 +123,15 @@ def build_filter() -> pyseccomp.SyscallFilter:
     # clone3 takes its flags through a pointer seccomp cannot read; glibc falls back to
     # clone, whose flags we can check, when clone3 reports ENOSYS.
     rules.add_rule(pyseccomp.ERRNO(errno.ENOSYS), "clone3")
+    # The zygote replaces the jail's tmpfs mounts after each test (a lazy unmount, then a
+    # nosuid,nodev mount); no other mount or unmount is allowed, and tests get neither
+    # (TEST_DENIED_SYSCALLS).
+    rules.add_rule(
+        pyseccomp.ERRNO(errno.EPERM), "mount", pyseccomp.Arg(3, pyseccomp.NE, _MS_NOSUID_NODEV)
+    )
+    rules.add_rule(
+        pyseccomp.ERRNO(errno.EPERM), "umount2", pyseccomp.Arg(1, pyseccomp.NE, _MNT_DETACH)
+    )
     # No new namespaces from inside: each flag is checked on its own (MASKED_EQ).
     for flag in _CLONE_NAMESPACE_FLAGS:
         rules.add_rule(
@@ -139,19 +148,45 @@ TEST_DENIED_SYSCALLS: tuple[str, ...] = (
     "inotify_init",
     "inotify_init1",
     "inotify_add_watch",
+    # The zygote replaces the jail's tmpfs mounts; a test holds no capability to mount,
+    # and this keeps it so even if one ever did.
+    "mount",
+    "umount2",
 )
 """Denied to tests only (the zygote itself calls setsid for each test), by a second
 filter the test's harness stacks on itself before any untrusted code runs."""
 
 
-def build_test_filter() -> pyseccomp.SyscallFilter:
-    """The per-test filter: default allow, TEST_DENIED_SYSCALLS fail with EPERM."""
-    return _denying(TEST_DENIED_SYSCALLS)
+F_SETPIPE_SZ = 1031
+DEFAULT_PIPE_BYTES = 65536
+SUPERVISED_SYSCALLS = ("pipe", "pipe2")
+"""With `supervise_pipes`, calls the zygote answers (it counts them against the test's
+pipe budget; see `_zygote.py`) instead of the kernel alone."""
 
 
-def per_test_seccomp_bpf() -> bytes:
-    """The per-test filter as raw BPF (the harness installs it with prctl)."""
-    return _export(build_test_filter())
+def build_test_filter(*, supervise_pipes: bool = False) -> pyseccomp.SyscallFilter:
+    """The per-test filter: default allow, TEST_DENIED_SYSCALLS fail with EPERM.
+
+    With `supervise_pipes` (slots that share one host uid, and so its pipe quota), every
+    pipe a test creates waits for the zygote's yes (a seccomp user notification), and no
+    pipe may grow beyond the default 64 KiB: each then costs a known share of the quota.
+    """
+    rules = _denying(TEST_DENIED_SYSCALLS)
+    if supervise_pipes:
+        for name in SUPERVISED_SYSCALLS:
+            rules.add_rule(pyseccomp.NOTIFY, name)
+        rules.add_rule(
+            pyseccomp.ERRNO(errno.EPERM),
+            "fcntl",
+            pyseccomp.Arg(1, pyseccomp.EQ, F_SETPIPE_SZ),
+            pyseccomp.Arg(2, pyseccomp.GT, DEFAULT_PIPE_BYTES),
+        )
+    return rules
+
+
+def per_test_seccomp_bpf(*, supervise_pipes: bool = False) -> bytes:
+    """The per-test filter as raw BPF (the harness installs it with seccomp(2))."""
+    return _export(build_test_filter(supervise_pipes=supervise_pipes))
 
 
 def seccomp_bpf() -> bytes:

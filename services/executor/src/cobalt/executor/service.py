@@ -146,6 +146,7 @@ class ExecutorService:
             interval_s=settings.readiness_interval_s,
             timeout_s=settings.readiness_timeout_s,
             busy=lambda: pool.busy >= len(pool.slots),
+            slots_working=pool.slots_working,
         )
         metrics.slots.set(len(pool.slots))
         metrics.pending_tests.set_function(lambda: admission.tests)
