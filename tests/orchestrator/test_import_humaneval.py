@@ -20,7 +20,6 @@ from cobalt.orchestrator.datasets.records import BadRow
 from cobalt.orchestrator.store import repo_datasets
 from cobalt.shared.clients import ExecutorClient
 from cobalt.shared.contracts import (
-    PROGRAM_TEST_MARKER,
     BatchExecuteRequest,
     CallTest,
     Compare,
@@ -252,16 +251,17 @@ def executor(executor_url: str) -> Iterator[ExecutorClient]:
 
 
 def _requests(problem: ProblemRow, solution: str, judge: Compare) -> list[ExecuteRequest]:
-    """One request for the call tests and one per program test, as the orchestrator runs them."""
+    """One request for the call tests and one per program test (each labelled by its task
+    in the results; the orchestrator sends them all in one)."""
     tests = _tests(problem)
     calls = [t for t in tests if isinstance(t, CallTest)]
     requests = (
         [ExecuteRequest(code=solution, tests=calls, limits=LIMITS, compare=judge)] if calls else []
     )
     for program in (t for t in tests if isinstance(t, ProgramTest)):
-        code = f"{solution}\n{program.check}\nprint({PROGRAM_TEST_MARKER!r})\n"
-        marker = StdinTest(stdin=problem.external_id + "\n", expected_stdout=PROGRAM_TEST_MARKER)
-        requests.append(ExecuteRequest(code=code, tests=[marker], limits=LIMITS, compare=judge))
+        requests.append(
+            ExecuteRequest(code=solution, tests=[program], limits=LIMITS, compare=judge)
+        )
     return requests
 
 

@@ -7,6 +7,7 @@ import pytest
 from cobalt.executor.judge import judge
 from cobalt.executor.sandbox import RawRun, SandboxJob
 from cobalt.orchestrator.rollouts.feedback import (
+    CHECK_PASSES,
     EMPTY_FIELD,
     FEEDBACK_FIELD_CHARS,
     FeedbackKind,
@@ -17,7 +18,6 @@ from cobalt.orchestrator.rollouts.feedback import (
 )
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.shared.contracts import (
-    PROGRAM_TEST_MARKER,
     CallTest,
     Compare,
     ExecuteResponse,
@@ -163,10 +163,11 @@ def test_a_call_to_a_missing_function_shows_the_executors_explanation() -> None:
     assert report.verdict == "runtime error" and "no function 'pick'" in report.error
 
 
-def test_a_checking_program_shows_its_checks_and_the_marker() -> None:
+def test_a_checking_program_shows_its_checks_and_what_its_last_call_returned() -> None:
     test = ProgramTest(check="assert add(1, 2) == 3")
-    extra = TestResult(verdict=Verdict.WRONG_ANSWER, stdout=f"debug\n{PROGRAM_TEST_MARKER}\n")
-    report = failed_test_report(test, extra)
+    failed = TestResult(verdict=Verdict.WRONG_ANSWER, stdout="debug\n", returned="4")
+    report = failed_test_report(test, failed)
     assert report.input == "assert add(1, 2) == 3"
-    assert report.expected == PROGRAM_TEST_MARKER
-    assert report.output == f"debug\n{PROGRAM_TEST_MARKER}"
+    assert report.expected == CHECK_PASSES and "COBALT-CHECK-PASSED" not in report.expected
+    assert report.output == "4"
+    assert failed_test_report(test, failed.model_copy(update={"returned": None})).output == "debug"

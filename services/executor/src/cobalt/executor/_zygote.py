@@ -51,6 +51,8 @@ import heapq  # noqa: F401
 import io
 import itertools  # noqa: F401
 import json
+import linecache
+import marshal
 import math  # noqa: F401
 import operator  # noqa: F401
 import os
@@ -320,6 +322,11 @@ def _reset_signals() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
+def show_source(source: str) -> None:
+    """Let tracebacks quote the lines of `source` (compiled as "solution.py", no file)."""
+    linecache.cache["solution.py"] = (len(source), None, source.splitlines(True), "solution.py")
+
+
 def _user_traceback(exc: BaseException) -> str:
     # Drop the harness's own frames so the program sees a traceback of its code only.
     tb = exc.__traceback__
@@ -502,6 +509,17 @@ def _run_child(fds: list[int], channel: socket.socket) -> NoReturn:
                     record["error"] = str(exc)[:200]
                 else:
                     record = {"status": "returned"}
+        elif command["mode"] == "check":
+            # A check test: the check runs in this process and the program in a child that
+            # cannot reach it (_check_harness.py, compiled by the server when its Python is
+            # ours: compiling it here would cost more than the test); the record is the check's.
+            checker: dict[str, Any] = {"__name__": "cobalt_checker", "__builtins__": builtins}
+            if "checker_code" in command:
+                program = marshal.loads(bytes.fromhex(command["checker_code"]))
+            else:
+                program = compile(command["checker_source"], "<checker>", "exec")
+            exec(program, checker)
+            record = checker["run_check"](code, command)
         else:
             exec(
                 code, {"__name__": "__main__", "__file__": "solution.py", "__builtins__": builtins}
@@ -511,6 +529,7 @@ def _run_child(fds: list[int], channel: socket.socket) -> NoReturn:
     except MemoryError as exc:
         os.write(RECORD_FD, memory_record)
         try:
+            show_source(command["code"])
             sys.stderr.write(_user_traceback(exc))
             sys.stderr.flush()
         except BaseException:
@@ -529,6 +548,7 @@ def _run_child(fds: list[int], channel: socket.socket) -> NoReturn:
         record = {"status": "exit", "code": status}
     except BaseException as exc:
         try:
+            show_source(command["code"])
             sys.stderr.write(_user_traceback(exc))
         except BaseException:
             pass

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from decimal import Decimal, InvalidOperation, localcontext
+from decimal import MAX_EMAX, MAX_PREC, MIN_EMIN, Context, Decimal, InvalidOperation, localcontext
 from fractions import Fraction
 from typing import Any
 
@@ -168,28 +168,34 @@ def values_match(actual: Any, expected: Any, mode: Compare) -> bool:
     return True
 
 
-def _typed_number(value: Any) -> Fraction | float | LargeInt | None:
-    """A returned number in the typed form (`_preset_harness._typed`), or None if `value`
-    is not one. Exact (Fraction) so that mixed int/float/Decimal comparisons are Python's."""
+EXACT = Context(prec=MAX_PREC, Emax=MAX_EMAX, Emin=MIN_EMIN, traps=[])
+"""Decimal arithmetic that never rounds nor overflows: products here are exact."""
+
+
+def _typed_number(value: Any) -> Decimal | Fraction | None:
+    """A returned number in the typed form (`_preset_harness._typed`) as an exact number,
+    or None if `value` is not one.
+
+    Exact so that mixed int/float/Decimal/Fraction comparisons are Python's, and never an
+    integer built from an exponent: Decimal('1E+7000000') stays a Decimal, whose
+    comparisons look at exponents first (a Fraction of it would hold 7 million digits).
+    """
     if isinstance(value, bool):
-        return Fraction(int(value))
+        return Decimal(int(value))
     if isinstance(value, LargeInt):
-        return value
-    if isinstance(value, int):
-        return Fraction(value)
-    if isinstance(value, float):
-        return value if not math.isfinite(value) else Fraction(value)
+        return Decimal(value.text)
+    if isinstance(value, int | float):
+        return Decimal(value)  # exact, nan and infinities included
     if isinstance(value, dict) and len(value) == 1:
         if "decimal" in value and isinstance(value["decimal"], str):
             try:
-                number = Decimal(value["decimal"])
+                return Decimal(value["decimal"])
             except (InvalidOperation, ValueError):
                 return None
-            return float(number) if not number.is_finite() else Fraction(number)
         fraction = value.get("fraction")
         if isinstance(fraction, list) and len(fraction) == 2:
             numerator, denominator = fraction
-            if isinstance(numerator, int) and isinstance(denominator, int) and denominator:
+            if type(numerator) is int and type(denominator) is int and denominator:
                 return Fraction(numerator, denominator)
     return None
 
@@ -198,11 +204,20 @@ def _python_numbers_equal(got: Any, want: Any) -> bool:
     a, b = _typed_number(got), _typed_number(want)
     if a is None or b is None:
         return False
-    if isinstance(a, LargeInt) or isinstance(b, LargeInt):
-        return a == b  # beyond float's range: equal only to the same integer
-    if isinstance(a, float) or isinstance(b, float):
-        return float(a) == float(b)  # inf, -inf or nan on one side (nan equals nothing)
-    return a == b
+    if isinstance(a, Fraction) and isinstance(b, Fraction):
+        return a == b
+    if isinstance(a, Fraction) or isinstance(b, Fraction):
+        fraction, number = (a, b) if isinstance(a, Fraction) else (b, a)
+        assert isinstance(fraction, Fraction) and isinstance(number, Decimal)
+        if not number.is_finite():
+            return False
+        # n/d == x exactly when n == x*d: one exact product, whatever x's exponent.
+        product = EXACT.multiply(number, Decimal(fraction.denominator))
+        return EXACT.compare(product, Decimal(fraction.numerator)).is_zero()
+    assert isinstance(a, Decimal) and isinstance(b, Decimal)
+    if a.is_nan() or b.is_nan():
+        return False  # nan equals nothing; a signalling NaN fails as Python's == would
+    return EXACT.compare(a, b).is_zero()
 
 
 def python_equal(got: Any, want: Any) -> bool:
@@ -212,7 +227,9 @@ def python_equal(got: Any, want: Any) -> bool:
     `got` is what `_preset_harness._typed` wrote: JSON lists are lists, JSON objects are
     tags (`tuple`, `dict` as key/value pairs, `decimal`, `fraction`, `other`). So a tuple
     never equals a list, True equals 1, 1 equals 1.0, a dict with int keys never equals a
-    JSON object, and nan equals nothing. Walks with an explicit stack.
+    JSON object, and nan equals nothing. A dict whose keys repeat (a str subclass with
+    its own hashing, or a forged record) is not plain data and equals nothing. Walks with
+    an explicit stack; every number comparison costs time linear in the digits written.
     """
     pending = [(got, want)]
     while pending:
@@ -231,42 +248,105 @@ def python_equal(got: Any, want: Any) -> bool:
                 return False
             pending.extend(zip(actual, expected, strict=True))
         elif isinstance(expected, dict):
-            pairs = actual.get("dict") if isinstance(actual, dict) else None
+            pairs = actual.get("dict") if isinstance(actual, dict) and len(actual) == 1 else None
             if not isinstance(pairs, list) or len(pairs) != len(expected):
                 return False
+            seen: set[str] = set()
             for pair in pairs:
                 if not (isinstance(pair, list) and len(pair) == 2):
                     return False
                 key, value = pair
-                if not isinstance(key, str) or key not in expected:
+                if not isinstance(key, str) or key not in expected or key in seen:
                     return False
+                seen.add(key)
                 pending.append((value, expected[key]))
         else:
             return False
     return True
 
 
-def render_typed(value: Any) -> str:
-    """A returned value in the typed form, shown as Python would print it (for feedback)."""
+def render_typed(value: Any, budget: int = 1 << 16) -> str:
+    """A returned value in the typed form, shown as Python would print it (for feedback).
+
+    Iterative and stops after about `budget` characters (ending in "..."): no nesting
+    depth or size the program chose costs more than that.
+    """
+    out: list[str] = []
+    size = 0
+    pending: list[Any] = [value]
+    while pending:
+        if size > budget:
+            out.append("...")
+            break
+        item = pending.pop()
+        if isinstance(item, _Text):
+            piece = item.text
+        else:
+            piece = _render_one(item, pending)
+        out.append(piece)
+        size += len(piece)
+    return "".join(out)
+
+
+class _Text:
+    """Literal text queued among values to render."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _queue_items(pending: list[Any], items: list[Any], close: str, single: str = "") -> None:
+    queued: list[Any] = [_Text(close)]
+    if len(items) == 1 and single:
+        queued.append(_Text(single))
+    for index in range(len(items) - 1, -1, -1):
+        queued.append(items[index])
+        if index:
+            queued.append(_Text(", "))
+    pending.extend(queued)
+
+
+def _render_one(value: Any, pending: list[Any]) -> str:
+    """`value`'s own text, queueing what is nested in it on `pending` (in reverse)."""
     if isinstance(value, LargeInt):
         return value.text
     if isinstance(value, list):
-        return "[" + ", ".join(render_typed(item) for item in value) + "]"
+        _queue_items(pending, value, "]")
+        return "["
     if isinstance(value, dict) and len(value) == 1:
         ((tag, inner),) = value.items()
         if tag == "tuple" and isinstance(inner, list):
-            items = [render_typed(item) for item in inner]
-            return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+            _queue_items(pending, inner, ")", ",")
+            return "("
         if tag == "dict" and isinstance(inner, list):
             pairs = [p for p in inner if isinstance(p, list) and len(p) == 2]
-            return "{" + ", ".join(f"{render_typed(k)}: {render_typed(v)}" for k, v in pairs) + "}"
+            flat: list[Any] = []
+            for index in range(len(pairs) - 1, -1, -1):
+                flat += [pairs[index][1], _Text(": "), pairs[index][0]]
+                if index:
+                    flat.append(_Text(", "))
+            pending.append(_Text("}"))
+            pending.extend(flat)
+            return "{"
         if tag == "decimal":
-            return f"Decimal({inner!r})"
+            return f"Decimal({str(inner)[:1000]!r})"
         if tag == "fraction" and isinstance(inner, list) and len(inner) == 2:
-            return f"Fraction({inner[0]}, {inner[1]})"
+            return f"Fraction({_render_scalar(inner[0])}, {_render_scalar(inner[1])})"
         if tag == "other":
-            return f"<a {inner} object>"
-    return repr(value)
+            return f"<a {str(inner)[:200]} object>"
+    return _render_scalar(value)
+
+
+def _render_scalar(value: Any) -> str:
+    if isinstance(value, LargeInt):
+        return value.text
+    if isinstance(value, str):
+        return repr(value[:100_000])
+    if isinstance(value, bool | int | float) or value is None:
+        return repr(value)
+    return "<?>"
 
 
 def _is_number(value: Any) -> bool:

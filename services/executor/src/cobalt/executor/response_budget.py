@@ -53,19 +53,33 @@ def truncate_to_json_bytes(text: str, max_bytes: int) -> str:
     return ""
 
 
+def returned_bytes(result: TestResult) -> int:
+    """The JSON bytes of a result's `returned` value (0 when there is none)."""
+    if result.returned is None:
+        return 0
+    return len(json.dumps(result.returned, ensure_ascii=True, allow_nan=True).encode())
+
+
 def result_bytes(result: TestResult) -> int:
-    """The JSON bytes of a result's program-sized fields."""
-    return sum(json_bytes(getattr(result, name)) for name in CAPPED_FIELDS)
+    """The JSON bytes of a result's program-sized fields, its returned value included."""
+    texts = sum(json_bytes(getattr(result, name)) for name in CAPPED_FIELDS)
+    return texts + returned_bytes(result)
 
 
 def cap_result(result: TestResult, max_bytes: int) -> TestResult:
     """`result` with its program-sized fields cut to `max_bytes` together, each to an
     equal share when they do not fit as they are."""
     texts = [getattr(result, name) for name in CAPPED_FIELDS]
-    if sum(len(text) for text in texts) * _MAX_JSON_BYTES_PER_CHAR <= max_bytes:
+    cheap_bound = sum(len(text) for text in texts) * _MAX_JSON_BYTES_PER_CHAR
+    if cheap_bound + returned_bytes(result) <= max_bytes:
         return result
     if result_bytes(result) <= max_bytes:
         return result
+    if result.returned is not None:
+        # Over the cap, the returned value goes first: the feedback still shows it.
+        result = result.model_copy(update={"returned": None})
+        if result_bytes(result) <= max_bytes:
+            return result
     share = max_bytes // len(CAPPED_FIELDS)
     update = {
         name: truncate_to_json_bytes(text, share)

@@ -37,6 +37,7 @@ from typing import Any, Literal
 from cobalt.executor.cgroups import CgroupMode, SlotCgroup
 from cobalt.executor.errors import SandboxUnavailable
 from cobalt.executor.interpreter import Interpreter
+from cobalt.executor.presets import checker_payload
 from cobalt.executor.seccomp import seccomp_memfd
 from cobalt.executor.streams import JobPipes, JobStreams
 from cobalt.executor.values import dumps_value
@@ -102,8 +103,10 @@ class SandboxJob:
     """One test to run: the program, how to call it, and its limits."""
 
     code: str
-    mode: Literal["stdin", "call"]
+    mode: Literal["stdin", "call", "check"]
     stdin: bytes = b""
+    """The program's input; for a check test, the check's source (read by the check
+    process only, after the program's process has let go of stdin)."""
     fn_name: str = ""
     args: list[Any] = field(default_factory=list)
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -114,6 +117,8 @@ class SandboxJob:
     abandoned: threading.Event | None = None
     """Set when nobody waits for the result any more (the client went away): the running
     test is stopped."""
+    preset: str = ""
+    """The judge preset, for the check harness (how the program runs)."""
 
 
 @dataclass
@@ -465,6 +470,8 @@ class SandboxSlot:
                 "fn_name": job.fn_name,
                 "args": job.args,
                 "kwargs": job.kwargs,
+                "preset": job.preset,
+                **(checker_payload(self.interpreter.version) if job.mode == "check" else {}),
                 "limits": {
                     "cpu_s": max(1, int(job.cpu_s + 0.999)),
                     "memory_bytes": job.memory_mb << 20,

@@ -22,11 +22,16 @@ from cobalt.executor.errors import FileDescriptorsExhausted, LimitTooHigh, Unsup
 from cobalt.executor.judge import judge, sandbox_error, skipped
 from cobalt.executor.metrics import ExecutorMetrics
 from cobalt.executor.pool import SandboxPool
-from cobalt.executor.presets import HARNESS_CALL_NAME, HARNESSED, harnessed_program
+from cobalt.executor.presets import (
+    HARNESS_CALL_NAME,
+    HARNESSED,
+    harnessed_program,
+)
 from cobalt.executor.readiness import Readiness, ReadyState
 from cobalt.executor.response_budget import ResponseBudget
 from cobalt.executor.sandbox import RawRun, SandboxJob
 from cobalt.executor.settings import ExecutorSettings
+from cobalt.executor.values import dumps_value
 from cobalt.shared.contracts import (
     BatchExecuteRequest,
     BatchExecuteResponse,
@@ -36,10 +41,12 @@ from cobalt.shared.contracts import (
     ExecuteResponse,
     ExecutorInfo,
     Limits,
+    ProgramTest,
     RunCodeRequest,
     RunCodeResponse,
     RunCodeResult,
     StdinTest,
+    TestCase,
     TestResult,
     Verdict,
 )
@@ -65,7 +72,7 @@ CANARY = ExecuteRequest(
 
 
 def job_for_test(
-    test: StdinTest | CallTest,
+    test: TestCase,
     request: ExecuteRequest,
     wall_s: float,
     abandoned: threading.Event | None = None,
@@ -73,12 +80,16 @@ def job_for_test(
     """The sandbox job for one test. Expected values stay here, never in the sandbox.
 
     Under the `lcb` and `humaneval` presets the program runs inside the scorer's harness,
-    and a call test calls the harness's entry point with the function's name first.
+    and a call test calls the harness's entry point with the function's name first. A
+    program test runs its check in a process of its own (`_check_harness.py`).
     """
     limits = request.limits
-    harnessed = request.compare in HARNESSED
+    harnessed = request.compare in HARNESSED and not isinstance(test, ProgramTest)
     mode = "stdin" if isinstance(test, StdinTest) else "call"
-    code = harnessed_program(request.code, request.compare, mode) if harnessed else request.code
+    code = request.code
+    if harnessed:
+        prior = _lcb_prior_calls(test, request) if request.compare is Compare.LCB else "[]"
+        code = harnessed_program(request.code, request.compare, mode, prior)
     common = {
         "code": code,
         "wall_s": wall_s,
@@ -91,6 +102,12 @@ def job_for_test(
         # Lone surrogates (valid in JSON, not in UTF-8) pass through as their raw code units.
         stdin = test.stdin.encode("utf-8", "surrogatepass")
         return SandboxJob(mode="stdin", stdin=stdin, **common)  # type: ignore[arg-type]
+    if isinstance(test, ProgramTest):
+        check = test.check.encode("utf-8", "surrogatepass")
+        return SandboxJob(
+            mode="check", stdin=check, preset=request.compare.value,
+            **common,  # type: ignore[arg-type]
+        )  # fmt: skip
     return SandboxJob(
         mode="call",
         fn_name=HARNESS_CALL_NAME if harnessed else test.fn_name,
@@ -98,6 +115,23 @@ def job_for_test(
         kwargs=test.kwargs,
         **common,  # type: ignore[arg-type]
     )
+
+
+LCB_REPLAYED_TESTS = 256
+"""Under `lcb`, a call test among the first this many of its request repeats the calls
+before it (LiveCodeBench's one instance per problem); later ones start fresh."""
+
+
+def _lcb_prior_calls(test: TestCase, request: ExecuteRequest) -> str:
+    """JSON [args, kwargs] of the call tests before `test` in `request` (by identity)."""
+    prior: list[list[Any]] = []
+    for earlier in request.tests[:LCB_REPLAYED_TESTS]:
+        if earlier is test:
+            return dumps_value(prior)
+        if isinstance(earlier, CallTest) and isinstance(test, CallTest):
+            if earlier.fn_name == test.fn_name:
+                prior.append([earlier.args, earlier.kwargs])
+    return "[]"
 
 
 class ExecutorService:
@@ -245,7 +279,7 @@ class ExecutorService:
 
     async def _run_test(
         self,
-        test: StdinTest | CallTest,
+        test: TestCase,
         request: ExecuteRequest,
         deadline: float,
         abandoned: threading.Event,
@@ -261,7 +295,7 @@ class ExecutorService:
 
     def _run_test_blocking(
         self,
-        test: StdinTest | CallTest,
+        test: TestCase,
         request: ExecuteRequest,
         deadline: float,
         abandoned: threading.Event,
@@ -285,7 +319,7 @@ class ExecutorService:
 
     def _run_and_judge(
         self,
-        test: StdinTest | CallTest,
+        test: TestCase,
         request: ExecuteRequest,
         deadline: float,
         abandoned: threading.Event | None = None,
@@ -401,9 +435,11 @@ def _request_bytes(request: ExecuteRequest) -> int:
     """What a program holds in memory while it waits and runs, roughly: its text data."""
     size = len(request.code)
     for test in request.tests:
-        size += 256 + (
-            len(test.stdin) + len(test.expected_stdout) if isinstance(test, StdinTest) else 0
-        )
+        if isinstance(test, StdinTest):
+            size += len(test.stdin) + len(test.expected_stdout)
+        elif isinstance(test, ProgramTest):
+            size += len(test.check)
+        size += 256
     return size
 
 

@@ -15,7 +15,7 @@ import json
 import math
 from typing import Any
 
-__all__ = ["MAX_PLAIN_INT_DIGITS", "LargeInt", "dumps_value", "loads_value"]
+__all__ = ["MAX_PLAIN_INT_DIGITS", "LargeInt", "dumps_value", "loads_returned", "loads_value"]
 
 MAX_PLAIN_INT_DIGITS = 4000
 """Integer literals longer than this (sign included) stay text as `LargeInt`; CPython's
@@ -56,6 +56,27 @@ def loads_value(text: str | bytes) -> Any:
     """
     try:
         return json.loads(text, parse_int=_parse_int)
+    except RecursionError as exc:
+        raise ValueError("the value is nested too deeply") from exc
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        raise ValueError("an object with a repeated key")
+    return value
+
+
+def loads_returned(text: str | bytes) -> Any:
+    """Decode a value a program returned: as `loads_value`, and an object whose keys
+    repeat (a dict keyed by a str subclass with its own hashing, or a forged record) is
+    refused instead of collapsing onto whichever value came last.
+
+    Raises:
+        ValueError: not JSON, a repeated key, or nested too deeply to decode.
+    """
+    try:
+        return json.loads(text, parse_int=_parse_int, object_pairs_hook=_unique_keys)
     except RecursionError as exc:
         raise ValueError("the value is nested too deeply") from exc
 

@@ -24,7 +24,9 @@ __all__ = [
     "Limits",
     "MAX_LIMIT_SETTINGS",
     "MaxLimits",
+    "ProgramTest",
     "REFERENCE_WALL_S",
+    "RETURNED_MAX_CHARS",
     "RunCodeRequest",
     "RunCodeResponse",
     "RunCodeResult",
@@ -164,16 +166,36 @@ class CallTest(BaseModel):
         return self
 
 
+class ProgramTest(BaseModel):
+    """A test that is a checking program: `check` must run to its end without an exception.
+
+    `check` calls the program's functions by name (HumanEval's `check(candidate)` ends in
+    `check(entry_point)`). The executor runs the program and the check in two processes:
+    the check's calls cross to the program as serialised values, so nothing the program
+    does can reach the check or forge its verdict (docs/executor.md, "Check tests").
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    __test__ = False
+
+    check: str = Field(min_length=1, max_length=MAX_CODE_CHARS)
+
+
 def _test_kind(test: Any) -> str:
-    """A test with `fn_name` is a call test; every other is a stdin test. Choosing the kind
-    first makes a malformed test's error name its own fields, not the other kind's."""
+    """A test with `check` is a program test, one with `fn_name` a call test, every other a
+    stdin test. Choosing the kind first makes a malformed test's error name its own fields,
+    not another kind's."""
     if isinstance(test, dict):
-        return "call" if "fn_name" in test else "stdin"
+        return "program" if "check" in test else "call" if "fn_name" in test else "stdin"
+    if isinstance(test, ProgramTest):
+        return "program"
     return "call" if isinstance(test, CallTest) else "stdin"
 
 
 TestCase = Annotated[
-    Annotated[StdinTest, Tag("stdin")] | Annotated[CallTest, Tag("call")],
+    Annotated[StdinTest, Tag("stdin")]
+    | Annotated[CallTest, Tag("call")]
+    | Annotated[ProgramTest, Tag("program")],
     Discriminator(_test_kind),
 ]
 
@@ -288,6 +310,10 @@ class ExecuteRequest(BaseModel):
     )
 
 
+RETURNED_MAX_CHARS = 4096
+"""Largest `TestResult.returned`, as JSON text; a larger value is left out (None)."""
+
+
 class TestResult(BaseModel):
     """The verdict and evidence for one test."""
 
@@ -302,6 +328,14 @@ class TestResult(BaseModel):
     cpu_ms: float = 0.0
     max_rss_kb: int = 0
     feedback: str = ""
+    returned: Any = Field(
+        default=None,
+        description="what a call test's function returned, as JSON (a program test: the "
+        "last call of its check); tuples as lists, and a value with no JSON form (a set, a "
+        "dict with non-string keys, a Decimal, an object) as its Python text; null when "
+        "nothing was returned or the JSON text is over RETURNED_MAX_CHARS (absent from "
+        "executors before 2026-11)",
+    )
 
 
 class ExecuteResponse(BaseModel):

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cobalt.shared.contracts.executor import CallTest, StdinTest
+from cobalt.shared.contracts.executor import CallTest, ProgramTest, StdinTest
 
 __all__ = [
     "DatasetPublic",
@@ -28,7 +28,8 @@ __all__ = [
 ]
 
 PROGRAM_TEST_MARKER = "COBALT-CHECK-PASSED"
-"""What a program test prints after its checking code ran without an exception."""
+"""What a program test printed after its checks before the executor ran checks itself
+(2026-11); kept for readers of old results. Nothing decides a verdict by it any more."""
 
 
 class TestStyle(StrEnum):
@@ -38,19 +39,6 @@ class TestStyle(StrEnum):
 
     STDIN = "stdin"
     CALL = "call"
-
-
-class ProgramTest(BaseModel):
-    """A test that is a checking program: the solution, then `check`, must run cleanly.
-
-    Run as a stdin test (empty input) whose program is the solution, a newline, `check`,
-    and `print(PROGRAM_TEST_MARKER)`, expecting exactly the marker on stdout.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-    __test__ = False
-
-    check: str = Field(min_length=1)
 
 
 StoredTest = Annotated[StdinTest | CallTest | ProgramTest, Field(union_mode="left_to_right")]

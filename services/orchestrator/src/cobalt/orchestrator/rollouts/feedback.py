@@ -15,9 +15,9 @@ from enum import StrEnum
 
 from cobalt.orchestrator.rollouts.prompts import FailedTestReport, PromptTemplate
 from cobalt.shared.contracts import (
-    PROGRAM_TEST_MARKER,
     CallTest,
     ExecuteResponse,
+    ProgramTest,
     StdinTest,
     StoredTest,
     TestResult,
@@ -26,6 +26,7 @@ from cobalt.shared.contracts import (
 from cobalt.shared.text import truncate_middle
 
 __all__ = [
+    "CHECK_PASSES",
     "EMPTY_FIELD",
     "FEEDBACK_FIELD_CHARS",
     "FeedbackKind",
@@ -51,6 +52,9 @@ RETURN_VALUE_LABEL = "Your return value:\n"
 printed), so for a call-style wrong answer the value is read back from the executor's
 feedback text (`cobalt.executor.judge`); a test pins the two together.
 """
+
+CHECK_PASSES = "the check runs to its end with no assertion failing"
+"""What a checking program (`ProgramTest`) expects, shown where a test's expected output goes."""
 
 _VERDICT_LABELS = {
     Verdict.ACCEPTED: "accepted",
@@ -120,8 +124,8 @@ def _expected_text(test: StoredTest) -> str:
         return test.expected_stdout
     if isinstance(test, CallTest):
         return repr(test.expected)
-    # A checking program passes by printing the marker after its checks (execution.py).
-    return PROGRAM_TEST_MARKER
+    # A checking program passes when its check runs to the end (the executor runs it).
+    return CHECK_PASSES
 
 
 def _executor_detail(result: TestResult) -> str:
@@ -149,6 +153,8 @@ def _output_text(test: StoredTest, result: TestResult) -> str:
     if isinstance(test, CallTest) and result.verdict == Verdict.WRONG_ANSWER:
         returned = _returned_value(result)
         return returned if returned is not None else _executor_detail(result)
+    if isinstance(test, ProgramTest) and isinstance(result.returned, str):
+        return result.returned  # what the check's last call of the program returned
     return result.stdout
 
 

@@ -2,8 +2,8 @@
 
 For anyone who has a response and a test list (`cobalt reward score`, checks by hand,
 evaluation scripts): the program is `cobalt.shared.extraction.extract_program`'s, the
-tests run through the executor the way rollouts run them (`plan_requests`: stdin and call
-tests in one request, each checking-program test in its own, all in one batch call), and
+tests run through the executor the way rollouts run them (`plan_requests`: all tests in
+one request, checking-program tests included, all programs in one batch call), and
 the pass rate over all tests feeds `cobalt.shared.reward.score_response`.
 """
 

