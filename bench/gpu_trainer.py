@@ -374,11 +374,10 @@ def memory_rows(
 
 def speed_rollouts(workload: Speed, vocab: int) -> Rollouts:
     """One group: n responses to one prompt, lengths spread evenly from half to one and a
-    half times the mean (the last one at the mean), so rows without sharing are padded."""
+    half times the mean, so rows without sharing are padded."""
     rng = random.Random(0)
     n, mean = workload.n, workload.response_tokens
     lengths = [max(1, mean // 2 + (mean * i) // max(1, n - 1)) for i in range(n)]
-    lengths[-1] = mean
     prompt = [rng.randrange(vocab) for _ in range(workload.prompt_tokens)]
     return Rollouts(
         prompt_ids=[prompt] * n,

@@ -222,6 +222,18 @@ def _weights(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {n: t.clone() for n, t in model.state_dict().items()}
 
 
+def _settings(
+    updates: int, max_prompt: int, max_response: int, **chosen: Any
+) -> TrainerHyperparameters:
+    """The checks' step: two groups of four, lr 1e-3, the KL and entropy terms on (every
+    term of the loss is compared)."""
+    return TrainerHyperparameters(
+        lr=1e-3, weight_decay=0.01, n_samples=4, contexts_per_step=2, updates_per_step=updates,
+        kl_coef=1e-2, entropy_coef=1e-2, max_prompt_tokens=max_prompt,
+        max_response_tokens=max_response, **chosen,
+    )  # fmt: skip
+
+
 def _stepped(
     model: torch.nn.Module,
     settings: TrainerHyperparameters,
@@ -270,12 +282,8 @@ def micro_batch_check(
     per mini-batch (`uneven_step`, kl and entropy terms on): last gradient, weights after
     the step, each update's metrics."""
     precision = precision or Precision()
-    common: dict[str, Any] = {"lr": 1e-3, "weight_decay": 0.01, "n_samples": 4, "contexts_per_step": 2,
-              "updates_per_step": updates, "kl_coef": 1e-2, "entropy_coef": 1e-2,
-              "max_prompt_tokens": 7, "max_response_tokens": 6,
-              "share_prompts": share_prompts}  # fmt: skip
-    whole = TrainerHyperparameters(**common, micro_batch_tokens=1_000)
-    split = TrainerHyperparameters(**common, micro_batch_tokens=budget)
+    whole = _settings(updates, 7, 6, share_prompts=share_prompts, micro_batch_tokens=1_000)
+    split = _settings(updates, 7, 6, share_prompts=share_prompts, micro_batch_tokens=budget)
     start = _weights(_model(config, device))
     one_pass = _stepped(_model(config, device), whole, uneven_step(), precision)
     micro = _stepped(_model(config, device), split, uneven_step(), precision)
@@ -381,17 +389,13 @@ def shared_step_check(
     """One step over `two_contexts` with prompts shared against one row per response:
     last gradient, weights, each update's metrics; the attention restored after."""
     precision = precision or Precision()
-    common: dict[str, Any] = {"lr": 1e-3, "weight_decay": 0.01, "n_samples": 4, "contexts_per_step": 2,
-              "updates_per_step": updates, "kl_coef": 1e-2, "entropy_coef": 1e-2,
-              "max_prompt_tokens": 10, "max_response_tokens": 7,
-              "micro_batch_tokens": budget}  # fmt: skip
     results = {}
     restored = True
     for share in (False, True):
         model = _model(config, device)
         if checkpointing:
             enable_activation_checkpointing(model)
-        hyper = TrainerHyperparameters(**common, share_prompts=share)
+        hyper = _settings(updates, 10, 7, share_prompts=share, micro_batch_tokens=budget)
         results[share] = _stepped(model, hyper, two_contexts(), precision)
         restored = restored and model.config._attn_implementation != ATTENTION
     comparison = Comparison(f"shared prompts against a row per response, budget {budget}, "
