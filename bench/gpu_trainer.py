@@ -35,11 +35,11 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib.metadata
-import importlib.util
 import json
 import os
 import platform
 import random
+import runpy
 import statistics
 import sys
 import threading
@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -59,12 +60,8 @@ from cobalt.trainer.memory import GPU_RUNTIME_BYTES, ModelShape
 from cobalt.trainer.precision import Precision, load_models
 from cobalt.trainer.step import Rollouts, make_optimizer, plan_micro_batches, train_step
 
-_SPEC = importlib.util.spec_from_file_location(
-    "bench_trainer", Path(__file__).with_name("trainer.py")
-)
-assert _SPEC is not None and _SPEC.loader is not None
-bench = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(bench)
+# bench/trainer.py's workload, settings and estimate (a script, not a package).
+bench = SimpleNamespace(**runpy.run_path(str(Path(__file__).with_name("trainer.py"))))
 
 GIB = 1024**3
 
@@ -117,30 +114,28 @@ class Sizes:
     quick_equality: bool
 
 
+def decoder(
+    hidden: int, intermediate: int, layers: int, heads: int, head_dim: int, vocab: int,
+    tied: bool,
+) -> dict[str, Any]:  # fmt: skip
+    """A Qwen3 shape for the CPU runs (two key/value heads)."""
+    return {"hidden_size": hidden, "intermediate_size": intermediate,
+            "num_hidden_layers": layers, "num_attention_heads": heads,
+            "num_key_value_heads": 2, "head_dim": head_dim, "vocab_size": vocab,
+            "tie_word_embeddings": tied}  # fmt: skip
+
+
 SIZES = {
     "real": Sizes("Qwen3-1.7B", QWEN3_1_7B, "Qwen3-8B", QWEN3_8B, 16, (4096, 8192, 16384),
                   Speed(n=8, prompt_tokens=6144, response_tokens=1024, budget=16384), False),
-    "small": Sizes(
-        "Qwen3-small", {"hidden_size": 256, "intermediate_size": 768, "num_hidden_layers": 4,
-                        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
-                        "vocab_size": 8192, "tie_word_embeddings": True},
-        "Qwen3-small-wide", {"hidden_size": 512, "intermediate_size": 1536,
-                             "num_hidden_layers": 4, "num_attention_heads": 8,
-                             "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 8192,
-                             "tie_word_embeddings": False},
-        8, (512, 1024, 2048), Speed(n=8, prompt_tokens=768, response_tokens=128, budget=2048),
-        True,
-    ),
-    "tiny": Sizes(
-        "Qwen3-tiny", {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-                       "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-                       "vocab_size": 512, "tie_word_embeddings": True},
-        "Qwen3-tiny-wide", {"hidden_size": 96, "intermediate_size": 192,
-                            "num_hidden_layers": 2, "num_attention_heads": 4,
-                            "num_key_value_heads": 2, "head_dim": 24, "vocab_size": 512,
-                            "tie_word_embeddings": False},
-        4, (64, 128, 256), Speed(n=4, prompt_tokens=48, response_tokens=16, budget=256), True,
-    ),
+    "small": Sizes("Qwen3-small", decoder(256, 768, 4, 4, 64, 8192, tied=True),
+                   "Qwen3-small-wide", decoder(512, 1536, 4, 8, 64, 8192, tied=False), 8,
+                   (512, 1024, 2048),
+                   Speed(n=8, prompt_tokens=768, response_tokens=128, budget=2048), True),
+    "tiny": Sizes("Qwen3-tiny", decoder(64, 128, 2, 4, 16, 512, tied=True),
+                  "Qwen3-tiny-wide", decoder(96, 192, 2, 4, 24, 512, tied=False), 4,
+                  (64, 128, 256), Speed(n=4, prompt_tokens=48, response_tokens=16, budget=256),
+                  True),
 }  # fmt: skip
 
 
