@@ -49,7 +49,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.trainer.allocator import DEFAULT_MMAP_THRESHOLD, set_mmap_threshold
-from cobalt.trainer.memory import ModelShape, estimate_peak
+from cobalt.trainer.memory import MemoryEstimate, ModelShape, estimate_peak
 from cobalt.trainer.precision import Precision, load_models
 from cobalt.trainer.step import (
     Rollouts,
@@ -146,10 +146,36 @@ def cobalt_child(config: dict[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
         updates = train_step(policy, reference, optimizer, rollouts, hyper, precision=precision)
         seconds.append(time.perf_counter() - started)
+    largest = largest_micro_batch(rollouts, hyper)
+    estimate, shape, adapter = predicted_peak(policy, reference, hyper, precision, largest,
+                                              runtime)  # fmt: skip
+    return {
+        "step_s": statistics.median(seconds[1:] or seconds),
+        "peak": peak_resident_bytes(),
+        "runtime": runtime,
+        "model": estimate.total,
+        "terms": estimate.gib(),
+        "micro_batches": updates[0]["micro_batches"],
+        "largest_micro_batch": largest,
+        "parameters": shape.parameters,
+        "trained_parameters": adapter,
+    }
+
+
+def largest_micro_batch(rollouts: Rollouts, hyper: TrainerHyperparameters) -> int:
+    """Tokens of the step's largest forward, as the trainer plans it: the memory model's T."""
     share = hyper.share_prompts
     packed = plan_micro_batches(rollouts, range(len(rollouts.rewards)), hyper.token_budget,
                                 share_prompts=share)  # fmt: skip
-    largest = max(micro_batch_tokens(rollouts, micro, share_prompts=share) for micro in packed)
+    return max(micro_batch_tokens(rollouts, micro, share_prompts=share) for micro in packed)
+
+
+def predicted_peak(
+    policy: torch.nn.Module, reference: torch.nn.Module | None, hyper: TrainerHyperparameters,
+    precision: Precision, largest: int, runtime: int,
+) -> tuple[MemoryEstimate, ModelShape, int]:  # fmt: skip
+    """The memory model's estimate for these models and settings (one process), the shape
+    it read off the policy, and the parameters that train."""
     adapter = sum(p.numel() for p in policy.parameters() if p.requires_grad)
     shape = ModelShape.from_config(
         policy.config.to_dict(),
@@ -163,17 +189,7 @@ def cobalt_child(config: dict[str, Any]) -> dict[str, Any]:
         else next(reference.parameters()).element_size(),
         lora_parameters=adapter if hyper.lora else None,
     )  # fmt: skip
-    return {
-        "step_s": statistics.median(seconds[1:] or seconds),
-        "peak": peak_resident_bytes(),
-        "runtime": runtime,
-        "model": estimate.total,
-        "terms": estimate.gib(),
-        "micro_batches": updates[0]["micro_batches"],
-        "largest_micro_batch": largest,
-        "parameters": shape.parameters,
-        "trained_parameters": adapter,
-    }
+    return estimate, shape, adapter
 
 
 def trl_child(config: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,14 @@ from transformers import Qwen2ForCausalLM
 
 from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.shared.errors import InvalidInput
-from cobalt.trainer.precision import Precision, freeze, load_models, store_exactly_narrower
+from cobalt.trainer.equivalence import tiny_config
+from cobalt.trainer.precision import (
+    Precision,
+    freeze,
+    load_models,
+    read_model,
+    store_exactly_narrower,
+)
 from cobalt.trainer.settings import TrainerSettings, job_hyperparameters
 from cobalt.trainer.step import Rollouts, make_optimizer, pack, response_log_probs
 from tests.trainer.test_loop import FakeOrchestrator, trainer
@@ -46,6 +53,29 @@ def test_the_reference_is_frozen_in_the_compute_dtype(model_dir: Path) -> None:
     assert optimized.isdisjoint(id(p) for p in reference.parameters())
     for name, tensor in reference.state_dict().items():  # the starting weights
         assert torch.equal(tensor, policy.state_dict()[name].to(torch.bfloat16)), name
+
+
+def test_a_config_draws_the_same_random_weights_for_policy_and_reference() -> None:
+    """A config instead of a model directory (the GPU benchmark's real shapes without a
+    download): seeded weights, the reference the policy's starting weights in the compute
+    dtype, the caller's RNG untouched."""
+    config = tiny_config("qwen3", heads=4, kv_heads=2, head_dim=16)
+    settings = TrainerHyperparameters(kl_coef=1e-4, compute_dtype="bfloat16")
+    precision = Precision.resolve(settings, CPU)
+    state = torch.get_rng_state()
+    policy, reference = load_models(config, settings, precision, CPU)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert type(policy).__name__ == "Qwen3ForCausalLM" and reference is not None
+    assert all(p.dtype == torch.float32 and p.requires_grad for p in policy.parameters())
+    for name, tensor in reference.state_dict().items():
+        assert tensor.dtype == torch.bfloat16
+        assert torch.equal(tensor, policy.state_dict()[name].to(torch.bfloat16)), name
+    again, _ = load_models(config, settings.model_copy(update={"kl_coef": 0.0}), precision, CPU)
+    for name, tensor in again.state_dict().items():
+        assert torch.equal(tensor, policy.state_dict()[name]), name
+    # A LoRA job's base is drawn in the compute dtype, frozen: the same starting weights.
+    base = read_model(config, torch.bfloat16)
+    assert torch.equal(base.lm_head.weight, reference.lm_head.weight)
 
 
 def test_a_float32_reference_of_bfloat16_weights_is_stored_in_bfloat16_and_scores_the_same(

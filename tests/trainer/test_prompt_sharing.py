@@ -9,17 +9,21 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from transformers import Qwen2Config, Qwen2ForCausalLM
+from transformers import PretrainedConfig
 
 from cobalt.shared.contracts.training import TrainerHyperparameters
-from cobalt.trainer.precision import enable_activation_checkpointing
-from cobalt.trainer.prompt_sharing import ATTENTION, plan_segments, shared_prompt_attention
+from cobalt.trainer.equivalence import (
+    shared_row_check,
+    shared_step_check,
+    tiny_config,
+    two_contexts,
+)
+from cobalt.trainer.precision import read_model
+from cobalt.trainer.prompt_sharing import plan_segments, shared_prompt_attention
 from cobalt.trainer.step import (
     Rollouts,
-    frozen_copy,
     make_optimizer,
     micro_batch_tokens,
-    pack,
     pack_shared,
     plan_micro_batches,
     response_log_probs,
@@ -27,51 +31,27 @@ from cobalt.trainer.step import (
 )
 
 PAD = 0
+CPU = torch.device("cpu")
 
 
-def grouped_model(**overrides: object) -> Qwen2ForCausalLM:
+def grouped_model(**overrides: object) -> torch.nn.Module:
     """A random 2-layer Qwen2 with grouped-query attention (4 heads over 2 key/value heads),
     so the shared path goes through the model's GQA handling too."""
-    torch.manual_seed(0)
-    config = Qwen2Config(
-        vocab_size=48, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
-        tie_word_embeddings=False, **overrides,
-    )  # fmt: skip
-    return Qwen2ForCausalLM(config).float()
+    return read_model(grouped_config(**overrides), torch.float32)
 
 
-def two_contexts() -> Rollouts:
-    """Two groups of four, each sampled for one prompt, responses of uneven length; plus a
-    later turn of group 0 (its own, longer prompt) in the same step."""
-    first, second = [5, 9, 3, 17, 2], [22, 8, 31]
-    later_turn = [*first, 7, 7, 21, 40, 41]
-    responses = [[7, 7, 21, 4, 30], [11, 2], [40, 8, 8], [25, 13, 6, 6, 6, 19],
-                 [1, 2, 3], [9, 9, 9, 9], [30], [12, 14, 16, 18, 20, 22, 24],
-                 [3, 3, 1]]  # fmt: skip
-    return Rollouts(
-        prompt_ids=[first] * 4 + [second] * 4 + [later_turn],
-        response_ids=responses,
-        rewards=[0.2, 1.0, 0.5, 0.0, -0.1, -1.0, 0.2, 1.0, 1.0],
-        group_ids=[0] * 4 + [1] * 4 + [0],
-        old_log_probs=[[-3.9] * len(r) for r in responses],
-    )
+def grouped_config(**overrides: object) -> PretrainedConfig:
+    return tiny_config(heads=4, kv_heads=2, **overrides)
 
 
 def test_a_shared_row_scores_each_response_as_its_own_forward_does() -> None:
-    model = grouped_model()
-    rollouts = two_contexts()
-    segments = [[0, 1, 2, 3], [8], [4, 5, 6, 7]]
-    shared = pack_shared(rollouts, PAD, segments)
-    assert shared.input_ids.shape == (1, 5 + 16 + 10 + 3 + 3 + 15)  # each prompt once
-    with torch.no_grad():
-        alone = response_log_probs(model, pack(rollouts, PAD, [0, 1, 2, 3, 8, 4, 5, 6, 7]))
-        with shared_prompt_attention(model):
-            together = response_log_probs(model, shared)
-    assert together.entropy is not None and alone.entropy is not None
-    assert together.log_probs.shape == alone.log_probs.shape == (9, 7)
-    torch.testing.assert_close(together.log_probs, alone.log_probs, atol=1e-5, rtol=0)
-    torch.testing.assert_close(together.entropy, alone.entropy, atol=1e-5, rtol=0)
+    comparison = shared_row_check(grouped_config(), device=CPU)
+
+    assert comparison.facts["packed_tokens"] == 5 + 16 + 10 + 3 + 3 + 15  # each prompt once
+    assert comparison.facts["rows_alone"] == 9
+    assert comparison.differences.keys() == {"log_probs", "entropy"}
+    for name, gap in comparison.differences.items():
+        assert gap.max_abs <= 1e-5, (name, gap)
 
 
 def test_a_response_sees_its_prompt_and_itself_only() -> None:
@@ -109,33 +89,16 @@ def test_a_response_sees_its_prompt_and_itself_only() -> None:
 def test_shared_prompts_give_the_unshared_gradient_weights_and_metrics(
     checkpointing: bool, budget: int, updates: int
 ) -> None:
-    common = {"lr": 1e-3, "weight_decay": 0.01, "n_samples": 4, "contexts_per_step": 2,
-              "updates_per_step": updates, "kl_coef": 1e-2, "entropy_coef": 1e-2,
-              "max_prompt_tokens": 10, "max_response_tokens": 7,
-              "micro_batch_tokens": budget}  # fmt: skip
-    results = {}
-    for share in (False, True):
-        model = grouped_model()
-        if checkpointing:
-            enable_activation_checkpointing(model)
-        hyper = TrainerHyperparameters(**common, share_prompts=share)
-        reference = frozen_copy(model)
-        metrics = train_step(model, reference, make_optimizer(model, hyper), two_contexts(),
-                             hyper, pad_id=PAD)  # fmt: skip
-        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-        results[share] = metrics, grads, model.state_dict()
-        assert model.config._attn_implementation != ATTENTION  # restored after the step
-    (plain, plain_grads, plain_weights), (shared, shared_grads, shared_weights) = (
-        results[False], results[True])  # fmt: skip
-    assert plain_grads and plain_grads.keys() == shared_grads.keys()
-    for name, grad in plain_grads.items():
-        torch.testing.assert_close(shared_grads[name], grad, atol=1e-5, rtol=0, msg=name)
-    for name, weight in plain_weights.items():
-        torch.testing.assert_close(shared_weights[name], weight, atol=1e-5, rtol=0, msg=name)
-    for ours, theirs in zip(plain, shared, strict=True):
-        for key in ("loss", "pg_loss", "ppo_kl", "kl_ref", "entropy", "grad_norm"):
-            assert theirs[key] == pytest.approx(ours[key], abs=1e-5), key
-        assert theirs["micro_batches"] <= ours["micro_batches"]
+    comparison = shared_step_check(grouped_config(), budget=budget, updates=updates,
+                                   checkpointing=checkpointing, device=CPU)  # fmt: skip
+
+    assert {"gradients", "weights", "loss", "kl_ref", "grad_norm"} <= comparison.differences.keys()
+    for name, gap in comparison.differences.items():
+        assert gap.max_abs <= 1e-5, (name, gap)
+    assert comparison.facts["pg_clipfrac_gap"] <= 1e-5
+    assert comparison.facts["gradient_tensors"] > 0
+    assert comparison.facts["attention_restored"] == 1  # restored after the step
+    assert comparison.facts["shared_micro_batches"] <= comparison.facts["plain_micro_batches"]
 
 
 def test_sharing_scores_fewer_tokens_within_the_budget() -> None:

@@ -12,7 +12,8 @@ from transformers import Qwen2ForCausalLM
 
 from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.shared.errors import InvalidInput
-from cobalt.trainer.precision import Precision, enable_activation_checkpointing, freeze
+from cobalt.trainer.equivalence import micro_batch_check, tiny_config, uneven_step
+from cobalt.trainer.precision import Precision, enable_activation_checkpointing, freeze, read_model
 from cobalt.trainer.step import (
     Rollouts,
     episode_advantages,
@@ -25,6 +26,7 @@ from cobalt.trainer.step import (
 )
 
 PAD = 0
+CPU = torch.device("cpu")
 
 
 def sequence_log_prob(model: Qwen2ForCausalLM, prompt: list[int], response: list[int]) -> float:
@@ -239,59 +241,25 @@ def test_one_step_on_episodes_moves_every_turn_of_the_best_episode(
     assert update["responses"] == 4
 
 
-def uneven_step() -> Rollouts:
-    """Two groups of four with prompts and responses of uneven length."""
-    prompts = [[5, 9, 3, 17], [22, 8], [1, 2, 3, 4, 5, 6, 7], [30, 31]]
-    responses = [[7, 7, 21, 4, 30], [11, 2], [40, 8, 8], [25, 13, 6, 6, 6, 19],
-                 [1, 2, 3], [9, 9, 9, 9], [30], [12, 14, 16, 18, 20, 22, 24]]  # fmt: skip
-    return Rollouts(
-        prompt_ids=[prompts[i % 4] for i in range(8)],
-        response_ids=responses,
-        rewards=[0.2, 1.0, 0.5, 0.0, -0.1, -1.0, 0.2, 1.0],
-        group_ids=[i // 4 for i in range(8)],
-        old_log_probs=[[-3.9] * len(r) for r in responses],
-    )
-
-
-def step_with(
-    model: Qwen2ForCausalLM, settings: TrainerHyperparameters, rollouts: Rollouts
-) -> tuple[list[dict[str, float]], dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """Metrics, the last update's gradient and the weights after one step."""
-    optimizer = make_optimizer(model, settings)
-    reference = frozen_copy(model) if settings.kl_coef > 0 else None
-    metrics = train_step(model, reference, optimizer, rollouts, settings, pad_id=PAD)
-    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-    return metrics, grads, {n: t.clone() for n, t in model.state_dict().items()}
-
-
 @pytest.mark.parametrize("share_prompts", [False, True])
 @pytest.mark.parametrize("updates", [1, 2])
 @pytest.mark.parametrize("budget", [13, 24])
 def test_micro_batches_give_the_unbatched_gradient_and_weights(
-    tiny_model: Qwen2ForCausalLM, budget: int, updates: int, share_prompts: bool
+    budget: int, updates: int, share_prompts: bool
 ) -> None:
-    common = {"lr": 1e-3, "weight_decay": 0.01, "n_samples": 4, "contexts_per_step": 2,
-              "updates_per_step": updates, "kl_coef": 1e-2, "entropy_coef": 1e-2,
-              "max_prompt_tokens": 7, "max_response_tokens": 6,
-              "share_prompts": share_prompts}  # fmt: skip
-    whole = TrainerHyperparameters(**common, micro_batch_tokens=1_000)
-    split = TrainerHyperparameters(**common, micro_batch_tokens=budget)
-    start = {n: t.clone() for n, t in tiny_model.state_dict().items()}
+    config = tiny_config()
+    comparison = micro_batch_check(config, budget=budget, updates=updates,
+                                   share_prompts=share_prompts, device=CPU)  # fmt: skip
 
-    one_pass, one_grads, one_weights = step_with(tiny_model, whole, uneven_step())
-    tiny_model.load_state_dict(start)
-    micro, micro_grads, micro_weights = step_with(tiny_model, split, uneven_step())
-
-    assert all(m["micro_batches"] == 1 for m in one_pass)
-    assert all(m["micro_batches"] > 1 for m in micro)  # it did split
-    for name, grad in one_grads.items():
-        assert torch.allclose(micro_grads[name], grad, atol=1e-5), name
-    for name, weight in one_weights.items():
-        assert torch.allclose(micro_weights[name], weight, atol=1e-5), name
-        assert updates == 0 or not torch.equal(weight, start[name]) or "norm" in name
-    for ours, theirs in zip(one_pass, micro, strict=True):
-        for key in ("loss", "pg_loss", "pg_clipfrac", "ppo_kl", "kl_ref", "entropy", "grad_norm"):
-            assert theirs[key] == pytest.approx(ours[key], abs=1e-5), key
+    assert {"gradients", "weights", "loss", "kl_ref", "grad_norm"} <= comparison.differences.keys()
+    for name, gap in comparison.differences.items():
+        assert gap.max_abs <= 1e-5, (name, gap)
+    assert comparison.facts["pg_clipfrac_gap"] <= 1e-5
+    assert comparison.facts["whole_micro_batches"] == 1
+    assert comparison.facts["split_micro_batches"] > 1  # it did split
+    assert comparison.facts["unmoved_weights"] == 0  # every weight but the norms moved
+    every_weight = len(list(read_model(config, torch.float32).parameters()))
+    assert comparison.facts["gradient_tensors"] == every_weight
 
 
 @settings(max_examples=200, deadline=None)

@@ -19,6 +19,10 @@ A float32 reference whose every weight is a bfloat16 value (the usual case: it i
 job's starting model, shipped in bfloat16) is stored in bfloat16 and each module's own
 weights are widened to float32 for its forward only (`store_exactly_narrower`): half the
 bytes, and bit for bit the same log-probabilities, since the widening is exact.
+
+The models come from a model directory, or from a Hugging Face config alone: random
+weights of that shape (`read_model`), so the benchmarks measure real shapes on a GPU
+with no download (bench/gpu_trainer.py).
 """
 
 from __future__ import annotations
@@ -27,12 +31,18 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import torch
 
 from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.trainer.distributed import shard_model
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
+
+    ModelSource: TypeAlias = Path | PretrainedConfig
+    """A model directory, or a config whose random weights stand in for one."""
 
 __all__ = [
     "Precision",
@@ -40,8 +50,13 @@ __all__ = [
     "freeze",
     "load_models",
     "load_reference",
+    "read_model",
     "store_exactly_narrower",
 ]
+
+RANDOM_WEIGHTS_SEED = 0
+"""Seed of the weights `read_model` draws for a config: the policy and the reference drawn
+from one config start from the same weights (each drawn in float32, then cast)."""
 
 
 @dataclass(frozen=True)
@@ -149,7 +164,27 @@ def _narrow_again(names: list[str]) -> Any:
     return hook
 
 
-def load_reference(model_dir: Path, precision: Precision) -> torch.nn.Module:
+def read_model(
+    source: ModelSource, dtype: torch.dtype, device: torch.device | None = None
+) -> torch.nn.Module:
+    """A causal LM in `dtype`: read from a model directory, or, for a config, drawn at
+    random (seeded, on a forked RNG) directly on `device`, so a GPU benchmark of an 8B
+    shape neither downloads weights nor builds them on the CPU first."""
+    from transformers import AutoModelForCausalLM, PretrainedConfig
+
+    if not isinstance(source, PretrainedConfig):
+        return AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
+    where = device or torch.device("cpu")
+    with torch.random.fork_rng(devices=[where] if where.type == "cuda" else []):
+        torch.manual_seed(RANDOM_WEIGHTS_SEED)
+        with where:
+            model = AutoModelForCausalLM.from_config(source, dtype=torch.float32)
+        return model.to(dtype)
+
+
+def load_reference(
+    model_dir: ModelSource, precision: Precision, device: torch.device | None = None
+) -> torch.nn.Module:
     """The frozen reference policy on the CPU: the job's starting weights, in the compute
     dtype (the caller shards it like the policy, or moves it to the device).
 
@@ -158,18 +193,14 @@ def load_reference(model_dir: Path, precision: Precision) -> torch.nn.Module:
     that are all bfloat16 values are stored in bfloat16 (`store_exactly_narrower`); FSDP2
     keeps its own copies, so a sharded reference stays as loaded.
     """
-    from transformers import AutoModelForCausalLM
-
-    reference = freeze(
-        AutoModelForCausalLM.from_pretrained(model_dir, dtype=precision.compute_dtype)
-    )
+    reference = freeze(read_model(model_dir, precision.compute_dtype, device))
     if not precision.sharded:
         store_exactly_narrower(reference)
     return reference
 
 
 def load_models(
-    model_dir: Path,
+    model_dir: ModelSource,
     settings: TrainerHyperparameters,
     precision: Precision,
     device: torch.device,
@@ -181,8 +212,9 @@ def load_models(
     Each is read on the CPU and then sharded (FSDP2 moves each unit's shard to the device
     as it shards it) or moved, the policy before the reference is read: a rank never
     holds the whole model on its GPU, and holds one full copy at a time in host memory.
+    Random weights of a config are drawn where they will run (on the CPU when sharded).
     """
-    from transformers import AutoModelForCausalLM
+    drawn_on = None if precision.sharded else device
 
     def placed(model: torch.nn.Module) -> torch.nn.Module:
         if precision.sharded:
@@ -190,29 +222,30 @@ def load_models(
         return model.to(device)
 
     if settings.lora:
-        return _load_with_adapter(model_dir, settings, precision, placed)
-    policy = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+        return _load_with_adapter(model_dir, settings, precision, placed, drawn_on)
+    policy = read_model(model_dir, torch.float32, drawn_on)
     if precision.activation_checkpointing:
         enable_activation_checkpointing(policy)
     policy = placed(policy)
-    reference = placed(load_reference(model_dir, precision)) if settings.kl_coef > 0 else None
+    reference = None
+    if settings.kl_coef > 0:
+        reference = placed(load_reference(model_dir, precision, drawn_on))
     return policy, reference
 
 
 def _load_with_adapter(
-    model_dir: Path,
+    model_dir: ModelSource,
     settings: TrainerHyperparameters,
     precision: Precision,
     placed: Any,
+    drawn_on: torch.device | None,
 ) -> tuple[torch.nn.Module, torch.nn.Module | None]:
     """A LoRA job (lora.py): the base frozen in the compute dtype (no master copy: it never
     changes), a float32 adapter over it, and the same base with the adapter off as the
     reference when `kl_coef > 0`."""
-    from transformers import AutoModelForCausalLM
-
     from cobalt.trainer.lora import BaseWithoutAdapter, add_adapter
 
-    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=precision.compute_dtype)
+    base = read_model(model_dir, precision.compute_dtype, drawn_on)
     if precision.activation_checkpointing:
         enable_activation_checkpointing(base)
         # The frozen embeddings' output needs a gradient for checkpointed layers to
