@@ -25,13 +25,14 @@ from cobalt.orchestrator.store.models import (
     Run,
     TrainingJobStatus,
 )
-from cobalt.orchestrator.training.episodes import EpisodeSpec, roll_out_episodes
-from cobalt.orchestrator.training.rollout import GroupContext, ScoredGroup, roll_out_group
-from cobalt.orchestrator.training.service import EPISODE_MODES, JobParams
-from cobalt.orchestrator.training.verpo import roll_out_verpo_episodes
+from cobalt.orchestrator.training.rollout import GroupContext, ScoredGroup
+from cobalt.orchestrator.training.scorers import GroupRollout, score_group
 from cobalt.shared.clients import ExecutorAddress, ModelEndpoint
 from cobalt.shared.contracts import ProblemRow
-from cobalt.shared.contracts.training import TrainingMode
+from cobalt.shared.contracts.training_params import (
+    EpisodeParams,
+    stored_training_params,
+)
 from cobalt.shared.errors import InvalidInput, NotFound
 from cobalt.shared.reward import TokenizerCounter
 
@@ -47,7 +48,7 @@ def _token_counter(model_dir: str) -> TokenizerCounter:
 
 
 def feedback_template(
-    session: Session, params: JobParams, context: BanditContext
+    session: Session, params: EpisodeParams, context: BanditContext
 ) -> PromptTemplate:
     """The wording of a multi-turn episode's feedback: the job's `template`, or the one the
     context's source run used (checked against the hash the context recorded).
@@ -93,7 +94,7 @@ def roll_out_training_group(
         if job.status in (TrainingJobStatus.STOPPED, TrainingJobStatus.FINISHED):
             logger.info("training job %d is %s; round %d skipped", job_id, job.status, round)
             return {"group_id": None, "samples": 0}
-        params = JobParams.model_validate(job.params)
+        params = stored_training_params(job.mode, job.params)
         context = session.get(BanditContext, context_id)
         problem = session.get(Problem, context.problem_id) if context is not None else None
         if context is None or problem is None:
@@ -107,9 +108,9 @@ def roll_out_training_group(
             tests=[*row.public_tests, *row.hidden_tests],
             public_count=len(row.public_tests),
         )
-        mode = TrainingMode(job.mode)
-        episodic = mode in EPISODE_MODES
-        template = feedback_template(session, params, context) if episodic else None
+        template = None
+        if isinstance(params, EpisodeParams):
+            template = feedback_template(session, params, context)
         scheduled_version, model_dir = job.policy_version, job.model
     endpoint = ModelEndpoint(
         base_url=params.base_url,
@@ -124,42 +125,17 @@ def roll_out_training_group(
         seed=params.seed,
     )
     tokens = _token_counter(model_dir)
-    spec = EpisodeSpec(
-        turns=params.turns, stop_on_pass=params.stop_on_pass, think_cap_chars=params.think_cap_chars
-    )
 
     async def roll_out() -> ScoredGroup:
-        sampler = await runtime.sampler(endpoint)
-        client = await runtime.executor_client(executor)
-        if template is not None and mode == TrainingMode.VERPO:
-            return await roll_out_verpo_episodes(
-                group_context,
-                sampler=sampler,
-                executor=client,
-                params=sampling,
-                template=template,
-                spec=spec,
-                outcome_weight=params.verpo_outcome_weight,
-            )
-        if template is not None:
-            return await roll_out_episodes(
-                group_context,
-                sampler=sampler,
-                executor=client,
-                tokens=tokens,
-                params=sampling,
-                template=template,
-                spec=spec,
-                reward_format=params.reward_format,
-            )
-        return await roll_out_group(
-            group_context,
-            sampler=sampler,
-            executor=client,
+        rollout = GroupRollout(
+            context=group_context,
+            sampler=await runtime.sampler(endpoint),
+            executor=await runtime.executor_client(executor),
             tokens=tokens,
-            params=sampling,
-            reward_format=params.reward_format,
+            sampling=sampling,
+            template=template,
         )
+        return await score_group(rollout, params)
 
     group = runtime.run(roll_out)
     version = group.policy_version if group.policy_version is not None else scheduled_version
