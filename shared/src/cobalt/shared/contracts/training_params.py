@@ -24,10 +24,10 @@ from cobalt.shared import defaults
 from cobalt.shared.contracts.bounds import (
     INT32_MAX,
     MODEL_NAME_CHARS,
-    SEED_MAX,
     TEMPLATE_NAME_CHARS,
     URL_CHARS,
 )
+from cobalt.shared.contracts.sampling import SamplingSettings
 from cobalt.shared.contracts.training import TrainerHyperparameters, TrainingMode
 from cobalt.shared.errors import InvalidInput, first_validation_error
 from cobalt.shared.reward_format import RewardFormat
@@ -49,8 +49,9 @@ __all__ = [
 _CONFIG = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-class CommonTrainingParams(BaseModel):
-    """What every mode has: rollouts here, GRPO's in `trainer` (defaults: docs/method.md).
+class CommonTrainingParams(SamplingSettings):
+    """What every mode has: the sampling settings (`SamplingSettings`), the endpoint and
+    staleness here, GRPO's in `trainer` (defaults: docs/method.md).
 
     Unknown names are refused, so a misspelt setting never silently keeps its default.
     """
@@ -72,16 +73,11 @@ class CommonTrainingParams(BaseModel):
         max_length=MODEL_NAME_CHARS,
         description="the model name it serves",
     )
-    temperature: float = Field(default=defaults.TEMPERATURE, ge=0, le=2)
-    top_p: float = Field(default=defaults.TOP_P, gt=0, le=1)
     max_staleness: int = Field(
         default=0,
         ge=0,
         le=INT32_MAX,
         description="policy-version lag a sample may have (0: synchronous)",
-    )
-    seed: int | None = Field(
-        default=None, ge=-SEED_MAX - 1, le=SEED_MAX, description="sampling seed (per request)"
     )
     trainer: TrainerHyperparameters = Field(default_factory=TrainerHyperparameters)
     """Group size (n_samples), contexts per step, the response cap and GRPO's settings."""

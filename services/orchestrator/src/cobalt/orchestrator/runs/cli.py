@@ -25,6 +25,7 @@ from rich.table import Table
 from cobalt.orchestrator.console import (
     EXIT_USAGE,
     JsonOption,
+    SamplingSetOption,
     StoreContext,
     echo_json,
     executor_settings_or_exit,
@@ -33,6 +34,7 @@ from cobalt.orchestrator.console import (
     open_executor,
     progress_bar,
     reward_tokenizer,
+    sampling_settings_set,
     settings_or_exit,
     store_context,
 )
@@ -80,9 +82,14 @@ def _store(*, detach: bool = False) -> StoreContext:
     return store_context(settings)
 
 
-def _request(contract: type[_Request], **values: object) -> _Request:
+def _request(
+    contract: type[_Request], sampling_set: list[str] | None, **values: object
+) -> _Request:
+    """The request from the options, `--set` pairs winning over the settings' options."""
+    values = {k: v for k, v in values.items() if v is not None}
+    values.update(sampling_settings_set(sampling_set))
     try:
-        return contract.model_validate({k: v for k, v in values.items() if v is not None})
+        return contract.model_validate(values)
     except ValidationError as exc:
         where, message = first_validation_error_parts(exc)
         raise fail(EXIT_USAGE, f"--{where.replace('_', '-')}: {message}") from exc
@@ -277,6 +284,7 @@ def sample(
             help="Judge preset (default: the dataset's, e.g. lcb for a LiveCodeBench import).",
         ),
     ] = None,
+    sampling_set: SamplingSetOption = None,
     as_json: JsonOption = False,
     detach: DetachOption = False,
 ) -> None:
@@ -289,6 +297,7 @@ def sample(
 
     request = _request(
         SampleRunRequest,
+        sampling_set,
         dataset=dataset,
         base_url=base_url,
         model=model,
@@ -341,6 +350,7 @@ def refine(
     think_cap: Annotated[
         int, typer.Option(help="Characters of an answer (after </think>) kept in the history.")
     ] = defaults.HISTORY_CAP_CHARS,
+    sampling_set: SamplingSetOption = None,
     as_json: JsonOption = False,
     detach: DetachOption = False,
 ) -> None:
@@ -350,6 +360,7 @@ def refine(
 
     request = _request(
         RefineRunRequest,
+        sampling_set,
         from_run=from_run,
         turns=turns,
         base_url=base_url,

@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import fields
 from typing import Any
 
 from pydantic import SecretStr
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.lifecycle import RUN_TRANSITIONS, RunEvent, TrajectoryEvent, run_after
@@ -26,18 +24,16 @@ from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.rollouts.runtime import JobInterrupted, RolloutRuntime
 from cobalt.orchestrator.rollouts.sampling import SamplingParams
 from cobalt.orchestrator.store import repo_runs
-from cobalt.orchestrator.store.models import Problem, RunStatus, TrajectoryStatus, Turn
+from cobalt.orchestrator.store.models import Problem, RunStatus, TrajectoryStatus
 from cobalt.orchestrator.store.repo_runs import TurnRow
 from cobalt.shared.clients import ExecutorAddress, ModelEndpoint
-from cobalt.shared.contracts import Compare, Limits, ProblemRow
-from cobalt.shared.defaults import HISTORY_CAP_CHARS
+from cobalt.shared.contracts import ProblemRow
+from cobalt.shared.contracts.runs import RunParams
 from cobalt.shared.errors import CobaltError, Conflict, NotFound
 
 __all__ = ["DatabaseTurnStore", "finish_run_if_done", "roll_out_run_problem", "spec_of_run"]
 
 logger = logging.getLogger(__name__)
-
-_TURN_FIELDS = [f.name for f in fields(TurnRow)]
 
 
 class DatabaseTurnStore:
@@ -61,16 +57,9 @@ class DatabaseTurnStore:
                     session, run_id=self.run_id, problem_id=problem_id
                 )
             )
-            turns = session.scalars(
-                select(Turn)
-                .where(Turn.run_id == self.run_id, Turn.problem_id == problem_id)
-                .order_by(Turn.sample_index, Turn.turn_index)
-            ).all()
-            by_sample: dict[int, list[TurnRow]] = {}
-            for turn in turns:
-                row = TurnRow(**{name: getattr(turn, name) for name in _TURN_FIELDS})
-                by_sample.setdefault(turn.sample_index, []).append(row)
-            return by_sample
+            return repo_runs.turn_rows_of_problem(
+                session, run_id=self.run_id, problem_id=problem_id
+            )
 
     def save(self, rows: Sequence[TurnRow]) -> None:
         with self.sessions.begin() as session:
@@ -82,22 +71,18 @@ class DatabaseTurnStore:
         return self._status in (RunStatus.CANCELLED.value, RunStatus.INTERRUPTED.value)
 
 
-def spec_of_run(run_id: int, params: dict[str, Any]) -> RolloutSpec:
+def spec_of_run(run_id: int, stored: dict[str, Any]) -> RolloutSpec:
     """The rollout settings a run recorded when it was created."""
+    params = RunParams.model_validate(stored)
     return RolloutSpec(
         run_id=run_id,
-        n=int(params["n"]),
-        feedback_turns=int(params.get("turns", 0)),
-        sampling=SamplingParams(
-            temperature=float(params["temperature"]),
-            top_p=float(params["top_p"]),
-            max_tokens=int(params["max_tokens"]),
-            seed=params.get("seed"),
-        ),
-        stop_on_pass=bool(params.get("stop_on_pass", False)),
-        think_cap_chars=int(params.get("think_cap_chars", HISTORY_CAP_CHARS)),
-        limits=Limits.model_validate(params.get("limits") or {}),
-        compare=Compare(params.get("compare", Compare.COBALT)),
+        n=params.n,
+        feedback_turns=params.feedback_turns,
+        sampling=SamplingParams.of(params, max_tokens=params.max_tokens),
+        stop_on_pass=params.stop_on_pass,
+        think_cap_chars=params.think_cap_chars,
+        limits=params.limits,
+        compare=params.compare,
     )
 
 

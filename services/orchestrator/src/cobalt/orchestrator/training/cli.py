@@ -18,9 +18,11 @@ from rich.table import Table
 from cobalt.orchestrator.console import (
     EXIT_USAGE,
     JsonOption,
+    SamplingSetOption,
     echo_json,
     fail,
     handled,
+    sampling_settings_set,
     store_context,
 )
 from cobalt.shared import defaults
@@ -224,6 +226,7 @@ def start(
             "wandb (comma-separated), all or none [the trainer's COBALT_REPORT_TO].",
         ),
     ] = None,
+    sampling_set: SamplingSetOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Create a pending training job (defaults: the paper's settings)."""
@@ -261,6 +264,7 @@ def start(
         "report_to": report_to,
         "trainer": {k: v for k, v in trainer.items() if v is not None},
     }
+    rollouts.update(sampling_settings_set(sampling_set))
     request = TrainingJobCreate(
         name=name or f"{contexts}-{datetime.now(UTC):%Y%m%d-%H%M%S}",
         contexts=contexts,

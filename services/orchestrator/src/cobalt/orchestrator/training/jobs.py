@@ -117,12 +117,8 @@ def roll_out_training_group(
         model=params.served_model,
         api_key=api_key,
     )
-    sampling = SamplingParams(
-        n=params.trainer.n_samples,
-        temperature=params.temperature,
-        top_p=params.top_p,
-        max_tokens=params.trainer.max_response_tokens,
-        seed=params.seed,
+    sampling = SamplingParams.of(
+        params, n=params.trainer.n_samples, max_tokens=params.trainer.max_response_tokens
     )
     tokens = _token_counter(model_dir)
 

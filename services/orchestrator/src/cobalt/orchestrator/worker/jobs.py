@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import SecretStr
 from sqlalchemy.orm import Session, sessionmaker
@@ -36,6 +36,8 @@ __all__ = [
     "work_for_round",
     "work_for_run",
 ]
+
+_Result = TypeVar("_Result")
 
 RUN_RETRY_INTERVALS_S = (10, 30, 60)
 """Waits before a run job's retries (RQ retries up to COBALT_JOB_RETRIES times)."""
@@ -82,18 +84,7 @@ def run_problem(
 ) -> dict[str, int]:
     """One problem of one run (`runs.jobs.roll_out_run_problem`)."""
     used = resources or JobResources.of_process(api_key)
-    try:
-        return roll_out_run_problem(
-            run_id,
-            problem_id,
-            sessions=used.sessions,
-            runtime=used.runtime,
-            executor=used.executor,
-            api_key=used.api_key,
-        )
-    except JobInterrupted:
-        _keep_retry()
-        raise
+    return _call(roll_out_run_problem, (run_id, problem_id), used)
 
 
 def run_group(
@@ -107,11 +98,19 @@ def run_group(
     """One context's group of a training round (`training.jobs.roll_out_training_group`);
     with Redis, its id then goes on the job's list, so a waiting trainer wakes up."""
     used = resources or JobResources.of_process(api_key)
+    result = _call(roll_out_training_group, (job_id, context_id, round), used)
+    group_id = result["group_id"]
+    if group_id is not None and used.settings.redis_url:
+        _wake_trainer(used.settings.redis_url, job_id, group_id)
+    return result
+
+
+def _call(body: Callable[..., _Result], args: tuple[int, ...], used: JobResources) -> _Result:
+    """The domain function with the job's resources; a job stopped with its process goes
+    back on the queue."""
     try:
-        result = roll_out_training_group(
-            job_id,
-            context_id,
-            round,
+        return body(
+            *args,
             sessions=used.sessions,
             runtime=used.runtime,
             executor=used.executor,
@@ -120,10 +119,6 @@ def run_group(
     except JobInterrupted:
         _keep_retry()
         raise
-    group_id = result["group_id"]
-    if group_id is not None and used.settings.redis_url:
-        _wake_trainer(used.settings.redis_url, job_id, group_id)
-    return result
 
 
 def _wake_trainer(redis_url: str, job_id: int, group_id: int) -> None:
