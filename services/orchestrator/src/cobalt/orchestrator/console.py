@@ -50,6 +50,7 @@ __all__ = [
     "handled",
     "open_executor",
     "progress_bar",
+    "report_to_option",
     "reward_tokenizer",
     "sampling_settings_set",
     "settings_or_exit",
@@ -94,6 +95,17 @@ def handled() -> Iterator[None]:
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
 """`--json`: the command prints one JSON object on stdout (the contract scripts use)."""
+
+
+def report_to_option(what: str, default: str) -> Any:
+    """`--report-to` (COBALT_REPORT_TO): the experiment trackers `what` goes to."""
+    return typer.Option(
+        "--report-to",
+        envvar="COBALT_REPORT_TO",
+        help=f"{what}: tensorboard, mlflow, wandb (comma-separated), all or none "
+        rf"\[{default}].",
+    )
+
 
 SamplingSetOption = Annotated[
     list[str] | None,

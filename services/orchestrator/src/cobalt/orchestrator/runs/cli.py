@@ -33,6 +33,7 @@ from cobalt.orchestrator.console import (
     handled,
     open_executor,
     progress_bar,
+    report_to_option,
     reward_tokenizer,
     sampling_settings_set,
     settings_or_exit,
@@ -518,12 +519,7 @@ def evaluate(
     ] = None,
     report_to: Annotated[
         str | None,
-        typer.Option(
-            "--report-to",
-            envvar="COBALT_REPORT_TO",
-            help="Also send Pass@1 per turn and the summary to these experiment trackers: "
-            "tensorboard, mlflow, wandb (comma-separated), all or none [none].",
-        ),
+        report_to_option("Also send Pass@1 per turn and the summary to these trackers", "none"),
     ] = None,
     as_json: JsonOption = False,
 ) -> None:

@@ -22,6 +22,7 @@ from cobalt.orchestrator.console import (
     echo_json,
     fail,
     handled,
+    report_to_option,
     sampling_settings_set,
     store_context,
 )
@@ -219,11 +220,9 @@ def start(
     ] = None,
     report_to: Annotated[
         str | None,
-        typer.Option(
-            "--report-to",
-            envvar="COBALT_REPORT_TO",
-            help="Experiment trackers the trainer reports each step to: tensorboard, mlflow, "
-            "wandb (comma-separated), all or none [the trainer's COBALT_REPORT_TO].",
+        report_to_option(
+            "Experiment trackers the trainer reports each step to",
+            "the trainer's COBALT_REPORT_TO",
         ),
     ] = None,
     sampling_set: SamplingSetOption = None,

@@ -49,16 +49,22 @@ GroupScorer = Callable[[GroupRollout, Any], Awaitable[ScoredGroup]]
 """(the group's rollout, the job's parameters of that mode) -> the scored group."""
 
 
-def _episode_spec(params: EpisodeParams) -> EpisodeSpec:
-    return EpisodeSpec(
-        turns=params.turns, stop_on_pass=params.stop_on_pass, think_cap_chars=params.think_cap_chars
-    )
-
-
-def _template(rollout: GroupRollout) -> PromptTemplate:
+def _episode_arguments(rollout: GroupRollout, params: EpisodeParams) -> dict[str, Any]:
+    """What every episode mode's loop takes: the clients, the sampling, the feedback
+    template and the episode's settings."""
     if rollout.template is None:
         raise ValueError("an episode mode needs its feedback template")
-    return rollout.template
+    return {
+        "sampler": rollout.sampler,
+        "executor": rollout.executor,
+        "params": rollout.sampling,
+        "template": rollout.template,
+        "spec": EpisodeSpec(
+            turns=params.turns,
+            stop_on_pass=params.stop_on_pass,
+            think_cap_chars=params.think_cap_chars,
+        ),
+    }
 
 
 async def _single_turn(
@@ -79,13 +85,9 @@ async def _multi_turn(rollout: GroupRollout, params: MultiTurnParams) -> ScoredG
     """Online episodes, each rewarded by its last turn."""
     return await roll_out_episodes(
         rollout.context,
-        sampler=rollout.sampler,
-        executor=rollout.executor,
         tokens=rollout.tokens,
-        params=rollout.sampling,
-        template=_template(rollout),
-        spec=_episode_spec(params),
         reward_format=params.reward_format,
+        **_episode_arguments(rollout, params),
     )
 
 
@@ -93,12 +95,8 @@ async def _verpo(rollout: GroupRollout, params: VerpoParams) -> ScoredGroup:
     """Online episodes, each turn rewarded by VeRPO."""
     return await roll_out_verpo_episodes(
         rollout.context,
-        sampler=rollout.sampler,
-        executor=rollout.executor,
-        params=rollout.sampling,
-        template=_template(rollout),
-        spec=_episode_spec(params),
         outcome_weight=params.verpo_outcome_weight,
+        **_episode_arguments(rollout, params),
     )
 
 
