@@ -39,7 +39,6 @@ from throwaway_db import drop_database, throwaway_database
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cobalt.orchestrator.rollouts.jobs import run_problem_job  # noqa: E402
 from cobalt.orchestrator.runs import service  # noqa: E402
 from cobalt.orchestrator.settings import OrchestratorSettings  # noqa: E402
 from cobalt.orchestrator.store import repo_datasets  # noqa: E402
@@ -50,8 +49,8 @@ from cobalt.orchestrator.store.db import (  # noqa: E402
 )
 from cobalt.orchestrator.store.models import Turn  # noqa: E402
 from cobalt.orchestrator.worker import queue  # noqa: E402
-from cobalt.orchestrator.worker.runtime import JobConnections  # noqa: E402
-from cobalt.shared.clients import ExecutorClientSettings  # noqa: E402
+from cobalt.orchestrator.worker.jobs import JobResources, run_problem, work_for_run  # noqa: E402
+from cobalt.shared.clients import ExecutorAddress, ExecutorClientSettings  # noqa: E402
 from cobalt.shared.clients.local_executor import local_executor  # noqa: E402
 from cobalt.shared.contracts import ProblemRow, StdinTest  # noqa: E402
 from cobalt.shared.contracts.runs import SampleRunRequest  # noqa: E402
@@ -110,13 +109,11 @@ def overhead_per_turn_ms(
         )
         (problem_id,) = service.open_problem_ids(sessions, run_id)
         started = time.perf_counter()
-        run_problem_job(
+        run_problem(
             run_id,
             problem_id,
-            JobConnections(
-                executor_url=executor.base_url,
-                executor_token=executor.token,
-                database_url=settings.database_url,
+            resources=JobResources.here(
+                settings, ExecutorAddress(executor.base_url, executor.token), api_key=None
             ),
         )
         wall_ms = (time.perf_counter() - started) * 1000
@@ -137,7 +134,8 @@ def throughput(env, sessions, url, problem_count: int, workers: int) -> float:
         executor=NOT_ASKED,
     )
     settings = OrchestratorSettings(database_url=env["COBALT_DATABASE_URL"], redis_url=REDIS_URL)
-    queue.enqueue_run(settings, run_id, service.open_problem_ids(sessions, run_id), api_key=None)
+    work = work_for_run(run_id, service.open_problem_ids(sessions, run_id))
+    queue.enqueue(settings, work.values(), api_key=None)
     started = time.perf_counter()
     procs = [
         subprocess.Popen(

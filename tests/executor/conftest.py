@@ -15,16 +15,8 @@ from cobalt.executor.app import create_app
 from cobalt.executor.pool import SandboxPool
 from cobalt.executor.settings import ExecutorSettings
 from cobalt.shared.connections import header_deadline_protocol
+from tests.executor.helpers import INTEGRITY_LIMITS
 from tests.executor.nonroot import NONROOT_UID, delegated_cgroups, nonroot_executor
-
-INTEGRITY_LIMITS = {
-    "MAX_PENDING_TESTS": "40",
-    "MAX_RESPONSE_BYTES": "200000",
-    "HEADER_TIMEOUT_S": "2",
-    "BODY_TIMEOUT_S": "2",
-    "READINESS_INTERVAL_S": "1",
-}
-"""Server settings of the integrity tests (small, so that limits are reached quickly)."""
 
 
 @pytest.fixture(scope="session")

@@ -32,3 +32,13 @@ def wait_ready(client: Any, timeout_s: float = 30.0) -> dict[str, Any]:
             body: dict[str, Any] = response.json()
             return body
         time.sleep(0.05)
+
+
+INTEGRITY_LIMITS = {
+    "MAX_PENDING_TESTS": "40",
+    "MAX_RESPONSE_BYTES": "200000",
+    "HEADER_TIMEOUT_S": "2",
+    "BODY_TIMEOUT_S": "2",
+    "READINESS_INTERVAL_S": "1",
+}
+"""Server settings of the integrity tests (small, so that limits are reached quickly)."""

@@ -29,8 +29,7 @@ from cobalt.executor.readiness import Readiness, ReadyState
 from cobalt.executor.sandbox import SandboxJob
 from cobalt.executor.settings import ExecutorSettings
 from cobalt.shared.contracts import Verdict
-from tests.executor.conftest import INTEGRITY_LIMITS
-from tests.executor.helpers import wait_ready
+from tests.executor.helpers import INTEGRITY_LIMITS, wait_ready
 from tests.executor.nonroot import delegated_cgroups, nonroot_executor
 from tests.support.serving import serve_executor
 

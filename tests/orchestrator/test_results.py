@@ -8,16 +8,13 @@ import csv
 import io
 import json
 import os
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import psycopg
 import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, select, text
-from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.store.db import (
@@ -28,8 +25,8 @@ from cobalt.orchestrator.store.db import (
     upgrade_database,
 )
 from cobalt.orchestrator.store.models import Run
-from tests.orchestrator.conftest import ADMIN_URL
 from tests.support.cli import cobalt_here
+from tests.support.databases import empty_database
 from tests.ui.seed import (
     FINISHED_PASS_AT_1,
     TRAINED_PASS_AT_1,
@@ -61,17 +58,8 @@ def test_head_revision_is_alembics(store_url: str) -> None:
 @pytest.fixture(params=["postgresql", "sqlite"])
 def empty_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A database of its own, with no schema: migrations run on it from the start."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'old.db'}"
-        return
-    admin = make_url(ADMIN_URL)
-    name = f"cobalt_migration_{os.getpid()}_{secrets.token_hex(3)}"
-    conninfo = admin.set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    yield admin.set(database=name).render_as_string(hide_password=False)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with empty_database(request.param, tmp_path) as url:
+        yield url
 
 
 def test_the_labels_migration_keeps_existing_runs(empty_url: str) -> None:

@@ -14,8 +14,9 @@ from sqlalchemy.orm import Session, sessionmaker
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from cobalt.orchestrator.rollouts.conversation import messages_of_turns
-from cobalt.orchestrator.rollouts.jobs import run_problem_job
-from cobalt.orchestrator.worker.runtime import JobConnections
+from cobalt.orchestrator.worker.jobs import JobResources, run_problem
+from cobalt.orchestrator.worker.runtime import job_context
+from cobalt.shared.clients import ExecutorAddress
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.cli import cobalt_here
 from tests.support.runs import (
@@ -144,10 +145,11 @@ def test_a_retried_job_writes_no_turn_twice(
     assert len(before) == 2 * 2 * 3
     requests = len(fake.requests)
     problem_id = turns_of(sessions, sample_id)[0].problem_id
-    run_problem_job(
+    settings = job_context().settings.model_copy(update={"database_url": store_url})
+    run_problem(
         sample_id,
         problem_id,
-        JobConnections(executor_url=executor_url, database_url=store_url),
+        resources=JobResources.here(settings, ExecutorAddress(executor_url), api_key=None),
     )
     after = [
         (t.problem_id, t.sample_index, t.turn_index, t.raw_response)

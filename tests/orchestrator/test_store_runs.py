@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
-import secrets
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from alembic import command
 from sqlalchemy import Engine, func, inspect, select, text
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -25,10 +21,8 @@ from cobalt.orchestrator.store.db import alembic_config, make_engine, upgrade_da
 from cobalt.orchestrator.store.models import Run, Trajectory, Turn
 from cobalt.orchestrator.store.repo_runs import TurnRow
 from cobalt.shared.errors import Conflict, InvalidInput, NotFound
+from tests.support.databases import empty_database
 
-ADMIN_URL = os.environ.get(
-    "COBALT_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-)
 ROLLOUT_TABLES = ("turns", "trajectories", "runs")
 
 
@@ -60,19 +54,8 @@ def engine(store_url: str) -> Iterator[Engine]:
 @pytest.fixture(params=["postgresql", "sqlite"])
 def fresh_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """An empty database of its own, for tests that move the schema up and down."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'fresh.db'}"
-        return
-    admin = make_url(ADMIN_URL)
-    name = f"cobalt_test_mig_{os.getpid()}_{secrets.token_hex(3)}"
-    conninfo = admin.set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield admin.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with psycopg.connect(conninfo, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with empty_database(request.param, tmp_path) as url:
+        yield url
 
 
 def _problem(external_id: str) -> dict[str, object]:
@@ -192,7 +175,16 @@ def test_migration_0003_packs_stored_token_arrays_and_unpacks_them_on_downgrade(
         # Rows as 0002 stored them: token arrays as JSON text.
         with Session(engine) as session, session.begin():
             dataset_id, problems = _dataset(session, problems=1)
-            run_id = _run(session, dataset_id).id
+            # The run as SQL: the ORM model has columns later migrations add.
+            run_id = session.execute(
+                text(
+                    "INSERT INTO runs (kind, status, dataset_id, base_url, model, params,"
+                    " template_name, template_sha256, total_trajectories)"
+                    " VALUES ('sample', 'pending', :dataset, 'http://127.0.0.1:8000/v1',"
+                    " 'tiny', '{}', 'cobalt', :sha, 1) RETURNING id"
+                ),
+                {"dataset": dataset_id, "sha": "ab" * 32},
+            ).scalar_one()
             repo_runs.ensure_trajectories(session, run_id=run_id, keys=[(problems[0], 0)])
             trajectory_id = session.scalar(select(Trajectory.id))
         with engine.begin() as conn:

@@ -10,9 +10,10 @@ import threading
 import pytest
 from pydantic import SecretStr
 
+from cobalt.orchestrator.rollouts.runtime import RolloutRuntime
 from cobalt.orchestrator.worker import runtime as runtime_module
-from cobalt.orchestrator.worker.runtime import RolloutRuntime, close_runtime, runtime
-from cobalt.shared.clients import ModelEndpoint
+from cobalt.orchestrator.worker.runtime import close_runtime, runtime
+from cobalt.shared.clients import ExecutorAddress, ModelEndpoint
 
 
 def _endpoint(url: str = "http://127.0.0.1:9/v1", key: str | None = None) -> ModelEndpoint:
@@ -32,8 +33,8 @@ def test_jobs_share_one_client_per_endpoint_and_key() -> None:
                 await rt.sampler(_endpoint(key="other")),
             ]
             executors = [
-                await rt.executor_client("http://127.0.0.1:9", None),
-                await rt.executor_client("http://127.0.0.1:9", None),
+                await rt.executor_client(ExecutorAddress("http://127.0.0.1:9")),
+                await rt.executor_client(ExecutorAddress("http://127.0.0.1:9")),
             ]
             return [s._client for s in samplers] + executors
 

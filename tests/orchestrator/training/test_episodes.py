@@ -19,7 +19,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.models import TrainingGroup, TrainingJob
 from cobalt.orchestrator.training import service
-from cobalt.orchestrator.training.jobs import schedule_round
+from cobalt.orchestrator.worker.carry_out import schedule_round
+from cobalt.shared.clients import ExecutorAddress
 from cobalt.shared.contracts.training import StepClaim, TrainingJobCreate, TrainingMode
 from cobalt.shared.errors import InvalidInput
 from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
@@ -56,7 +57,7 @@ def test_episodes_run_with_feedback_and_every_turn_carries_the_episode_reward(
     with serve_fake_openai(fake) as url:
         job_id = start_multi_turn_job(sessions, url, policy_dir, template="default", turns=3)
         settings = OrchestratorSettings(database_url=store_url, redis_url=None)
-        context_ids = schedule_round(settings, job_id, 1, executor=(executor_url, None))
+        context_ids = schedule_round(settings, job_id, 1, executor=ExecutorAddress(executor_url))
 
     assert len(context_ids) == 1  # multi-turn trains on the turn-0 context only
     # Turn 0: one request with 3 choices; turn 1: episodes 0 and 2 (episode 1 passed);
@@ -108,7 +109,7 @@ def test_stop_on_pass_off_runs_every_episode_for_all_turns(
             OrchestratorSettings(database_url=store_url, redis_url=None),
             job_id,
             1,
-            executor=(executor_url, None),
+            executor=ExecutorAddress(executor_url),
         )
     with sessions() as session:
         group = session.scalars(select(TrainingGroup)).one()
@@ -132,7 +133,7 @@ def test_a_changed_source_template_fails_the_round_with_its_reason(
     job_id = start_multi_turn_job(sessions, url, policy_dir)
     settings = OrchestratorSettings(database_url=store_url, redis_url=None)
     with pytest.raises(InvalidInput, match="template 'default' changed since bandit context"):
-        schedule_round(settings, job_id, 1, executor=(executor_url, None))
+        schedule_round(settings, job_id, 1, executor=ExecutorAddress(executor_url))
     with sessions() as session:
         assert session.scalars(select(TrainingGroup)).all() == []
 

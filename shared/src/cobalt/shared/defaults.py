@@ -33,3 +33,7 @@ EVALUATION_FEEDBACK_TURNS = 8
 
 COLLECTION_FEEDBACK_TURNS = 2
 """Feedback turns after turn 0 when collecting training trajectories (docs/method.md: 2)."""
+
+VERPO_OUTCOME_WEIGHT = 0.5
+"""VeRPO's share of a turn's reward given to the all-tests outcome (alpha); the
+difficulty-weighted dense reward has the rest (docs/reward.md)."""

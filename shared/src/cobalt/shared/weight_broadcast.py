@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from cobalt.shared.contracts.inference import TensorSpec
+from cobalt.shared.contracts.inference import TensorSpec, WeightBroadcastBackend
 
 __all__ = ["WeightGroup", "open_weight_group"]
 
@@ -85,14 +85,15 @@ def open_weight_group(
     import torch
     import torch.distributed as dist
 
-    if backend not in ("nccl", "gloo"):
-        raise ValueError(f"backend must be nccl or gloo, not {backend!r}")
+    if backend not in set(WeightBroadcastBackend):
+        known = " or ".join(WeightBroadcastBackend)
+        raise ValueError(f"backend must be {known}, not {backend!r}")
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} is outside a group of {world_size}")
     timeout = timedelta(seconds=timeout_s)
     store = dist.TCPStore(host, port, world_size, is_master=rank == 0, timeout=timeout)
     prefixed = dist.PrefixStore(_PREFIX, store)
-    if backend == "gloo":
+    if backend == WeightBroadcastBackend.GLOO:
         group: Any = dist.ProcessGroupGloo(prefixed, rank, world_size, timeout)
     else:  # one communicator on this process's current GPU
         torch.cuda.set_device(device)

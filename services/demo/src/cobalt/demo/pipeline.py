@@ -49,16 +49,17 @@ from cobalt.orchestrator.bandit.builder import BuildOptions, build_bandit_datase
 from cobalt.orchestrator.bandit.prompt_length import PromptTokenCounter
 from cobalt.orchestrator.datasets.importers import resolve_source
 from cobalt.orchestrator.datasets.importing import ImportOptions, import_file
-from cobalt.orchestrator.rollouts.jobs import finish_run_if_done
 from cobalt.orchestrator.runs import service
 from cobalt.orchestrator.runs.evaluation import evaluate_run
+from cobalt.orchestrator.runs.jobs import finish_run_if_done
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store import repo_bandit, repo_runs
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
 from cobalt.orchestrator.training.service import create_job, set_job_status
 from cobalt.orchestrator.worker.in_process import run_in_process
+from cobalt.orchestrator.worker.jobs import work_for_run
 from cobalt.orchestrator.worker.runtime import runtime
-from cobalt.shared.clients import ExecutorClient, ExecutorClientSettings
+from cobalt.shared.clients import ExecutorAddress, ExecutorClient, ExecutorClientSettings
 from cobalt.shared.clients.inference import InferenceControlClient
 from cobalt.shared.clients.training import TrainingClient
 from cobalt.shared.contracts.runs import EvaluationReport, RefineRunRequest, SampleRunRequest
@@ -118,7 +119,10 @@ def _carry_out(
     def work() -> None:
         failures.extend(
             run_in_process(
-                settings, run_id, problem_ids, api_key=None, executor=(executor_url, None)
+                settings,
+                work_for_run(run_id, problem_ids),
+                api_key=None,
+                executor=ExecutorAddress(executor_url),
             )
         )
 

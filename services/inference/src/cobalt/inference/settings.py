@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
+from cobalt.shared.contracts.inference import WeightBroadcastBackend
 from cobalt.shared.settings import CobaltSettings
 
 __all__ = ["VLLM_LORA_RANKS", "InferenceSettings", "default_model_cache"]
@@ -63,7 +64,7 @@ class InferenceSettings(CobaltSettings):
     """Longest a weight load may take before it is reported as failed."""
     drain_timeout_s: float = Field(default=120.0, gt=0)
     """Longest a weight load waits for in-flight generations to finish."""
-    weight_broadcast: Literal["nccl", "gloo"] | None = None
+    weight_broadcast: WeightBroadcastBackend | None = None
     """Accept weights broadcast by the trainer over a process group of this backend
     (`POST /v1/policy/broadcast`; nccl between GPUs, gloo is the CPU twin). Unset: off,
     weights come from checkpoint directories only (the default and tested path)."""

@@ -42,6 +42,7 @@ __all__ = [
     "EXIT_UNREACHABLE",
     "EXIT_USAGE",
     "JsonOption",
+    "SamplingSetOption",
     "StoreContext",
     "echo_json",
     "executor_settings_or_exit",
@@ -49,7 +50,9 @@ __all__ = [
     "handled",
     "open_executor",
     "progress_bar",
+    "report_to_option",
     "reward_tokenizer",
+    "sampling_settings_set",
     "settings_or_exit",
     "store_context",
 ]
@@ -92,6 +95,51 @@ def handled() -> Iterator[None]:
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
 """`--json`: the command prints one JSON object on stdout (the contract scripts use)."""
+
+
+def report_to_option(what: str, default: str) -> Any:
+    """`--report-to` (COBALT_REPORT_TO): the experiment trackers `what` goes to."""
+    return typer.Option(
+        "--report-to",
+        envvar="COBALT_REPORT_TO",
+        help=f"{what}: tensorboard, mlflow, wandb (comma-separated), all or none "
+        rf"\[{default}].",
+    )
+
+
+SamplingSetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        metavar="NAME=VALUE",
+        help="A sampling setting by name, repeatable (any of SamplingSettings: "
+        "docs/extending.md); wins over the setting's own option.",
+    ),
+]
+"""`--set NAME=VALUE`: every sampling setting reaches every rollout command, a new one
+included, without an option of its own."""
+
+
+def sampling_settings_set(pairs: list[str] | None) -> dict[str, str]:
+    """The `--set` pairs by name (the model checks the values).
+
+    Raises:
+        typer.Exit: (2) a pair without "=", or a name that is no sampling setting.
+    """
+    from cobalt.shared.contracts.sampling import SamplingSettings
+
+    known = SamplingSettings.model_fields
+    chosen: dict[str, str] = {}
+    for pair in pairs or []:
+        name, equals, value = pair.partition("=")
+        name = name.strip().replace("-", "_")
+        if not equals or name not in known:
+            raise fail(
+                EXIT_USAGE,
+                f"--set {pair!r}: expected NAME=VALUE with NAME one of {', '.join(known)}",
+            )
+        chosen[name] = value
+    return chosen
 
 
 def settings_or_exit() -> OrchestratorSettings:

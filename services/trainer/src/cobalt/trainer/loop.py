@@ -16,7 +16,8 @@
       the ratio's denominator;
    d. write the step's weights (atomic, the serving dtype), then publish: the inference
       service loads them and serves them as version + 1 (a LoRA job writes and publishes
-      its adapter: lora.py); every `save_every` steps (and at the end) start writing the
+      its adapter: lora.py), by the publisher chosen at set-up (publish.py: disk or
+      broadcast); every `save_every` steps (and at the end) start writing the
       full resume state in the background;
    e. report the step with its metrics; the job's step and policy version move forward.
 4. Teardown: on `stop` (the job was stopped), on `max_steps`, or on an error (re-raised
@@ -59,7 +60,8 @@ from cobalt.shared.contracts.training import (
     StepReport,
     TrainingJobPublic,
 )
-from cobalt.shared.errors import Conflict, InvalidInput, UpstreamError
+from cobalt.shared.contracts.training_params import stored_training_params
+from cobalt.shared.errors import Conflict, UpstreamError
 from cobalt.trainer.allocator import set_mmap_threshold
 from cobalt.trainer.arrivals import GroupArrivals, group_arrivals
 from cobalt.trainer.checkpoint import (
@@ -70,11 +72,10 @@ from cobalt.trainer.checkpoint import (
     load_checkpoint,
 )
 from cobalt.trainer.distributed import init_from_env, on_rank_zero
-from cobalt.trainer.lora import is_adapter_dir
 from cobalt.trainer.precision import Precision, load_models
+from cobalt.trainer.publish import check_publishable, choose_publisher, serve_checkpoint
 from cobalt.trainer.settings import TrainerSettings, job_hyperparameters
 from cobalt.trainer.step import Rollouts, make_optimizer, train_step
-from cobalt.trainer.weight_sync import broadcast_weights
 
 __all__ = ["JobStopped", "TrainerRun", "rollouts_of", "step_metrics"]
 
@@ -162,13 +163,10 @@ class TrainerRun:
 
         # 1. config
         job = on_rank_zero(lambda: self.orchestrator.job(self.job_id))
-        hyper = job_hyperparameters(job.params.get("trainer", {}), self.settings)
-        max_staleness = int(job.params.get("max_staleness", 0))
-        if hyper.lora and self.settings.weight_broadcast is not None:
-            raise InvalidInput(
-                "a LoRA job publishes its adapter (megabytes) through the checkpoint "
-                "directory; unset COBALT_TRAINER_WEIGHT_BROADCAST for it"
-            )
+        params = stored_training_params(job.mode, job.params)
+        hyper = job_hyperparameters(params.trainer.model_dump(), self.settings)
+        max_staleness = params.max_staleness
+        check_publishable(hyper, self.settings)
         model_dir = Path(job.model)
 
         # 2. setup
@@ -189,6 +187,9 @@ class TrainerRun:
             keep=self.settings.keep_checkpoints,
             serve_dtype=serve_dtype if isinstance(serve_dtype, torch.dtype) else None,
         )  # fmt: skip
+        publisher = choose_publisher(
+            hyper, self.settings, store=store, model=policy, inference=self.inference
+        )
         step, version = 0, on_rank_zero(lambda: self._serving_version(job))
         if resume:
             step, version = self._resume(policy, optimizer, version)
@@ -225,19 +226,9 @@ class TrainerRun:
                 trained = time.perf_counter()
                 # d. the weights, then publish, then (every save_every steps) the resume state
                 full_save = step % self.settings.save_every == 0 or step == last
-                broadcast = self.settings.weight_broadcast is not None
-                if broadcast and not full_save:  # the directory only comes with the state
-                    saved = Checkpoint(store.job_root / f"step-{step}", step, version + 1)
-                else:
-                    saved = store.save_weights(step=step, policy_version=version + 1, model=policy)
+                saved = publisher.write(step=step, policy_version=version + 1, full_save=full_save)
                 checkpointed = time.perf_counter()
-                if broadcast:
-                    broadcast_weights(
-                        policy, inference=self.inference, settings=self.settings,
-                        version=saved.policy_version, serve_dtype=store.serve_dtype,
-                    )  # fmt: skip
-                else:
-                    on_rank_zero(partial(self._serve, saved))
+                publisher.send(saved)
                 version = saved.policy_version
                 synced = time.perf_counter()
                 if full_save:
@@ -314,23 +305,7 @@ class TrainerRun:
         return step, version
 
     def _serve(self, checkpoint: Checkpoint) -> int:
-        """Have inference serve the checkpoint's weights unless it serves that version or a
-        newer one (a replayed step's: it keeps the weights it had); returns the version
-        served."""
-        if self.inference is None:
-            return checkpoint.policy_version
-        serving = self.inference.status().version
-        if serving >= checkpoint.policy_version:
-            return serving
-        if is_adapter_dir(checkpoint.policy_dir):  # a LoRA job: the adapter, over the base
-            loaded = self.inference.load_adapter(
-                str(checkpoint.policy_dir), version=checkpoint.policy_version
-            )
-        else:
-            loaded = self.inference.load_weights(
-                str(checkpoint.policy_dir), version=checkpoint.policy_version
-            )
-        return loaded.version
+        return serve_checkpoint(self.inference, checkpoint)
 
     def _wait_for(self, step: int, claim: StepClaim, rounds_started: int) -> StepBatch:
         """The step's groups, once its rollouts are done; raises `JobStopped` on a stop.

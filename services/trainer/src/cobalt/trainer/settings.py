@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import SettingsConfigDict
 
+from cobalt.shared.contracts.inference import WeightBroadcastBackend
 from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.shared.errors import InvalidInput
 from cobalt.shared.settings import CobaltSettings
@@ -69,7 +70,7 @@ class TrainerSettings(CobaltSettings):
     round_retry_s: float = Field(default=1800.0, gt=0)
     """Waiting this long for a step, the trainer starts its rounds again (a rollout job
     whose worker died is re-queued; the ledger keeps groups already written)."""
-    weight_broadcast: Literal["nccl", "gloo"] | None = None
+    weight_broadcast: WeightBroadcastBackend | None = None
     """Publish each step's weights by broadcast into vLLM's workers over this backend
     (nccl between GPUs; gloo is the CPU twin) instead of a checkpoint directory; the
     policy directory is then written with the resume state only. The inference service

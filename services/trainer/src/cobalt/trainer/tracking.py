@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cobalt.shared.contracts.training import TrainingJobPublic
+from cobalt.shared.contracts.training_params import stored_training_params
 from cobalt.shared.trackers import Reporters, TrackedRun, TrackerSettings, open_reporters
 from cobalt.trainer.settings import TrainerSettings, job_hyperparameters
 
@@ -59,10 +60,10 @@ class JobTracking:
         """Open the job's trackers and send its config (raises `TrackerMissing` before
         any model loads when a named tracker is not installed)."""
         trackers = trackers or TrackerSettings()
-        hyper = job_hyperparameters(job.params.get("trainer", {}), settings)
-        report_to = job.params.get("report_to")
-        if report_to is None:  # the job leaves it to the trainer
-            report_to = trackers.report_to
+        params = stored_training_params(job.mode, job.params)
+        hyper = job_hyperparameters(params.trainer.model_dump(), settings)
+        # None: the job leaves it to the trainer.
+        report_to = trackers.report_to if params.report_to is None else params.report_to
         reporters = open_reporters(report_to, job_run(job), trackers)
         config: dict[str, Any] = {
             "job": {"id": job.id, "name": job.name, "mode": job.mode},

@@ -27,6 +27,7 @@ from cobalt.shared.contracts.inference import (
     BroadcastWeightsRequest,
     LoadWeightsResponse,
     TensorSpec,
+    WeightBroadcastBackend,
 )
 from cobalt.shared.errors import UpstreamError
 from cobalt.shared.weight_broadcast import open_weight_group
@@ -90,7 +91,7 @@ def broadcast_weights(
         assert inference is not None
         receiving = threading.Thread(target=_ask_to_receive, args=(inference, plan, outcome))
         receiving.start()
-        device = settings.device if backend == "nccl" else "cpu"
+        device = settings.device if backend == WeightBroadcastBackend.NCCL else "cpu"
         group = open_weight_group(
             host=settings.weight_broadcast_bind, port=plan.master_port, rank=0,
             world_size=plan.world_size, backend=backend, device=device,

@@ -16,6 +16,7 @@ from cobalt.shared.clients.base import (
 from cobalt.shared.clients.executor import (
     DEFAULT_TIMEOUT,
     AsyncExecutorClient,
+    ExecutorAddress,
     ExecutorClient,
     ExecutorClientSettings,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "DEFAULT_RETRY",
     "DEFAULT_TIMEOUT",
     "ExecutorClient",
+    "ExecutorAddress",
     "ExecutorClientSettings",
     "InferenceControlClient",
     "ModelEndpoint",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Self
 
 import httpx
@@ -43,6 +44,7 @@ __all__ = [
     "DEFAULT_MAX_RETRIES",
     "DEFAULT_TIMEOUT",
     "DEFAULT_TIMEOUT_S",
+    "ExecutorAddress",
     "ExecutorClient",
     "ExecutorClientSettings",
 ]
@@ -56,6 +58,18 @@ DEFAULT_TIMEOUT = httpx.Timeout(DEFAULT_TIMEOUT_S, connect=DEFAULT_CONNECT_TIMEO
 _START_HINT = (
     "check that it is running (`cobalt executor serve`) and that COBALT_EXECUTOR_URL points to it"
 )
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorAddress:
+    """Where one executor is and the token it wants: what a caller hands a job, instead of
+    a (URL, token) pair or two loose fields."""
+
+    url: str
+    token: str | None = None
+
+    def __repr__(self) -> str:  # the token is a secret
+        return f"ExecutorAddress(url={self.url!r})"
 
 
 class ExecutorClientSettings(CobaltSettings):
@@ -81,6 +95,13 @@ class ExecutorClientSettings(CobaltSettings):
         if not self.url:
             raise ValueError("COBALT_EXECUTOR_URL is not set: set it to the executor's base URL")
         return self.url
+
+    def address(self) -> ExecutorAddress | None:
+        """The configured executor (None: COBALT_EXECUTOR_URL is not set)."""
+        if not self.url:
+            return None
+        token = self.auth_token.get_secret_value() if self.auth_token else None
+        return ExecutorAddress(self.url, token)
 
     def retry(self) -> RetryPolicy:
         """The retry policy with the configured number of retries."""

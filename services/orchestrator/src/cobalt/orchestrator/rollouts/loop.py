@@ -26,9 +26,9 @@ from cobalt.orchestrator.rollouts.engine import (
     TurnObserver,
     run_turns,
 )
+from cobalt.orchestrator.rollouts.program_outputs import stored_outputs
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.rollouts.sampling import ChatSampler, SamplingParams
-from cobalt.orchestrator.runs.program_outputs import stored_outputs
 from cobalt.orchestrator.store.repo_runs import TurnRow
 from cobalt.shared.clients import AsyncExecutorClient
 from cobalt.shared.contracts import Compare, Limits, ProblemRow

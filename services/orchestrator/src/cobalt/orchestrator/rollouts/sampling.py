@@ -23,6 +23,7 @@ import openai
 
 from cobalt.shared import defaults
 from cobalt.shared.clients.inference import ModelEndpoint, policy_version_of
+from cobalt.shared.contracts.sampling import SamplingSettings
 from cobalt.shared.errors import InvalidInput, Unavailable, UpstreamError
 
 __all__ = ["ChatSampler", "Sample", "SamplingParams", "openai_client_for"]
@@ -31,6 +32,9 @@ MAX_RETRIES = 4
 """Attempts after the first, with the openai client's exponential backoff."""
 TIMEOUT_S = 900.0
 """A long reasoning answer from a busy server can take minutes."""
+
+
+_SETTINGS = set(SamplingSettings.model_fields)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +46,12 @@ class SamplingParams:
     top_p: float = defaults.TOP_P
     max_tokens: int = 4096
     seed: int | None = None
+
+    @classmethod
+    def of(cls, settings: SamplingSettings, *, n: int = 1, max_tokens: int) -> SamplingParams:
+        """A run's or a training job's sampling settings for requests of `n` choices of at
+        most `max_tokens` tokens (every `SamplingSettings` field is one of ours)."""
+        return cls(n=n, max_tokens=max_tokens, **settings.model_dump(include=_SETTINGS))
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from rich.table import Table
 from cobalt.orchestrator.console import (
     EXIT_USAGE,
     JsonOption,
+    SamplingSetOption,
     StoreContext,
     echo_json,
     executor_settings_or_exit,
@@ -32,7 +33,9 @@ from cobalt.orchestrator.console import (
     handled,
     open_executor,
     progress_bar,
+    report_to_option,
     reward_tokenizer,
+    sampling_settings_set,
     settings_or_exit,
     store_context,
 )
@@ -80,9 +83,14 @@ def _store(*, detach: bool = False) -> StoreContext:
     return store_context(settings)
 
 
-def _request(contract: type[_Request], **values: object) -> _Request:
+def _request(
+    contract: type[_Request], sampling_set: list[str] | None, **values: object
+) -> _Request:
+    """The request from the options, `--set` pairs winning over the settings' options."""
+    values = {k: v for k, v in values.items() if v is not None}
+    values.update(sampling_settings_set(sampling_set))
     try:
-        return contract.model_validate({k: v for k, v in values.items() if v is not None})
+        return contract.model_validate(values)
     except ValidationError as exc:
         where, message = first_validation_error_parts(exc)
         raise fail(EXIT_USAGE, f"--{where.replace('_', '-')}: {message}") from exc
@@ -114,6 +122,7 @@ def _carry_out(
     from cobalt.orchestrator.runs import service
     from cobalt.orchestrator.worker.carry_out import carry_out_run
     from cobalt.orchestrator.worker.runtime import runtime
+    from cobalt.shared.clients import ExecutorAddress
 
     sessions = store.sessions()
     settings = store.settings
@@ -139,7 +148,7 @@ def _carry_out(
                     sessions,
                     run_id,
                     api_key=api_key,
-                    executor=(executor.base_url, executor.token),
+                    executor=ExecutorAddress(executor.base_url, executor.token),
                     on_job_done=lambda _problem, _error: tick.refresh(),
                 )
             tick()
@@ -279,6 +288,7 @@ def sample(
             help="Judge preset (default: the dataset's, e.g. lcb for a LiveCodeBench import).",
         ),
     ] = None,
+    sampling_set: SamplingSetOption = None,
     as_json: JsonOption = False,
     detach: DetachOption = False,
 ) -> None:
@@ -291,6 +301,7 @@ def sample(
 
     request = _request(
         SampleRunRequest,
+        sampling_set,
         dataset=dataset,
         base_url=base_url,
         model=model,
@@ -343,6 +354,7 @@ def refine(
     think_cap: Annotated[
         int, typer.Option(help="Characters of an answer (after </think>) kept in the history.")
     ] = defaults.HISTORY_CAP_CHARS,
+    sampling_set: SamplingSetOption = None,
     as_json: JsonOption = False,
     detach: DetachOption = False,
 ) -> None:
@@ -352,6 +364,7 @@ def refine(
 
     request = _request(
         RefineRunRequest,
+        sampling_set,
         from_run=from_run,
         turns=turns,
         base_url=base_url,
@@ -565,12 +578,7 @@ def evaluate(
     ] = None,
     report_to: Annotated[
         str | None,
-        typer.Option(
-            "--report-to",
-            envvar="COBALT_REPORT_TO",
-            help="Also send Pass@1 per turn and the summary to these experiment trackers: "
-            "tensorboard, mlflow, wandb (comma-separated), all or none [none].",
-        ),
+        report_to_option("Also send Pass@1 per turn and the summary to these trackers", "none"),
     ] = None,
     as_json: JsonOption = False,
 ) -> None:

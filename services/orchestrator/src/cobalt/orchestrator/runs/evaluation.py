@@ -20,7 +20,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.analysis.statistics import bootstrap_pass_at_1
-from cobalt.orchestrator.runs.program_outputs import stored_outputs
+from cobalt.orchestrator.rollouts.program_outputs import stored_outputs
 from cobalt.orchestrator.runs.rewards import mean_reward_per_turn, score_turn_rewards
 from cobalt.orchestrator.store import repo_runs
 from cobalt.orchestrator.store.models import Problem, Trajectory, TrajectoryStatus, Turn, TurnReward

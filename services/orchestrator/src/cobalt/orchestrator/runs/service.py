@@ -11,7 +11,7 @@ cancelling are all the same few queries.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select
@@ -136,13 +136,22 @@ def _add_sample_trajectories(session: Session, run: Run) -> None:
     )
 
 
+_TRAJECTORY_WRITERS: dict[RunKind, Callable[[Session, Run], None]] = {
+    RunKind.SAMPLE: _add_sample_trajectories,
+    RunKind.REFINE: lambda session, run: None,  # copied from its sample run at creation
+}
+"""How each kind of run writes the trajectories its creation may have left unwritten."""
+
+
+def _add_missing_trajectories(session: Session, run: Run) -> None:
+    _TRAJECTORY_WRITERS[RunKind(run.kind)](session, run)
+
+
 def add_missing_trajectories(sessions: sessionmaker[Session], run_id: int) -> None:
     """Write the sample run's trajectories that do not exist yet (all of them after a
     deferred creation, none after a complete one); a refine run's exist from the start."""
     with sessions.begin() as session:
-        run = repo_runs.get_run(session, run_id=run_id)
-        if run.kind == RunKind.SAMPLE:
-            _add_sample_trajectories(session, run)
+        _add_missing_trajectories(session, repo_runs.get_run(session, run_id=run_id))
 
 
 def create_refine_run(
@@ -234,8 +243,7 @@ def reopen_failed(sessions: sessionmaker[Session], run_id: int) -> int:
         if run.status == RunStatus.FINISHED:
             return 0  # nothing to resume
         status = run_after(run_id, run.status, RunEvent.RESUME)
-        if run.kind == RunKind.SAMPLE:
-            _add_sample_trajectories(session, run)  # a creation cut short completes here
+        _add_missing_trajectories(session, run)  # a creation cut short completes here
         reopened = repo_runs.move_trajectories(session, run_id=run_id, event=TrajectoryEvent.REOPEN)
         repo_runs.set_run_status(session, run_id=run_id, status=status)
         return reopened

@@ -16,7 +16,7 @@ from sqlalchemy import String, cast, func, or_, select
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.sql.elements import ColumnElement
 
-from cobalt.orchestrator.runs.program_outputs import shown_tests
+from cobalt.orchestrator.rollouts.program_outputs import shown_tests
 from cobalt.orchestrator.store import repo_runs
 from cobalt.orchestrator.store.models import Problem, Turn, TurnReward
 from cobalt.shared.contracts.browse import (

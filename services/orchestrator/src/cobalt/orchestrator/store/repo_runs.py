@@ -43,8 +43,10 @@ from cobalt.orchestrator.store.packed import (
 from cobalt.shared.errors import Conflict, InvalidInput, NotFound
 
 __all__ = [
+    "PARENT_KIND",
     "RunProgress",
     "TurnRow",
+    "turn_rows_of_problem",
     "create_run",
     "add_sample_trajectories",
     "ensure_trajectories",
@@ -99,7 +101,7 @@ class TurnRow:
     exec_latency_ms: float = 0.0
     policy_version: int | None = None
     public_outputs: list[dict[str, Any]] | None = None
-    """Per public test, the program's outputs (`runs.program_outputs.stored_outputs`)."""
+    """Per public test, the program's outputs (`rollouts.program_outputs.stored_outputs`)."""
 
     @property
     def trajectory_key(self) -> tuple[int, int, int]:
@@ -181,6 +183,13 @@ def list_runs(session: Session, *, limit: int = 50) -> list[Run]:
     return list(session.scalars(select(Run).order_by(Run.id.desc()).limit(limit)))
 
 
+PARENT_KIND: dict[RunKind, RunKind | None] = {
+    RunKind.SAMPLE: None,
+    RunKind.REFINE: RunKind.SAMPLE,
+}
+"""The kind of run each kind continues (None: it starts from the problem statement)."""
+
+
 def create_run(
     session: Session,
     *,
@@ -211,17 +220,20 @@ def create_run(
     except ValueError as exc:
         choices = ", ".join(k.value for k in RunKind)
         raise InvalidInput(f"unknown run kind {kind!r}; use one of: {choices}") from exc
-    if run_kind is RunKind.REFINE:
+    parent_kind = PARENT_KIND[run_kind]
+    if parent_kind is None and parent_run_id is not None:
+        raise InvalidInput(f"a {run_kind} run starts from the statement; drop parent_run_id")
+    if parent_kind is not None:
         if parent_run_id is None:
-            raise InvalidInput("a refine run needs parent_run_id, the sample run it refines")
-        parent = get_run(session, run_id=parent_run_id)
-        if parent.kind != RunKind.SAMPLE:
             raise InvalidInput(
-                f"run {parent_run_id} is a {parent.kind} run; a refine run starts from a "
-                "sample run's turn 0"
+                f"a {run_kind} run needs parent_run_id, the {parent_kind} run it continues"
             )
-    elif parent_run_id is not None:
-        raise InvalidInput("a sample run starts from the statement; drop parent_run_id")
+        parent = get_run(session, run_id=parent_run_id)
+        if parent.kind != parent_kind:
+            raise InvalidInput(
+                f"run {parent_run_id} is a {parent.kind} run; a {run_kind} run starts from a "
+                f"{parent_kind} run's turns"
+            )
     run = Run(
         kind=run_kind.value,
         status=RunStatus.PENDING.value,
@@ -445,6 +457,23 @@ def trajectory_ids_of_problem(
         )
     )
     return {(run_id, problem_id, sample_index): id_ for sample_index, id_ in rows}
+
+
+def turn_rows_of_problem(
+    session: Session, *, run_id: int, problem_id: int
+) -> dict[int, list[TurnRow]]:
+    """Every stored turn of one problem of a run, by sample, in turn order: what a resumed
+    job continues from."""
+    turns = session.scalars(
+        select(Turn)
+        .where(Turn.run_id == run_id, Turn.problem_id == problem_id)
+        .order_by(Turn.sample_index, Turn.turn_index)
+    )
+    by_sample: dict[int, list[TurnRow]] = {}
+    for turn in turns:
+        row = TurnRow(**{name: getattr(turn, name) for name in _TURN_FIELDS})
+        by_sample.setdefault(turn.sample_index, []).append(row)
+    return by_sample
 
 
 def turns_of_trajectory(

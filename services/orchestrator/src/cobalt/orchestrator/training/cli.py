@@ -11,19 +11,29 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
 from cobalt.orchestrator.console import (
     EXIT_USAGE,
     JsonOption,
+    SamplingSetOption,
     echo_json,
     fail,
     handled,
+    report_to_option,
+    sampling_settings_set,
     store_context,
 )
 from cobalt.shared import defaults
-from cobalt.shared.contracts.training import JobLiveness, TrainingMode
+from cobalt.shared.contracts.training import JobLiveness, TrainerHyperparameters, TrainingMode
+from cobalt.shared.contracts.training_params import (
+    CommonTrainingParams,
+    EpisodeSettings,
+    FormatRules,
+    VerpoSettings,
+)
 from cobalt.shared.reward_format import RewardFormat
 
 # The training service, the verl export and the store are imported by the commands that
@@ -33,6 +43,27 @@ if TYPE_CHECKING:
     from cobalt.shared.contracts.training import TrainingJobPublic
 
 __all__ = ["train_app"]
+
+
+def _default(model: type[BaseModel], name: str, note: str = "") -> str:
+    """A setting's default as `--help` shows it, "[value]" (escaped: rich would read it as
+    markup), read from its model, where it is written once."""
+    value = model.model_fields[name].get_default(call_default_factory=True)
+    shown = ("on" if value else "off") if isinstance(value, bool) else str(value)
+    return rf"\[{shown}{': ' + note if note else ''}]"
+
+
+def _trainer(name: str, note: str = "") -> str:
+    return _default(TrainerHyperparameters, name, note)
+
+
+def _rollouts(name: str, note: str = "") -> str:
+    return _default(CommonTrainingParams, name, note)
+
+
+def _episodes(name: str) -> str:
+    return _default(EpisodeSettings, name)
+
 
 train_app = typer.Typer(
     help=(
@@ -60,29 +91,38 @@ def start(
     ] = TrainingMode.COBALT,
     base_url: Annotated[
         str | None,
-        typer.Option(envvar="COBALT_POLICY_BASE_URL", help="The inference service's /v1 URL."),
+        typer.Option(
+            envvar="COBALT_POLICY_BASE_URL",
+            help=f"The inference service's /v1 URL {_rollouts('base_url')}.",
+        ),
     ] = None,
     served_model: Annotated[
-        str | None, typer.Option(envvar="COBALT_POLICY_MODEL", help="The name it serves.")
+        str | None,
+        typer.Option(
+            envvar="COBALT_POLICY_MODEL", help=f"The name it serves {_rollouts('served_model')}."
+        ),
     ] = None,
     n_samples: Annotated[
-        int | None, typer.Option(help=f"Group size n [{defaults.SAMPLES_PER_PROBLEM}].")
+        int | None, typer.Option(help=f"Group size n {_trainer('n_samples')}.")
     ] = None,
     contexts_per_step: Annotated[
-        int | None, typer.Option(help=f"Groups per step [{defaults.CONTEXTS_PER_STEP}].")
+        int | None, typer.Option(help=f"Groups per step {_trainer('contexts_per_step')}.")
     ] = None,
     updates_per_step: Annotated[
-        int | None, typer.Option(help="Optimizer updates per step [2].")
+        int | None,
+        typer.Option(help=f"Optimizer updates per step {_trainer('updates_per_step')}."),
     ] = None,
-    lr: Annotated[
-        float | None, typer.Option(help=f"AdamW learning rate [{defaults.LEARNING_RATE}].")
+    lr: Annotated[float | None, typer.Option(help=f"AdamW learning rate {_trainer('lr')}.")] = None,
+    kl_coef: Annotated[
+        float | None, typer.Option(help=f"k2 KL weight {_trainer('kl_coef')}.")
     ] = None,
-    kl_coef: Annotated[float | None, typer.Option(help="k2 KL weight [1e-4].")] = None,
     max_response_tokens: Annotated[
-        int | None, typer.Option(help=f"Longest sampled response [{defaults.MAX_RESPONSE_TOKENS}].")
+        int | None,
+        typer.Option(help=f"Longest sampled response {_trainer('max_response_tokens')}."),
     ] = None,
     max_prompt_tokens: Annotated[
-        int | None, typer.Option(help="Longest prompt (context) [10240].")
+        int | None,
+        typer.Option(help=f"Longest prompt (context) {_trainer('max_prompt_tokens')}."),
     ] = None,
     micro_batch_tokens: Annotated[
         int | None,
@@ -96,12 +136,16 @@ def start(
         typer.Option(
             "--share-prompts/--no-share-prompts",
             help="Score a group's responses in one forward of their prompt (packed, no "
-            "padding; the same gradient as one row per response) [on].",
+            "padding; the same gradient as one row per response) "
+            f"{_trainer('share_prompts')}.",
         ),
     ] = None,
     compute_dtype: Annotated[
         str | None,
-        typer.Option(help="auto, float32 or bfloat16 (weights stay float32) [auto: bf16 on GPU]."),
+        typer.Option(
+            help="auto, float32 or bfloat16 (weights stay float32) "
+            f"{_trainer('compute_dtype', 'bf16 on GPU')}."
+        ),
     ] = None,
     activation_checkpointing: Annotated[
         bool | None,
@@ -128,29 +172,38 @@ def start(
         ),
     ] = None,
     max_staleness: Annotated[
-        int | None, typer.Option(help="Policy-version lag a sample may have [0: synchronous].")
+        int | None,
+        typer.Option(
+            help="Policy-version lag a sample may have "
+            f"{_rollouts('max_staleness', 'synchronous')}."
+        ),
     ] = None,
     temperature: Annotated[
-        float | None, typer.Option(help=f"Sampling temperature [{defaults.TEMPERATURE}].")
+        float | None, typer.Option(help=f"Sampling temperature {_rollouts('temperature')}.")
     ] = None,
-    top_p: Annotated[float | None, typer.Option(help=f"Sampling top_p [{defaults.TOP_P}].")] = None,
+    top_p: Annotated[
+        float | None, typer.Option(help=f"Sampling top_p {_rollouts('top_p')}.")
+    ] = None,
     seed: Annotated[int | None, typer.Option(help="Sampling seed.")] = None,
     reward_format: Annotated[
         RewardFormat | None,
         typer.Option(
             help="reasoning: the paper's format rules (one </think>); instruct: for models "
-            "without a thinking block [reasoning]."
+            f"without a thinking block {_default(FormatRules, 'reward_format')}."
         ),
     ] = None,
     turns: Annotated[
-        int | None, typer.Option(help="multi-turn, verpo: turns per episode, turn 0 included [3].")
+        int | None,
+        typer.Option(
+            help=f"multi-turn, verpo: turns per episode, turn 0 included {_episodes('turns')}."
+        ),
     ] = None,
     stop_on_pass: Annotated[
         bool | None,
         typer.Option(
             "--stop-on-pass/--no-stop-on-pass",
             help="multi-turn, verpo: end an episode once its program passes every public "
-            "test [on].",
+            f"test {_episodes('stop_on_pass')}.",
         ),
     ] = None,
     template: Annotated[
@@ -161,18 +214,18 @@ def start(
         float | None,
         typer.Option(
             help="verpo: the all-tests outcome's share of a turn's reward; the "
-            "difficulty-weighted dense reward has the rest [0.5]."
+            f"difficulty-weighted dense reward has the rest "
+            f"{_default(VerpoSettings, 'verpo_outcome_weight')}."
         ),
     ] = None,
     report_to: Annotated[
         str | None,
-        typer.Option(
-            "--report-to",
-            envvar="COBALT_REPORT_TO",
-            help="Experiment trackers the trainer reports each step to: tensorboard, mlflow, "
-            "wandb (comma-separated), all or none [the trainer's COBALT_REPORT_TO].",
+        report_to_option(
+            "Experiment trackers the trainer reports each step to",
+            "the trainer's COBALT_REPORT_TO",
         ),
     ] = None,
+    sampling_set: SamplingSetOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Create a pending training job (defaults: the paper's settings)."""
@@ -210,6 +263,7 @@ def start(
         "report_to": report_to,
         "trainer": {k: v for k, v in trainer.items() if v is not None},
     }
+    rollouts.update(sampling_settings_set(sampling_set))
     request = TrainingJobCreate(
         name=name or f"{contexts}-{datetime.now(UTC):%Y%m%d-%H%M%S}",
         contexts=contexts,

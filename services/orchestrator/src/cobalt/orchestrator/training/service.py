@@ -13,7 +13,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -28,20 +27,11 @@ from cobalt.orchestrator.store.models import (
     TrainingStep,
 )
 from cobalt.orchestrator.training.browse import DEFAULT_STALE_S, last_activity, liveness_of
-from cobalt.shared import defaults
-from cobalt.shared.contracts.bounds import (
-    INT32_MAX,
-    MODEL_NAME_CHARS,
-    SEED_MAX,
-    TEMPLATE_NAME_CHARS,
-    URL_CHARS,
-)
 from cobalt.shared.contracts.training import (
     StepBatch,
     StepClaim,
     StepPublic,
     StepReport,
-    TrainerHyperparameters,
     TrainingGroupPublic,
     TrainingJobCreate,
     TrainingJobPublic,
@@ -49,13 +39,15 @@ from cobalt.shared.contracts.training import (
     TrainingMode,
     TrainingSamplePublic,
 )
-from cobalt.shared.errors import Conflict, InvalidInput, first_validation_error
-from cobalt.shared.reward import DEFAULT_OUTCOME_WEIGHT, RewardFormat
-from cobalt.shared.trackers import parse_report_to
+from cobalt.shared.contracts.training_params import (
+    MODE_PARAMS,
+    EpisodeParams,
+    stored_training_params,
+    training_params,
+)
+from cobalt.shared.errors import Conflict, InvalidInput
 
 __all__ = [
-    "EPISODE_MODES",
-    "JobParams",
     "begin_round",
     "claim_step",
     "context_ids_for_round",
@@ -67,100 +59,6 @@ __all__ = [
 ]
 
 
-class JobParams(BaseModel):
-    """A job's settings: rollouts here, GRPO's in `trainer` (defaults: docs/method.md's values).
-
-    Unknown names are refused, so a misspelt setting never silently keeps its default.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    base_url: str = Field(
-        default="http://127.0.0.1:8000/v1",
-        min_length=1,
-        max_length=URL_CHARS,
-        description="the inference service (vLLM) /v1 URL",
-    )
-    served_model: str = Field(
-        default="policy",
-        min_length=1,
-        max_length=MODEL_NAME_CHARS,
-        description="the model name it serves",
-    )
-    temperature: float = Field(default=defaults.TEMPERATURE, ge=0, le=2)
-    top_p: float = Field(default=defaults.TOP_P, gt=0, le=1)
-    max_staleness: int = Field(
-        default=0,
-        ge=0,
-        le=INT32_MAX,
-        description="policy-version lag a sample may have (0: synchronous)",
-    )
-    seed: int | None = Field(
-        default=None, ge=-SEED_MAX - 1, le=SEED_MAX, description="sampling seed (per request)"
-    )
-    reward_format: RewardFormat = Field(
-        default=RewardFormat.REASONING,
-        description="the reward's format rules: reasoning (the paper's: one </think>) or "
-        "instruct (models without a thinking block; docs/reward.md)",
-    )
-    trainer: TrainerHyperparameters = Field(default_factory=TrainerHyperparameters)
-    """Group size (n_samples), contexts per step, the response cap and GRPO's settings."""
-    report_to: list[str] | None = Field(
-        default=None,
-        description="experiment trackers the trainer reports to (tensorboard, mlflow, wandb; "
-        "[]: none); null: the trainer's COBALT_REPORT_TO (docs/trackers.md)",
-    )
-    # Multi-turn and VeRPO modes only (refused in the others, where they mean nothing).
-    turns: int = Field(
-        default=3, ge=1, le=64, description="episodes: turns per episode, turn 0 too"
-    )
-    stop_on_pass: bool = Field(
-        default=True, description="episodes: end an episode once every public test passes"
-    )
-    think_cap_chars: int = Field(
-        default=defaults.HISTORY_CAP_CHARS,
-        ge=1,
-        le=INT32_MAX,
-        description="episodes: characters of an answer the history keeps",
-    )
-    template: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=TEMPLATE_NAME_CHARS,
-        description="episodes: feedback template (default: the contexts' source run's)",
-    )
-    # VeRPO mode only.
-    verpo_outcome_weight: float = Field(
-        default=DEFAULT_OUTCOME_WEIGHT,
-        ge=0,
-        le=1,
-        description="verpo: the all-tests outcome's share of a turn's reward (alpha); the "
-        "difficulty-weighted dense reward has the rest",
-    )
-
-    @field_validator("report_to", mode="before")
-    @classmethod
-    def _trackers(cls, value: Any) -> list[str] | None:
-        try:
-            return None if value is None else list(parse_report_to(value))
-        except InvalidInput as exc:  # pydantic reports ValueErrors with the field's name
-            raise ValueError(exc.message) from exc
-
-
-MULTI_TURN_PARAMS = frozenset({"turns", "stop_on_pass", "think_cap_chars", "template"})
-VERPO_PARAMS = frozenset({"verpo_outcome_weight"})
-EPISODE_MODES = frozenset({TrainingMode.MULTI_TURN, TrainingMode.VERPO})
-"""The modes that roll out online episodes from the turn-0 contexts."""
-
-
-def _params(raw: dict[str, Any]) -> JobParams:
-    try:
-        return JobParams.model_validate(raw)
-    except ValidationError as exc:
-        reason = first_validation_error(exc, where="params")
-        raise InvalidInput(f"training parameter {reason}") from exc
-
-
 def create_job(sessions: sessionmaker[Session], request: TrainingJobCreate) -> int:
     """A pending job over the bandit dataset `request.contexts`; returns its id.
 
@@ -169,22 +67,8 @@ def create_job(sessions: sessionmaker[Session], request: TrainingJobCreate) -> i
         InvalidInput: bad parameters, or the mode has no contexts to train on.
         Conflict: a job of that name exists.
     """
-    params = _params(request.params)
-    misplaced = sorted(MULTI_TURN_PARAMS & request.params.keys())
-    if misplaced and request.mode not in EPISODE_MODES:
-        raise InvalidInput(
-            f"{', '.join(misplaced)}: multi-turn settings, but the job's mode is {request.mode}"
-        )
-    if "reward_format" in request.params and request.mode == TrainingMode.VERPO:
-        raise InvalidInput(
-            "reward_format: the VeRPO reward reads only the tests' verdicts, no format rules"
-        )
-    misplaced = sorted(VERPO_PARAMS & request.params.keys())
-    if misplaced and request.mode != TrainingMode.VERPO:
-        raise InvalidInput(
-            f"{', '.join(misplaced)}: a VeRPO setting, but the job's mode is {request.mode}"
-        )
-    if params.template is not None:
+    params = training_params(request.mode, request.params)
+    if isinstance(params, EpisodeParams) and params.template is not None:
         PromptTemplate.load(params.template)  # a bad name fails here, not in every rollout
     with sessions.begin() as session:
         dataset = repo_bandit.get_bandit_dataset(session, name=request.contexts)
@@ -201,14 +85,14 @@ def create_job(sessions: sessionmaker[Session], request: TrainingJobCreate) -> i
             mode=request.mode.value,
             model=request.model,
             bandit_dataset_id=dataset.id,
-            params=params.model_dump(mode="json"),
+            params=params.model_dump(mode="json", exclude={"mode"}),
         )
         return job.id
 
 
 def _contexts_query(dataset_id: int, mode: str) -> Any:
     query = select(BanditContext.id).where(BanditContext.bandit_dataset_id == dataset_id)
-    if mode == TrainingMode.SINGLE_TURN or mode in EPISODE_MODES:
+    if MODE_PARAMS[TrainingMode(mode)].turn_zero_contexts_only:
         query = query.where(BanditContext.assistant_turns == 0)
     return query
 
@@ -229,7 +113,7 @@ def context_ids_for_round(session: Session, *, job_id: int, round: int) -> list[
     job = repo_training.get_job(session, job_id=job_id)
     if job.bandit_dataset_id is None:
         raise InvalidInput(f"training job {job_id} has no bandit dataset")
-    per_step = _params(job.params).trainer.contexts_per_step
+    per_step = stored_training_params(job.mode, job.params).trainer.contexts_per_step
     ordered = list(
         session.scalars(
             _contexts_query(job.bandit_dataset_id, job.mode).order_by(BanditContext.position)

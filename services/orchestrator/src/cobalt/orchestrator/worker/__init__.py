@@ -1,12 +1,12 @@
-"""The worker runtime: everything that gets rollout jobs done, in one package.
+"""The worker: the only place that knows about RQ and "queue or run in process".
 
+- `jobs`: one entry point per kind of work (`run_problem`, `run_group`), each resolving
+  what its job uses once and calling one domain function (`runs.jobs`, `training.jobs`),
+  which imports nothing from here;
 - `queue`: the RQ queue on Redis and what goes on it;
-- `in_process`: the same jobs in a thread pool of this process (no Redis);
+- `in_process`: the same entry points in a thread pool of this process (no Redis);
 - `carry_out`: queue-or-run-here for a run or a training round, used by the CLI and API;
-- `runtime`: what a job process keeps between jobs (event loop, clients, engines, the
-  settings its entry point built);
+- `runtime`: what a process keeps between jobs (its rollout runtime, database engines,
+  the settings and executor its entry point decided);
 - `cli`: `cobalt worker`.
-
-The jobs themselves are the domain's: `rollouts.jobs.run_problem_job` (one problem of a
-run) and `training.jobs.run_group_job` (one context's group of a training round).
 """

@@ -4,30 +4,43 @@ With Redis, a run's open problems go on the queue and `cobalt worker` processes 
 them. Without it they run in this process: the CLI waits for them (with live progress),
 the API cannot, so it hands them to a background thread (on COBALT_EXECUTOR_URL's
 executor, or a local one started for the run). Several API processes should use Redis.
+"Queue or run here" is decided in one place, `carry_out`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.lifecycle import JobEvent
-from cobalt.orchestrator.rollouts.jobs import finish_run_if_done
 from cobalt.orchestrator.runs import service
+from cobalt.orchestrator.runs.jobs import finish_run_if_done
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.repo_training import apply_job_event, get_job
-from cobalt.orchestrator.training import jobs as training_jobs
-from cobalt.orchestrator.training.service import begin_round
+from cobalt.orchestrator.training.service import begin_round, context_ids_for_round
 from cobalt.orchestrator.worker import queue
 from cobalt.orchestrator.worker.in_process import job_executor, run_in_process
-from cobalt.shared.clients import ExecutorClientSettings
+from cobalt.orchestrator.worker.jobs import Work, work_for_round, work_for_run
+from cobalt.orchestrator.worker.runtime import sessions_for
+from cobalt.shared.clients import ExecutorAddress, ExecutorClientSettings
 from cobalt.shared.contracts.training import RoundStarted
 
-__all__ = ["CarriedOut", "carry_out_new_run", "carry_out_run", "start_round"]
+__all__ = [
+    "CarriedOut",
+    "carry_out",
+    "carry_out_new_run",
+    "carry_out_run",
+    "schedule_round",
+    "start_round",
+]
+
+_Key = TypeVar("_Key", bound=Hashable)
 
 logger = logging.getLogger(__name__)
 
@@ -42,13 +55,33 @@ class CarriedOut:
     """The background thread running them (in the background, without Redis)."""
 
 
+def carry_out(
+    settings: OrchestratorSettings,
+    work: Mapping[_Key, Work],
+    *,
+    api_key: str | None,
+    executor: ExecutorAddress | None,
+    on_job_done: Callable[[_Key, BaseException | None], None] | None = None,
+) -> list[tuple[_Key, BaseException]] | None:
+    """Queue `work` (with Redis; returns None), or run it here on `executor` and return
+    the failures once every job has had its try."""
+    if settings.redis_url:
+        queue.enqueue(settings, work.values(), api_key)
+        return None
+    if executor is None:
+        raise ValueError("in-process jobs need an executor")
+    return run_in_process(
+        settings, work, api_key=api_key, executor=executor, on_job_done=on_job_done
+    )
+
+
 def carry_out_run(
     settings: OrchestratorSettings,
     sessions: sessionmaker[Session],
     run_id: int,
     *,
     api_key: str | None,
-    executor: tuple[str, str | None] | None = None,
+    executor: ExecutorAddress | None = None,
     in_background: ExecutorClientSettings | None = None,
     on_job_done: Callable[[int, BaseException | None], None] | None = None,
 ) -> CarriedOut:
@@ -56,28 +89,23 @@ def carry_out_run(
     once they are done.
 
     Args:
-        executor: (URL, token) of the executor in-process jobs use, waited for here
-            (the CLI).
+        executor: The executor in-process jobs use, waited for here (the CLI).
         in_background: Instead, run in-process jobs in a thread and return at once (the
             API), on this executor (or a local one started for them when it has no URL).
         on_job_done: Called after each in-process job (progress displays).
     """
-    problem_ids = service.open_problem_ids(sessions, run_id)
+    work = work_for_run(run_id, service.open_problem_ids(sessions, run_id))
     if settings.redis_url:
-        queue.enqueue_run(settings, run_id, problem_ids, api_key=api_key)
+        carry_out(settings, work, api_key=api_key, executor=None)
         return CarriedOut(queued=True)
 
     def run_here() -> None:
         try:
-            if in_background is None:
-                if executor is None:
-                    raise ValueError("in-process jobs need an executor")
-                run_in_process(settings, run_id, problem_ids, api_key=api_key,
-                               executor=executor, on_job_done=on_job_done)  # fmt: skip
-                return
-            with job_executor(in_background) as started:
-                run_in_process(settings, run_id, problem_ids, api_key=api_key,
-                               executor=started, on_job_done=on_job_done)  # fmt: skip
+            with contextlib.ExitStack() as stack:
+                used = executor
+                if in_background is not None:
+                    used = stack.enter_context(job_executor(in_background))
+                carry_out(settings, work, api_key=api_key, executor=used, on_job_done=on_job_done)
         finally:
             finish_run_if_done(sessions, run_id)
 
@@ -124,6 +152,29 @@ def carry_out_new_run(
     return thread
 
 
+def schedule_round(
+    settings: OrchestratorSettings,
+    job_id: int,
+    round: int,
+    *,
+    api_key: str | None = None,
+    executor: ExecutorAddress | None = None,
+) -> list[int]:
+    """Queue the round's groups (with Redis), or roll them out here and wait.
+
+    Returns the round's context ids. In-process failures are re-raised after every group
+    has had its try, so a round is never left half done silently.
+    """
+    with sessions_for(settings.database_url)() as session:
+        context_ids = context_ids_for_round(session, job_id=job_id, round=round)
+    failures = carry_out(
+        settings, work_for_round(job_id, round, context_ids), api_key=api_key, executor=executor
+    )
+    if failures:
+        raise failures[0][1]
+    return context_ids
+
+
 def start_round(
     settings: OrchestratorSettings,
     sessions: sessionmaker[Session],
@@ -138,13 +189,13 @@ def start_round(
     """
     contexts = begin_round(sessions, job_id, round)
     if settings.redis_url:
-        training_jobs.schedule_round(settings, job_id, round)
+        schedule_round(settings, job_id, round)
         return RoundStarted(round=round, contexts=contexts, queued=True)
 
     def run_here() -> None:
         try:
             with job_executor(executor) as started:
-                training_jobs.schedule_round(settings, job_id, round, executor=started)
+                schedule_round(settings, job_id, round, executor=started)
         except Exception as exc:
             logger.exception("training job %d round %d failed", job_id, round)
             with sessions.begin() as session:

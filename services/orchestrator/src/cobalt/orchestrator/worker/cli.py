@@ -48,6 +48,7 @@ def worker_command(
         install_job_context,
         runtime,
     )
+    from cobalt.shared.clients import ExecutorAddress, ReferenceEndpointSettings
 
     settings = settings_or_exit()
     if not settings.redis_url:
@@ -70,7 +71,11 @@ def worker_command(
     # settings) from the job context, not from the environment.
     with open_executor() as executor:
         install_job_context(
-            JobContext(settings, executor_url=executor.base_url, executor_token=executor.token)
+            JobContext(
+                settings,
+                executor=ExecutorAddress(executor.base_url, executor.token),
+                vllm_extensions=ReferenceEndpointSettings().vllm_extensions,
+            )
         )
         try:
             worker.work(burst=burst, with_scheduler=True)

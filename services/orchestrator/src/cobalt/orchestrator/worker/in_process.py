@@ -1,6 +1,6 @@
 """Rollout jobs in this process: the embedded default for one machine (no Redis).
 
-The same job functions the queue's workers run go to a thread pool here,
+The same entry points the queue's workers run go to a thread pool here,
 `COBALT_LOCAL_CONCURRENCY` at a time, on an executor given by the caller: the CLI's
 checked one, or COBALT_EXECUTOR_URL's, or a local one started for the jobs.
 """
@@ -10,14 +10,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import TypeVar
 
-from cobalt.orchestrator.rollouts.jobs import run_problem_job
+from cobalt.orchestrator.rollouts.runtime import JobInterrupted
 from cobalt.orchestrator.settings import OrchestratorSettings
-from cobalt.orchestrator.worker.runtime import JobConnections, JobInterrupted
-from cobalt.shared.clients import ExecutorClientSettings
+from cobalt.orchestrator.worker.jobs import JobResources, Work
+from cobalt.shared.clients import ExecutorAddress, ExecutorClientSettings
 from cobalt.shared.clients.local_executor import local_executor
 
 __all__ = ["job_executor", "run_here", "run_in_process"]
@@ -28,14 +28,14 @@ _Key = TypeVar("_Key", bound=Hashable)
 
 
 @contextlib.contextmanager
-def job_executor(settings: ExecutorClientSettings) -> Iterator[tuple[str, str | None]]:
-    """(URL, token) of the configured executor, or of a local one started for now."""
-    if settings.url:
-        token = settings.auth_token
-        yield settings.url, token.get_secret_value() if token else None
+def job_executor(settings: ExecutorClientSettings) -> Iterator[ExecutorAddress]:
+    """The configured executor, or a local one started for now."""
+    configured = settings.address()
+    if configured is not None:
+        yield configured
         return
     with local_executor() as local:
-        yield local.base_url, local.token
+        yield ExecutorAddress(local.base_url, local.token)
 
 
 def run_here(
@@ -66,30 +66,21 @@ def run_here(
 
 def run_in_process(
     settings: OrchestratorSettings,
-    run_id: int,
-    problem_ids: Sequence[int],
+    work: Mapping[_Key, Work],
     *,
     api_key: str | None,
-    executor: tuple[str, str | None],
-    on_job_done: Callable[[int, BaseException | None], None] | None = None,
-) -> list[tuple[int, BaseException]]:
-    """Run a run's problem jobs here on `executor` (URL, token); returns the failures."""
+    executor: ExecutorAddress,
+    on_job_done: Callable[[_Key, BaseException | None], None] | None = None,
+) -> list[tuple[_Key, BaseException]]:
+    """Run each call here on `executor`; returns the failures (logged, but for jobs
+    stopped because the process is stopping)."""
+    resources = JobResources.here(settings, executor, api_key)
     jobs = {
-        problem_id: functools.partial(
-            run_problem_job,
-            run_id,
-            problem_id,
-            JobConnections(
-                api_key=api_key,
-                executor_url=executor[0],
-                executor_token=executor[1],
-                database_url=settings.database_url,
-            ),
-        )
-        for problem_id in problem_ids
+        key: functools.partial(call.function, *call.args, resources=resources)
+        for key, call in work.items()
     }
     failures = run_here(settings, jobs, on_job_done)
-    for problem_id, error in failures:
+    for key, error in failures:
         if not isinstance(error, JobInterrupted):
-            logger.warning("problem %d of run %d failed: %s", problem_id, run_id, error)
+            logger.warning("job %s failed: %s", work[key].queue_id, error)
     return failures

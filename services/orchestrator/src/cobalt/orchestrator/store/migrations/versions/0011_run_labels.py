@@ -28,7 +28,9 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("runs", schema=None) as batch_op:
+    # Never a copy of the table on SQLite: dropping `runs` to rename its copy would cascade
+    # to every trajectory and turn of every run. SQLite >= 3.35 drops a column in place.
+    with op.batch_alter_table("runs", schema=None, recreate="never") as batch_op:
         batch_op.drop_column("notes")
         batch_op.drop_column("tags")
         batch_op.drop_column("name")

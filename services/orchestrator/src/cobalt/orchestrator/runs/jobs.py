@@ -1,45 +1,39 @@
-"""The unit of rollout work: one problem of one run. RQ workers and the in-process
-runner call the same function, `run_problem_job`.
+"""The unit of a run's work: one problem of one run, `roll_out_run_problem`.
 
-A job reads everything it needs from the database (the run's parameters, the problem,
+The job reads everything it needs from the database (the run's parameters, the problem,
 the turns already written), so any worker that reaches PostgreSQL, the model endpoint and
 the executor can take it, and a retried job resumes instead of starting over. The API key
 of the model endpoint travels with the job, never into the database.
+
+It takes what it uses as arguments (the database, the rollout runtime, the executor, the
+key): whether it came off the queue or runs in this process is `worker`'s business.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import fields
 from typing import Any
 
-from sqlalchemy import select
+from pydantic import SecretStr
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.lifecycle import RUN_TRANSITIONS, RunEvent, TrajectoryEvent, run_after
 from cobalt.orchestrator.rollouts.loop import RolloutSpec, RunCancelled, roll_out_problem
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
+from cobalt.orchestrator.rollouts.runtime import JobInterrupted, RolloutRuntime
 from cobalt.orchestrator.rollouts.sampling import SamplingParams
 from cobalt.orchestrator.store import repo_runs
-from cobalt.orchestrator.store.models import Problem, RunStatus, TrajectoryStatus, Turn
+from cobalt.orchestrator.store.models import Problem, RunStatus, TrajectoryStatus
 from cobalt.orchestrator.store.repo_runs import TurnRow
-from cobalt.orchestrator.worker.runtime import (
-    JobConnections,
-    JobInterrupted,
-    job_resources,
-    runtime,
-)
-from cobalt.shared.clients import ModelEndpoint
-from cobalt.shared.contracts import Compare, Limits, ProblemRow
-from cobalt.shared.defaults import HISTORY_CAP_CHARS
+from cobalt.shared.clients import ExecutorAddress, ModelEndpoint
+from cobalt.shared.contracts import ProblemRow
+from cobalt.shared.contracts.runs import RunParams
 from cobalt.shared.errors import CobaltError, Conflict, NotFound
 
-__all__ = ["DatabaseTurnStore", "finish_run_if_done", "run_problem_job", "spec_of_run"]
+__all__ = ["DatabaseTurnStore", "finish_run_if_done", "roll_out_run_problem", "spec_of_run"]
 
 logger = logging.getLogger(__name__)
-
-_TURN_FIELDS = [f.name for f in fields(TurnRow)]
 
 
 class DatabaseTurnStore:
@@ -63,16 +57,9 @@ class DatabaseTurnStore:
                     session, run_id=self.run_id, problem_id=problem_id
                 )
             )
-            turns = session.scalars(
-                select(Turn)
-                .where(Turn.run_id == self.run_id, Turn.problem_id == problem_id)
-                .order_by(Turn.sample_index, Turn.turn_index)
-            ).all()
-            by_sample: dict[int, list[TurnRow]] = {}
-            for turn in turns:
-                row = TurnRow(**{name: getattr(turn, name) for name in _TURN_FIELDS})
-                by_sample.setdefault(turn.sample_index, []).append(row)
-            return by_sample
+            return repo_runs.turn_rows_of_problem(
+                session, run_id=self.run_id, problem_id=problem_id
+            )
 
     def save(self, rows: Sequence[TurnRow]) -> None:
         with self.sessions.begin() as session:
@@ -84,44 +71,38 @@ class DatabaseTurnStore:
         return self._status in (RunStatus.CANCELLED.value, RunStatus.INTERRUPTED.value)
 
 
-def spec_of_run(run_id: int, params: dict[str, Any]) -> RolloutSpec:
+def spec_of_run(run_id: int, stored: dict[str, Any]) -> RolloutSpec:
     """The rollout settings a run recorded when it was created."""
+    params = RunParams.model_validate(stored)
     return RolloutSpec(
         run_id=run_id,
-        n=int(params["n"]),
-        feedback_turns=int(params.get("turns", 0)),
-        sampling=SamplingParams(
-            temperature=float(params["temperature"]),
-            top_p=float(params["top_p"]),
-            max_tokens=int(params["max_tokens"]),
-            seed=params.get("seed"),
-        ),
-        stop_on_pass=bool(params.get("stop_on_pass", False)),
-        think_cap_chars=int(params.get("think_cap_chars", HISTORY_CAP_CHARS)),
-        limits=Limits.model_validate(params.get("limits") or {}),
-        compare=Compare(params.get("compare", Compare.COBALT)),
+        n=params.n,
+        feedback_turns=params.feedback_turns,
+        sampling=SamplingParams.of(params, max_tokens=params.max_tokens),
+        stop_on_pass=params.stop_on_pass,
+        think_cap_chars=params.think_cap_chars,
+        limits=params.limits,
+        compare=params.compare,
     )
 
 
-def run_problem_job(
+def roll_out_run_problem(
     run_id: int,
     problem_id: int,
-    connections: JobConnections | None = None,
+    *,
+    sessions: sessionmaker[Session],
+    runtime: RolloutRuntime,
+    executor: ExecutorAddress,
+    api_key: SecretStr | None,
 ) -> dict[str, int]:
     """Advance every trajectory of one problem of one run to its last turn.
 
     Trajectories end `finished`, or `failed` with the reason (the error is re-raised, so
-    RQ records it and retries while retries are left). A cancelled or interrupted run is
-    left alone. If this process is stopping (`JobInterrupted`), the problem's trajectories
-    go back to pending with every stored turn kept, and the error is re-raised.
-    Returns {"turns": turns now stored for the problem}.
+    the queue records it and retries while retries are left). A cancelled or interrupted
+    run is left alone. If this process is stopping (`JobInterrupted`), the problem's
+    trajectories go back to pending with every stored turn kept, and the error is
+    re-raised. Returns {"turns": turns now stored for the problem}.
     """
-    resources = job_resources(connections)
-    sessions, executor_url, executor_token = (
-        resources.sessions,
-        resources.executor_url,
-        resources.executor_token,
-    )
     with sessions() as session:
         run = repo_runs.get_run(session, run_id=run_id)
         if run.status in (RunStatus.CANCELLED, RunStatus.FINISHED, RunStatus.INTERRUPTED):
@@ -135,10 +116,9 @@ def run_problem_job(
         endpoint = ModelEndpoint(
             base_url=run.base_url,
             model=run.model,
-            api_key=resources.api_key,
-            vllm_extensions=runtime().vllm_extensions(
-                run.base_url,
-                resources.api_key.get_secret_value() if resources.api_key else None,
+            api_key=api_key,
+            vllm_extensions=runtime.vllm_extensions(
+                run.base_url, api_key.get_secret_value() if api_key else None
             ),
         )
         template = PromptTemplate.load(run.template_name)
@@ -157,9 +137,9 @@ def run_problem_job(
         session.commit()
     store = DatabaseTurnStore(sessions, run_id)
     try:
-        histories = runtime().run(
+        histories = runtime.run(
             lambda: _roll_out(
-                spec, problem_id, problem, template, endpoint, store, executor_url, executor_token
+                runtime, spec, problem_id, problem, template, endpoint, store, executor
             )
         )
     except RunCancelled:
@@ -168,7 +148,6 @@ def run_problem_job(
         return {"turns": 0}
     except JobInterrupted:
         _move_problem(sessions, run_id, problem_id, TrajectoryEvent.REOPEN)
-        _keep_retry()
         raise
     except CobaltError as exc:
         _move_problem(sessions, run_id, problem_id, TrajectoryEvent.FAIL, error=exc.message)
@@ -183,30 +162,19 @@ def run_problem_job(
 
 
 async def _roll_out(
+    runtime: RolloutRuntime,
     spec: RolloutSpec,
     problem_id: int,
     problem: ProblemRow,
     template: PromptTemplate,
     endpoint: ModelEndpoint,
     store: DatabaseTurnStore,
-    executor_url: str | None,
-    executor_token: str | None,
+    executor: ExecutorAddress,
 ) -> dict[int, list[TurnRow]]:
-    """The loop on this process's open clients (they stay open for the next job)."""
-    sampler = await runtime().sampler(endpoint)
-    executor = await runtime().executor_client(executor_url, executor_token)
-    return await roll_out_problem(spec, problem_id, problem, template, sampler, executor, store)
-
-
-def _keep_retry() -> None:
-    """Under RQ, the job failing now goes back on the queue without spending a retry: its
-    worker was stopped (Ctrl-C, SIGTERM), the job did nothing wrong, and with no retry
-    left it would otherwise be dropped while its trajectories wait as pending."""
-    from rq import get_current_job
-
-    job = get_current_job()
-    if job is not None:
-        job.retries_left = (job.retries_left or 0) + 1
+    """The loop on the runtime's open clients (they stay open for the next job)."""
+    sampler = await runtime.sampler(endpoint)
+    client = await runtime.executor_client(executor)
+    return await roll_out_problem(spec, problem_id, problem, template, sampler, client, store)
 
 
 def _move_problem(

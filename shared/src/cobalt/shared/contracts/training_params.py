@@ -1,0 +1,224 @@
+"""A training job's parameters, one typed model per mode (`TrainingParams`, a union
+discriminated by `mode`), defined once for the orchestrator that stores them, the REST
+contract that carries them, the rollout jobs that read them and the trainer.
+
+Which setting belongs to which mode is the models' shape, not a hand-written list of
+names: every mode has the rollout and GRPO settings (`CommonTrainingParams`); the single-
+turn modes add the reward's format rules; the episode modes (multi-turn, VeRPO) add the
+episode's settings; VeRPO adds its outcome weight and drops the format rules (its reward
+reads only verdicts).
+
+Stored as `model_dump(mode="json", exclude={"mode"})` (the job's mode is its own column)
+and read back with `stored_training_params`, which also reads rows written before the
+models were split (they carry every mode's settings: the ones of other modes are dropped).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+
+from cobalt.shared import defaults
+from cobalt.shared.contracts.bounds import (
+    INT32_MAX,
+    MODEL_NAME_CHARS,
+    TEMPLATE_NAME_CHARS,
+    URL_CHARS,
+)
+from cobalt.shared.contracts.sampling import SamplingSettings
+from cobalt.shared.contracts.training import TrainerHyperparameters, TrainingMode
+from cobalt.shared.errors import InvalidInput, first_validation_error
+from cobalt.shared.reward_format import RewardFormat
+from cobalt.shared.trackers import parse_report_to
+
+__all__ = [
+    "CobaltParams",
+    "CommonTrainingParams",
+    "EpisodeParams",
+    "MODE_PARAMS",
+    "MultiTurnParams",
+    "SingleTurnParams",
+    "TrainingParams",
+    "VerpoParams",
+    "stored_training_params",
+    "training_params",
+]
+
+_CONFIG = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class CommonTrainingParams(SamplingSettings):
+    """What every mode has: the sampling settings (`SamplingSettings`), the endpoint and
+    staleness here, GRPO's in `trainer` (defaults: docs/method.md).
+
+    Unknown names are refused, so a misspelt setting never silently keeps its default.
+    """
+
+    model_config = _CONFIG
+
+    turn_zero_contexts_only: ClassVar[bool] = True
+    """The mode trains on the bandit dataset's turn-0 contexts only (problem alone)."""
+
+    base_url: str = Field(
+        default="http://127.0.0.1:8000/v1",
+        min_length=1,
+        max_length=URL_CHARS,
+        description="the inference service (vLLM) /v1 URL",
+    )
+    served_model: str = Field(
+        default="policy",
+        min_length=1,
+        max_length=MODEL_NAME_CHARS,
+        description="the model name it serves",
+    )
+    max_staleness: int = Field(
+        default=0,
+        ge=0,
+        le=INT32_MAX,
+        description="policy-version lag a sample may have (0: synchronous)",
+    )
+    trainer: TrainerHyperparameters = Field(default_factory=TrainerHyperparameters)
+    """Group size (n_samples), contexts per step, the response cap and GRPO's settings."""
+    report_to: list[str] | None = Field(
+        default=None,
+        description="experiment trackers the trainer reports to (tensorboard, mlflow, wandb; "
+        "[]: none); null: the trainer's COBALT_REPORT_TO (docs/trackers.md)",
+    )
+
+    @field_validator("report_to", mode="before")
+    @classmethod
+    def _trackers(cls, value: Any) -> list[str] | None:
+        try:
+            return None if value is None else list(parse_report_to(value))
+        except InvalidInput as exc:  # pydantic reports ValueErrors with the field's name
+            raise ValueError(exc.message) from exc
+
+
+class FormatRules(BaseModel):
+    """The reward's format rules (every mode but VeRPO)."""
+
+    model_config = _CONFIG
+
+    reward_format: RewardFormat = Field(
+        default=RewardFormat.REASONING,
+        description="the reward's format rules: reasoning (the paper's: one </think>) or "
+        "instruct (models without a thinking block; docs/reward.md)",
+    )
+
+
+class EpisodeSettings(BaseModel):
+    """An online episode's settings (multi-turn and VeRPO modes)."""
+
+    model_config = _CONFIG
+
+    turns: int = Field(
+        default=3, ge=1, le=64, description="episodes: turns per episode, turn 0 too"
+    )
+    stop_on_pass: bool = Field(
+        default=True, description="episodes: end an episode once every public test passes"
+    )
+    think_cap_chars: int = Field(
+        default=defaults.HISTORY_CAP_CHARS,
+        ge=1,
+        le=INT32_MAX,
+        description="episodes: characters of an answer the history keeps",
+    )
+    template: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=TEMPLATE_NAME_CHARS,
+        description="episodes: feedback template (default: the contexts' source run's)",
+    )
+
+
+class VerpoSettings(BaseModel):
+    """VeRPO's reward mix."""
+
+    model_config = _CONFIG
+
+    verpo_outcome_weight: float = Field(
+        default=defaults.VERPO_OUTCOME_WEIGHT,
+        ge=0,
+        le=1,
+        description="verpo: the all-tests outcome's share of a turn's reward (alpha); the "
+        "difficulty-weighted dense reward has the rest",
+    )
+
+
+class CobaltParams(CommonTrainingParams, FormatRules):
+    turn_zero_contexts_only: ClassVar[bool] = False  # partial trajectories with prev_best too
+    mode: Literal[TrainingMode.COBALT] = TrainingMode.COBALT
+
+
+class SingleTurnParams(CommonTrainingParams, FormatRules):
+    mode: Literal[TrainingMode.SINGLE_TURN] = TrainingMode.SINGLE_TURN
+
+
+class EpisodeParams(CommonTrainingParams, EpisodeSettings):
+    """The modes that roll out online episodes from the turn-0 contexts."""
+
+
+class MultiTurnParams(EpisodeParams, FormatRules):
+    mode: Literal[TrainingMode.MULTI_TURN] = TrainingMode.MULTI_TURN
+
+
+class VerpoParams(EpisodeParams, VerpoSettings):
+    mode: Literal[TrainingMode.VERPO] = TrainingMode.VERPO
+
+
+TrainingParams = Annotated[
+    CobaltParams | SingleTurnParams | MultiTurnParams | VerpoParams, Field(discriminator="mode")
+]
+_ADAPTER: TypeAdapter[TrainingParams] = TypeAdapter(TrainingParams)
+
+MODE_PARAMS: dict[TrainingMode, type[CommonTrainingParams]] = {
+    TrainingMode.COBALT: CobaltParams,
+    TrainingMode.SINGLE_TURN: SingleTurnParams,
+    TrainingMode.MULTI_TURN: MultiTurnParams,
+    TrainingMode.VERPO: VerpoParams,
+}
+"""Each mode's parameters (the members of `TrainingParams`)."""
+
+
+class _AnyMode(CommonTrainingParams, FormatRules, EpisodeSettings, VerpoSettings):
+    """Every mode's settings at once: a value is checked before whether its mode has it,
+    so a bad value reads the same in every mode."""
+
+
+_MISPLACED: tuple[tuple[type[BaseModel], str], ...] = (
+    (EpisodeSettings, "{names}: multi-turn settings, but the job's mode is {mode}"),
+    (FormatRules, "{names}: the VeRPO reward reads only the tests' verdicts, no format rules"),
+    (VerpoSettings, "{names}: a VeRPO setting, but the job's mode is {mode}"),
+)
+"""A setting given to a mode without it: the group it belongs to says why."""
+
+
+def training_params(mode: TrainingMode, raw: Mapping[str, Any]) -> TrainingParams:
+    """A new job's parameters for `mode`, checked.
+
+    Raises:
+        InvalidInput: a bad value, an unknown name, or a setting `mode` does not have (the
+            message names the setting and why).
+    """
+    try:
+        _AnyMode.model_validate(raw)
+    except ValidationError as exc:
+        reason = first_validation_error(exc, where="params")
+        raise InvalidInput(f"training parameter {reason}") from exc
+    fields = MODE_PARAMS[mode].model_fields
+    for group, why in _MISPLACED:
+        misplaced = sorted(group.model_fields.keys() & raw.keys() - fields.keys())
+        if misplaced:
+            raise InvalidInput(why.format(names=", ".join(misplaced), mode=mode))
+    return _ADAPTER.validate_python({**raw, "mode": mode})
+
+
+def stored_training_params(mode: str, stored: Mapping[str, Any]) -> TrainingParams:
+    """The parameters a job stored (`model_dump(exclude={"mode"})`); settings of other
+    modes, which rows written before the per-mode models carry, are dropped."""
+    fields = MODE_PARAMS[TrainingMode(mode)].model_fields
+    return _ADAPTER.validate_python(
+        {**{k: v for k, v in stored.items() if k in fields}, "mode": mode}
+    )
