@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 
 from cobalt.executor.compare import outputs_match, python_equal, render_typed, values_match
 from cobalt.executor.judge import judge
+from cobalt.executor.response_budget import ResponseBudget, result_bytes
 from cobalt.executor.sandbox import RawRun, SandboxJob
-from cobalt.executor.service import cap_response
 from cobalt.executor.values import LargeInt, dumps_value, loads_returned, loads_value
-from cobalt.shared.contracts import CallTest, Compare, ExecuteResponse, TestResult, Verdict
+from cobalt.shared.contracts import CallTest, Compare, TestResult, Verdict
 
 HOSTILE_DECIMALS = [
     "1E+7000000", "-1E-7000000", "sNaN", "-sNaN", "NaN", "Infinity", "-Infinity",
@@ -252,9 +252,17 @@ def test_returned_values_come_back_as_json(executor_http: httpx.Client) -> None:
 
 
 def test_returned_values_count_towards_the_response_cap() -> None:
-    result = TestResult(verdict=Verdict.WRONG_ANSWER, returned="x" * 4000)
-    response = ExecuteResponse(
-        results=[result] * 100, passed=0, total=100, pass_rate=0.0, executor_version="test"
-    )
-    assert all(r.returned is None for r in cap_response(response, 100_000).results)
-    assert cap_response(response, 1_000_000).results[0].returned == "x" * 4000
+    """A returned value is program-sized too: it takes budget, and goes first when over."""
+
+    def capped(max_bytes: int) -> list[TestResult]:
+        result = TestResult(verdict=Verdict.WRONG_ANSWER, feedback="f" * 100, returned="x" * 4000)
+        budget = ResponseBudget(max_bytes, tests=100)
+        return [budget.take(result) for _ in range(100)]
+
+    # 100 values of 4,002 bytes cannot all stay in 100,000; what is dropped is the values,
+    # never the feedback, and the response keeps within its budget.
+    tight = capped(100_000)
+    assert sum(result_bytes(r) for r in tight) <= 100_000
+    assert any(r.returned is None for r in tight)
+    assert all(r.feedback == "f" * 100 for r in tight)
+    assert all(r.returned == "x" * 4000 for r in capped(1_000_000))
