@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import math
 import os
 import signal
 import statistics
@@ -36,16 +38,19 @@ from pathlib import Path
 
 import httpx
 
+from cobalt.inference.checkpoints import read_tensor_manifest
 from cobalt.inference.launcher import (
     CONTROL_MIDDLEWARE,
     WORKER_EXTENSION,
     detect_device,
     inference_python,
+    running_server,
     server_command,
     server_environment,
 )
 from cobalt.inference.settings import InferenceSettings
 from cobalt.shared.clients.local_executor import free_port
+from cobalt.shared.cpu_dtype import choose_cpu_dtype
 
 PROMPT = [(7 * i + 3) % 1500 + 10 for i in range(32)]
 
@@ -143,7 +148,18 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=48, help="requests per round")
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument(
+        "--limits",
+        action="store_true",
+        help="SmolLM2 (or --model) against the limits: both dtypes, llama.cpp, roofline",
+    )
+    parser.add_argument("--levels", type=int, nargs="+", default=list(LEVELS))
+    parser.add_argument("--answer-tokens", type=int, default=128, help="--limits: per answer")
+    parser.add_argument("--profile-s", type=int, default=20, help="--limits: py-spy seconds")
     args = parser.parse_args()
+    if args.limits:
+        limits(args)
+        return
 
     work = Path(tempfile.mkdtemp(prefix="cobalt-bench-inference-"))
     model = args.model
@@ -249,6 +265,325 @@ def middleware_overhead_us(requests: int = 20000) -> float:
         return (with_middleware - bare) / requests * 1e6
 
     return asyncio.run(both())
+
+
+# --- `--limits`: the real model against the hardware's limits (issue 32) -------------------
+
+LEVELS = (1, 8, 24, 64)
+CHAT = [{"role": "user", "content": "Write a Python function that checks whether a number "
+                                    "is prime, and explain how it works."}]  # fmt: skip
+BENCH_PYTHON = Path(".venv-bench/bin/python")
+"""llama-cpp-python[server] and gguf live here (bench/requirements-limits.txt), never in
+`make setup`: building llama.cpp compiles C++ for minutes."""
+
+MACHINE_PROBE = r"""
+import json, time, torch
+torch.set_num_threads(torch.get_num_threads())
+def best(fn, repeat):
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter(); fn(); times.append(time.perf_counter() - start)
+    return min(times)
+# Memory bandwidth: a 512 MiB copy reads and writes every byte (far past any cache).
+src = torch.empty(128 * 2**20, dtype=torch.float32).fill_(1.0); dst = torch.empty_like(src)
+copy_s = best(lambda: dst.copy_(src), 5)
+out = {"bandwidth_gbs": 2 * src.numel() * 4 / copy_s / 1e9}
+# Matmul FLOP/s at a decode step's shape (24 rows against SmolLM2's 576 x 1536 MLP) and a
+# square one, float32 and bfloat16.
+for dtype in ("float32", "bfloat16"):
+    for rows, inner, cols in ((24, 576, 1536), (1024, 1024, 1024)):
+        a = torch.randn(rows, inner).to(getattr(torch, dtype))
+        b = torch.randn(inner, cols).to(getattr(torch, dtype))
+        repeat = max(3, int(2e9 / (2 * rows * inner * cols)))
+        seconds = best(lambda: [a @ b for _ in range(repeat)], 3) / repeat
+        out[f"{dtype}_{rows}x{inner}x{cols}_gflops"] = 2 * rows * inner * cols / seconds / 1e9
+out["threads"] = torch.get_num_threads()
+print(json.dumps(out))
+"""
+
+
+def measure_machine(python: Path) -> dict[str, float]:
+    """Memory bandwidth and matmul FLOP/s, measured with torch in the inference environment."""
+    done = subprocess.run(
+        [str(python), "-c", MACHINE_PROBE], capture_output=True, text=True, check=True
+    )
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def model_costs(model: Path) -> dict[str, float]:
+    """Per decoded token: weight parameters read (all but the input embedding, of which one
+    row is read), matmul FLOPs (2 per such parameter), and per token of context the KV
+    cache values read and attention FLOPs."""
+    config = json.loads((model / "config.json").read_text())
+    manifest = read_tensor_manifest(model)
+    parameters = sum(math.prod(info.shape) for info in manifest.values())
+    embedding = math.prod(manifest["model.embed_tokens.weight"].shape)
+    layers, hidden = config["num_hidden_layers"], config["hidden_size"]
+    head_dim = hidden // config["num_attention_heads"]
+    kv_width = config["num_key_value_heads"] * head_dim
+    return {
+        "parameters": parameters,
+        "read_parameters": parameters - embedding,
+        "kv_values_per_context_token": 2 * layers * kv_width,
+        "attention_flops_per_context_token": 4 * layers * hidden,
+    }
+
+
+def roofline_tokens_s(
+    costs: dict[str, float], machine: dict[str, float], dtype: str, batch: int, context: int
+) -> float:
+    """Output tokens/s no engine can beat on this machine: a decode step of `batch`
+    sequences reads every weight once and each sequence's KV cache, and does 2 FLOPs per
+    weight per sequence; it takes at least the longer of bytes / bandwidth and FLOPs /
+    matmul rate (the measured rate of a decode-shaped matmul in `dtype`)."""
+    width = 4 if dtype == "float32" else 2
+    step_bytes = width * (
+        costs["read_parameters"] + batch * context * costs["kv_values_per_context_token"]
+    )
+    step_flops = batch * (
+        2 * costs["read_parameters"] + context * costs["attention_flops_per_context_token"]
+    )
+    flops_s = machine[f"{dtype}_24x576x1536_gflops"] * 1e9
+    step_s = max(step_bytes / (machine["bandwidth_gbs"] * 1e9), step_flops / flops_s)
+    return batch / step_s
+
+
+async def chat_load(
+    url: str, name: str, concurrency: int, requests: int, tokens: int, extra: dict[str, object]
+) -> dict[str, float]:
+    """`requests` streamed chat completions of `tokens` tokens, `concurrency` in flight:
+    output tokens/s over the whole load, and the median time to the first token."""
+    gate = asyncio.Semaphore(concurrency)
+    body = {"model": name, "messages": CHAT, "max_tokens": tokens, "temperature": 0.0,
+            "stream": True, **extra}  # fmt: skip
+    first_token_s: list[float] = []
+    produced: list[int] = []
+    async with httpx.AsyncClient(base_url=url, timeout=1800) as client:
+
+        async def request() -> None:
+            async with gate:
+                sent = time.perf_counter()
+                first: float | None = None
+                pieces = 0
+                async with client.stream("POST", "/v1/chat/completions", json=body) as response:
+                    response.raise_for_status()
+                    async for line in response.aiter_lines():
+                        if not line.startswith("data: ") or line == "data: [DONE]":
+                            continue
+                        chunk = json.loads(line[6:])
+                        choices = chunk.get("choices") or [{}]
+                        if choices[0].get("delta", {}).get("content"):
+                            pieces += 1
+                            first = first or time.perf_counter() - sent
+                        if chunk.get("usage"):
+                            pieces = chunk["usage"]["completion_tokens"]
+                first_token_s.append(first or float("nan"))
+                produced.append(pieces)
+
+        started = time.perf_counter()
+        await asyncio.gather(*(request() for _ in range(requests)))
+        elapsed = time.perf_counter() - started
+    return {"tokens_s": sum(produced) / elapsed, "ttft_s": statistics.median(first_token_s),
+            "tokens": sum(produced) / len(produced)}  # fmt: skip
+
+
+def measure_levels(
+    url: str, name: str, levels: tuple[int, ...], tokens: int, extra: dict[str, object]
+) -> dict[int, dict[str, float]]:
+    asyncio.run(chat_load(url, name, 2, 2, 16, extra))  # warm-up
+    results = {}
+    for concurrency in levels:
+        # At least 3 requests, so a lone stream is measured over more than one answer.
+        results[concurrency] = asyncio.run(
+            chat_load(url, name, concurrency, max(concurrency, 3), tokens, extra)
+        )
+        print(f"    {concurrency:>3} concurrent: {results[concurrency]}", flush=True)
+    return results
+
+
+def f32_gguf(source: Path, target: Path) -> Path:
+    """The shipped GGUF's weights de-quantized to float32, its metadata unchanged (the
+    `gguf` package, in the bench environment)."""
+    script = r"""
+import sys
+import numpy as np
+from gguf import GGUFReader, GGUFWriter, GGMLQuantizationType, GGUFValueType
+from gguf.quants import dequantize
+reader = GGUFReader(sys.argv[1])
+arch = reader.fields["general.architecture"].contents()
+writer = GGUFWriter(sys.argv[2], arch)
+for field in reader.fields.values():
+    if field.name.startswith("GGUF.") or field.name == "general.architecture":
+        continue
+    kind = field.types[0]
+    if field.name == "general.file_type":
+        writer.add_uint32(field.name, 0)  # ALL_F32
+    elif kind == GGUFValueType.ARRAY:
+        writer.add_array(field.name, field.contents())
+    else:
+        writer.add_key_value(field.name, field.contents(), kind)
+for tensor in reader.tensors:
+    data = dequantize(tensor.data, tensor.tensor_type).astype(np.float32)
+    shape = tuple(int(d) for d in reversed(tensor.shape.tolist()))
+    writer.add_tensor(tensor.name, data.reshape(shape), raw_dtype=GGMLQuantizationType.F32)
+writer.write_header_to_file(); writer.write_kv_data_to_file(); writer.write_tensors_to_file()
+writer.close()
+"""
+    if not target.is_file():
+        subprocess.run([str(BENCH_PYTHON), "-c", script, str(source), str(target)], check=True)
+    return target
+
+
+@contextmanager
+def llama_cpp_server(gguf: Path, port: int, log: Path, threads: int) -> Iterator[str]:
+    command = [str(BENCH_PYTHON), "-m", "llama_cpp.server", "--model", str(gguf),
+               "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048",
+               "--n_threads", str(threads), "--n_threads_batch", str(threads),
+               "--model_alias", "bench"]  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    with server(command, dict(os.environ), url, "/v1/models", log):
+        yield url
+
+
+@contextmanager
+def cobalt_server(
+    model: Path, dtype: str, log: Path, extra_args: tuple[str, ...] = (), **settings: object
+) -> Iterator[str]:
+    options = InferenceSettings(model=model, served_name="bench", dtype=dtype,
+                                max_model_len=2048, startup_timeout_s=900, **settings)  # type: ignore[arg-type]  # fmt: skip
+    with running_server(options, log, extra_args=extra_args) as url:
+        yield url
+
+
+def engine_profile(url: str, log: Path, seconds: int, tokens: int) -> dict[str, float]:
+    """Where the engine's time goes at 24 requests in flight: py-spy samples the engine
+    core process (model forward, sampling, scheduler) and the API server (detokenization,
+    HTTP); shares of the samples by the first matching frame."""
+    spy = BENCH_PYTHON.parent / "py-spy"
+    engine = subprocess.run(["pgrep", "-f", "EngineCore"], capture_output=True, text=True)
+    api = subprocess.run(["pgrep", "-f", "vllm.entrypoints.openai.api_server"],
+                         capture_output=True, text=True)  # fmt: skip
+    pids = {"engine": engine.stdout.split()[-1:], "api": api.stdout.split()[-1:]}
+    outputs = {role: log.with_name(f"pyspy-{role}.txt") for role in pids}
+    spies = [subprocess.Popen([str(spy), "record", "--nonblocking", "--format", "raw", "-r", "50",
+                               "-d", str(seconds), "-p", pid[0], "-o", str(outputs[role])],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for role, pid in pids.items() if pid]  # fmt: skip
+    asyncio.run(chat_load(url, "bench", 24, 48, tokens, {"ignore_eos": True}))
+    for spy_process in spies:
+        spy_process.wait()
+    categories = [
+        ("model forward", ("model_executor/models", "forward")),
+        ("sampling", ("sample/", "sampler", "logits_processor", "compute_logits")),
+        ("scheduler", ("core/sched", "scheduler")),
+        ("detokenization", ("detokenizer", "output_processor", "tokenizer")),
+        ("HTTP, serialising, asyncio", ("entrypoints", "asyncio", "uvicorn", "fastapi", "msgspec",
+                                         "serial_utils", "zmq")),
+    ]  # fmt: skip
+    shares: dict[str, float] = {}
+    total = 0
+    for role, path in outputs.items():
+        if not path.is_file():
+            continue
+        for line in path.read_text().splitlines():
+            stack, _, count_text = line.rpartition(" ")
+            if not count_text.isdigit():
+                continue
+            count = int(count_text)
+            total += count
+            label = "idle / other"
+            # Innermost category wins: the last frame that matches one.
+            for frame in reversed(stack.split(";")):
+                hit = next(
+                    (name for name, keys in categories if any(k in frame for k in keys)), None
+                )
+                if hit:
+                    label = hit
+                    break
+            shares[f"{role}: {label}"] = shares.get(f"{role}: {label}", 0) + count
+    return {label: count / max(total, 1) for label, count in sorted(shares.items())}
+
+
+def limits(args: argparse.Namespace) -> None:
+    """The `--limits` run: every server, one at a time, on the same model and load."""
+    work = Path(tempfile.mkdtemp(prefix="cobalt-bench-limits-"))
+    python = inference_python(InferenceSettings())
+    model = args.model or InferenceSettings().model_dir()
+    chosen = choose_cpu_dtype()
+    other = "float32" if chosen.dtype == "bfloat16" else "bfloat16"
+    levels = tuple(args.levels)
+    machine = measure_machine(python)
+    costs = model_costs(model)
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text()
+                .splitlines() if line.startswith("model name")), "?")  # fmt: skip
+    print(f"machine: {cpu}, {os.cpu_count()} CPUs; rule: {chosen.log_line()}")
+    print(f"measured: {json.dumps(machine)}")
+    print(f"model {model}: {costs['parameters'] / 1e6:.1f} M parameters "
+          f"({costs['read_parameters'] / 1e6:.1f} M read per decode step)")  # fmt: skip
+    context = 40 + args.answer_tokens // 2  # prompt with the chat template + half the answer
+    results: dict[str, dict[int, dict[str, float]]] = {}
+    servers: list[tuple[str, object]] = [
+        (f"cobalt serve, {chosen.dtype} (the rule's choice)", ("cobalt", chosen.dtype)),
+        (f"cobalt serve, {other}", ("cobalt", other)),
+    ]
+    if BENCH_PYTHON.is_file():
+        shipped = smollm2_gguf(python)
+        servers += [(f"llama.cpp, {shipped.name}", ("llama", shipped)),
+                    ("llama.cpp, f32 GGUF of the same weights",
+                     ("llama", f32_gguf(shipped, work / "smollm2-f32.gguf")))]  # fmt: skip
+    else:
+        print(f"{BENCH_PYTHON} missing: llama.cpp rows skipped (bench/requirements-limits.txt)")
+    profile: dict[str, float] = {}
+    for label, (kind, what) in servers:  # type: ignore[misc]
+        print(f"  {label}", flush=True)
+        log = work / f"{len(results)}.log"
+        if kind == "cobalt":
+            with cobalt_server(model, what, log) as url:
+                results[label] = measure_levels(url, "bench", levels, args.answer_tokens,
+                                                {"ignore_eos": True})  # fmt: skip
+                if what == chosen.dtype and args.profile_s:
+                    profile = engine_profile(url, log, args.profile_s, args.answer_tokens)
+        else:
+            with llama_cpp_server(what, free_port(), log, os.cpu_count() or 1) as url:
+                # llama-cpp-python's server has no ignore_eos: EOS and <|im_end|> are
+                # biased away instead, so every answer runs to max_tokens as on vLLM.
+                results[label] = measure_levels(url, "bench", levels, args.answer_tokens,
+                                                {"logit_bias": {"0": -100, "2": -100}})  # fmt: skip
+    for dtype in (chosen.dtype, other):
+        results[f"roofline, {dtype}"] = {
+            level: {"tokens_s": roofline_tokens_s(costs, machine, dtype, level, context),
+                    "ttft_s": float("nan"), "tokens": args.answer_tokens}
+            for level in levels
+        }  # fmt: skip
+    baseline = f"cobalt serve, {chosen.dtype} (the rule's choice)"
+    print()
+    print("| server | " + " | ".join(f"{c} conc. tok/s (TTFT s)" for c in levels) + " |")
+    print("|---|" + "---|" * len(levels))
+    for label, by_level in results.items():
+        cells = [f"{by_level[c]['tokens_s']:.0f}" + ("" if math.isnan(by_level[c]["ttft_s"])
+                 else f" ({by_level[c]['ttft_s']:.2f})") for c in levels]  # fmt: skip
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    print()
+    print("| ratio of the rule's choice to | " + " | ".join(f"{c} conc." for c in levels) + " |")
+    print("|---|" + "---|" * len(levels))
+    for label, by_level in results.items():
+        if label == baseline:
+            continue
+        cells = [f"{results[baseline][c]['tokens_s'] / by_level[c]['tokens_s']:.2f}"
+                 for c in levels]  # fmt: skip
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    if profile:
+        print("\nengine profile at 24 concurrent (py-spy, share of samples):")
+        for label, share in profile.items():
+            print(f"  {label}: {100 * share:.1f} %")
+    print(f"logs in {work}")
+
+
+def smollm2_gguf(python: Path) -> Path:
+    probe = "from cobalt.inference.models import smollm2_gguf_path as p; print(p())"
+    done = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, check=True)
+    return Path(done.stdout.strip())
 
 
 if __name__ == "__main__":

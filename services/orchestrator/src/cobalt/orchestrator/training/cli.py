@@ -101,7 +101,10 @@ def start(
     ] = None,
     compute_dtype: Annotated[
         str | None,
-        typer.Option(help="auto, float32 or bfloat16 (weights stay float32) [auto: bf16 on GPU]."),
+        typer.Option(
+            help="auto, float32 or bfloat16 (weights stay float32) [auto: bf16 on GPU and "
+            "on a CPU with native bf16]."
+        ),
     ] = None,
     activation_checkpointing: Annotated[
         bool | None,
