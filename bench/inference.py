@@ -156,7 +156,19 @@ def main() -> None:
     parser.add_argument("--levels", type=int, nargs="+", default=list(LEVELS))
     parser.add_argument("--answer-tokens", type=int, default=128, help="--limits: per answer")
     parser.add_argument("--profile-s", type=int, default=20, help="--limits: py-spy seconds")
+    parser.add_argument(
+        "--trials", action="store_true", help="--limits: engine settings at 24 concurrent"
+    )
+    parser.add_argument(
+        "--servers", type=int, nargs="+", default=[0, 1, 2, 3],
+        help="--limits: 0 the rule's dtype, 1 the other, 2 llama.cpp shipped GGUF, 3 f32 GGUF",
+    )  # fmt: skip
     args = parser.parse_args()
+    if args.trials:
+        model = args.model or InferenceSettings().model_dir()
+        work = Path(tempfile.mkdtemp(prefix="cobalt-bench-trials-"))
+        setting_trials(model, work, 24, args.answer_tokens)
+        return
     if args.limits:
         limits(args)
         return
@@ -336,7 +348,8 @@ def roofline_tokens_s(
     """Output tokens/s no engine can beat on this machine: a decode step of `batch`
     sequences reads every weight once and each sequence's KV cache, and does 2 FLOPs per
     weight per sequence; it takes at least the longer of bytes / bandwidth and FLOPs /
-    matmul rate (the measured rate of a decode-shaped matmul in `dtype`)."""
+    matmul rate (the measured rate of a large matmul in `dtype`: the machine's ceiling;
+    decode-shaped ones run slower, which is the engine's loss, not the machine's)."""
     width = 4 if dtype == "float32" else 2
     step_bytes = width * (
         costs["read_parameters"] + batch * context * costs["kv_values_per_context_token"]
@@ -344,7 +357,7 @@ def roofline_tokens_s(
     step_flops = batch * (
         2 * costs["read_parameters"] + context * costs["attention_flops_per_context_token"]
     )
-    flops_s = machine[f"{dtype}_24x576x1536_gflops"] * 1e9
+    flops_s = machine[f"{dtype}_1024x1024x1024_gflops"] * 1e9  # the best matmul rate
     step_s = max(step_bytes / (machine["bandwidth_gbs"] * 1e9), step_flops / flops_s)
     return batch / step_s
 
@@ -448,41 +461,110 @@ def llama_cpp_server(gguf: Path, port: int, log: Path, threads: int) -> Iterator
 
 @contextmanager
 def cobalt_server(
-    model: Path, dtype: str, log: Path, extra_args: tuple[str, ...] = (), **settings: object
+    model: Path,
+    dtype: str,
+    log: Path,
+    extra_args: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+    **settings: object,
 ) -> Iterator[str]:
     options = InferenceSettings(model=model, served_name="bench", dtype=dtype,
                                 max_model_len=2048, startup_timeout_s=900, **settings)  # type: ignore[arg-type]  # fmt: skip
-    with running_server(options, log, extra_args=extra_args) as url:
+    child_env = {**os.environ, **(env or {})}
+    with running_server(options, log, extra_args=extra_args, env=child_env) as url:
         yield url
 
 
+def setting_trials(model: Path, work: Path, level: int, tokens: int) -> None:
+    """The engine settings issue 32 names, each against the default in this run, at
+    `level` requests in flight (the rule's dtype): one server start each."""
+    cores = os.cpu_count() or 1
+    trials: list[tuple[str, tuple[str, ...], dict[str, str], dict[str, object]]] = [
+        ("default (vLLM binds its OpenMP threads to 1 core, reserves 1)", (), {}, {}),
+        (f"threads: OpenMP on all {cores} cores, none reserved", (),
+         {"VLLM_CPU_OMP_THREADS_BIND": f"0-{cores - 1}", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"},
+         {}),
+        ("KV cache 4 GiB (default 1)", (), {}, {"cpu_kv_cache_gb": 4}),
+        ("batch limit --max-num-seqs 8", ("--max-num-seqs", "8"), {}, {}),
+        ("chunked prefill off", ("--no-enable-chunked-prefill",), {}, {}),
+        ("prefix caching off", ("--no-enable-prefix-caching",), {}, {}),
+    ]  # fmt: skip
+    measured: list[tuple[str, dict[str, float]]] = []
+    for number, (label, extra_args, env, settings) in enumerate(trials):
+        log = work / f"trial-{number}.log"
+        with cobalt_server(model, "auto", log, extra_args, env, **settings) as url:
+            asyncio.run(chat_load(url, "bench", 2, 2, 16, {"ignore_eos": True}))  # warm-up
+            result = asyncio.run(
+                chat_load(url, "bench", level, level, tokens, {"ignore_eos": True})
+            )
+        print(f"    {label}: {result}", flush=True)
+        measured.append((label, result))
+    default = measured[0][1]["tokens_s"]
+    print(
+        f"\n| setting ({level} concurrent, {tokens} tokens) | output tok/s | TTFT s | vs default |"
+    )
+    print("|---|---|---|---|")
+    for label, result in measured:
+        print(f"| {label} | {result['tokens_s']:.0f} | {result['ttft_s']:.2f} | "
+              f"{result['tokens_s'] / default:.2f} |")  # fmt: skip
+
+
+PROFILE_CATEGORIES = (
+    ("model forward", ("model_executor/models", "model_executor/layers", "attention/")),
+    ("sampling", ("v1/sample",)),
+    ("scheduler", ("core/sched",)),
+    ("detokenization", ("detokenizer", "output_processor")),
+    ("waiting for the other process", ("shm_broadcast", "get_response", "collective_rpc")),
+    ("API: HTTP, streaming, asyncio", ("entrypoints", "uvicorn", "starlette", "asyncio")),
+)
+"""Where a py-spy stack's time goes: the first category any of its frames names."""
+
+
+def server_processes(port: int) -> dict[str, int]:
+    """The API server, engine core and worker of the vLLM listening on `port` (found by
+    session, so another vLLM on this machine is never sampled)."""
+    pids = [int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit()]
+    api = next(pid for pid in pids if f"--port\0{port}\0" in _cmdline(pid))
+    session = os.getsid(api)
+    roles = {"api": api}
+    for pid in pids:
+        try:
+            if pid == api or os.getsid(pid) != session:
+                continue
+        except ProcessLookupError:
+            continue
+        title = _cmdline(pid)
+        if "Worker" in title:
+            roles["worker"] = pid
+        elif "EngineCore" in title:
+            roles["engine core"] = pid
+    return roles
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_text(errors="replace")
+    except OSError:
+        return ""
+
+
 def engine_profile(url: str, log: Path, seconds: int, tokens: int) -> dict[str, float]:
-    """Where the engine's time goes at 24 requests in flight: py-spy samples the engine
-    core process (model forward, sampling, scheduler) and the API server (detokenization,
-    HTTP); shares of the samples by the first matching frame."""
-    spy = BENCH_PYTHON.parent / "py-spy"
-    engine = subprocess.run(["pgrep", "-f", "EngineCore"], capture_output=True, text=True)
-    api = subprocess.run(["pgrep", "-f", "vllm.entrypoints.openai.api_server"],
-                         capture_output=True, text=True)  # fmt: skip
-    pids = {"engine": engine.stdout.split()[-1:], "api": api.stdout.split()[-1:]}
-    outputs = {role: log.with_name(f"pyspy-{role}.txt") for role in pids}
-    spies = [subprocess.Popen([str(spy), "record", "--nonblocking", "--format", "raw", "-r", "50",
-                               "-d", str(seconds), "-p", pid[0], "-o", str(outputs[role])],
+    """Where the engine's time goes at 24 requests in flight: py-spy samples the worker
+    (model forward, sampling), the engine core (scheduler) and the API server
+    (detokenization, HTTP) for `seconds`; each figure is the share of that process's
+    wall time (samples / (rate x seconds)), summed over its threads."""
+    spy, rate = BENCH_PYTHON.parent / "py-spy", 50
+    roles = server_processes(int(url.rsplit(":", 1)[1]))
+    outputs = {role: log.with_name(f"pyspy-{role.replace(' ', '-')}.txt") for role in roles}
+    spies = [subprocess.Popen([str(spy), "record", "--nonblocking", "--format", "raw",
+                               "-r", str(rate), "-d", str(seconds), "-p", str(pid),
+                               "-o", str(outputs[role])],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-             for role, pid in pids.items() if pid]  # fmt: skip
-    asyncio.run(chat_load(url, "bench", 24, 48, tokens, {"ignore_eos": True}))
+             for role, pid in roles.items()]  # fmt: skip
+    asyncio.run(chat_load(url, "bench", 24, 24, tokens, {"ignore_eos": True}))
     for spy_process in spies:
         spy_process.wait()
-    categories = [
-        ("model forward", ("model_executor/models", "forward")),
-        ("sampling", ("sample/", "sampler", "logits_processor", "compute_logits")),
-        ("scheduler", ("core/sched", "scheduler")),
-        ("detokenization", ("detokenizer", "output_processor", "tokenizer")),
-        ("HTTP, serialising, asyncio", ("entrypoints", "asyncio", "uvicorn", "fastapi", "msgspec",
-                                         "serial_utils", "zmq")),
-    ]  # fmt: skip
     shares: dict[str, float] = {}
-    total = 0
     for role, path in outputs.items():
         if not path.is_file():
             continue
@@ -490,19 +572,11 @@ def engine_profile(url: str, log: Path, seconds: int, tokens: int) -> dict[str, 
             stack, _, count_text = line.rpartition(" ")
             if not count_text.isdigit():
                 continue
-            count = int(count_text)
-            total += count
-            label = "idle / other"
-            # Innermost category wins: the last frame that matches one.
-            for frame in reversed(stack.split(";")):
-                hit = next(
-                    (name for name, keys in categories if any(k in frame for k in keys)), None
-                )
-                if hit:
-                    label = hit
-                    break
-            shares[f"{role}: {label}"] = shares.get(f"{role}: {label}", 0) + count
-    return {label: count / max(total, 1) for label, count in sorted(shares.items())}
+            label = next((name for name, keys in PROFILE_CATEGORIES
+                          if any(key in stack for key in keys)), "other")  # fmt: skip
+            key = f"{role}: {label}"
+            shares[key] = shares.get(key, 0.0) + int(count_text) / (rate * seconds)
+    return dict(sorted(shares.items()))
 
 
 def limits(args: argparse.Namespace) -> None:
@@ -524,7 +598,7 @@ def limits(args: argparse.Namespace) -> None:
     context = 40 + args.answer_tokens // 2  # prompt with the chat template + half the answer
     results: dict[str, dict[int, dict[str, float]]] = {}
     servers: list[tuple[str, object]] = [
-        (f"cobalt serve, {chosen.dtype} (the rule's choice)", ("cobalt", chosen.dtype)),
+        (f"cobalt serve, {chosen.dtype} (the rule's choice)", ("cobalt", "auto")),
         (f"cobalt serve, {other}", ("cobalt", other)),
     ]
     if BENCH_PYTHON.is_file():
@@ -534,6 +608,7 @@ def limits(args: argparse.Namespace) -> None:
                      ("llama", f32_gguf(shipped, work / "smollm2-f32.gguf")))]  # fmt: skip
     else:
         print(f"{BENCH_PYTHON} missing: llama.cpp rows skipped (bench/requirements-limits.txt)")
+    servers = [entry for number, entry in enumerate(servers) if number in args.servers]
     profile: dict[str, float] = {}
     for label, (kind, what) in servers:  # type: ignore[misc]
         print(f"  {label}", flush=True)
@@ -542,7 +617,7 @@ def limits(args: argparse.Namespace) -> None:
             with cobalt_server(model, what, log) as url:
                 results[label] = measure_levels(url, "bench", levels, args.answer_tokens,
                                                 {"ignore_eos": True})  # fmt: skip
-                if what == chosen.dtype and args.profile_s:
+                if what == "auto" and args.profile_s:
                     profile = engine_profile(url, log, args.profile_s, args.answer_tokens)
         else:
             with llama_cpp_server(what, free_port(), log, os.cpu_count() or 1) as url:
@@ -557,6 +632,8 @@ def limits(args: argparse.Namespace) -> None:
             for level in levels
         }  # fmt: skip
     baseline = f"cobalt serve, {chosen.dtype} (the rule's choice)"
+    if baseline not in results:
+        baseline = next(iter(results))
     print()
     print("| server | " + " | ".join(f"{c} conc. tok/s (TTFT s)" for c in levels) + " |")
     print("|---|" + "---|" * len(levels))
@@ -574,7 +651,7 @@ def limits(args: argparse.Namespace) -> None:
                  for c in levels]  # fmt: skip
         print(f"| {label} | " + " | ".join(cells) + " |")
     if profile:
-        print("\nengine profile at 24 concurrent (py-spy, share of samples):")
+        print("\nengine profile at 24 concurrent (py-spy; share of each process's wall time):")
         for label, share in profile.items():
             print(f"  {label}: {100 * share:.1f} %")
     print(f"logs in {work}")
