@@ -129,6 +129,16 @@ def test_failure_inside_vllm_restores_the_previous_weights(
     assert_close(tiny_server.top_logprobs(PROBE), hf_top_logprobs(good))
 
 
+def broadcast(server: Server, directory: Path, version: int) -> dict[str, object]:
+    """Send `directory`'s tensors to the server's workers over gloo, as the trainer does."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return run_model_tool(
+        "broadcast", server.url, CONTROL_TOKEN, str(directory), str(version), str(port)
+    )
+
+
 def test_weights_broadcast_over_gloo_serve_like_transformers(
     tiny_server: Server, tmp_path: Path
 ) -> None:
@@ -137,12 +147,7 @@ def test_weights_broadcast_over_gloo_serve_like_transformers(
     changed = tmp_path / "broadcast"
     run_model_tool("perturb", str(tiny_server.model_dir), str(changed), "8")
     before = tiny_server.version()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    result = run_model_tool(
-        "broadcast", tiny_server.url, CONTROL_TOKEN, str(changed), str(before + 1), str(port)
-    )
+    result = broadcast(tiny_server, changed, before + 1)
     assert result["status"] == 200, result
     assert result["body"]["version"] == before + 1  # type: ignore[index]
     assert tiny_server.version() == before + 1
@@ -176,12 +181,7 @@ def test_a_float32_server_serves_bfloat16_policy_weights_like_transformers_in_fl
         status, body = load(tiny_server, narrowed)
         assert status == 200, body
     else:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        result = run_model_tool(
-            "broadcast", tiny_server.url, CONTROL_TOKEN, str(narrowed), str(before + 1), str(port)
-        )
+        result = broadcast(tiny_server, narrowed, before + 1)
         assert result["status"] == 200, result
     assert tiny_server.version() == before + 1
     expected = run_model_tool("greedy", str(narrowed), str(PROBE), "12")["ids"]
