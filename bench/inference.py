@@ -160,8 +160,9 @@ def main() -> None:
         "--trials", action="store_true", help="--limits: engine settings at 24 concurrent"
     )
     parser.add_argument(
-        "--servers", type=int, nargs="+", default=[0, 1, 2, 3],
-        help="--limits: 0 the rule's dtype, 1 the other, 2 llama.cpp shipped GGUF, 3 f32 GGUF",
+        "--servers", type=int, nargs="+", default=[0, 1, 2, 3, 4],
+        help="--limits: 0 the rule's dtype, 1 the other, 2 llama.cpp shipped GGUF, 3 f32 "
+        "GGUF, 4/5 as 0/1 with chunked prefill off",
     )  # fmt: skip
     args = parser.parse_args()
     if args.trials:
@@ -597,32 +598,36 @@ def limits(args: argparse.Namespace) -> None:
           f"({costs['read_parameters'] / 1e6:.1f} M read per decode step)")  # fmt: skip
     context = 40 + args.answer_tokens // 2  # prompt with the chat template + half the answer
     results: dict[str, dict[int, dict[str, float]]] = {}
-    servers: list[tuple[str, object]] = [
-        (f"cobalt serve, {chosen.dtype} (the rule's choice)", ("cobalt", "auto")),
-        (f"cobalt serve, {other}", ("cobalt", other)),
+    no_chunking = ("--no-enable-chunked-prefill",)
+    servers: list[tuple[str, str, object, tuple[str, ...]]] = [
+        (f"cobalt serve, {chosen.dtype} (the rule's choice)", "cobalt", "auto", ()),
+        (f"cobalt serve, {other}", "cobalt", other, ()),
+        ("llama.cpp, the shipped GGUF", "llama", "shipped", ()),
+        ("llama.cpp, f32 GGUF of the same weights", "llama", "f32", ()),
+        (f"cobalt serve, {chosen.dtype}, chunked prefill off", "cobalt", "auto", no_chunking),
+        (f"cobalt serve, {other}, chunked prefill off", "cobalt", other, no_chunking),
     ]
-    if BENCH_PYTHON.is_file():
-        shipped = smollm2_gguf(python)
-        servers += [(f"llama.cpp, {shipped.name}", ("llama", shipped)),
-                    ("llama.cpp, f32 GGUF of the same weights",
-                     ("llama", f32_gguf(shipped, work / "smollm2-f32.gguf")))]  # fmt: skip
-    else:
-        print(f"{BENCH_PYTHON} missing: llama.cpp rows skipped (bench/requirements-limits.txt)")
     servers = [entry for number, entry in enumerate(servers) if number in args.servers]
+    if not BENCH_PYTHON.is_file() and any(kind == "llama" for _, kind, _, _ in servers):
+        print(f"{BENCH_PYTHON} missing: llama.cpp rows skipped (bench/requirements-limits.txt)")
+        servers = [entry for entry in servers if entry[1] != "llama"]
     profile: dict[str, float] = {}
-    for label, (kind, what) in servers:  # type: ignore[misc]
+    for label, kind, what, extra_args in servers:
         print(f"  {label}", flush=True)
         log = work / f"{len(results)}.log"
         if kind == "cobalt":
-            with cobalt_server(model, what, log) as url:
+            with cobalt_server(model, str(what), log, extra_args) as url:
                 results[label] = measure_levels(url, "bench", levels, args.answer_tokens,
                                                 {"ignore_eos": True})  # fmt: skip
-                if what == "auto" and args.profile_s:
+                if what == "auto" and not extra_args and args.profile_s:
                     profile = engine_profile(url, log, args.profile_s, args.answer_tokens)
         else:
-            with llama_cpp_server(what, free_port(), log, os.cpu_count() or 1) as url:
-                # llama-cpp-python's server has no ignore_eos: EOS and <|im_end|> are
-                # biased away instead, so every answer runs to max_tokens as on vLLM.
+            shipped = smollm2_gguf(python)
+            gguf = shipped if what == "shipped" else f32_gguf(shipped, work / "smollm2-f32.gguf")
+            label = label.replace("the shipped GGUF", shipped.name)
+            with llama_cpp_server(gguf, free_port(), log, os.cpu_count() or 1) as url:
+                # llama-cpp-python's server has no ignore_eos: <|endoftext|> and <|im_end|>
+                # are biased away instead, so every answer runs to max_tokens as on vLLM.
                 results[label] = measure_levels(url, "bench", levels, args.answer_tokens,
                                                 {"logit_bias": {"0": -100, "2": -100}})  # fmt: skip
     for dtype in (chosen.dtype, other):
