@@ -285,7 +285,7 @@ def middleware_overhead_us(requests: int = 20000) -> float:
 LEVELS = (1, 8, 24, 64)
 CHAT = [{"role": "user", "content": "Write a Python function that checks whether a number "
                                     "is prime, and explain how it works."}]  # fmt: skip
-BENCH_PYTHON = Path(".venv-bench/bin/python")
+BENCH_PYTHON = Path(__file__).resolve().parents[1] / ".venv-bench" / "bin" / "python"
 """llama-cpp-python[server] and gguf live here (bench/requirements-limits.txt), never in
 `make setup`: building llama.cpp compiles C++ for minutes."""
 
@@ -449,12 +449,40 @@ writer.close()
     return target
 
 
+LLAMA_SERVER = """
+import sys
+import llama_cpp
+import llama_cpp.llama
+
+# llama.cpp's extra CPU buffer types (runtime repacking of Q4_1 into its AMX / AVX-512
+# layouts) crash this build on the shipped Q4_1 file (segfault at the first decode, on
+# this Sapphire Rapids CPU); plain CPU buffers run it. The f32 file never used them.
+default_params = llama_cpp.llama_model_default_params
+
+
+def without_extra_buffers():
+    params = default_params()
+    params.use_extra_bufts = False
+    return params
+
+
+llama_cpp.llama_model_default_params = without_extra_buffers
+llama_cpp.llama.llama_cpp.llama_model_default_params = without_extra_buffers
+from llama_cpp.server.__main__ import main
+
+main()
+"""
+
+
 @contextmanager
 def llama_cpp_server(gguf: Path, port: int, log: Path, threads: int) -> Iterator[str]:
-    command = [str(BENCH_PYTHON), "-m", "llama_cpp.server", "--model", str(gguf),
+    command = [str(BENCH_PYTHON), "-c", LLAMA_SERVER, "--model", str(gguf),
                "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048",
                "--n_threads", str(threads), "--n_threads_batch", str(threads),
-               "--model_alias", "bench"]  # fmt: skip
+               "--model_alias", "bench",
+               # Queue concurrent requests (it runs one at a time) rather than cut the
+               # running one short, its default.
+               "--interrupt_requests", "False"]  # fmt: skip
     url = f"http://127.0.0.1:{port}"
     with server(command, dict(os.environ), url, "/v1/models", log):
         yield url
@@ -625,7 +653,9 @@ def limits(args: argparse.Namespace) -> None:
             shipped = smollm2_gguf(python)
             gguf = shipped if what == "shipped" else f32_gguf(shipped, work / "smollm2-f32.gguf")
             label = label.replace("the shipped GGUF", shipped.name)
-            with llama_cpp_server(gguf, free_port(), log, os.cpu_count() or 1) as url:
+            # One core reserved, as vLLM's own thread binding does (the API server's).
+            threads = max(1, (os.cpu_count() or 1) - 1)
+            with llama_cpp_server(gguf, free_port(), log, threads) as url:
                 # llama-cpp-python's server has no ignore_eos: <|endoftext|> and <|im_end|>
                 # are biased away instead, so every answer runs to max_tokens as on vLLM.
                 results[label] = measure_levels(url, "bench", levels, args.answer_tokens,
