@@ -18,6 +18,19 @@ processes, and the time a weight load takes.
 
 Without --model a tiny random model is built (the test model). Prints markdown tables;
 the figures go to docs/benchmarks.md.
+
+`--limits` (issue 32) measures the real model against the limits instead: output tokens/s
+and time to first token at 1, 8, 24 and 64 concurrent streamed chat requests of
+`--answer-tokens` (128, `ignore_eos`) for `cobalt inference serve` in the dtype the rule
+of cobalt.shared.cpu_dtype picks and in the other one, llama.cpp's OpenAI-compatible
+server (llama-cpp-python, .venv-bench: bench/requirements-limits.txt) on the GGUF SmolLM2
+ships as and on a float32 GGUF of the same weights, and a roofline from the model's bytes
+and FLOPs per token and this machine's measured bandwidth and matmul rate; then a py-spy
+profile of the engine at 24 concurrent. `--trials` tries the engine settings the issue
+names (threads, KV cache, batch limit, chunked prefill, prefix caching) at 24 concurrent.
+
+    .venv/bin/python bench/inference.py --limits --model ~/.cache/cobalt/models/smollm2-135m-instruct
+    .venv/bin/python bench/inference.py --trials --model ~/.cache/cobalt/models/smollm2-135m-instruct
 """
 
 from __future__ import annotations
