@@ -29,8 +29,8 @@ and FLOPs per token and this machine's measured bandwidth and matmul rate; then 
 profile of the engine at 24 concurrent. `--trials` tries the engine settings the issue
 names (threads, KV cache, batch limit, chunked prefill, prefix caching) at 24 concurrent.
 
-    .venv/bin/python bench/inference.py --limits --model ~/.cache/cobalt/models/smollm2-135m-instruct
-    .venv/bin/python bench/inference.py --trials --model ~/.cache/cobalt/models/smollm2-135m-instruct
+    .venv/bin/python bench/inference.py --limits [--model DIR: default the prepared SmolLM2]
+    .venv/bin/python bench/inference.py --trials [--model DIR]
 """
 
 from __future__ import annotations
