@@ -11,10 +11,10 @@ import pytest
 import torch
 from transformers import Qwen2ForCausalLM
 
-from cobalt.shared.contracts.training import TrainerHyperparameters
-from cobalt.shared.errors import InvalidInput
 import cobalt.shared.cpu_dtype
+from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.shared.cpu_dtype import read_cpu_flags
+from cobalt.shared.errors import InvalidInput
 from cobalt.trainer.precision import (
     Precision,
     compute_choice,
