@@ -4,7 +4,10 @@ The test process (core environment) has no torch; these commands do the torch wo
 print JSON:
 
     python model_tools.py perturb SRC DST SEED     weights + noise (embeddings included)
+    python model_tools.py narrow SRC DST SEED      perturb, then store in bfloat16, as the
+                                                   trainer publishes a bfloat16 base's policy
     python model_tools.py logprobs DIR IDS K       transformers' top-K next-token logprobs
+    python model_tools.py greedy DIR IDS N         transformers' N greedy tokens, in float32
     python model_tools.py tie DIR                  drop lm_head.weight, mark embeddings tied
     python model_tools.py widen DIR                give one late tensor a wrong (narrower) shape
     python model_tools.py broadcast URL TOKEN DIR VERSION PORT
@@ -36,6 +39,34 @@ def perturb(source: Path, target: Path, seed: int) -> dict[str, object]:
         changed.append(name)
     save_file(tensors, weights_file, metadata={"format": "pt"})
     return {"changed": changed}
+
+
+def narrow(source: Path, target: Path, seed: int) -> dict[str, object]:
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    perturb(source, target, seed)
+    weights_file = target / "model.safetensors"
+    tensors = {k: t.to(torch.bfloat16) for k, t in load_file(weights_file).items()}
+    save_file(tensors, weights_file, metadata={"format": "pt"})
+    config_path = target / "config.json"
+    config = json.loads(config_path.read_text())
+    config["dtype"] = "bfloat16"  # what the trainer writes (cobalt.trainer.checkpoint)
+    config_path.write_text(json.dumps(config))
+    return {"dtypes": sorted({str(t.dtype) for t in tensors.values()})}
+
+
+def greedy(model_dir: Path, token_ids: list[int], count: int) -> dict[str, object]:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model.eval()
+    ids = list(token_ids)
+    with torch.no_grad():
+        for _ in range(count):  # no generate(): no generation config, no EOS stop
+            ids.append(int(model(torch.tensor([ids])).logits[0, -1].argmax()))
+    return {"ids": ids[len(token_ids) :]}
 
 
 def logprobs(model_dir: Path, token_ids: list[int], k: int) -> dict[str, object]:
@@ -119,6 +150,10 @@ def main(argv: list[str]) -> None:
     command, *args = argv
     if command == "perturb":
         result = perturb(Path(args[0]), Path(args[1]), int(args[2]))
+    elif command == "narrow":
+        result = narrow(Path(args[0]), Path(args[1]), int(args[2]))
+    elif command == "greedy":
+        result = greedy(Path(args[0]), json.loads(args[1]), int(args[2]))
     elif command == "logprobs":
         result = logprobs(Path(args[0]), json.loads(args[1]), int(args[2]))
     elif command == "tie":

@@ -129,6 +129,16 @@ def test_failure_inside_vllm_restores_the_previous_weights(
     assert_close(tiny_server.top_logprobs(PROBE), hf_top_logprobs(good))
 
 
+def broadcast(server: Server, directory: Path, version: int) -> dict[str, object]:
+    """Send `directory`'s tensors to the server's workers over gloo, as the trainer does."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return run_model_tool(
+        "broadcast", server.url, CONTROL_TOKEN, str(directory), str(version), str(port)
+    )
+
+
 def test_weights_broadcast_over_gloo_serve_like_transformers(
     tiny_server: Server, tmp_path: Path
 ) -> None:
@@ -137,13 +147,43 @@ def test_weights_broadcast_over_gloo_serve_like_transformers(
     changed = tmp_path / "broadcast"
     run_model_tool("perturb", str(tiny_server.model_dir), str(changed), "8")
     before = tiny_server.version()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    result = run_model_tool(
-        "broadcast", tiny_server.url, CONTROL_TOKEN, str(changed), str(before + 1), str(port)
-    )
+    result = broadcast(tiny_server, changed, before + 1)
     assert result["status"] == 200, result
     assert result["body"]["version"] == before + 1  # type: ignore[index]
     assert tiny_server.version() == before + 1
     assert_close(tiny_server.top_logprobs(PROBE), hf_top_logprobs(changed))
+
+
+def served_greedy(server: Server, prompt_ids: list[int], count: int) -> list[int]:
+    completion = server.openai().completions.create(
+        model=SERVED_NAME, prompt=prompt_ids, max_tokens=count, temperature=0,
+        extra_body={"return_token_ids": True, "ignore_eos": True},
+    )  # fmt: skip
+    token_ids: list[int] = completion.model_dump()["choices"][0]["token_ids"]
+    return token_ids
+
+
+@pytest.mark.parametrize("path", ["checkpoint", "broadcast"])
+def test_a_float32_server_serves_bfloat16_policy_weights_like_transformers_in_float32(
+    tiny_server: Server, tmp_path: Path, path: str
+) -> None:
+    """The trainer publishes a bfloat16 base's policy in bfloat16; a CPU without native
+    bfloat16 serves in float32 (cobalt.shared.cpu_dtype). The load converts: the server
+    gives transformers' greedy tokens and logprobs, in float32 on the same weights."""
+    assert "dtype float32: set by COBALT_INFERENCE_DTYPE" in tiny_server.log.read_text()
+    narrowed = tmp_path / "bf16"
+    seed = {"checkpoint": "11", "broadcast": "12"}[path]
+    assert run_model_tool("narrow", str(tiny_server.model_dir), str(narrowed), seed) == {
+        "dtypes": ["torch.bfloat16"]
+    }
+    before = tiny_server.version()
+    if path == "checkpoint":
+        status, body = load(tiny_server, narrowed)
+        assert status == 200, body
+    else:
+        result = broadcast(tiny_server, narrowed, before + 1)
+        assert result["status"] == 200, result
+    assert tiny_server.version() == before + 1
+    expected = run_model_tool("greedy", str(narrowed), str(PROBE), "12")["ids"]
+    assert served_greedy(tiny_server, PROBE, 12) == expected
+    assert_close(tiny_server.top_logprobs(PROBE), hf_top_logprobs(narrowed))

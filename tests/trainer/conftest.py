@@ -6,11 +6,26 @@ need the core environment (FastAPI, the executor).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 VOCAB = 48
+
+CPU_WITHOUT_BF16 = Path(__file__).parents[1] / "support" / "cpuinfo" / "epyc-avx2.txt"
+CPU_WITH_AMX = Path(__file__).parents[1] / "support" / "cpuinfo" / "xeon-amx.txt"
+
+
+@pytest.fixture(autouse=True)
+def cpu_without_native_bfloat16(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CPU flags every trainer test sees: an AVX2-only CPU, where `auto` computes in
+    float32, whatever the machine running the tests has (the rule's own tests pass
+    flags explicitly). Exactness checks then mean the same on every machine."""
+    import cobalt.shared.cpu_dtype
+
+    monkeypatch.setattr(cobalt.shared.cpu_dtype, "CPUINFO", CPU_WITHOUT_BF16)
 
 
 @pytest.fixture

@@ -4,17 +4,21 @@ refusal of a micro-batch budget before any model loads."""
 from __future__ import annotations
 
 import copy
+import logging
 from pathlib import Path
 
 import pytest
 import torch
 from transformers import Qwen2ForCausalLM
 
+import cobalt.shared.cpu_dtype
 from cobalt.shared.contracts.training import TrainerHyperparameters
+from cobalt.shared.cpu_dtype import read_cpu_flags
 from cobalt.shared.errors import InvalidInput
 from cobalt.trainer.equivalence import tiny_config
 from cobalt.trainer.precision import (
     Precision,
+    compute_choice,
     freeze,
     load_models,
     read_model,
@@ -22,6 +26,7 @@ from cobalt.trainer.precision import (
 )
 from cobalt.trainer.settings import TrainerSettings, job_hyperparameters
 from cobalt.trainer.step import Rollouts, make_optimizer, pack, response_log_probs
+from tests.trainer.conftest import CPU_WITH_AMX, CPU_WITHOUT_BF16
 from tests.trainer.test_loop import FakeOrchestrator, trainer
 
 CPU = torch.device("cpu")
@@ -121,6 +126,32 @@ def test_auto_settings_resolve_per_device() -> None:
     forced = TrainerHyperparameters(compute_dtype="float32", activation_checkpointing=False)
     assert Precision.resolve(forced, torch.device("cuda")) == Precision(torch.float32, False)
     assert not gpu.is_mixed or gpu.compute_dtype == torch.bfloat16
+
+
+def test_auto_on_the_cpu_is_bfloat16_only_with_native_bfloat16(model_dir: Path) -> None:
+    auto = TrainerHyperparameters(kl_coef=1e-4)
+    amx, avx2 = read_cpu_flags(CPU_WITH_AMX), read_cpu_flags(CPU_WITHOUT_BF16)
+    assert Precision.resolve(auto, CPU, cpu_flags=amx) == Precision(torch.bfloat16, False)
+    assert Precision.resolve(auto, CPU, cpu_flags=avx2) == Precision(torch.float32, False)
+    assert "amx_bf16" in compute_choice(auto, CPU, amx).reason
+    forced = TrainerHyperparameters(compute_dtype="float32")
+    assert Precision.resolve(forced, CPU, cpu_flags=amx).compute_dtype == torch.float32
+    # The reference follows: loaded in bfloat16 for a bfloat16 forward.
+    _, reference = load_models(model_dir, auto, Precision.resolve(auto, CPU, cpu_flags=amx), CPU)
+    assert reference is not None
+    assert {p.dtype for p in reference.parameters()} == {torch.bfloat16}
+
+
+def test_the_trainer_says_its_compute_dtype_once_at_start_up(
+    model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    monkeypatch.setattr(cobalt.shared.cpu_dtype, "CPUINFO", CPU_WITH_AMX)
+    with caplog.at_level(logging.INFO, logger="cobalt.trainer.loop"):
+        assert trainer(FakeOrchestrator(model_dir), tmp_path / "ckpt").run(max_steps=1) == 1
+    said = [r.getMessage() for r in caplog.records if "trainer compute" in r.getMessage()]
+    assert said == ["trainer compute dtype bfloat16: this CPU computes bfloat16 natively "
+                    "(amx_bf16, avx512_bf16)"]  # fmt: skip
 
 
 def test_checkpointing_on_recomputes_layers(model_dir: Path) -> None:

@@ -76,6 +76,11 @@ def serve(
     device: str = typer.Option(
         None, help="auto | cpu | cuda (env COBALT_INFERENCE_DEVICE; default auto)."
     ),
+    dtype: str = typer.Option(
+        None,
+        help="vLLM --dtype (env COBALT_INFERENCE_DTYPE; default auto: on the CPU bfloat16 "
+        "where it has native bfloat16, else float32).",
+    ),
     dry_run: bool = typer.Option(
         False,
         "--dry-run",
@@ -95,6 +100,7 @@ def serve(
         inference_python,
         server_command,
         server_environment,
+        serving_dtype,
     )
 
     try:
@@ -105,6 +111,7 @@ def serve(
             port=port,
             max_model_len=max_model_len,
             device=device,
+            dtype=dtype,
         )
     except ValueError as exc:
         raise _fail(str(exc)) from exc
@@ -132,6 +139,10 @@ def serve(
     chosen = (
         settings.device if settings.device != "auto" else detect_device(inference_python(settings))
     )
+    # Chosen once, said once (the server's log starts with it), then passed as --dtype.
+    choice = serving_dtype(settings, chosen)
+    typer.echo(choice.log_line(), err=True)
+    settings = settings.model_copy(update={"dtype": choice.dtype})
     command = server_command(settings, chosen, list(ctx.args))
     env = server_environment(settings, chosen)
     if dry_run:
@@ -145,7 +156,12 @@ def serve(
         ):
             if secret in shown:
                 shown[secret] = "***"
-        plan: dict[str, object] = {"device": chosen, "command": command, "env": shown}
+        plan: dict[str, object] = {
+            "device": chosen,
+            "dtype": {"dtype": choice.dtype, "reason": choice.reason},
+            "command": command,
+            "env": shown,
+        }
         if would_prepare:
             # A dry run writes nothing: it says what a real start would convert first.
             plan["prepare_model"] = {

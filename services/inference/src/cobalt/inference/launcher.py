@@ -15,7 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from pydantic import SecretStr
@@ -23,6 +23,7 @@ from pydantic import SecretStr
 from cobalt.inference.settings import InferenceSettings
 from cobalt.shared.checkout import checkout_python
 from cobalt.shared.clients import base as clients_base
+from cobalt.shared.cpu_dtype import DtypeChoice, choose_cpu_dtype
 from cobalt.shared.errors import Unavailable
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "running_server",
     "server_command",
     "server_environment",
+    "serving_dtype",
     "settings_environment",
     "wait_until_ready",
 ]
@@ -79,6 +81,20 @@ def cpu_workarounds(settings: InferenceSettings) -> tuple[dict[str, str], list[s
     env = {"VLLM_CPU_KVCACHE_SPACE": str(settings.cpu_kv_cache_gb)}
     args = [] if settings.enforce_eager is False else ["--enforce-eager"]
     return env, args
+
+
+def serving_dtype(
+    settings: InferenceSettings, device: str, cpu_flags: Iterable[str] | None = None
+) -> DtypeChoice:
+    """vLLM's --dtype and why: what was set; else on the CPU the rule of
+    `cobalt.shared.cpu_dtype` (bfloat16 only where the CPU computes it natively; vLLM's own
+    `auto` would turn a float32 model into bfloat16 on any CPU); else vLLM's `auto`, the
+    model's dtype on GPUs. `cpu_flags` None reads this machine's."""
+    if settings.dtype != "auto":
+        return DtypeChoice(settings.dtype, "set by COBALT_INFERENCE_DTYPE / --dtype")
+    if device == "cpu":
+        return choose_cpu_dtype(cpu_flags)
+    return DtypeChoice("auto", "vLLM's auto on a GPU: the model's own dtype")
 
 
 def settings_environment(settings: InferenceSettings) -> dict[str, str]:

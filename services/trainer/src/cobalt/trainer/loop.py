@@ -72,7 +72,7 @@ from cobalt.trainer.checkpoint import (
     load_checkpoint,
 )
 from cobalt.trainer.distributed import init_from_env, on_rank_zero
-from cobalt.trainer.precision import Precision, load_models
+from cobalt.trainer.precision import Precision, compute_choice, load_models
 from cobalt.trainer.publish import check_publishable, choose_publisher, serve_checkpoint
 from cobalt.trainer.settings import TrainerSettings, job_hyperparameters
 from cobalt.trainer.step import Rollouts, make_optimizer, train_step
@@ -176,6 +176,7 @@ class TrainerRun:
         device = torch.device(self.settings.device)
         distributed = init_from_env(device)
         precision = Precision.resolve(hyper, device, sharded=distributed)
+        logger.info("trainer compute %s", compute_choice(hyper, device).log_line())
         # float32 master weights, computing in `precision.compute_dtype`; the reference only
         # when KL is on. Checkpoints are written in the base model's dtype for serving.
         serve_dtype = getattr(AutoConfig.from_pretrained(model_dir), "dtype", None)

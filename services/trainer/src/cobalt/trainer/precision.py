@@ -8,7 +8,8 @@ bfloat16 gradients alone would lose updates of lr 1e-6 against weights of order 
   parameters are gathered in bfloat16 and gradients reduced in float32
   (`distributed.shard_model(..., mixed_precision=True)`).
 - In one process it is `torch.autocast` around the forward (`Precision.autocast`), on
-  CUDA or the CPU alike; the CPU defaults to float32 but runs bfloat16 when set.
+  CUDA or the CPU alike. On the CPU `auto` follows `cobalt.shared.cpu_dtype`: bfloat16
+  where the CPU computes it natively (avx512_bf16 / amx_bf16), else float32.
 
 Activation checkpointing is Hugging Face's per-decoder-layer checkpointing (non-reentrant
 `torch.utils.checkpoint`): the module tree and its state-dict names stay as they are, so
@@ -28,7 +29,7 @@ with no download (bench/gpu_trainer.py).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import torch
 
 from cobalt.shared.contracts.training import TrainerHyperparameters
+from cobalt.shared.cpu_dtype import DtypeChoice, choose_cpu_dtype
 from cobalt.trainer.distributed import shard_model
 
 if TYPE_CHECKING:
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Precision",
+    "compute_choice",
     "enable_activation_checkpointing",
     "freeze",
     "load_models",
@@ -70,14 +73,17 @@ class Precision:
 
     @classmethod
     def resolve(
-        cls, settings: TrainerHyperparameters, device: torch.device, *, sharded: bool = False
+        cls,
+        settings: TrainerHyperparameters,
+        device: torch.device,
+        *,
+        sharded: bool = False,
+        cpu_flags: Iterable[str] | None = None,
     ) -> Precision:
-        """`auto` and None settings made concrete: bfloat16 and checkpointing on GPUs."""
+        """`auto` and None settings made concrete: bfloat16 and checkpointing on GPUs; on
+        the CPU the compute dtype of `compute_choice`, no checkpointing."""
         on_gpu = device.type == "cuda"
-        if settings.compute_dtype == "auto":
-            dtype = torch.bfloat16 if on_gpu else torch.float32
-        else:
-            dtype = getattr(torch, settings.compute_dtype)
+        dtype = getattr(torch, compute_choice(settings, device, cpu_flags).dtype)
         checkpointing = settings.activation_checkpointing
         return cls(dtype, on_gpu if checkpointing is None else checkpointing, sharded)
 
@@ -93,6 +99,18 @@ class Precision:
                 yield
         else:
             yield
+
+
+def compute_choice(
+    settings: TrainerHyperparameters, device: torch.device, cpu_flags: Iterable[str] | None = None
+) -> DtypeChoice:
+    """The compute dtype and why (the trainer logs it once at start-up). `cpu_flags` None
+    reads this machine's."""
+    if settings.compute_dtype != "auto":
+        return DtypeChoice(settings.compute_dtype, "set by compute_dtype")
+    if device.type == "cuda":
+        return DtypeChoice("bfloat16", "auto on a GPU")
+    return choose_cpu_dtype(cpu_flags)
 
 
 def enable_activation_checkpointing(model: torch.nn.Module) -> None:

@@ -101,7 +101,8 @@ class TrainerHyperparameters(BaseModel):
     """Response tokens whose full-vocabulary logits exist at once (float32)."""
     compute_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     """Forward/backward dtype; weights and AdamW moments stay float32. auto: bfloat16 on
-    GPUs (FSDP2's mixed-precision policy), float32 on the CPU."""
+    GPUs (FSDP2's mixed-precision policy); on the CPU bfloat16 where it computes bfloat16
+    natively, else float32 (cobalt.shared.cpu_dtype)."""
     activation_checkpointing: bool | None = None
     """Recompute each decoder layer's activations in backward instead of keeping them.
     None: on on GPUs, off on the CPU."""

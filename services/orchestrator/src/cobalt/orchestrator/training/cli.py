@@ -144,7 +144,7 @@ def start(
         str | None,
         typer.Option(
             help="auto, float32 or bfloat16 (weights stay float32) "
-            f"{_trainer('compute_dtype', 'bf16 on GPU')}."
+            f"{_trainer('compute_dtype', 'bf16 on GPU and on a CPU with native bf16')}."
         ),
     ] = None,
     activation_checkpointing: Annotated[
