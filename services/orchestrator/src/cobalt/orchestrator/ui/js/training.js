@@ -138,7 +138,7 @@ export async function trainingJobPage(jobId, query) {
           + `Resume it with \`cobalt train resume ${job.id} && cobalt trainer serve --job ${job.id}\`, or stop it (\`cobalt train stop ${job.id}\`).`)
         : null,
       h("div", { className: "cards" },
-        card("step", String(job.step)), card("policy version", String(job.policy_version)),
+        card(job.step_budget == null ? "step" : "step / budget", job.step_budget == null ? String(job.step) : `${job.step} / ${job.step_budget}`), card("policy version", String(job.policy_version)),
         card("last reward", fmt.num(last.reward_mean)), card("last pass rate", fmt.rate(last.pass_rate)),
         card("groups ready / consumed / stale", `${job.groups.ready ?? 0} / ${job.groups.consumed ?? 0} / ${job.groups.stale ?? 0}`)),
       definitionList([["mode", job.mode], ["contexts", job.contexts ?? "–"], ["model", job.model],
