@@ -100,6 +100,7 @@ class Seeded:
     hacking_case: int
     trained_run: int = 0
     stale_job: int = 0
+    finished_job: int = 0
 
 
 def program(problem: str, passes: bool, turn: int) -> str:
@@ -192,9 +193,10 @@ def seed(sessions: sessionmaker[Session]) -> Seeded:
             policy_version=TRAINED_POLICY_VERSION,
         )  # fmt: skip
         stale = _stale_job(session, job)
+        done = _finished_job(session, job)
     return Seeded(
         finished_run=finished, running_run=running, training_job=job, hacking_case=case,
-        trained_run=trained, stale_job=stale,
+        trained_run=trained, stale_job=stale, finished_job=done,
     )  # fmt: skip
 
 
@@ -334,6 +336,24 @@ def _stale_job(session: Session, job_id: int) -> int:
         .values(created_at=long_ago, updated_at=long_ago)
     )
     return stale.id
+
+
+def _finished_job(session: Session, job_id: int) -> int:
+    """A job that spent its budget of 3 steps two hours ago: finished, never stale."""
+    job = session.get_one(TrainingJob, job_id)
+    done = repo_training.create_job(
+        session, name="budgeted-grpo", mode="cobalt", model="/models/policy",
+        bandit_dataset_id=job.bandit_dataset_id, params={"max_steps": 3},
+    )  # fmt: skip
+    done.status, done.step, done.policy_version = "finished", 3, 3
+    session.flush()
+    long_ago = datetime.now(UTC) - timedelta(hours=2)
+    session.execute(
+        update(TrainingJob)
+        .where(TrainingJob.id == done.id)
+        .values(created_at=long_ago, updated_at=long_ago)
+    )
+    return done.id
 
 
 def add_turn(sessions: sessionmaker[Session], run_id: int) -> None:

@@ -247,9 +247,11 @@ def test_a_real_trainer_ends_the_job_finished_after_its_budget(
     )  # fmt: skip
     assert [s["step"] for s in job["steps"]] == [1, 2]
     ledger = consumed(sessions, job_id)
-    assert [(step, round, status) for step, _, round, status in ledger] == [
-        (1, 1, "consumed"), (2, 2, "consumed"),
-    ]  # fmt: skip
+    # Exactly the budget's groups, each trained on once. With rounds run ahead, a step
+    # takes whichever ready group came first, so the step of round 1 may be 2.
+    assert [round for _, _, round, _ in ledger] == [1, 2]
+    assert sorted(step or 0 for step, _, _, _ in ledger) == [1, 2]
+    assert {status for _, _, _, status in ledger} == {"consumed"}
     if "epochs" in budget:  # the epoch visited each context once
         assert len({key for _, key, _, _ in ledger}) == 2
     assert past.status_code == 409 and "has finished" in past.json()["error"]["message"]
