@@ -271,8 +271,8 @@ def test_a_job_that_spent_its_budget_reads_finished_not_stale(
 ) -> None:
     job = seeded.finished_job  # silent for two hours, as a finished demo's job is
     open_view(browser, base_url, "/training")
-    row = browser.find_element(By.XPATH, f"//tr[.//*[@id='overlay-jobs-{job}']]")
-    assert "finished" in row.text and "stale" not in row.text
+    row = browser.find_element(By.XPATH, f"//tr[.//a[@href='#/training/{job}']]")
+    assert "finished" in row.text and "stale" not in row.text and "3 / 3" in row.text
     assert browser.find_elements(By.CSS_SELECTOR, f"[data-testid=liveness-{job}]") == []
     open_view(browser, base_url, f"/training/{job}")
     assert browser.find_elements(By.CSS_SELECTOR, "[data-testid=stale-note]") == []

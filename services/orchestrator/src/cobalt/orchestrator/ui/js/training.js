@@ -68,7 +68,7 @@ export async function trainingListPage(query) {
           { key: "last_activity_at", label: "Last report", render: (j) => fmt.date(j.last_activity_at) },
           { key: "mode", label: "Mode" },
           { key: "contexts", label: "Contexts" },
-          { key: "step", label: "Step", numeric: true },
+          { key: "step", label: "Step / budget", numeric: true, render: (j) => j.step_budget == null ? String(j.step) : `${j.step} / ${j.step_budget}` },
           { key: "policy_version", label: "Policy version", numeric: true },
           { key: "stale", label: "Stale groups", numeric: true, sortValue: (j) => j.groups.stale ?? 0, render: (j) => j.groups.stale ?? 0 },
           { key: "created_at", label: "Created", render: (j) => fmt.date(j.created_at) },
