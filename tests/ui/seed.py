@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
@@ -320,39 +321,32 @@ def _ledger_sample(index: int, reward: float) -> SampleRow:
     )  # fmt: skip
 
 
-def _stale_job(session: Session, job_id: int) -> int:
-    """A running job whose trainer last reported two hours ago: shown as stale."""
+def _silent_job(session: Session, job_id: int, name: str, params: dict[str, Any]) -> TrainingJob:
+    """A job on `job_id`'s contexts, created and last changed two hours ago."""
     job = session.get_one(TrainingJob, job_id)
-    stale = repo_training.create_job(
-        session, name="silent-grpo", mode="cobalt", model="/models/policy",
-        bandit_dataset_id=job.bandit_dataset_id, params={},
+    silent = repo_training.create_job(
+        session, name=name, mode="cobalt", model="/models/policy",
+        bandit_dataset_id=job.bandit_dataset_id, params=params,
     )  # fmt: skip
-    stale.status = "running"
     session.flush()
     long_ago = datetime.now(UTC) - timedelta(hours=2)
-    session.execute(
-        update(TrainingJob)
-        .where(TrainingJob.id == stale.id)
-        .values(created_at=long_ago, updated_at=long_ago)
-    )
+    silent.created_at = silent.updated_at = long_ago
+    return silent
+
+
+def _stale_job(session: Session, job_id: int) -> int:
+    """A running job whose trainer last reported two hours ago: shown as stale."""
+    stale = _silent_job(session, job_id, "silent-grpo", {})
+    stale.status = "running"
+    session.flush()
     return stale.id
 
 
 def _finished_job(session: Session, job_id: int) -> int:
     """A job that spent its budget of 3 steps two hours ago: finished, never stale."""
-    job = session.get_one(TrainingJob, job_id)
-    done = repo_training.create_job(
-        session, name="budgeted-grpo", mode="cobalt", model="/models/policy",
-        bandit_dataset_id=job.bandit_dataset_id, params={"max_steps": 3},
-    )  # fmt: skip
+    done = _silent_job(session, job_id, "budgeted-grpo", {"max_steps": 3})
     done.status, done.step, done.policy_version = "finished", 3, 3
     session.flush()
-    long_ago = datetime.now(UTC) - timedelta(hours=2)
-    session.execute(
-        update(TrainingJob)
-        .where(TrainingJob.id == done.id)
-        .values(created_at=long_ago, updated_at=long_ago)
-    )
     return done.id
 
 
