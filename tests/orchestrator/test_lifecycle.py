@@ -54,6 +54,7 @@ LEGAL_JOB = {
     **{(JobEvent.STOP, s): J.STOPPED for s in UNFINISHED},
     **{(JobEvent.RESUME, s): J.RUNNING for s in UNFINISHED},
     **{(JobEvent.FAIL, s): J.FAILED for s in UNFINISHED},
+    **{(JobEvent.FINISH, s): J.FINISHED for s in (J.PENDING, J.RUNNING, J.STOPPED)},
 }
 
 LEGAL_TRAJECTORY = {

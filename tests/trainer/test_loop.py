@@ -55,18 +55,21 @@ class FakeOrchestrator:
         if lora_rank is not None:
             self.params["trainer"] |= {"lora_rank": lora_rank, "lr": 1e-2}
         self.status = "running"
+        self.step_budget: int | None = None
         self.rounds: list[int] = []
         self.claims: list[int] = []
         self.reports: list[StepReport] = []
 
     def job(self) -> TrainingJobPublic:
+        step = self.reports[-1].step if self.reports else 0
+        if self.step_budget is not None and step >= self.step_budget:
+            self.status = "finished"  # as the orchestrator's report of the last step does
         return TrainingJobPublic(
             id=JOB, name="j", mode="cobalt", status=self.status, contexts="ctx",
-            model=str(self.model_dir), params=self.params,
-            step=self.reports[-1].step if self.reports else 0,
+            model=str(self.model_dir), params=self.params, step=step,
             policy_version=self.reports[-1].policy_version if self.reports else 0,
             groups={"ready": 0, "consumed": 0, "stale": 0}, error=None,
-            created_at="2026-11-23T00:00:00Z",
+            created_at="2026-11-23T00:00:00Z", step_budget=self.step_budget,
         )  # fmt: skip
 
     def batch(self, step: int, version: int) -> StepBatch:
@@ -364,6 +367,20 @@ def test_rollouts_run_ahead_by_the_staleness_bound(model_dir: Path, tmp_path: Pa
     trainer(fake, tmp_path / "ckpt").run(max_steps=2)
     assert fake.rounds == [1, 2, 3]  # round k + 1 is sampled while step k trains
     assert fake.reports[1].metrics["max_policy_lag"] == 0  # the fake samples at the current one
+
+
+def test_the_job_s_budget_ends_the_trainer_with_no_round_past_it(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    fake = FakeOrchestrator(model_dir, max_staleness=2)
+    fake.step_budget = 2
+    assert trainer(fake, tmp_path / "ckpt").run() == 2  # no --steps: the budget ends it
+    assert fake.rounds == [1, 2] and [r.step for r in fake.reports] == [1, 2]
+    assert latest_checkpoint(tmp_path / "ckpt", JOB).step == 2  # type: ignore[union-attr]
+    assert fake.job().status == "finished"
+    # The finished job's trainer, started again, loads nothing and does nothing.
+    assert trainer(fake, tmp_path / "ckpt").run() == 2
+    assert fake.rounds == [1, 2] and len(fake.reports) == 2
 
 
 def test_a_stopped_job_ends_the_trainer(model_dir: Path, tmp_path: Path) -> None:

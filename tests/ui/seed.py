@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
@@ -100,6 +101,7 @@ class Seeded:
     hacking_case: int
     trained_run: int = 0
     stale_job: int = 0
+    finished_job: int = 0
 
 
 def program(problem: str, passes: bool, turn: int) -> str:
@@ -192,9 +194,10 @@ def seed(sessions: sessionmaker[Session]) -> Seeded:
             policy_version=TRAINED_POLICY_VERSION,
         )  # fmt: skip
         stale = _stale_job(session, job)
+        done = _finished_job(session, job)
     return Seeded(
         finished_run=finished, running_run=running, training_job=job, hacking_case=case,
-        trained_run=trained, stale_job=stale,
+        trained_run=trained, stale_job=stale, finished_job=done,
     )  # fmt: skip
 
 
@@ -318,22 +321,33 @@ def _ledger_sample(index: int, reward: float) -> SampleRow:
     )  # fmt: skip
 
 
-def _stale_job(session: Session, job_id: int) -> int:
-    """A running job whose trainer last reported two hours ago: shown as stale."""
+def _silent_job(session: Session, job_id: int, name: str, params: dict[str, Any]) -> TrainingJob:
+    """A job on `job_id`'s contexts, created and last changed two hours ago."""
     job = session.get_one(TrainingJob, job_id)
-    stale = repo_training.create_job(
-        session, name="silent-grpo", mode="cobalt", model="/models/policy",
-        bandit_dataset_id=job.bandit_dataset_id, params={},
+    silent = repo_training.create_job(
+        session, name=name, mode="cobalt", model="/models/policy",
+        bandit_dataset_id=job.bandit_dataset_id, params=params,
     )  # fmt: skip
-    stale.status = "running"
     session.flush()
     long_ago = datetime.now(UTC) - timedelta(hours=2)
-    session.execute(
-        update(TrainingJob)
-        .where(TrainingJob.id == stale.id)
-        .values(created_at=long_ago, updated_at=long_ago)
-    )
+    silent.created_at = silent.updated_at = long_ago
+    return silent
+
+
+def _stale_job(session: Session, job_id: int) -> int:
+    """A running job whose trainer last reported two hours ago: shown as stale."""
+    stale = _silent_job(session, job_id, "silent-grpo", {})
+    stale.status = "running"
+    session.flush()
     return stale.id
+
+
+def _finished_job(session: Session, job_id: int) -> int:
+    """A job that spent its budget of 3 steps two hours ago: finished, never stale."""
+    done = _silent_job(session, job_id, "budgeted-grpo", {"max_steps": 3})
+    done.status, done.step, done.policy_version = "finished", 3, 3
+    session.flush()
+    return done.id
 
 
 def add_turn(sessions: sessionmaker[Session], run_id: int) -> None:

@@ -264,3 +264,19 @@ def test_training_groups_and_liveness(
     note = browser.find_element(By.CSS_SELECTOR, "[data-testid=stale-note]").text
     assert "probably stopped" in note and f"cobalt trainer serve --job {seeded.stale_job}" in note
     assert severe_console_entries(browser) == []
+
+
+def test_a_job_that_spent_its_budget_reads_finished_not_stale(
+    browser: webdriver.Chrome, base_url: str, seeded: Seeded
+) -> None:
+    job = seeded.finished_job  # silent for two hours, as a finished demo's job is
+    open_view(browser, base_url, "/training")
+    row = browser.find_element(By.XPATH, f"//tr[.//a[@href='#/training/{job}']]")
+    assert "finished" in row.text and "stale" not in row.text and "3 / 3" in row.text
+    assert browser.find_elements(By.CSS_SELECTOR, f"[data-testid=liveness-{job}]") == []
+    open_view(browser, base_url, f"/training/{job}")
+    assert browser.find_elements(By.CSS_SELECTOR, "[data-testid=stale-note]") == []
+    assert "finished" in browser.find_element(By.TAG_NAME, "h1").text
+    cards = [c.text for c in browser.find_elements(By.CSS_SELECTOR, ".card")]
+    assert any("3 / 3" in c and "step / budget" in c for c in cards), cards
+    assert severe_console_entries(browser) == []

@@ -101,7 +101,7 @@ def demo_command(
     ] = 6,
     samples: Annotated[int, typer.Option(help="Trajectories per problem.")] = 4,
     turns: Annotated[int, typer.Option(help="Feedback turns after turn 0.")] = 2,
-    steps: Annotated[int, typer.Option(help="GRPO steps.")] = 2,
+    steps: Annotated[int, typer.Option(help="GRPO steps, the training job's budget.")] = 2,
     contexts_per_step: Annotated[int, typer.Option(help="Bandit contexts per step.")] = 2,
     group_size: Annotated[int, typer.Option(help="GRPO group: samples per context.")] = 4,
     max_tokens: Annotated[int, typer.Option(help="Longest response (rollouts, training).")] = 256,

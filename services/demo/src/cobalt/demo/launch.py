@@ -85,13 +85,10 @@ def inference_process(
     )
 
 
-def trainer_process(
-    *, job_id: int, steps: int | None, log_dir: Path, env: Mapping[str, str]
-) -> ChildProcess:
-    """`cobalt trainer serve --job ID` (it re-executes itself in .venv-trainer)."""
+def trainer_process(*, job_id: int, log_dir: Path, env: Mapping[str, str]) -> ChildProcess:
+    """`cobalt trainer serve --job ID` (it re-executes itself in .venv-trainer); it trains
+    until the job's budget is spent or the job is stopped."""
     command = [*cobalt_command(), "trainer", "serve", "--job", str(job_id)]
-    if steps is not None:
-        command += ["--steps", str(steps)]
     return ChildProcess(
         name="trainer", command=command, log_path=log_dir / "trainer.log", env=dict(env)
     )

@@ -311,7 +311,8 @@ def _build_contexts(
 def _train(
     options: DemoOptions, ctx: _RunContext, contexts: str, available: int, progress: DemoProgress
 ) -> TrainingJobPublic:
-    """A training job over the contexts, and the trainer process for `options.steps` steps."""
+    """A training job of `options.steps` steps over the contexts (its budget: it ends
+    `finished`), and its trainer process."""
     per_step = min(options.contexts_per_step, available)
     trainer_params = {
         "n_samples": options.group_size, "contexts_per_step": per_step,
@@ -324,7 +325,9 @@ def _train(
         model=str(ctx.model_dir.resolve()),
         params={"base_url": f"{ctx.endpoints.inference}/v1", "served_model": ctx.served,
                 "temperature": options.temperature, "trainer": trainer_params,
-                "reward_format": options.reward_format.value},
+                "reward_format": options.reward_format.value,
+                # the job's budget: its last step's report finishes it
+                "max_steps": options.steps},
     )  # fmt: skip
     job_id = create_job(ctx.sessions, request)
     env = without_cobalt_settings()
@@ -339,7 +342,7 @@ def _train(
     # jobs the demo never resumes; without this every re-run would add gigabytes.
     for earlier in ctx.paths.checkpoints.glob("job-*"):
         shutil.rmtree(earlier, ignore_errors=True)
-    trainer = trainer_process(job_id=job_id, steps=options.steps, log_dir=ctx.paths.logs, env=env)
+    trainer = trainer_process(job_id=job_id, log_dir=ctx.paths.logs, env=env)
     with TrainingClient(ctx.endpoints.orchestrator) as api:
         with progress.stage(f"training: {options.steps} GRPO steps", total=options.steps) as bar:
             trainer.start()
@@ -365,7 +368,7 @@ def _train(
                 "was killed (SIGKILL: out of memory?); try smaller --contexts-per-step, "
                 "--group-size or --max-tokens"
             )
-        if trainer.returncode != 0 or job.step < options.steps:
+        if trainer.returncode != 0 or job.status != TrainingJobStatus.FINISHED:
             raise trainer.failure(
                 f"stopped after {job.step} of {options.steps} steps (exit {trainer.returncode}"
                 f"{'; ' + job.error if job.error else ''})"

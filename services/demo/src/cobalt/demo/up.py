@@ -116,7 +116,7 @@ class UpPlan:
             else "rollouts: threads of the orchestrator (no COBALT_REDIS_URL)"
         )
         if train_job is not None:
-            children.append(trainer_process(job_id=train_job, steps=None, log_dir=log_dir, env=env))
+            children.append(trainer_process(job_id=train_job, log_dir=log_dir, env=env))
         return cls(children=children, urls=urls, notes=notes)
 
 

@@ -28,6 +28,7 @@ Training jobs::
     pending|running --begin_round--> running       pending --report_step--> running
     any but finished --stop--> stopped             any but finished --resume--> running
     any but finished --fail--> failed
+    pending|running|stopped --finish--> finished (the trainer reported the budget's last step)
 
 Training groups (the ledger's scored groups; marked once, in the claim's transaction)::
 
@@ -100,6 +101,8 @@ class JobEvent(StrEnum):
     """A rollout round starts."""
     REPORT_STEP = "report_step"
     """The trainer reported its first step."""
+    FINISH = "finish"
+    """The trainer reported the last step of the job's budget (`max_steps`, `epochs`)."""
     STOP = "stop"
     """The user stopped the job: the trainer ends after its current step."""
     RESUME = "resume"
@@ -142,6 +145,8 @@ _UNFINISHED_JOB = (_J.PENDING, _J.RUNNING, _J.STOPPED, _J.FAILED)
 JOB_TRANSITIONS: Mapping[JobEvent, Mapping[TrainingJobStatus, TrainingJobStatus]] = {
     JobEvent.BEGIN_ROUND: {_J.PENDING: _J.RUNNING, _J.RUNNING: _J.RUNNING},
     JobEvent.REPORT_STEP: {_J.PENDING: _J.RUNNING},
+    # A stop that came while the last step trained does not keep a spent budget open.
+    JobEvent.FINISH: {s: _J.FINISHED for s in (_J.PENDING, _J.RUNNING, _J.STOPPED)},
     JobEvent.STOP: {s: _J.STOPPED for s in _UNFINISHED_JOB},
     JobEvent.RESUME: {s: _J.RUNNING for s in _UNFINISHED_JOB},
     JobEvent.FAIL: {s: _J.FAILED for s in _UNFINISHED_JOB},
@@ -211,7 +216,10 @@ def job_after(job_id: int, status: str, event: JobEvent) -> TrainingJobStatus:
     if after is not None:
         return after
     if status == TrainingJobStatus.FINISHED:
-        raise Conflict(f"training job {job_id} has finished; start a new one")
+        raise Conflict(
+            f"training job {job_id} has finished: its step budget is spent, nothing is left "
+            "to do; start a new job to train further"
+        )
     raise Conflict(f"training job {job_id} is {status}; `cobalt train resume {job_id}` first")
 
 

@@ -69,7 +69,12 @@ def _trainer_python(settings: TrainerSettings) -> Path:
 def serve(
     job: Annotated[int, typer.Option("--job", help="The training job (`cobalt train start`).")],
     steps: Annotated[
-        int | None, typer.Option("--steps", help="Stop after this many steps (default: run).")
+        int | None,
+        typer.Option(
+            "--steps",
+            help="Stop this process after this many steps (default: the job's budget, or "
+            "until it is stopped).",
+        ),
     ] = None,
     until_step: Annotated[
         int | None,

@@ -20,8 +20,10 @@
       broadcast); every `save_every` steps (and at the end) start writing the
       full resume state in the background;
    e. report the step with its metrics; the job's step and policy version move forward.
-4. Teardown: on `stop` (the job was stopped), on `max_steps`, or on an error (re-raised
-   after the metrics server closes).
+4. Teardown: on `stop` (the job was stopped), after the job's step budget (its
+   `max_steps`/`epochs`: the report of the last step finishes the job; no round past it is
+   started), after this process's `--steps`/`--until-step`, or on an error (re-raised
+   after the metrics server closes). A finished job's trainer has nothing to do.
 
 Exactly once: a step's samples are fixed by the ledger at claim time, and a step counts
 once reported after its weights are published. A trainer killed anywhere resumes from its
@@ -163,6 +165,9 @@ class TrainerRun:
 
         # 1. config
         job = on_rank_zero(lambda: self.orchestrator.job(self.job_id))
+        if job.status == TrainingJobStatus.FINISHED:
+            logger.info("job %d has finished (step %d): nothing left to do", job.id, job.step)
+            return job.step
         params = stored_training_params(job.mode, job.params)
         hyper = job_hyperparameters(params.trainer.model_dump(), self.settings)
         max_staleness = params.max_staleness
@@ -199,17 +204,18 @@ class TrainerRun:
         state_step = step  # the newest step whose resume state is written (or on its way)
 
         # 3. the loop
-        limits = [step + max_steps if max_steps is not None else None, until_step]
+        # `max_steps` here is this process's; the job's budget (`step_budget`) ends the job
+        limits = [step + max_steps if max_steps is not None else None, until_step, job.step_budget]
         last = min((limit for limit in limits if limit is not None), default=None)
         settings = {"hyperparameters": hyper.model_dump(), "job": job.params}
         try:
             while last is None or step < last:
                 step += 1
                 started = time.perf_counter()
-                first_new, rounds_started = (
-                    rounds_started + 1,
-                    max(rounds_started, step + max_staleness),
-                )
+                ahead = step + max_staleness  # no round past the job's budget
+                if job.step_budget is not None:
+                    ahead = min(ahead, job.step_budget)
+                first_new, rounds_started = rounds_started + 1, max(rounds_started, ahead)
                 claim = StepClaim(
                     groups=hyper.contexts_per_step,
                     current_version=version,

@@ -196,7 +196,8 @@ class TrainingJobCreate(BaseModel):
     params: dict[str, Any] = Field(
         default_factory=dict,
         description="rollout settings (base_url, served_model, temperature, top_p, "
-        "max_staleness, seed) and `trainer`: TrainerHyperparameters",
+        "max_staleness, seed), the budget (max_steps, epochs) and `trainer`: "
+        "TrainerHyperparameters",
     )
 
 
@@ -239,6 +240,11 @@ class TrainingJobPublic(BaseModel):
     error: str | None
     created_at: datetime
     steps: list[StepPublic] = Field(default_factory=list)
+    step_budget: int | None = Field(
+        default=None,
+        description="the steps the job trains before it is finished (from its max_steps and "
+        "epochs); null: no budget, it trains until stopped",
+    )
     last_activity_at: datetime | None = Field(
         default=None,
         description="the job's last sign of life: a step reported, a group written, a "

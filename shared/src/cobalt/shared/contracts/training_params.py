@@ -15,6 +15,7 @@ models were split (they carry every mode's settings: the ones of other modes are
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -79,6 +80,20 @@ class CommonTrainingParams(SamplingSettings):
         le=INT32_MAX,
         description="policy-version lag a sample may have (0: synchronous)",
     )
+    max_steps: int | None = Field(
+        default=None,
+        ge=1,
+        le=INT32_MAX,
+        description="the job's step budget: it is finished after this many steps (null: no "
+        "limit; with `epochs`, whichever is spent first)",
+    )
+    epochs: int | None = Field(
+        default=None,
+        ge=1,
+        le=INT32_MAX,
+        description="the job's budget in epochs, an epoch being every context the mode trains "
+        "on visited once (null: no limit; with `max_steps`, whichever is spent first)",
+    )
     trainer: TrainerHyperparameters = Field(default_factory=TrainerHyperparameters)
     """Group size (n_samples), contexts per step, the response cap and GRPO's settings."""
     report_to: list[str] | None = Field(
@@ -86,6 +101,20 @@ class CommonTrainingParams(SamplingSettings):
         description="experiment trackers the trainer reports to (tensorboard, mlflow, wandb; "
         "[]: none); null: the trainer's COBALT_REPORT_TO (docs/trackers.md)",
     )
+
+    def step_budget(self, contexts: int) -> int | None:
+        """The steps the job trains before it is finished, over `contexts` contexts (those
+        its mode trains on); None: no budget, it trains until stopped.
+
+        Round r takes the next `contexts_per_step` contexts in a fixed order, wrapping
+        around, so `epochs` epochs take ceil(epochs x contexts / contexts_per_step) steps
+        (the last step's slice may reach into the next epoch).
+        """
+        per_step = self.trainer.contexts_per_step
+        limits = [self.max_steps]
+        if self.epochs is not None:
+            limits.append(max(1, math.ceil(self.epochs * contexts / per_step)))
+        return min((limit for limit in limits if limit is not None), default=None)
 
     @field_validator("report_to", mode="before")
     @classmethod

@@ -102,6 +102,20 @@ def start(
             envvar="COBALT_POLICY_MODEL", help=f"The name it serves {_rollouts('served_model')}."
         ),
     ] = None,
+    max_steps: Annotated[
+        int | None,
+        typer.Option(
+            help="The job's step budget: it is finished after this many steps (with "
+            "--epochs, whichever is spent first) [none: until stopped]."
+        ),
+    ] = None,
+    epochs: Annotated[
+        int | None,
+        typer.Option(
+            help="The job's budget in epochs: each context its mode trains on (each problem "
+            "for multi-turn and verpo) visited this many times [none: until stopped]."
+        ),
+    ] = None,
     n_samples: Annotated[
         int | None, typer.Option(help=f"Group size n {_trainer('n_samples')}.")
     ] = None,
@@ -252,6 +266,8 @@ def start(
         "base_url": base_url,
         "served_model": served_model,
         "max_staleness": max_staleness,
+        "max_steps": max_steps,
+        "epochs": epochs,
         "temperature": temperature,
         "top_p": top_p,
         "seed": seed,
@@ -335,10 +351,27 @@ def stop(job_id: Annotated[int, typer.Argument()], as_json: JsonOption = False) 
 
 @train_app.command("resume")
 def resume(job_id: Annotated[int, typer.Argument()], as_json: JsonOption = False) -> None:
-    """Mark a stopped or failed job running; then `cobalt trainer serve --job ID --resume`."""
+    """Mark a stopped or failed job running; then `cobalt trainer serve --job ID --resume`.
+
+    A finished job (its step budget spent) has nothing left to do: said, exit 0."""
+    from cobalt.orchestrator.training import service
     from cobalt.shared.contracts import TrainingJobStatus
 
-    _set_status(job_id, TrainingJobStatus.RUNNING, as_json)
+    store = store_context()
+    with handled():
+        job = service.job_public(store.sessions(), job_id)
+    if job.status != TrainingJobStatus.FINISHED:
+        _set_status(job_id, TrainingJobStatus.RUNNING, as_json)
+        job = service.job_public(store.sessions(), job_id)
+        if job.status != TrainingJobStatus.FINISHED:  # a spent budget finishes it
+            return
+    elif as_json:
+        _show(job, as_json=True)
+    typer.echo(
+        f"training job {job.id} has finished: {_budget(job)}; nothing left to do "
+        "(start a new job to train further)",
+        err=as_json,
+    )
 
 
 @train_app.command("export")
@@ -424,13 +457,19 @@ def _status(job: TrainingJobPublic) -> str:
     return f"{job.status} (stale)" if job.liveness == JobLiveness.STALE else str(job.status)
 
 
+def _budget(job: TrainingJobPublic) -> str:
+    if job.step_budget is None:
+        return f"step {job.step}"
+    return f"step {job.step} of its budget of {job.step_budget}"
+
+
 def _show(job: TrainingJobPublic, *, as_json: bool) -> None:
     if as_json:
         echo_json(job.model_dump(mode="json"))
         return
     typer.echo(
         f"training job {job.id} {job.name!r}: {job.status}, mode {job.mode}, contexts "
-        f"{job.contexts}, step {job.step}, policy version {job.policy_version}"
+        f"{job.contexts}, {_budget(job)}, policy version {job.policy_version}"
     )
     if job.liveness == JobLiveness.STALE:
         moment = job.last_activity_at

@@ -6,6 +6,9 @@ A job trains on one bandit dataset. Round r (the rollouts for step r) takes the 
 `contexts_per_step` contexts in the dataset's seeded order, wrapping around at the end
 (an epoch), so which contexts a step sees depends only on the job and the round, and a
 round scheduled twice asks for the same groups (the ledger keeps the first).
+
+A job with a budget (`max_steps`, `epochs`: `step_budget`) has no round past it, and the
+report of its last step moves it to `finished`.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ __all__ = [
     "list_jobs",
     "report_step",
     "set_job_status",
+    "step_budget",
 ]
 
 
@@ -102,6 +106,17 @@ def _context_count(session: Session, dataset_id: int, mode: str) -> int:
     return int(session.scalar(select(func.count()).select_from(subquery)) or 0)
 
 
+def step_budget(session: Session, job: TrainingJob) -> int | None:
+    """The steps `job` trains before it is finished; None: until stopped."""
+    params = stored_training_params(job.mode, job.params)
+    if params.epochs is None:  # no count needed
+        return params.max_steps
+    contexts = (
+        _context_count(session, job.bandit_dataset_id, job.mode) if job.bandit_dataset_id else 0
+    )
+    return params.step_budget(contexts)
+
+
 def context_ids_for_round(session: Session, *, job_id: int, round: int) -> list[int]:
     """The contexts of rollout round `round` (from 1): the next slice, wrapping around.
 
@@ -128,11 +143,17 @@ def begin_round(sessions: sessionmaker[Session], job_id: int, round: int) -> lis
 
     Raises:
         NotFound: no such job.
-        Conflict: the job is stopped, failed or finished (resume it first).
+        Conflict: the job is stopped, failed or finished (resume it first), or the round is
+            past its step budget.
     """
     with sessions.begin() as session:
         job = repo_training.get_job(session, job_id=job_id, for_update=True)
         repo_training.apply_job_event(job, JobEvent.BEGIN_ROUND)
+        budget = step_budget(session, job)
+        if budget is not None and round > budget:
+            raise Conflict(
+                f"round {round} is past training job {job_id}'s budget of {budget} steps"
+            )
         return context_ids_for_round(session, job_id=job_id, round=round)
 
 
@@ -142,7 +163,7 @@ def set_job_status(sessions: sessionmaker[Session], job_id: int, status: Trainin
     Raises:
         NotFound: no such job.
         InvalidInput: `status` is neither stopped nor running.
-        Conflict: the job has finished.
+        Conflict: the job has finished. (Resuming a job whose budget is spent finishes it.)
     """
     events = {TrainingJobStatus.STOPPED: JobEvent.STOP, TrainingJobStatus.RUNNING: JobEvent.RESUME}
     if status not in events:
@@ -152,6 +173,9 @@ def set_job_status(sessions: sessionmaker[Session], job_id: int, status: Trainin
         repo_training.apply_job_event(job, events[status])
         if status == TrainingJobStatus.RUNNING:
             job.error = None
+            budget = step_budget(session, job)
+            if budget is not None and job.step >= budget:  # e.g. failed after its last step
+                repo_training.apply_job_event(job, JobEvent.FINISH)
 
 
 def claim_step(
@@ -198,7 +222,8 @@ def claim_step(
 
 
 def report_step(sessions: sessionmaker[Session], job_id: int, report: StepReport) -> None:
-    """Record a checkpointed step and the policy version it published.
+    """Record a checkpointed step and the policy version it published; the report of the
+    budget's last step finishes the job.
 
     Reporting a step again (a trainer that died after reporting and resumed) keeps the
     first record. The job's step and version only move forward.
@@ -227,7 +252,11 @@ def report_step(sessions: sessionmaker[Session], job_id: int, report: StepReport
             )
         job.step = max(job.step, report.step)
         job.policy_version = max(job.policy_version, report.policy_version)
-        if job.status in JOB_TRANSITIONS[JobEvent.REPORT_STEP]:
+        budget = step_budget(session, job)
+        if budget is not None and job.step >= budget:
+            if job.status in JOB_TRANSITIONS[JobEvent.FINISH]:
+                repo_training.apply_job_event(job, JobEvent.FINISH)
+        elif job.status in JOB_TRANSITIONS[JobEvent.REPORT_STEP]:
             repo_training.apply_job_event(job, JobEvent.REPORT_STEP)
 
 
@@ -264,6 +293,7 @@ def _public(
         error=job.error,
         created_at=job.created_at,
         steps=steps,
+        step_budget=step_budget(session, job),
         last_activity_at=(active := last_activity(session, job)),
         liveness=liveness_of(job.status, active, datetime.now(UTC), stale_after_s),
     )

@@ -68,7 +68,7 @@ export async function trainingListPage(query) {
           { key: "last_activity_at", label: "Last report", render: (j) => fmt.date(j.last_activity_at) },
           { key: "mode", label: "Mode" },
           { key: "contexts", label: "Contexts" },
-          { key: "step", label: "Step", numeric: true },
+          { key: "step", label: "Step / budget", numeric: true, render: (j) => j.step_budget == null ? String(j.step) : `${j.step} / ${j.step_budget}` },
           { key: "policy_version", label: "Policy version", numeric: true },
           { key: "stale", label: "Stale groups", numeric: true, sortValue: (j) => j.groups.stale ?? 0, render: (j) => j.groups.stale ?? 0 },
           { key: "created_at", label: "Created", render: (j) => fmt.date(j.created_at) },
@@ -138,7 +138,7 @@ export async function trainingJobPage(jobId, query) {
           + `Resume it with \`cobalt train resume ${job.id} && cobalt trainer serve --job ${job.id}\`, or stop it (\`cobalt train stop ${job.id}\`).`)
         : null,
       h("div", { className: "cards" },
-        card("step", String(job.step)), card("policy version", String(job.policy_version)),
+        card(job.step_budget == null ? "step" : "step / budget", job.step_budget == null ? String(job.step) : `${job.step} / ${job.step_budget}`), card("policy version", String(job.policy_version)),
         card("last reward", fmt.num(last.reward_mean)), card("last pass rate", fmt.rate(last.pass_rate)),
         card("groups ready / consumed / stale", `${job.groups.ready ?? 0} / ${job.groups.consumed ?? 0} / ${job.groups.stale ?? 0}`)),
       definitionList([["mode", job.mode], ["contexts", job.contexts ?? "–"], ["model", job.model],
