@@ -65,7 +65,7 @@ class FakeOrchestrator:
             model=str(self.model_dir), params=self.params,
             step=self.reports[-1].step if self.reports else 0,
             policy_version=self.reports[-1].policy_version if self.reports else 0,
-            groups={"ready": 0, "consumed": 0, "stale": 0}, error=None,
+            groups={"ready": 0, "consumed": 0, "stale": 0, "dropped": 0}, error=None,
             created_at="2026-11-23T00:00:00Z",
         )  # fmt: skip
 

@@ -112,7 +112,7 @@ def test_the_trainer_claims_and_reports_a_step(
     shown = service.job_public(sessions, job_id)
     assert (shown.step, shown.policy_version, shown.status) == (1, 8, "running")
     assert [s.step for s in shown.steps] == [1] and shown.steps[0].metrics == {"reward_mean": 0.1}
-    assert shown.groups == {"ready": 0, "consumed": 2, "stale": 0}
+    assert shown.groups == {"ready": 0, "consumed": 2, "stale": 0, "dropped": 0}
     assert service.list_jobs(sessions).items[0].steps == []
 
 

@@ -234,7 +234,9 @@ class TrainingJobPublic(BaseModel):
     params: dict[str, Any]
     step: int
     policy_version: int
-    groups: dict[str, int] = Field(description="ledger groups per status: ready, consumed, stale")
+    groups: dict[str, int] = Field(
+        description="ledger groups per status: ready, consumed, stale, dropped"
+    )
     error: str | None
     created_at: datetime
     steps: list[StepPublic] = Field(default_factory=list)
@@ -299,6 +301,12 @@ class StepBatch(BaseModel):
     step: int
     ready: bool
     stale: int = Field(description="groups dropped at this step for being too stale")
+    dropped: int = Field(
+        default=0, description="groups dropped for fewer than two responses the sandbox judged"
+    )
+    masked: int = Field(
+        default=0, description="responses masked for sandbox errors (trained and dropped groups)"
+    )
     groups: list[TrainingGroupPublic] = Field(default_factory=list)
 
 
