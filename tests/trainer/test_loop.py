@@ -93,7 +93,7 @@ class FakeOrchestrator:
                     phase_seconds={"generate": 1.5, "execute": 0.25}, samples=samples,
                 )
             )  # fmt: skip
-        return StepBatch(step=step, ready=True, stale=0, groups=groups)
+        return StepBatch(step=step, ready=True, stale=0, dropped=1, masked=2, groups=groups)
 
     def handler(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
@@ -203,6 +203,7 @@ def test_each_step_is_claimed_trained_checkpointed_and_reported(
                 "generate_seconds", "execute_seconds", "train_tokens_per_second"):  # fmt: skip
         assert key in metrics, key
     assert metrics["generate_seconds"] == 1.5 and metrics["dropped_stale"] == 0
+    assert metrics["masked_samples"] == 2 and metrics["dropped_unjudged"] == 1
     assert metrics["pg_clipfrac"] > 0  # logprobs of -3.5 against the policy's: clipped
     latest = latest_checkpoint(tmp_path / "ckpt", JOB)
     assert latest is not None and (latest.step, latest.policy_version) == (2, 2)
