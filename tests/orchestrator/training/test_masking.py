@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.models import TrainingJob
-from cobalt.orchestrator.training import service
+from cobalt.orchestrator.training import browse, service
 from cobalt.orchestrator.worker.carry_out import schedule_round
 from cobalt.shared.clients import ExecutorAddress
 from cobalt.shared.contracts.training import StepClaim
@@ -106,6 +106,14 @@ def test_a_group_without_two_judged_responses_is_dropped_and_past_the_budget_the
         assert shown.status == "failed" and shown.error is not None
         assert executor in shown.error and "4 of 6" in shown.error
         assert shown.groups["dropped"] == 2
+        # The next claimed step counts them; the step's page shows them with their reason.
+        claim = StepClaim(groups=2, current_version=7, max_staleness=0)
+        assert not service.claim_step(sessions, job_id, 1, claim).ready
+        shown_groups = browse.step_groups(sessions, job_id, 1).groups
+        assert [(g.status, g.masked_samples, g.samples) for g in shown_groups] == [
+            ("dropped", 2, [])
+        ] * 2
+        assert all(g.drop_reason == recorded[0].drop_reason for g in shown_groups)
         # A retried round writes nothing twice, and a failed job rolls out nothing more.
         schedule_round(settings, job_id, 1, executor=ExecutorAddress(executor))
         schedule_round(settings, job_id, 2, executor=ExecutorAddress(executor))

@@ -350,11 +350,17 @@ class LedgerGroupPublic(BaseModel):
     phase_seconds: dict[str, float]
     reward_mean: float
     reward_std: float
+    masked_samples: int = Field(
+        default=0, description="responses masked for sandbox errors (not in `samples`)"
+    )
+    drop_reason: str | None = Field(
+        default=None, description="why a `dropped` group is never trained on"
+    )
     samples: list[LedgerSamplePublic]
 
 
 class StepGroupsPublic(BaseModel):
-    """The groups a step consumed (or dropped as stale), with every sample."""
+    """The groups a step consumed (or dropped as stale or unjudged), with every sample."""
 
     job_id: int
     step: int
