@@ -21,8 +21,7 @@ from cobalt.shared.clients import ExecutorAddress
 from cobalt.shared.contracts.training import StepClaim
 from tests.fakes.flaky_executor import FlakyExecutor, serve_flaky_executor
 from tests.fakes.openai_server import FakeOpenAI
-from tests.orchestrator.training.test_rounds import groups, start_job
-from tests.support.training import WRONG
+from tests.support.training import WRONG, groups, start_job
 
 WRONG_CODE = "print(int(input()) + 1)"
 
