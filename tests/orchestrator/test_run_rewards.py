@@ -22,6 +22,7 @@ from cobalt.orchestrator.store.models import Problem, Trajectory, Turn, TurnRewa
 from cobalt.orchestrator.store.repo_runs import TurnRow
 from cobalt.shared.clients import ExecutorClient
 from cobalt.shared.reward import TokenizerCounter
+from tests.fakes.flaky_executor import FlakyExecutor, serve_flaky_executor
 
 ANSWER = "<think>Wait, check it.</think>\n```python\nprint(input())\n```\n"
 TURNS = {  # (problem, sample) -> per turn: (response, public, hidden or None)
@@ -152,3 +153,39 @@ def test_evaluate_with_a_tokenizer_reports_the_mean_reward_per_turn(
     assert rewards(sessions)[(1, 1)].total == 1.0 and len(rewards(sessions)) == 5
     assert report.mean_reward is not None
     assert report.mean_reward[:2] == [pytest.approx(0.5), pytest.approx((-1.0 + 1.0) / 2)]
+
+
+def test_a_sandbox_error_in_evaluation_is_counted_apart_never_as_a_failed_problem(
+    sessions: sessionmaker[Session], words: TokenizerCounter, executor_url: str
+) -> None:
+    run_id = stored_run(sessions)
+    flaky = FlakyExecutor(executor_url, marker="print(input())")  # every program: unjudged
+    with serve_flaky_executor(flaky) as url, ExecutorClient(base_url=url) as executor:
+        report = evaluate_run(sessions, run_id, executor, reward_tokens=words, tokenizer="w")
+    # s1's turn 1 was pending: sent, then re-sent twice, never judged and never stored.
+    assert flaky.runs_of("print(input())") == 3
+    assert report.sandbox_errors == 1 and report.problems == 0 and report.pass_at_1 is None
+    assert (1, 1) not in rewards(sessions)  # no reward from a sandbox error
+    with sessions() as session:
+        pending = session.scalars(select(Turn).where(Turn.hidden_passed.is_(None))).all()
+        assert any(t.code is not None and t.hidden_verdicts is None for t in pending)
+    # The next evaluation, with the sandbox back, judges it: the problem is measured again.
+    with ExecutorClient(base_url=executor_url) as executor:
+        healed = evaluate_run(sessions, run_id, executor, reward_tokens=words, tokenizer="w")
+    assert healed.sandbox_errors == 0 and healed.problems == 1
+    assert rewards(sessions)[(1, 1)].total == 1.0
+
+
+def test_a_stored_sandbox_error_is_never_scored(
+    sessions: sessionmaker[Session], words: TokenizerCounter
+) -> None:
+    run_id = stored_run(sessions)
+    with sessions.begin() as session:
+        p1 = select(Problem.id).where(Problem.external_id == "p1").scalar_subquery()
+        first = session.scalars(
+            select(Turn).where(Turn.problem_id == p1, Turn.sample_index == 0, Turn.turn_index == 0)
+        ).one()
+        first.public_verdicts = ["accepted", "sandbox_error"]
+    score_turn_rewards(sessions, run_id, words, tokenizer="words")
+    # Sample 0's trajectory stops at its unjudged turn 0; sample 1 is scored as before.
+    assert set(rewards(sessions)) == {(1, 0)}

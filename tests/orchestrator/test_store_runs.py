@@ -165,6 +165,39 @@ def test_migration_0002_upgrades_and_downgrades(fresh_url: str) -> None:
         engine.dispose()
 
 
+def test_every_downgrade_keeps_the_runs_trajectories_and_turns(fresh_url: str) -> None:
+    """Each migration, stepped down from head one at a time, keeps every stored row: on
+    SQLite a batch migration that copies a parent table (runs) and drops the original
+    would cascade to every trajectory and turn. Every future migration is stepped too."""
+    upgrade_database(fresh_url)
+    engine = make_engine(fresh_url)
+    try:
+        with Session(engine) as session, session.begin():
+            dataset_id, problems = _dataset(session)
+            run_id = _run(session, dataset_id).id
+            keys = [(p, 0) for p in problems]
+            repo_runs.ensure_trajectories(session, run_id=run_id, keys=keys)
+            rows = [_turn(run_id, p, 0, turn) for p in problems for turn in range(2)]
+            assert repo_runs.insert_turns(session, rows=rows) == 4
+
+        def counts() -> tuple[int, ...]:
+            with engine.connect() as conn:
+                return tuple(
+                    conn.execute(text(f"SELECT count(*) FROM {table}")).scalar_one()
+                    for table in ("runs", "trajectories", "turns")
+                )
+
+        assert counts() == (1, 2, 4)
+        config = alembic_config(fresh_url)
+        with engine.connect() as conn:
+            head = conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
+        for revision in range(int(head) - 1, 2, -1):  # down to 0003, which has turns
+            command.downgrade(config, f"{revision:04d}")
+            assert counts() == (1, 2, 4), f"rows lost stepping down to {revision:04d}"
+    finally:
+        engine.dispose()
+
+
 def test_migration_0003_packs_stored_token_arrays_and_unpacks_them_on_downgrade(
     fresh_url: str,
 ) -> None:

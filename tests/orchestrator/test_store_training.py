@@ -132,6 +132,7 @@ def test_a_step_is_the_same_groups_every_time_it_is_claimed(
             "ready": 0,
             "consumed": 4,
             "stale": 0,
+            "dropped": 0,
         }
 
 

@@ -71,3 +71,13 @@ def test_stored_parameters_round_trip_and_old_rows_with_every_setting_still_read
     verpo = stored_training_params("verpo", old)
     assert isinstance(verpo, VerpoParams) and verpo.turns == 3 and verpo.max_staleness == 2
     assert isinstance(stored_training_params("multi-turn", old), MultiTurnParams)
+
+
+@pytest.mark.parametrize("mode", list(TrainingMode))
+def test_every_mode_has_an_error_budget_and_judge_retries(mode: TrainingMode) -> None:
+    params = training_params(mode, {})
+    assert (params.error_budget, params.judge_retries) == (0.05, 2)
+    assert training_params(mode, {"error_budget": 0.2}).error_budget == 0.2
+    for bad in ({"error_budget": 1.5}, {"error_budget": -0.1}, {"judge_retries": -1}):
+        with pytest.raises(InvalidInput, match=f"training parameter {next(iter(bad))}"):
+            training_params(mode, bad)

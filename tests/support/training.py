@@ -1,4 +1,5 @@
-"""Training tests' scripted answers, their bandit dataset and the trainer's interpreter.
+"""Training tests' scripted answers, their bandit dataset, a job over it, its ledger groups
+and the trainer's interpreter.
 
 The scripted model answers choice 0 wrong (n + 1), choice 1 right (2n), choice 2 with no
 code; the problem has 2 public and 2 hidden tests.
@@ -13,8 +14,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.store import repo_bandit, repo_datasets, repo_runs
-from cobalt.orchestrator.store.models import Problem
+from cobalt.orchestrator.store.models import Problem, TrainingGroup
 from cobalt.orchestrator.store.repo_bandit import ContextRow
+from cobalt.orchestrator.training import service
+from cobalt.shared.contracts.training import TrainingJobCreate
 
 RIGHT = "<think>Double it.</think>\n```python\nprint(2 * int(input()))\n```\n"
 WRONG = "<think>Add one, but verify.</think>\n```python\nprint(int(input()) + 1)\n```\n"
@@ -59,3 +62,30 @@ def bandit_dataset(sessions: sessionmaker[Session]) -> str:
             ],
         )  # fmt: skip
     return "ctx"
+
+
+def start_job(
+    sessions: sessionmaker[Session],
+    url: str,
+    policy_dir: Path,
+    rollout: dict[str, Any] | None = None,
+    **params: Any,
+) -> int:
+    """A job over the test bandit dataset; `params` are the trainer's, `rollout` the job's."""
+    bandit_dataset(sessions)
+    request = TrainingJobCreate(
+        name="job",
+        contexts="ctx",
+        model=str(policy_dir),
+        params={"base_url": url, "served_model": "fake-model", **(rollout or {}),
+                "trainer": {"n_samples": 3, "contexts_per_step": 2, **params}},
+    )  # fmt: skip
+    return service.create_job(sessions, request)
+
+
+def groups(sessions: sessionmaker[Session]) -> list[TrainingGroup]:
+    with sessions() as session:
+        found = session.scalars(select(TrainingGroup).order_by(TrainingGroup.id)).all()
+        for group in found:
+            group.samples  # load them before the session closes  # noqa: B018
+        return list(found)

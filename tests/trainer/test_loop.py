@@ -68,7 +68,7 @@ class FakeOrchestrator:
             id=JOB, name="j", mode="cobalt", status=self.status, contexts="ctx",
             model=str(self.model_dir), params=self.params, step=step,
             policy_version=self.reports[-1].policy_version if self.reports else 0,
-            groups={"ready": 0, "consumed": 0, "stale": 0}, error=None,
+            groups={"ready": 0, "consumed": 0, "stale": 0, "dropped": 0}, error=None,
             created_at="2026-11-23T00:00:00Z", step_budget=self.step_budget,
         )  # fmt: skip
 
@@ -96,7 +96,7 @@ class FakeOrchestrator:
                     phase_seconds={"generate": 1.5, "execute": 0.25}, samples=samples,
                 )
             )  # fmt: skip
-        return StepBatch(step=step, ready=True, stale=0, groups=groups)
+        return StepBatch(step=step, ready=True, stale=0, dropped=1, masked=2, groups=groups)
 
     def handler(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
@@ -206,6 +206,7 @@ def test_each_step_is_claimed_trained_checkpointed_and_reported(
                 "generate_seconds", "execute_seconds", "train_tokens_per_second"):  # fmt: skip
         assert key in metrics, key
     assert metrics["generate_seconds"] == 1.5 and metrics["dropped_stale"] == 0
+    assert metrics["masked_samples"] == 2 and metrics["dropped_unjudged"] == 1
     assert metrics["pg_clipfrac"] > 0  # logprobs of -3.5 against the policy's: clipped
     latest = latest_checkpoint(tmp_path / "ckpt", JOB)
     assert latest is not None and (latest.step, latest.policy_version) == (2, 2)

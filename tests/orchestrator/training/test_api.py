@@ -172,4 +172,4 @@ def test_a_round_that_fails_in_the_api_process_fails_the_job(
         assert time.monotonic() < deadline, job
         time.sleep(0.1)
     assert "round 1" in job["error"] and "cannot reach the model endpoint" in job["error"]
-    assert job["groups"] == {"ready": 0, "consumed": 0, "stale": 0}
+    assert job["groups"] == {"ready": 0, "consumed": 0, "stale": 0, "dropped": 0}

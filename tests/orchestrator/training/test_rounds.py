@@ -9,48 +9,19 @@ The problem has 2 public and 2 hidden tests, so p is 0, 1 and 0 of 4.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.settings import OrchestratorSettings
-from cobalt.orchestrator.store.models import TrainingGroup, TrainingSample
+from cobalt.orchestrator.store.models import TrainingSample
 from cobalt.orchestrator.training import service
 from cobalt.orchestrator.worker.carry_out import schedule_round
 from cobalt.shared.clients import ExecutorAddress
 from cobalt.shared.contracts.training import StepClaim, StepReport, TrainingJobCreate
 from cobalt.shared.errors import Conflict, InvalidInput
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support.training import WRONG, bandit_dataset
-
-
-def start_job(
-    sessions: sessionmaker[Session],
-    url: str,
-    policy_dir: Path,
-    rollout: dict[str, Any] | None = None,
-    **params: Any,
-) -> int:
-    """A job over the test bandit dataset; `params` are the trainer's, `rollout` the job's."""
-    bandit_dataset(sessions)
-    request = TrainingJobCreate(
-        name="job",
-        contexts="ctx",
-        model=str(policy_dir),
-        params={"base_url": url, "served_model": "fake-model", **(rollout or {}),
-                "trainer": {"n_samples": 3, "contexts_per_step": 2, **params}},
-    )  # fmt: skip
-    return service.create_job(sessions, request)
-
-
-def groups(sessions: sessionmaker[Session]) -> list[TrainingGroup]:
-    with sessions() as session:
-        found = session.scalars(select(TrainingGroup).order_by(TrainingGroup.id)).all()
-        for group in found:
-            group.samples  # load them before the session closes  # noqa: B018
-        return list(found)
+from tests.support.training import WRONG, groups, start_job
 
 
 def test_a_round_samples_executes_scores_and_records_every_group(
@@ -112,7 +83,7 @@ def test_the_trainer_claims_and_reports_a_step(
     shown = service.job_public(sessions, job_id)
     assert (shown.step, shown.policy_version, shown.status) == (1, 8, "running")
     assert [s.step for s in shown.steps] == [1] and shown.steps[0].metrics == {"reward_mean": 0.1}
-    assert shown.groups == {"ready": 0, "consumed": 2, "stale": 0}
+    assert shown.groups == {"ready": 0, "consumed": 2, "stale": 0, "dropped": 0}
     assert service.list_jobs(sessions).items[0].steps == []
 
 

@@ -107,7 +107,7 @@ def test_one_step_trains_on_vllm_samples_and_vllm_serves_the_result(
     shown = api.get(f"/v1/training/jobs/{job['id']}").json()
 
     assert shown["step"] == 1 and shown["policy_version"] == before + 1
-    assert shown["groups"] == {"ready": 0, "consumed": 2, "stale": 0}
+    assert shown["groups"] == {"ready": 0, "consumed": 2, "stale": 0, "dropped": 0}
     metrics = shown["steps"][0]["metrics"]
     assert metrics["samples"] == 4 and metrics["sync_seconds"] > 0
     assert tiny_server.version() == before + 1
@@ -193,7 +193,7 @@ def test_a_lora_step_samples_by_name_and_vllm_serves_its_adapter_as_the_trainer_
     shown = api.get(f"/v1/training/jobs/{job['id']}").json()
 
     assert shown["step"] == 1 and shown["policy_version"] == before + 1
-    assert shown["groups"] == {"ready": 0, "consumed": 2, "stale": 0}
+    assert shown["groups"] == {"ready": 0, "consumed": 2, "stale": 0, "dropped": 0}
     with lora_server.control() as control:
         status = control.get("/v1/policy").json()
     assert status["version"] == before + 1 and status["adapter"] == f"{SERVED_NAME}-v{before + 1}"

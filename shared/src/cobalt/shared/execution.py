@@ -6,6 +6,11 @@ process of its own that calls the candidate). So one program on one test list is
 executor request, its verdicts in the dataset's order ("the first failing public test"
 is the first in that order). `merge_responses` puts the verdicts of planned requests
 back in test order.
+
+Infrastructure errors are not verdicts on the program (docs/executor.md's promise): a
+program whose results include `sandbox_error`, or whose executor call failed, is re-run up
+to `retries` times by `judge_programs`; one that still fails is reported as `unjudged`, so
+callers mask it (training) or count it apart (evaluation) instead of scoring it as failed.
 """
 
 from __future__ import annotations
@@ -25,8 +30,29 @@ from cobalt.shared.contracts import (
     Verdict,
     reference_limits,
 )
+from cobalt.shared.errors import Overloaded, Unavailable, UpstreamError
 
-__all__ = ["PlannedRequest", "execute_programs", "merge_responses", "plan_requests"]
+__all__ = [
+    "JUDGE_RETRIES",
+    "JudgedPrograms",
+    "PlannedRequest",
+    "execute_programs",
+    "judge_programs",
+    "merge_responses",
+    "plan_requests",
+    "unjudged_verdicts",
+]
+
+JUDGE_RETRIES = 2
+"""Re-runs of a program the sandbox failed to judge before it is given up on (masked)."""
+
+INFRASTRUCTURE_ERRORS = (Overloaded, Unavailable, UpstreamError)
+"""An executor call that failed with these judged nothing (a bad request is a bug: raised)."""
+
+
+def unjudged_verdicts(verdicts: Sequence[str]) -> bool:
+    """Whether a verdict list holds a test the sandbox failed to run (not the program's fault)."""
+    return Verdict.SANDBOX_ERROR.value in verdicts
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,3 +135,56 @@ async def execute_programs(
         merged[i] = merge_responses(planned, responses[cursor : cursor + len(planned)])
         cursor += len(planned)
     return merged
+
+
+@dataclass(frozen=True, slots=True)
+class JudgedPrograms:
+    """`execute_programs`' answer after retries: the judged programs' responses by index,
+    and the indices the sandbox never judged (a `sandbox_error` left, or every call failed)."""
+
+    responses: dict[int, ExecuteResponse]
+    unjudged: frozenset[int]
+    retried: int
+    """Programs re-run at least once (judged in the end or not)."""
+
+
+async def judge_programs(
+    executor: AsyncExecutorClient,
+    programs: Sequence[str | None],
+    tests: Sequence[StoredTest],
+    *,
+    limits: Limits | None = None,
+    compare: Compare = Compare.COBALT,
+    retries: int = JUDGE_RETRIES,
+) -> JudgedPrograms:
+    """`execute_programs`, re-running (up to `retries` times) each program the sandbox
+    failed to judge; those still unjudged are in `unjudged`, without a response.
+
+    Raises:
+        CobaltError: an executor error that is not an infrastructure failure (a bad request).
+    """
+    if retries < 0:
+        raise ValueError(f"retries must be 0 or more, got {retries}")
+    responses: dict[int, ExecuteResponse] = {}
+    pending = [i for i, program in enumerate(programs) if program is not None and tests]
+    retried: set[int] = set()
+    for attempt in range(retries + 1):
+        if not pending:
+            break
+        if attempt:
+            retried.update(pending)
+        try:
+            answered = await execute_programs(
+                executor, [programs[i] for i in pending], tests, limits=limits, compare=compare
+            )
+        except INFRASTRUCTURE_ERRORS:
+            continue  # the whole call judged nothing: every pending program is tried again
+        still = []
+        for k, i in enumerate(pending):
+            response = answered[k]
+            if any(r.verdict == Verdict.SANDBOX_ERROR for r in response.results):
+                still.append(i)
+            else:
+                responses[i] = response
+        pending = still
+    return JudgedPrograms(responses, frozenset(pending), len(retried))

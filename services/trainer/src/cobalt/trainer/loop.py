@@ -127,6 +127,8 @@ def step_metrics(
         "turns_per_episode": responses / len(episodes),
         "response_tokens": float(tokens),
         "dropped_stale": float(batch.stale),
+        "dropped_unjudged": float(batch.dropped),
+        "masked_samples": float(batch.masked),
         "max_policy_lag": float(max(current_version - g.policy_version for g in batch.groups)),
     }
     update_keys = ("loss", "pg_loss", "pg_clipfrac", "pg_clipfrac_lower", "ppo_kl", "kl_ref")

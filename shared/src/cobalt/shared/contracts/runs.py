@@ -201,6 +201,12 @@ class EvaluationReport(BaseModel):
         description="the same on the public tests (null with pass_at_1)"
     )
     failed_trajectories: int
+    sandbox_errors: int = Field(
+        default=0,
+        description="turns the sandbox failed to judge (sandbox_error after retries): not "
+        "failures; their problems are left out of the rates until `cobalt run evaluate` "
+        "judges them",
+    )
     unevaluated: str | None = Field(
         default=None,
         description="when no problem has a hidden result: the command that measures them",

@@ -86,3 +86,6 @@ class TrainingGroupStatus(StrEnum):
     """Trained on, in step `TrainingGroup.step` (exactly once)."""
     STALE = "stale"
     """Sampled too many policy versions ago; dropped at step `step`, never trained on."""
+    DROPPED = "dropped"
+    """Fewer than two responses the sandbox could judge (the rest masked): never trained
+    on, kept with its `drop_reason` and counted at step `step`."""

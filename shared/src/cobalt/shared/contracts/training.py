@@ -236,7 +236,9 @@ class TrainingJobPublic(BaseModel):
     params: dict[str, Any]
     step: int
     policy_version: int
-    groups: dict[str, int] = Field(description="ledger groups per status: ready, consumed, stale")
+    groups: dict[str, int] = Field(
+        description="ledger groups per status: ready, consumed, stale, dropped"
+    )
     error: str | None
     created_at: datetime
     steps: list[StepPublic] = Field(default_factory=list)
@@ -306,6 +308,12 @@ class StepBatch(BaseModel):
     step: int
     ready: bool
     stale: int = Field(description="groups dropped at this step for being too stale")
+    dropped: int = Field(
+        default=0, description="groups dropped for fewer than two responses the sandbox judged"
+    )
+    masked: int = Field(
+        default=0, description="responses masked for sandbox errors (trained and dropped groups)"
+    )
     groups: list[TrainingGroupPublic] = Field(default_factory=list)
 
 
@@ -349,11 +357,17 @@ class LedgerGroupPublic(BaseModel):
     phase_seconds: dict[str, float]
     reward_mean: float
     reward_std: float
+    masked_samples: int = Field(
+        default=0, description="responses masked for sandbox errors (not in `samples`)"
+    )
+    drop_reason: str | None = Field(
+        default=None, description="why a `dropped` group is never trained on"
+    )
     samples: list[LedgerSamplePublic]
 
 
 class StepGroupsPublic(BaseModel):
-    """The groups a step consumed (or dropped as stale), with every sample."""
+    """The groups a step consumed (or dropped as stale or unjudged), with every sample."""
 
     job_id: int
     step: int

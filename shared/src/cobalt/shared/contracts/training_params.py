@@ -94,6 +94,19 @@ class CommonTrainingParams(SamplingSettings):
         description="the job's budget in epochs, an epoch being every context the mode trains "
         "on visited once (null: no limit; with `max_steps`, whichever is spent first)",
     )
+    judge_retries: int = Field(
+        default=2,
+        ge=0,
+        le=10,
+        description="re-runs of a response the sandbox failed to judge before it is masked",
+    )
+    error_budget: float = Field(
+        default=0.05,
+        ge=0.0,
+        le=1.0,
+        description="share of sampled responses that may be masked for sandbox errors; past "
+        "it the job fails naming the executor (docs/reward.md, infrastructure errors)",
+    )
     trainer: TrainerHyperparameters = Field(default_factory=TrainerHyperparameters)
     """Group size (n_samples), contexts per step, the response cap and GRPO's settings."""
     report_to: list[str] | None = Field(

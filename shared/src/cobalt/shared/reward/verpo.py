@@ -65,7 +65,14 @@ def pass_vector(verdicts: Sequence[str], tests_total: int) -> list[bool]:
     """Which of `tests_total` tests passed, from their verdicts in test order.
 
     Missing verdicts (a program that was never run, e.g. no code block) count as fails.
+
+    Raises:
+        ValueError: more verdicts than tests, or a `sandbox_error`: a test the sandbox
+            failed to run says nothing about the program, so it must never become a fail
+            (callers mask such a program; docs/reward.md "Infrastructure errors").
     """
+    if Verdict.SANDBOX_ERROR in verdicts:
+        raise ValueError("a sandbox_error is not a verdict on the program; mask it, never score it")
     if len(verdicts) > tests_total:
         raise ValueError(f"{len(verdicts)} verdicts for {tests_total} tests")
     passed = [verdict == Verdict.ACCEPTED for verdict in verdicts]

@@ -7,6 +7,11 @@ trajectory that stopped early because its program passed the public tests
 as not passing at the turns it does not have. Problems without hidden tests are left out.
 
 Hidden results are stored on the turns, so evaluating again only runs what is new.
+
+A sandbox error is not a failed problem: a program whose hidden results include
+`sandbox_error` is re-run up to `JUDGE_RETRIES` times; one still unjudged is not stored
+(the next evaluation tries it again), its problem is left out of this report's rates,
+and the report counts it in `sandbox_errors`.
 pass@k uses the unbiased estimator 1 - C(n-c, k) / C(n, k) (Chen et al., 2021).
 """
 
@@ -25,9 +30,22 @@ from cobalt.orchestrator.runs.rewards import mean_reward_per_turn, score_turn_re
 from cobalt.orchestrator.store import repo_runs
 from cobalt.orchestrator.store.models import Problem, Trajectory, TrajectoryStatus, Turn, TurnReward
 from cobalt.shared.clients import ExecutorClient
-from cobalt.shared.contracts import BatchExecuteRequest, Compare, Limits, ProblemRow
+from cobalt.shared.contracts import (
+    BatchExecuteRequest,
+    Compare,
+    ExecuteResponse,
+    Limits,
+    ProblemRow,
+    Verdict,
+)
 from cobalt.shared.contracts.runs import EvaluationReport
-from cobalt.shared.execution import PlannedRequest, merge_responses, plan_requests
+from cobalt.shared.execution import (
+    JUDGE_RETRIES,
+    PlannedRequest,
+    merge_responses,
+    plan_requests,
+    unjudged_verdicts,
+)
 from cobalt.shared.reward import TokenCounter
 
 __all__ = ["evaluate_run", "pass_at_k", "per_turn_counts", "per_turn_rates", "stored_report"]
@@ -109,6 +127,29 @@ def _pending_plans(
     return plans, known
 
 
+def _judge_chunk(
+    executor: ExecutorClient, chunk: Sequence[tuple[int, list[PlannedRequest]]]
+) -> dict[int, ExecuteResponse]:
+    """Each turn's merged hidden results; a turn with a `sandbox_error` is sent again, up
+    to `JUDGE_RETRIES` times (its last answer stands)."""
+    judged: dict[int, ExecuteResponse] = {}
+    pending = list(chunk)
+    for _ in range(JUDGE_RETRIES + 1):
+        if not pending:
+            break
+        requests = [p.request for _, planned in pending for p in planned]
+        responses = executor.execute_batch(BatchExecuteRequest(requests=requests)).results
+        cursor, again = 0, []
+        for turn_id, planned in pending:
+            merged = merge_responses(planned, responses[cursor : cursor + len(planned)])
+            cursor += len(planned)
+            judged[turn_id] = merged
+            if any(r.verdict == Verdict.SANDBOX_ERROR for r in merged.results):
+                again.append((turn_id, planned))
+        pending = again
+    return judged
+
+
 def evaluate_run(
     sessions: sessionmaker[Session],
     run_id: int,
@@ -136,17 +177,18 @@ def evaluate_run(
         )
     with sessions.begin() as session:
         repo_runs.record_hidden_results(session, results=known)
-    done = 0
+    done, unjudged_turns = 0, []
     for start in range(0, len(plans), _PROGRAMS_PER_CALL):
         chunk = plans[start : start + _PROGRAMS_PER_CALL]
-        requests = [p.request for _, planned in chunk for p in planned]
-        responses = executor.execute_batch(BatchExecuteRequest(requests=requests)).results
-        results, cursor = [], 0
+        judged = _judge_chunk(executor, chunk)
+        results: list[tuple[int, list[str], bool]] = []
         outputs: dict[int, list[dict[str, Any]]] = {}
-        for turn_id, planned in chunk:
-            merged = merge_responses(planned, responses[cursor : cursor + len(planned)])
-            cursor += len(planned)
+        for turn_id, _ in chunk:
+            merged = judged[turn_id]
             verdicts = [str(r.verdict) for r in merged.results]
+            if unjudged_verdicts(verdicts):
+                unjudged_turns.append(turn_id)
+                continue
             results.append((turn_id, verdicts, merged.passed == merged.total))
             outputs[turn_id] = stored_outputs(merged) or []
         with sessions.begin() as session:
@@ -156,7 +198,15 @@ def evaluate_run(
             on_progress(done, len(plans))
     if reward_tokens is not None:
         score_turn_rewards(sessions, run_id, reward_tokens, tokenizer=tokenizer)
-    return _report(sessions, run_id, params, ks, with_rewards=reward_tokens is not None)
+    unjudged: dict[int, int] = {}
+    with sessions() as session:
+        for problem_id in session.scalars(
+            select(Turn.problem_id).where(Turn.id.in_(unjudged_turns))
+        ):
+            unjudged[problem_id] = unjudged.get(problem_id, 0) + 1
+    return _report(
+        sessions, run_id, params, ks, with_rewards=reward_tokens is not None, unjudged=unjudged
+    )
 
 
 def stored_report(
@@ -190,7 +240,11 @@ def _report(
     *,
     with_rewards: bool,
     intervals: bool = True,
+    unjudged: dict[int, int] | None = None,
 ) -> EvaluationReport:
+    """The rates over the stored hidden results; problems in `unjudged` (turns the sandbox
+    failed to judge, by problem) are left out and counted in `sandbox_errors`."""
+    unjudged = unjudged or {}
     n = int(str(params["n"]))
     turns = int(str(params.get("turns", 0))) + 1
     hidden: dict[int, list[list[bool | None]]] = {}
@@ -214,6 +268,9 @@ def _report(
             if problem_id in evaluable and sample < n:
                 hidden[problem_id][sample].append(hidden_passed)
                 public[problem_id][sample].append(public_passed)
+        for problem_id in unjudged:  # a sandbox error is not a failed problem: left out
+            hidden.pop(problem_id, None)
+            public.pop(problem_id, None)
         failed = session.scalar(
             select(func.count(Trajectory.id)).where(
                 Trajectory.run_id == run_id, Trajectory.status == TrajectoryStatus.FAILED.value
@@ -226,6 +283,7 @@ def _report(
             run_id=run_id, problems=0, samples=n, turns=turns, pass_at_1=None, pass_at_k={},
             public_pass_at_1=None, failed_trajectories=failed_trajectories,
             mean_reward=mean_reward, unevaluated=f"cobalt run evaluate {run_id}",
+            sandbox_errors=sum(unjudged.values()),
         )  # fmt: skip
     return EvaluationReport(
         run_id=run_id,
@@ -243,4 +301,5 @@ def _report(
         public_pass_at_1=per_turn_rates(public, turns, n),
         failed_trajectories=failed_trajectories,
         mean_reward=mean_reward,
+        sandbox_errors=sum(unjudged.values()),
     )

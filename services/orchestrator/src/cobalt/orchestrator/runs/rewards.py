@@ -10,7 +10,8 @@ that passed the public tests but not the hidden ones.
 Token lengths come from the stored completion ids when they are the response's
 (`TokenizerCounter.count_parts_from_ids`), else from tokenizing. Turns already scored are
 left alone, so evaluating again scores only what is new; a trajectory is scored up to its
-first turn without hidden results (its later turns' b would be unknown).
+first turn without hidden results (its later turns' b would be unknown), or with a
+`sandbox_error` among its verdicts: a test the sandbox failed to run is never a fail.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.store.models import Problem, Trajectory, Turn, TurnReward
+from cobalt.shared.execution import unjudged_verdicts
 from cobalt.shared.reward import ScoreInput, TokenCounter, score_responses
 
 __all__ = ["mean_reward_per_turn", "score_turn_rewards"]
@@ -51,6 +53,8 @@ def _turns_to_score(
     for turn in turns:
         if turn.hidden_verdicts is None or hidden_count == 0:
             return  # not evaluated (evaluation skips problems without hidden tests)
+        if unjudged_verdicts(turn.public_verdicts) or unjudged_verdicts(turn.hidden_verdicts):
+            return  # never a reward from an infrastructure error (docs/reward.md)
         passed = (
             0
             if turn.code is None

@@ -507,6 +507,10 @@ class TrainingGroup(Base):
     """The step that consumed it (or dropped it as stale); None while ready."""
     phase_seconds: Mapped[dict[str, float]] = mapped_column(JsonValue, default=dict)
     """Wall seconds the rollout spent per phase (generate, execute, score)."""
+    masked_samples: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Responses (episodes) the sandbox failed to judge: masked, never written as samples."""
+    drop_reason: Mapped[str | None] = mapped_column(StoredText, default=None)
+    """Why a `dropped` group is never trained on; None otherwise."""
     created_at: Mapped[datetime] = mapped_column(StoredTime(), server_default=func.now())
 
     samples: Mapped[list[TrainingSample]] = relationship(

@@ -6,8 +6,10 @@ twice. The trainer claims the groups of step k with `claim_step`, which records 
 group it takes (and on each one it drops as stale) in the same transaction. Asking again
 for step k returns exactly those groups, so a trainer killed anywhere in step k resumes
 from its last checkpoint (step k - 1), asks for k again and trains on the same samples;
-nothing is trained twice, nothing is lost. The Redis queue beside the ledger only wakes
-the trainer; the ledger alone decides what a step holds.
+nothing is trained twice, nothing is lost. A group left with fewer than two responses the
+sandbox could judge is stored as `dropped` with its reason (`record_dropped_group`, under
+the same unique key) and counted by the next claimed step like a stale one. The Redis
+queue beside the ledger only wakes the trainer; the ledger alone decides what a step holds.
 
 Like every repository module: keyword-only arguments, the caller owns the transaction.
 """
@@ -41,6 +43,8 @@ __all__ = [
     "create_job",
     "get_job",
     "group_counts",
+    "masked_share",
+    "record_dropped_group",
     "record_group",
     "step_was_claimed",
 ]
@@ -66,11 +70,15 @@ class SampleRow:
 
 @dataclass(frozen=True, slots=True)
 class ClaimedStep:
-    """The groups step `step` trains on, and those it dropped as stale."""
+    """The groups step `step` trains on, and those it dropped as stale or unjudged."""
 
     step: int
     groups: list[TrainingGroup]
     stale: int
+    dropped: int = 0
+    """Groups without two judged responses, counted at this step (`record_dropped_group`)."""
+    masked: int = 0
+    """Responses masked for sandbox errors in this step's trained and dropped groups."""
 
 
 def create_job(
@@ -133,6 +141,7 @@ def record_group(
     policy_version: int,
     samples: Sequence[SampleRow],
     phase_seconds: dict[str, float] | None = None,
+    masked_samples: int = 0,
 ) -> int | None:
     """Store a scored group with its samples, unless (job, context, round) is stored.
 
@@ -153,23 +162,17 @@ def record_group(
         raise InvalidInput(
             f"a group needs two or more samples with distinct (index, turn), got {sorted(keys)}"
         )
-    dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    statement = (
-        insert(TrainingGroup)
-        .values(
-            job_id=job_id,
-            context_key=context_key,
-            round=round,
-            problem_id=problem_id,
-            policy_version=policy_version,
-            status=TrainingGroupStatus.READY.value,
-            phase_seconds=phase_seconds or {},
-        )
-        .on_conflict_do_nothing(index_elements=["job_id", "context_key", "round"])
-        .returning(TrainingGroup.id)
+    group_id = _insert_group(
+        session,
+        job_id=job_id,
+        context_key=context_key,
+        round=round,
+        problem_id=problem_id,
+        policy_version=policy_version,
+        status=TrainingGroupStatus.READY.value,
+        phase_seconds=phase_seconds or {},
+        masked_samples=masked_samples,
     )
-    group_id = session.execute(statement).scalar_one_or_none()
     if group_id is None:
         return None
     session.add_all(
@@ -188,6 +191,58 @@ def record_group(
     )
     session.flush()
     return group_id
+
+
+def _insert_group(session: Session, **values: Any) -> int | None:
+    """Insert a group row unless (job, context, round) is stored; its id, or None."""
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    statement = (
+        insert(TrainingGroup)
+        .values(**values)
+        .on_conflict_do_nothing(index_elements=["job_id", "context_key", "round"])
+        .returning(TrainingGroup.id)
+    )
+    return session.execute(statement).scalar_one_or_none()
+
+
+def record_dropped_group(
+    session: Session,
+    *,
+    job_id: int,
+    context_key: str,
+    round: int,
+    problem_id: int,
+    policy_version: int,
+    masked_samples: int,
+    reason: str,
+    phase_seconds: dict[str, float] | None = None,
+) -> int | None:
+    """Store a group that is never trained on (no samples), with why; first write wins,
+    as in `record_group`. Returns the new group's id, or None when it was already stored."""
+    return _insert_group(
+        session,
+        job_id=job_id,
+        context_key=context_key,
+        round=round,
+        problem_id=problem_id,
+        policy_version=policy_version,
+        status=TrainingGroupStatus.DROPPED.value,
+        phase_seconds=phase_seconds or {},
+        masked_samples=masked_samples,
+        drop_reason=reason,
+    )
+
+
+def masked_share(session: Session, *, job_id: int, group_size: int) -> tuple[int, int]:
+    """(masked responses, responses sampled) over the job's recorded groups, each of which
+    sampled `group_size` responses (episodes), trained, dropped or stale alike."""
+    masked, recorded = session.execute(
+        select(
+            func.coalesce(func.sum(TrainingGroup.masked_samples), 0), func.count(TrainingGroup.id)
+        ).where(TrainingGroup.job_id == job_id)
+    ).one()
+    return int(masked), int(recorded) * group_size
 
 
 def claim_step(
@@ -220,7 +275,7 @@ def claim_step(
     if claimed:
         if len(claimed) != groups:
             raise InvalidInput(f"step {step} holds {len(claimed)} groups, not {groups}")
-        return ClaimedStep(step, claimed, _stale_count(session, job_id, step))
+        return _claimed(session, job_id, step, claimed)
     last = _last_claimed_step(session, job_id)
     if step != last + 1:
         raise InvalidInput(
@@ -242,6 +297,15 @@ def claim_step(
             group.status, group.step = status.value, step
         elif len(fresh) < groups:
             fresh.append(group)
+    # Groups dropped for sandbox errors since the last claim are counted by this step.
+    for group in session.scalars(
+        select(TrainingGroup).where(
+            TrainingGroup.job_id == job_id,
+            TrainingGroup.status == TrainingGroupStatus.DROPPED.value,
+            TrainingGroup.step.is_(None),
+        )
+    ):
+        group.step = step
     session.flush()
     if len(fresh) < groups:
         return None
@@ -250,7 +314,18 @@ def claim_step(
         group.status, group.step = status.value, step
     session.flush()
     taken = _groups_of_step(session, job_id, step, TrainingGroupStatus.CONSUMED)
-    return ClaimedStep(step, taken, _stale_count(session, job_id, step))
+    return _claimed(session, job_id, step, taken)
+
+
+def _claimed(session: Session, job_id: int, step: int, taken: list[TrainingGroup]) -> ClaimedStep:
+    dropped = _groups_of_step(session, job_id, step, TrainingGroupStatus.DROPPED)
+    return ClaimedStep(
+        step,
+        taken,
+        _stale_count(session, job_id, step),
+        dropped=len(dropped),
+        masked=sum(group.masked_samples for group in [*taken, *dropped]),
+    )
 
 
 def _groups_of_step(
@@ -299,7 +374,7 @@ def _stale_count(session: Session, job_id: int, step: int) -> int:
 
 
 def group_counts(session: Session, *, job_id: int) -> dict[str, int]:
-    """How many of the job's groups are ready, consumed and stale (every status present)."""
+    """The job's groups per status: ready, consumed, stale, dropped (every one present)."""
     counts = {status.value: 0 for status in TrainingGroupStatus}
     rows = session.execute(
         select(TrainingGroup.status, func.count(TrainingGroup.id))

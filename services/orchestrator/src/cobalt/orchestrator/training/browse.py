@@ -117,7 +117,7 @@ def _episode_rewards(group: TrainingGroup) -> dict[int, float]:
 
 
 def step_groups(sessions: sessionmaker[Session], job_id: int, step: int) -> StepGroupsPublic:
-    """The groups step `step` consumed or dropped as stale, with every sample.
+    """The groups step `step` consumed or dropped (stale, or unjudged), with every sample.
 
     Raises:
         NotFound: no such job.
@@ -154,6 +154,8 @@ def step_groups(sessions: sessionmaker[Session], job_id: int, step: int) -> Step
                     phase_seconds=group.phase_seconds,
                     reward_mean=mean,
                     reward_std=spread,
+                    masked_samples=group.masked_samples,
+                    drop_reason=group.drop_reason,
                     samples=[
                         LedgerSamplePublic(
                             sample_index=sample.sample_index,

@@ -15,6 +15,11 @@ policy was sampled with, and the episode's reward: the trainer puts the episode'
 advantage on every turn's tokens (the loss on every assistant turn) and normalises over
 the group's episodes, not its turns.
 
+Infrastructure errors are never rewards: an episode with a `sandbox_error` in any turn's
+public verdicts, or whose last program the sandbox failed to judge on the hidden tests
+after `execution.judge_programs`' retries, is masked: none of its turns is written and it
+counts in no group statistic (`ScoredGroup.masked`).
+
 Why prev_best = 0 for the reward: the improvement term rewards a step over the best of a
 context's history, and an episode's context is the problem alone (the turn-0 context,
 prev_best 0), so the episode is judged by its final program's correctness and format.
@@ -23,7 +28,7 @@ prev_best 0), so the episode is judged by its final program's correctness and fo
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from cobalt.orchestrator.rollouts.engine import (
@@ -38,13 +43,13 @@ from cobalt.orchestrator.rollouts.sampling import ChatSampler, Sample, SamplingP
 from cobalt.orchestrator.store.repo_training import SampleRow
 from cobalt.orchestrator.training.rollout import GroupContext, ScoredGroup, checked_samples
 from cobalt.shared.clients import AsyncExecutorClient
-from cobalt.shared.contracts import ExecuteResponse
-from cobalt.shared.execution import execute_programs
+from cobalt.shared.execution import JUDGE_RETRIES, JudgedPrograms, judge_programs, unjudged_verdicts
 from cobalt.shared.reward import RewardFormat, ScoreInput, TokenCounter, score_responses
 
 __all__ = [
     "EpisodeRecorder",
     "EpisodeSpec",
+    "masked_episodes",
     "roll_out_episodes",
     "run_hidden_tests",
     "sample_episodes",
@@ -63,6 +68,8 @@ class EpisodeSpec(MultiTurnSpec):
     """Turns per episode, turn 0 included (the bandit data's runs have 2 feedback turns)."""
     stop_on_pass: bool = True
     """End an episode at its first program that passes every public test."""
+    judge_retries: int = JUDGE_RETRIES
+    """Re-runs on the hidden tests of a program the sandbox failed to judge."""
 
 
 class EpisodeRecorder(TurnObserver):
@@ -129,20 +136,34 @@ async def sample_episodes(
     return recorder
 
 
+def masked_episodes(
+    episodes: Sequence[Sequence[JudgedTurn]], hidden_unjudged: Collection[tuple[int, int]]
+) -> set[int]:
+    """The episodes the sandbox failed to judge: a `sandbox_error` in any turn's public
+    verdicts, or a turn, as (episode, turn), left unjudged on the hidden tests."""
+    return {
+        i
+        for i, episode in enumerate(episodes)
+        if any(unjudged_verdicts(t.public_verdicts) for t in episode)
+        or any((i, turn) in hidden_unjudged for turn in range(len(episode)))
+    }
+
+
 async def run_hidden_tests(
     context: GroupContext,
     executor: AsyncExecutorClient,
     turns: Sequence[JudgedTurn],
     spec: EpisodeSpec,
-) -> dict[int, ExecuteResponse]:
+) -> JudgedPrograms:
     """The turns' programs on the hidden tests (the engine ran only the public ones), by
-    index in `turns`; a turn without a program has no entry."""
-    return await execute_programs(
+    index in `turns`; a turn without a program has no response, nor one left unjudged."""
+    return await judge_programs(
         executor,
         [turn.code for turn in turns],
         context.tests[context.public_count :],
         limits=spec.limits,
         compare=spec.compare,
+        retries=spec.judge_retries,
     )
 
 
@@ -169,7 +190,10 @@ async def roll_out_episodes(
     # The last program of each episode on the hidden tests: its pass rate is over all tests.
     started = time.perf_counter()
     last_turns = [episode[-1] for episode in episodes]
-    hidden = await run_hidden_tests(context, executor, last_turns, spec)
+    judged = await run_hidden_tests(context, executor, last_turns, spec)
+    hidden = judged.responses
+    masked = masked_episodes(episodes, {(i, len(episodes[i]) - 1) for i in judged.unjudged})
+    kept = [i for i in range(len(episodes)) if i not in masked]
     scoring = time.perf_counter()
     seconds["execute"] += scoring - started
     passed = [
@@ -181,19 +205,20 @@ async def roll_out_episodes(
     rewards = score_responses(
         [
             ScoreInput(
-                t.sample.text,
+                last_turns[i].sample.text,
                 tests_passed=passed[i],
                 tests_total=len(context.tests),
                 prev_best=EPISODE_PREV_BEST,
-                token_ids=t.sample.completion_token_ids,
+                token_ids=last_turns[i].sample.completion_token_ids,
             )
-            for i, t in enumerate(last_turns)
+            for i in kept
         ],
         tokens=tokens,
         reward_format=reward_format,
     )
     rows = []
-    for i, (episode, reward) in enumerate(zip(episodes, rewards, strict=True)):
+    for i, reward in zip(kept, rewards, strict=True):
+        episode = episodes[i]
         for index, t in enumerate(episode):
             verdicts = t.public_verdicts
             if index == len(episode) - 1 and i in hidden:
@@ -211,4 +236,6 @@ async def roll_out_episodes(
                 )
             )
     seconds["score"] = time.perf_counter() - scoring
-    return ScoredGroup(policy_version=recorder.oldest_version, samples=rows, seconds=seconds)
+    return ScoredGroup(
+        policy_version=recorder.oldest_version, samples=rows, seconds=seconds, masked=len(masked)
+    )

@@ -3,6 +3,11 @@
 `roll_out_training_group` loads the context and its problem, samples and scores the group
 (`rollout.roll_out_group`, or an episode mode's loop) and writes it to the ledger in one
 transaction. The ledger's unique key (job, context, round) makes a retried job harmless.
+
+Infrastructure errors are not rewards: responses the sandbox failed to judge are masked by
+the scorer; a group left with fewer than two is written as `dropped` with its reason, and
+once the job's masked share passes its `error_budget` the job fails with an error naming
+the executor and the counts, instead of training on a broken judge.
 It takes what it uses as arguments; queueing it, running it in this process and waking
 the trainer are `worker`'s business.
 """
@@ -11,10 +16,12 @@ from __future__ import annotations
 
 import functools
 import logging
+from typing import Any
 
 from pydantic import SecretStr
 from sqlalchemy.orm import Session, sessionmaker
 
+from cobalt.orchestrator.lifecycle import JobEvent
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.rollouts.runtime import RolloutRuntime
 from cobalt.orchestrator.rollouts.sampling import SamplingParams
@@ -36,7 +43,25 @@ from cobalt.shared.contracts.training_params import (
 from cobalt.shared.errors import InvalidInput, NotFound
 from cobalt.shared.reward import TokenizerCounter
 
-__all__ = ["feedback_template", "roll_out_training_group"]
+__all__ = ["budget_error", "feedback_template", "roll_out_training_group"]
+
+
+def budget_error(
+    masked: int, sampled: int, budget: float, executor_url: str, *, judged_from: int
+) -> str | None:
+    """The job's error once `masked` of `sampled` responses passes `budget`; else None.
+
+    The share is judged once `judged_from` responses were sampled (one step's worth): one
+    masked response in the first group is not yet a broken judge.
+    """
+    if sampled < judged_from or masked <= budget * sampled:
+        return None
+    return (
+        f"the executor at {executor_url} failed to judge {masked} of {sampled} sampled "
+        f"responses ({masked / sampled:.1%}, error_budget {budget:.1%}): the job stopped "
+        "rather than train on a broken judge; check the executor, then resume the job"
+    )
+
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +116,11 @@ def roll_out_training_group(
     """
     with sessions() as session:
         job = repo_training.get_job(session, job_id=job_id)
-        if job.status in (TrainingJobStatus.STOPPED, TrainingJobStatus.FINISHED):
+        if job.status in (
+            TrainingJobStatus.STOPPED,
+            TrainingJobStatus.FINISHED,
+            TrainingJobStatus.FAILED,
+        ):
             logger.info("training job %d is %s; round %d skipped", job_id, job.status, round)
             return {"group_id": None, "samples": 0}
         params = stored_training_params(job.mode, job.params)
@@ -135,17 +164,42 @@ def roll_out_training_group(
 
     group = runtime.run(roll_out)
     version = group.policy_version if group.policy_version is not None else scheduled_version
+    key: dict[str, Any] = {
+        "job_id": job_id,
+        "context_key": group_context.context_key,
+        "round": round,
+        "problem_id": group_context.problem_id,
+        "policy_version": version,
+        "phase_seconds": group.seconds,
+        "masked_samples": group.masked,
+    }
     with sessions.begin() as session:
-        group_id = repo_training.record_group(
-            session,
-            job_id=job_id,
-            context_key=group_context.context_key,
-            round=round,
-            problem_id=group_context.problem_id,
-            policy_version=version,
-            samples=group.samples,
-            phase_seconds=group.seconds,
-        )
+        if group.masked:
+            # The job's row first: a group's insert share-locks it (its foreign key), so
+            # locking it after would deadlock two groups judging the budget at once.
+            job = repo_training.get_job(session, job_id=job_id, for_update=True)
+        if group.trainable:
+            group_id = repo_training.record_group(session, samples=group.samples, **key)
+        else:
+            reason = (
+                f"sandbox errors: {group.masked} of {sampling.n} responses masked, fewer than "
+                "two judged ones left for a GRPO baseline"
+            )
+            repo_training.record_dropped_group(session, reason=reason, **key)
+            group_id = None
+        if group.masked:
+            masked, sampled = repo_training.masked_share(
+                session, job_id=job_id, group_size=sampling.n
+            )
+            one_step = params.trainer.contexts_per_step * params.trainer.n_samples
+            error = budget_error(
+                masked, sampled, params.error_budget, executor.url, judged_from=one_step
+            )
+            done = (TrainingJobStatus.FAILED, TrainingJobStatus.FINISHED)
+            if error is not None and job.status not in done:
+                repo_training.apply_job_event(job, JobEvent.FAIL)
+                job.error = error
+                logger.error("training job %d: %s", job_id, error)
     logger.info(
         "training job %d round %d context %d: group %s at policy version %d",
         job_id, round, context_id, group_id, version,

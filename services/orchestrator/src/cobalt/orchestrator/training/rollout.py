@@ -11,6 +11,10 @@ Why the checks: the trainer trains on exactly the sampled token ids and uses the
 log-probabilities as the ratio's denominator, so an endpoint that does not return them
 (not vLLM, or `vllm_extensions` off) cannot feed training; and all n responses must come
 from one policy version, or the group's staleness would be ill-defined.
+
+Infrastructure errors are never rewards: a response the sandbox failed to judge (after
+`execution.judge_programs`' retries) is masked, left out of the group's rows, so it has no
+gradient and no place in the group's statistics; `ScoredGroup.masked` counts it.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from cobalt.orchestrator.store.repo_training import SampleRow
 from cobalt.shared.clients import AsyncExecutorClient
 from cobalt.shared.contracts import Compare, Limits, StoredTest
 from cobalt.shared.errors import UpstreamError
-from cobalt.shared.execution import execute_programs
+from cobalt.shared.execution import JUDGE_RETRIES, judge_programs
 from cobalt.shared.extraction import extract_program
 from cobalt.shared.reward import RewardFormat, ScoreInput, TokenCounter, score_responses
 
@@ -58,6 +62,13 @@ class ScoredGroup:
     samples: list[SampleRow]
     seconds: dict[str, float]
     """Wall seconds per phase: generate, execute, score."""
+    masked: int = 0
+    """Responses (episodes) the sandbox failed to judge, left out of `samples`."""
+
+    @property
+    def trainable(self) -> bool:
+        """Whether enough responses are left for a GRPO baseline (two or more)."""
+        return len({sample.sample_index for sample in self.samples}) >= 2
 
 
 def checked_samples(
@@ -97,8 +108,10 @@ async def roll_out_group(
     limits: Limits | None = None,
     compare: Compare = Compare.COBALT,
     reward_format: RewardFormat = RewardFormat.REASONING,
+    judge_retries: int = JUDGE_RETRIES,
 ) -> ScoredGroup:
-    """Sample `params.n` responses, run each program on every test, score each response.
+    """Sample `params.n` responses, run each program on every test, score each response
+    (those the sandbox failed to judge after `judge_retries` re-runs are masked).
 
     Raises:
         ValueError: the context has no tests or fewer than 2 samples are asked for.
@@ -115,10 +128,14 @@ async def roll_out_group(
     generated = time.perf_counter()
 
     codes = [extract_program(sample.text) for sample in samples]
-    merged = await execute_programs(executor, codes, context.tests, limits=limits, compare=compare)
+    judged = await judge_programs(
+        executor, codes, context.tests, limits=limits, compare=compare, retries=judge_retries
+    )
+    merged = judged.responses
     verdicts = {i: [str(r.verdict) for r in response.results] for i, response in merged.items()}
     passed = {i: response.passed for i, response in merged.items()}
     executed = time.perf_counter()
+    kept = [(i, sample) for i, sample in enumerate(samples) if i not in judged.unjudged]
 
     rewards = score_responses(
         [
@@ -129,7 +146,7 @@ async def roll_out_group(
                 prev_best=context.prev_best,
                 token_ids=sample.completion_token_ids,
             )
-            for i, sample in enumerate(samples)
+            for i, sample in kept
         ],
         tokens=tokens,
         reward_format=reward_format,
@@ -144,7 +161,7 @@ async def roll_out_group(
             verdicts=verdicts.get(i, []),
             reward=reward,
         )
-        for i, (sample, reward) in enumerate(zip(samples, rewards, strict=True))
+        for (i, sample), reward in zip(kept, rewards, strict=True)
     ]
     scored = time.perf_counter()
     return ScoredGroup(
@@ -155,4 +172,5 @@ async def roll_out_group(
             "execute": executed - generated,
             "score": scored - executed,
         },
+        masked=len(judged.unjudged),
     )

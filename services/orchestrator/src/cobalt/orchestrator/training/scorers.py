@@ -63,6 +63,7 @@ def _episode_arguments(rollout: GroupRollout, params: EpisodeParams) -> dict[str
             turns=params.turns,
             stop_on_pass=params.stop_on_pass,
             think_cap_chars=params.think_cap_chars,
+            judge_retries=params.judge_retries,
         ),
     }
 
@@ -78,6 +79,7 @@ async def _single_turn(
         tokens=rollout.tokens,
         params=rollout.sampling,
         reward_format=params.reward_format,
+        judge_retries=params.judge_retries,
     )
 
 

@@ -197,6 +197,8 @@ def claim_step(
             step=step,
             ready=True,
             stale=claimed.stale,
+            dropped=claimed.dropped,
+            masked=claimed.masked,
             groups=[
                 TrainingGroupPublic(
                     id=group.id,

@@ -19,6 +19,11 @@ episode for every extra turn, so with `stop_on_pass` an episode that is right at
 (one turn, r = 1) would score below one that stays partly right for three turns; the
 mean ranks "right at once" first and still credits partial progress on the way.
 
+Infrastructure errors are never rewards: an episode the sandbox failed to judge (a
+`sandbox_error` in any turn, after retries: `episodes.masked_episodes`) is masked, and its
+turns count in no test's difficulty weight, since a weight from a broken judge would
+shift every other episode's reward.
+
 Every ledger row keeps the verdicts of its turn on every test, public then hidden, so the
 turn rewards can be recomputed from the ledger alone.
 """
@@ -35,6 +40,7 @@ from cobalt.orchestrator.store.repo_training import SampleRow
 from cobalt.orchestrator.training.episodes import (
     EPISODE_PREV_BEST,
     EpisodeSpec,
+    masked_episodes,
     run_hidden_tests,
     sample_episodes,
 )
@@ -95,23 +101,37 @@ async def roll_out_verpo_episodes(
     turns = [turn for episode in recorder.episodes for turn in episode]
 
     started = time.perf_counter()
-    hidden = await run_hidden_tests(context, executor, turns, spec)
+    judged = await run_hidden_tests(context, executor, turns, spec)
+    hidden = judged.responses
     scoring = time.perf_counter()
     seconds["execute"] += scoring - started
 
+    place = [(i, t) for i, episode in enumerate(recorder.episodes) for t in range(len(episode))]
+    masked = masked_episodes(recorder.episodes, {place[k] for k in judged.unjudged})
     verdicts = [
         turn.public_verdicts + ([str(r.verdict) for r in hidden[k].results] if k in hidden else [])
         if turn.code is not None
         else []
         for k, turn in enumerate(turns)
     ]
-    passes = [pass_vector(v, len(context.tests)) for v in verdicts]
-    scores = verpo_scores(passes, outcome_weight=outcome_weight)
+    # Only the judged episodes' turns: weights and scores are over them alone.
+    judged_turns = [k for k, (i, _) in enumerate(place) if i not in masked]
+    passes = {k: pass_vector(verdicts[k], len(context.tests)) for k in judged_turns}
+    weighted = [passes[k] for k in judged_turns]
+    scores = dict(
+        zip(
+            judged_turns,
+            verpo_scores(weighted, outcome_weight=outcome_weight) if weighted else [],
+            strict=True,
+        )
+    )
 
     rows, k = [], 0
     for index, episode in enumerate(recorder.episodes):
         first, k = k, k + len(episode)
-        reward = episode_reward(scores[first:k])
+        if index in masked:
+            continue
+        reward = episode_reward([scores[j] for j in range(first, k)])
         breakdown = _breakdown(reward, episode[-1], passes[k - 1])
         rows += [
             SampleRow(
@@ -127,4 +147,6 @@ async def roll_out_verpo_episodes(
             for t, turn in enumerate(episode)
         ]
     seconds["score"] = time.perf_counter() - scoring
-    return ScoredGroup(policy_version=recorder.oldest_version, samples=rows, seconds=seconds)
+    return ScoredGroup(
+        policy_version=recorder.oldest_version, samples=rows, seconds=seconds, masked=len(masked)
+    )
