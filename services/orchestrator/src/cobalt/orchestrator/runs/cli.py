@@ -242,7 +242,10 @@ def _print_run(public: RunPublic) -> None:
         ("dataset", public.dataset),
         ("model", f"{public.model} at {public.base_url}"),
         ("parent run", public.parent_run_id),
-        ("params", ", ".join(f"{k}={v}" for k, v in sorted(public.params.items()))),
+        (
+            "params",
+            ", ".join(f"{k}={v}" for k, v in sorted(public.params.model_dump(mode="json").items())),
+        ),
         ("template", f"{public.template_name} ({public.template_sha256[:12]})"),
         (
             "trajectories",

@@ -26,7 +26,7 @@ from cobalt.orchestrator.store import repo_runs
 from cobalt.orchestrator.store.models import Problem, Trajectory, TrajectoryStatus, Turn, TurnReward
 from cobalt.shared.clients import ExecutorClient
 from cobalt.shared.contracts import BatchExecuteRequest, Compare, Limits, ProblemRow
-from cobalt.shared.contracts.runs import EvaluationReport
+from cobalt.shared.contracts.runs import EvaluationReport, RunParams
 from cobalt.shared.execution import PlannedRequest, merge_responses, plan_requests
 from cobalt.shared.reward import TokenCounter
 
@@ -127,13 +127,8 @@ def evaluate_run(
     """
     with sessions() as session:
         run = repo_runs.get_run(session, run_id=run_id)
-        params = dict(run.params)
-        plans, known = _pending_plans(
-            session,
-            run_id,
-            Limits.model_validate(params.get("limits") or {}),
-            Compare(params.get("compare", Compare.COBALT)),
-        )
+        params = RunParams.model_validate(run.params)
+        plans, known = _pending_plans(session, run_id, params.limits, params.compare)
     with sessions.begin() as session:
         repo_runs.record_hidden_results(session, results=known)
     done = 0
@@ -173,7 +168,7 @@ def stored_report(
     `intervals` the bootstrap is skipped (a list of many runs needs only the rates).
     """
     with sessions() as session:
-        params = dict(repo_runs.get_run(session, run_id=run_id).params)
+        params = RunParams.model_validate(repo_runs.get_run(session, run_id=run_id).params)
         scored = session.scalar(
             select(TurnReward.turn_id).where(TurnReward.run_id == run_id).limit(1)
         )
@@ -185,14 +180,14 @@ def stored_report(
 def _report(
     sessions: sessionmaker[Session],
     run_id: int,
-    params: dict[str, object],
+    params: RunParams,
     ks: Sequence[int],
     *,
     with_rewards: bool,
     intervals: bool = True,
 ) -> EvaluationReport:
-    n = int(str(params["n"]))
-    turns = int(str(params.get("turns", 0))) + 1
+    n = params.n
+    turns = params.feedback_turns + 1
     hidden: dict[int, list[list[bool | None]]] = {}
     public: dict[int, list[list[bool | None]]] = {}
     with sessions() as session:

@@ -51,6 +51,7 @@ __all__ = [
     "add_sample_trajectories",
     "ensure_trajectories",
     "get_run",
+    "judged_turns",
     "insert_turns",
     "list_runs",
     "mark_trajectory",
@@ -149,6 +150,32 @@ def _table(model: type[Trajectory] | type[Turn]) -> Table:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def judged_turns(session: Session, *, run_id: int, problems: Mapping[int, Problem]) -> list[Turn]:
+    """Every turn of run `run_id`, by problem, sample and turn index, when each one whose
+    problem (in `problems`, by id) has hidden tests has its hidden-test result.
+
+    Raises:
+        InvalidInput: some turns have no hidden-test result yet (the message names the
+            command that measures them).
+    """
+    turns = list(
+        session.scalars(
+            select(Turn)
+            .where(Turn.run_id == run_id)
+            .order_by(Turn.problem_id, Turn.sample_index, Turn.turn_index)
+        )
+    )
+    unevaluated = sum(
+        1 for t in turns if t.hidden_passed is None and problems[t.problem_id].hidden_tests
+    )
+    if unevaluated:
+        raise InvalidInput(
+            f"run {run_id} has {unevaluated} turns without hidden-test results; run "
+            f"`cobalt run evaluate {run_id}` first"
+        )
+    return turns
 
 
 def get_run(session: Session, *, run_id: int) -> Run:

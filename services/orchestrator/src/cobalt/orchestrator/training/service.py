@@ -257,7 +257,7 @@ def _public(
         status=TrainingJobStatus(job.status),
         contexts=dataset.name if dataset else None,
         model=job.model,
-        params=job.params,
+        params=stored_training_params(job.mode, job.params),
         step=job.step,
         policy_version=job.policy_version,
         groups=repo_training.group_counts(session, job_id=job.id),
