@@ -15,7 +15,9 @@ from cobalt.orchestrator.store.models import Problem, Trajectory, Turn, TurnRewa
 
 __all__ = [
     "add_turn_rewards",
+    "mean_reward_by_problem",
     "mean_reward_by_turn_index",
+    "rewards_of_turns",
     "scored_turn_ids",
     "problem_test_counts",
     "trajectory_ids_of_run",
@@ -82,4 +84,25 @@ def mean_reward_by_turn_index(session: Session, *, run_id: int) -> dict[int, flo
             .where(TurnReward.run_id == run_id)
             .group_by(TurnReward.turn_index)
         )
+    }
+
+
+def mean_reward_by_problem(session: Session, *, run_id: int) -> dict[int, float]:
+    """The mean stored reward per problem id that has one."""
+    return {
+        int(problem_id): float(mean)
+        for problem_id, mean in session.execute(
+            select(Turn.problem_id, func.avg(TurnReward.total))
+            .join(Turn, Turn.id == TurnReward.turn_id)
+            .where(TurnReward.run_id == run_id)
+            .group_by(Turn.problem_id)
+        )
+    }
+
+
+def rewards_of_turns(session: Session, *, turn_ids: Sequence[int]) -> dict[int, TurnReward]:
+    """The stored reward rows of `turn_ids`, by turn id."""
+    return {
+        row.turn_id: row
+        for row in session.scalars(select(TurnReward).where(TurnReward.turn_id.in_(turn_ids)))
     }
