@@ -522,7 +522,7 @@ def compare_runs(
         from cobalt.orchestrator.results.cli import write_export
         from cobalt.orchestrator.results.exports import comparison_rows
 
-        write_export(comparison, comparison_rows(comparison), out, None)
+        write_export(comparison, comparison_rows, out, None)
         return
     a, b = comparison.report_a, comparison.report_b
     changes = ("fixed", "broken", "within_noise", "unchanged", "unevaluated")
