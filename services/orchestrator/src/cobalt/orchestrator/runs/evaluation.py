@@ -22,8 +22,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.analysis.statistics import bootstrap_pass_at_1
 from cobalt.orchestrator.rollouts.program_outputs import stored_outputs
 from cobalt.orchestrator.runs.rewards import mean_reward_per_turn, score_turn_rewards
-from cobalt.orchestrator.store import repo_runs
-from cobalt.orchestrator.store.models import Problem, Trajectory, TrajectoryStatus, Turn, TurnReward
+from cobalt.orchestrator.store import repo_rewards, repo_runs
+from cobalt.orchestrator.store.models import Problem, Trajectory, TrajectoryStatus, Turn
 from cobalt.shared.clients import ExecutorClient
 from cobalt.shared.contracts import BatchExecuteRequest, Compare, Limits, ProblemRow
 from cobalt.shared.contracts.runs import EvaluationReport, RunParams
@@ -169,12 +169,8 @@ def stored_report(
     """
     with sessions() as session:
         params = RunParams.model_validate(repo_runs.get_run(session, run_id=run_id).params)
-        scored = session.scalar(
-            select(TurnReward.turn_id).where(TurnReward.run_id == run_id).limit(1)
-        )
-    return _report(
-        sessions, run_id, params, ks, with_rewards=scored is not None, intervals=intervals
-    )
+        scored = repo_rewards.has_rewards(session, run_id=run_id)
+    return _report(sessions, run_id, params, ks, with_rewards=scored, intervals=intervals)
 
 
 def _report(
@@ -191,21 +187,12 @@ def _report(
     hidden: dict[int, list[list[bool | None]]] = {}
     public: dict[int, list[list[bool | None]]] = {}
     with sessions() as session:
-        evaluable = set(
-            session.scalars(
-                select(Turn.problem_id)
-                .where(Turn.run_id == run_id, Turn.hidden_passed.is_not(None))
-                .distinct()
-            )
-        )
+        outcomes = repo_runs.turn_outcomes(session, run_id=run_id)
+        evaluable = {row[0] for row in outcomes if row[4] is not None}
         for problem_id in evaluable:
             hidden[problem_id] = [[] for _ in range(n)]
             public[problem_id] = [[] for _ in range(n)]
-        for problem_id, sample, hidden_passed, public_passed in session.execute(
-            select(Turn.problem_id, Turn.sample_index, Turn.hidden_passed, Turn.public_passed)
-            .where(Turn.run_id == run_id)
-            .order_by(Turn.problem_id, Turn.sample_index, Turn.turn_index)
-        ):
+        for problem_id, sample, _, public_passed, hidden_passed in outcomes:
             if problem_id in evaluable and sample < n:
                 hidden[problem_id][sample].append(hidden_passed)
                 public[problem_id][sample].append(public_passed)

@@ -15,6 +15,7 @@ from cobalt.orchestrator.store.models import Problem, Trajectory, Turn, TurnRewa
 
 __all__ = [
     "add_turn_rewards",
+    "has_rewards",
     "mean_reward_by_problem",
     "mean_reward_by_turn_index",
     "rewards_of_turns",
@@ -106,3 +107,9 @@ def rewards_of_turns(session: Session, *, turn_ids: Sequence[int]) -> dict[int, 
         row.turn_id: row
         for row in session.scalars(select(TurnReward).where(TurnReward.turn_id.in_(turn_ids)))
     }
+
+
+def has_rewards(session: Session, *, run_id: int) -> bool:
+    """Whether any turn of the run has a stored reward."""
+    found = session.scalar(select(TurnReward.turn_id).where(TurnReward.run_id == run_id).limit(1))
+    return found is not None
