@@ -157,7 +157,7 @@ def serve_command(result: DemoResult) -> str | None:
 def trained_summary(result: DemoResult) -> str:
     """One plain sentence: which model, how it was trained, on what, and where it is now."""
     job = result.training
-    trainer = job.params.get("trainer", {}) if isinstance(job.params, dict) else {}
+    trainer = job.params.trainer
     where = (
         f"The trained weights (policy v{result.after.policy_version}, a Hugging Face model "
         f"directory) are in {result.trained_model}."
@@ -166,8 +166,8 @@ def trained_summary(result: DemoResult) -> str:
     )
     return (
         f"{result.model_dir.name} was trained with GRPO (the Cobalt reward, job {job.id}) for "
-        f"{job.step} steps of {trainer.get('contexts_per_step', '?')} contexts x "
-        f"{trainer.get('n_samples', '?')} samples, on {result.bandit_contexts} bandit "
+        f"{job.step} steps of {trainer.contexts_per_step} contexts x "
+        f"{trainer.n_samples} samples, on {result.bandit_contexts} bandit "
         f"contexts cut from the baseline's run {result.before.refine_run}. {where}"
     )
 

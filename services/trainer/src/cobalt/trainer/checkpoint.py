@@ -63,6 +63,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
+from pydantic_core import to_jsonable_python
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_model_state_dict,
@@ -350,7 +351,7 @@ class CheckpointStore:
             "policy_version": checkpoint.policy_version,
             "optimizer": optimizer_state,
             "rng": _rng_state(),
-            "settings": settings,
+            "settings": to_jsonable_python(settings),  # plain data: no class is pickled
             "master_weights": weights,
         }
         self.writer.start(checkpoint.step, state)

@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from cobalt.shared.contracts.training import TrainingJobPublic
-from cobalt.shared.contracts.training_params import stored_training_params
 from cobalt.shared.trackers import Reporters, TrackedRun, TrackerSettings, open_reporters
 from cobalt.trainer.settings import TrainerSettings, job_hyperparameters
 
@@ -60,7 +59,7 @@ class JobTracking:
         """Open the job's trackers and send its config (raises `TrackerMissing` before
         any model loads when a named tracker is not installed)."""
         trackers = trackers or TrackerSettings()
-        params = stored_training_params(job.mode, job.params)
+        params = job.params
         hyper = job_hyperparameters(params.trainer.model_dump(), settings)
         # None: the job leaves it to the trainer.
         report_to = trackers.report_to if params.report_to is None else params.report_to
@@ -69,7 +68,7 @@ class JobTracking:
             "job": {"id": job.id, "name": job.name, "mode": job.mode},
             "model": job.model,
             "contexts": job.contexts,
-            "rollouts": {k: v for k, v in job.params.items() if k not in ("trainer", "report_to")},
+            "rollouts": params.model_dump(mode="json", exclude={"mode", "trainer", "report_to"}),
             "trainer": hyper.model_dump(mode="json"),
         }
         reporters.log_config(config)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from cobalt.shared import defaults
 from cobalt.shared.contracts.bounds import (
@@ -52,21 +52,37 @@ class _Decoding(SamplingSettings):
 
 
 class RunParams(SamplingSettings):
-    """The rollout settings a run stored when it was created (`Run.params`), as its jobs
-    read them. Rows carry a few more keys (the request's, `problems`): ignored here."""
+    """The rollout settings a run stores when it is created (`Run.params`, written as
+    `model_dump(mode="json")`), as its jobs, its reports and the REST contract read them.
 
-    model_config = ConfigDict(extra="ignore", frozen=True, allow_inf_nan=False)
+    Read with `model_validate`: unknown keys (rows written before this model) are ignored,
+    and keys a hand-written or old row lacks take their defaults.
+    """
 
-    n: int = Field(ge=1, le=MAX_SAMPLES)
-    max_tokens: int = Field(ge=1, le=INT32_MAX)
-    feedback_turns: int = Field(
-        default=0, ge=0, validation_alias=AliasChoices("feedback_turns", "turns")
+    model_config = ConfigDict(
+        extra="ignore",
+        frozen=True,
+        allow_inf_nan=False,
+        validate_by_name=True,
+        serialize_by_alias=True,
     )
-    """Feedback turns after turn 0 (stored as `turns`, the requests' name)."""
+
+    n: int = Field(default=1, ge=1, le=MAX_SAMPLES, description="programs per problem")
+    max_tokens: int = Field(default=defaults.MAX_RESPONSE_TOKENS, ge=1, le=INT32_MAX)
+    feedback_turns: int = Field(
+        default=0, ge=0, alias="turns", description="feedback turns after turn 0"
+    )
+    """Stored and shown as `turns`, the requests' name (scripts read it)."""
     stop_on_pass: bool = False
     think_cap_chars: int = Field(default=defaults.HISTORY_CAP_CHARS, ge=0)
     limits: Limits = Field(default_factory=Limits)
     compare: Compare = Compare.COBALT
+    problems: int | None = Field(
+        default=None,
+        ge=0,
+        description="the dataset's first N problems the run samples (null: a run created "
+        "whole, before trajectories were written by its first job)",
+    )
 
     @field_validator("limits", mode="before")
     @classmethod
@@ -159,7 +175,7 @@ class RunPublic(BaseModel):
     parent_run_id: int | None
     base_url: str
     model: str
-    params: dict[str, Any]
+    params: RunParams
     template_name: str
     template_sha256: str
     total_trajectories: int

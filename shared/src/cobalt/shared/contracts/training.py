@@ -8,9 +8,10 @@ executor and no tokenizer of its own.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -18,6 +19,9 @@ from cobalt.shared import defaults
 from cobalt.shared.contracts.bounds import DATASET_NAME_CHARS, INT32_MAX, URL_CHARS
 from cobalt.shared.contracts.browse import TurnRewardPublic
 from cobalt.shared.contracts.statuses import TrainingJobStatus
+
+if TYPE_CHECKING:  # resolved at the end of this module (training_params imports it)
+    from cobalt.shared.contracts.training_params import TrainingParams, TrainingParamsRequest
 
 __all__ = [
     "GROUP_LIST_MAX",
@@ -193,11 +197,11 @@ class TrainingJobCreate(BaseModel):
         description="the policy model's directory (trainer and inference)",
     )
     mode: TrainingMode = TrainingMode.COBALT
-    params: dict[str, Any] = Field(
+    params: TrainingParamsRequest = Field(
         default_factory=dict,
-        description="rollout settings (base_url, served_model, temperature, top_p, "
-        "max_staleness, seed), the budget (max_steps, epochs) and `trainer`: "
-        "TrainerHyperparameters",
+        description="the mode's settings (`TrainingParams` less `mode`: rollout, the budget "
+        "(max_steps, epochs), GRPO in `trainer`, the mode's own); checked when the job is "
+        "created, where a setting of another mode is refused by name",
     )
 
 
@@ -233,7 +237,7 @@ class TrainingJobPublic(BaseModel):
     status: TrainingJobStatus
     contexts: str | None
     model: str
-    params: dict[str, Any]
+    params: TrainingParams = Field(description="the job's settings, `mode` included")
     step: int
     policy_version: int
     groups: dict[str, int] = Field(
@@ -257,6 +261,18 @@ class TrainingJobPublic(BaseModel):
         description="live, stale (pending or running but silent longer than "
         "COBALT_TRAINING_STALE_S) or ended",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _params_of_mode(cls, data: Any) -> Any:
+        """Parameters given as a job stores them (no `mode`, maybe other modes' settings
+        in an old row) are read for the job's mode."""
+        from cobalt.shared.contracts.training_params import stored_training_params
+
+        if isinstance(data, dict) and isinstance(data.get("params"), Mapping):
+            if "mode" not in data["params"] and isinstance(data.get("mode"), str):
+                return {**data, "params": stored_training_params(data["mode"], data["params"])}
+        return data
 
 
 class TrainingJobsPublic(BaseModel):
@@ -372,3 +388,8 @@ class StepGroupsPublic(BaseModel):
     job_id: int
     step: int
     groups: list[LedgerGroupPublic]
+
+
+# The parameters' models import this module's TrainerHyperparameters and TrainingMode, so
+# they come last; training_params resolves the job contracts' `params` types.
+import cobalt.shared.contracts.training_params  # noqa: E402,F401

@@ -19,7 +19,18 @@ import math
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import core_schema
 
 from cobalt.shared import defaults
 from cobalt.shared.contracts.bounds import (
@@ -29,7 +40,12 @@ from cobalt.shared.contracts.bounds import (
     URL_CHARS,
 )
 from cobalt.shared.contracts.sampling import SamplingSettings
-from cobalt.shared.contracts.training import TrainerHyperparameters, TrainingMode
+from cobalt.shared.contracts.training import (
+    TrainerHyperparameters,
+    TrainingJobCreate,
+    TrainingJobPublic,
+    TrainingMode,
+)
 from cobalt.shared.errors import InvalidInput, first_validation_error
 from cobalt.shared.reward_format import RewardFormat
 from cobalt.shared.trackers import parse_report_to
@@ -41,7 +57,9 @@ __all__ = [
     "MODE_PARAMS",
     "MultiTurnParams",
     "SingleTurnParams",
+    "AnyModeTrainingParams",
     "TrainingParams",
+    "TrainingParamsRequest",
     "VerpoParams",
     "stored_training_params",
     "training_params",
@@ -131,9 +149,11 @@ class CommonTrainingParams(SamplingSettings):
 
     @field_validator("report_to", mode="before")
     @classmethod
-    def _trackers(cls, value: Any) -> list[str] | None:
+    def _trackers(cls, value: Any) -> Any:
+        if not isinstance(value, str | list) or not all(isinstance(v, str) for v in value):
+            return value  # None, or not names at all: the field's type refuses it
         try:
-            return None if value is None else list(parse_report_to(value))
+            return list(parse_report_to(value))
         except InvalidInput as exc:  # pydantic reports ValueErrors with the field's name
             raise ValueError(exc.message) from exc
 
@@ -224,9 +244,32 @@ MODE_PARAMS: dict[TrainingMode, type[CommonTrainingParams]] = {
 """Each mode's parameters (the members of `TrainingParams`)."""
 
 
-class _AnyMode(CommonTrainingParams, FormatRules, EpisodeSettings, VerpoSettings):
-    """Every mode's settings at once: a value is checked before whether its mode has it,
-    so a bad value reads the same in every mode."""
+class AnyModeTrainingParams(CommonTrainingParams, FormatRules, EpisodeSettings, VerpoSettings):
+    """Every mode's settings at once, as a new job's request carries them (its `mode`
+    beside them): a value is checked before whether its mode has it, so a bad value reads
+    the same in every mode."""
+
+
+class _DocumentedAsAnyMode:
+    """A new job's `params` as the contract shows them (`AnyModeTrainingParams`), kept a
+    mapping until `training_params` checks them against the job's mode, whose messages
+    name a setting of another mode (pydantic's union errors would not)."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        return handler(dict[str, Any])
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: core_schema.CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return handler(AnyModeTrainingParams.__pydantic_core_schema__)
+
+
+TrainingParamsRequest = Annotated[dict[str, Any], _DocumentedAsAnyMode]
+"""`TrainingJobCreate.params`: a mapping, documented as `AnyModeTrainingParams`."""
 
 
 _MISPLACED: tuple[tuple[type[BaseModel], str], ...] = (
@@ -245,7 +288,7 @@ def training_params(mode: TrainingMode, raw: Mapping[str, Any]) -> TrainingParam
             message names the setting and why).
     """
     try:
-        _AnyMode.model_validate(raw)
+        AnyModeTrainingParams.model_validate(raw)
     except ValidationError as exc:
         reason = first_validation_error(exc, where="params")
         raise InvalidInput(f"training parameter {reason}") from exc
@@ -257,10 +300,20 @@ def training_params(mode: TrainingMode, raw: Mapping[str, Any]) -> TrainingParam
     return _ADAPTER.validate_python({**raw, "mode": mode})
 
 
-def stored_training_params(mode: str, stored: Mapping[str, Any]) -> TrainingParams:
+def stored_training_params(
+    mode: str, stored: Mapping[str, Any] | CommonTrainingParams
+) -> TrainingParams:
     """The parameters a job stored (`model_dump(exclude={"mode"})`); settings of other
-    modes, which rows written before the per-mode models carry, are dropped."""
+    modes, which rows written before the per-mode models carry, are dropped. Parameters
+    already typed (`TrainingJobPublic.params`) are checked against `mode` alike."""
+    if isinstance(stored, BaseModel):
+        stored = stored.model_dump(exclude={"mode"})
     fields = MODE_PARAMS[TrainingMode(mode)].model_fields
     return _ADAPTER.validate_python(
         {**{k: v for k, v in stored.items() if k in fields}, "mode": mode}
     )
+
+
+_NAMESPACE = {"TrainingParams": TrainingParams, "TrainingParamsRequest": TrainingParamsRequest}
+TrainingJobCreate.model_rebuild(_types_namespace=_NAMESPACE)
+TrainingJobPublic.model_rebuild(_types_namespace=_NAMESPACE)

@@ -106,23 +106,8 @@ def find_and_store_cases(
             "dataset made by `cobalt data perturb`"
         )
     turns: dict[tuple[int, int], list[Turn]] = defaultdict(list)
-    for turn in session.scalars(
-        select(Turn)
-        .where(Turn.run_id == run_id)
-        .order_by(Turn.problem_id, Turn.sample_index, Turn.turn_index)
-    ):
+    for turn in repo_runs.judged_turns(session, run_id=run_id, problems=problems):
         turns[(turn.problem_id, turn.sample_index)].append(turn)
-    unevaluated = sum(
-        1
-        for rows in turns.values()
-        for t in rows
-        if t.hidden_passed is None and problems[t.problem_id].hidden_tests
-    )
-    if unevaluated:
-        raise InvalidInput(
-            f"run {run_id} has {unevaluated} turns without hidden-test results; run "
-            f"`cobalt run evaluate {run_id}` first"
-        )
     stored = set(
         session.execute(
             select(HackingCase.problem_id, HackingCase.sample_index, HackingCase.turn_index).where(

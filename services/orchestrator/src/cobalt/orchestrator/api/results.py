@@ -36,10 +36,7 @@ RunIds = Annotated[
 def _export(
     body: BaseModel, rows: Callable[[Any], list[dict[str, Any]]], form: ExportFormat, name: str
 ) -> Response:
-    if form == ExportFormat.JSON:
-        content, media = body.model_dump_json(), "application/json"
-    else:
-        content, media = exports.to_csv(rows(body)), "text/csv; charset=utf-8"
+    content, media = exports.export_text(body, rows, form), exports.MEDIA_TYPES[form]
     disposition = f'attachment; filename="{name}.{form.value}"'
     return Response(content, media_type=media, headers={"Content-Disposition": disposition})
 

@@ -37,6 +37,7 @@ from cobalt.orchestrator.rollouts.conversation import TurnRecord, next_turn_mess
 from cobalt.orchestrator.store import repo_bandit, repo_runs
 from cobalt.orchestrator.store.models import Problem, RunStatus, Trajectory, TrajectoryStatus, Turn
 from cobalt.orchestrator.store.repo_bandit import ContextRow
+from cobalt.shared.contracts.runs import RunParams
 from cobalt.shared.errors import Conflict, InvalidInput
 
 __all__ = ["BuildOptions", "BuildResult", "build_bandit_dataset"]
@@ -118,22 +119,10 @@ def _load(
         )
     }
     turns: dict[int, list[Turn]] = defaultdict(list)
-    for turn in session.scalars(
-        select(Turn).where(Turn.run_id == run_id).order_by(Turn.trajectory_id, Turn.turn_index)
-    ):
+    for turn in repo_runs.judged_turns(session, run_id=run_id, problems=problems):
         turns[turn.trajectory_id].append(turn)
-    unevaluated = sum(
-        1
-        for rows in turns.values()
-        for t in rows
-        if t.hidden_passed is None and problems[t.problem_id].hidden_tests
-    )
-    if unevaluated:
-        raise InvalidInput(
-            f"{unevaluated} turns of run {run_id} have no hidden-test results; run "
-            f"`cobalt run evaluate {run_id}` first"
-        )
-    expected_turns = 1 + int(repo_runs.get_run(session, run_id=run_id).params.get("turns", 0))
+    run_params = RunParams.model_validate(repo_runs.get_run(session, run_id=run_id).params)
+    expected_turns = 1 + run_params.feedback_turns
     by_problem: dict[int, tuple[Problem, list[_Trajectory]]] = {}
     for trajectory in session.scalars(
         select(Trajectory)

@@ -10,8 +10,9 @@ contracts and numpy are imported by the command that runs).
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 
     from cobalt.shared.contracts.browse import RunProblemsPublic, TrajectoryDetail
 
+_Body = TypeVar("_Body", bound="BaseModel")
+
 __all__ = ["print_problems", "register_run_commands", "register_train_commands", "write_export"]
 
 EXIT_NOT_EVALUATED = 1
@@ -51,15 +54,17 @@ FormatOption = Annotated[
 
 
 def write_export(
-    body: BaseModel, rows: list[dict[str, Any]], out: Path | None, form: str | None
+    body: _Body, rows: Callable[[_Body], list[dict[str, Any]]], out: Path | None, form: str | None
 ) -> None:
-    """`body` as JSON or `rows` as CSV, to `out` (or stdout)."""
-    from cobalt.orchestrator.results.exports import to_csv
+    """`body` as JSON or `rows(body)` as CSV (`exports.export_text`, as the REST routes
+    serve them), to `out` (or stdout)."""
+    from cobalt.orchestrator.results.exports import ExportFormat, export_text
 
     chosen = (form or (out.suffix.lstrip(".") if out and str(out) != "-" else "") or "csv").lower()
-    if chosen not in ("csv", "json"):
+    if chosen not in {f.value for f in ExportFormat}:
         raise fail(EXIT_USAGE, f"--format: csv or json, not {chosen!r} (or name --out *.csv)")
-    text = body.model_dump_json(indent=2) + "\n" if chosen == "json" else to_csv(rows)
+    text = export_text(body, rows, ExportFormat(chosen), indent=2)
+    text += "\n" if chosen == ExportFormat.JSON else ""
     if out is None or str(out) == "-":
         sys.stdout.write(text)
         return
@@ -92,7 +97,7 @@ def table(
     if as_json:
         echo_json(result.model_dump(mode="json"))
     elif out is not None or form is not None:
-        write_export(result, table_rows(result), out, form)
+        write_export(result, table_rows, out, form)
     else:
         shown = Table(
             "run", "name", "dataset", "model", "problems x n", "Pass@1 turn 0 [95%]",
@@ -132,7 +137,7 @@ def export(
     store = store_context(settings_or_exit())
     with handled():
         problems = run_problems(store.sessions(), run_id)
-    write_export(problems, problem_rows(problems), out, form)
+    write_export(problems, problem_rows, out, form)
 
 
 def label(
@@ -279,7 +284,7 @@ def export_job(
     store = store_context(settings_or_exit())
     with handled():
         job = job_public(store.sessions(), job_id)
-    write_export(job, job_metric_rows(job), out, form)
+    write_export(job, job_metric_rows, out, form)
 
 
 def register_run_commands(app: typer.Typer) -> None:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
 
 from cobalt.shared.contracts.browse import RunComparison, RunProblemsPublic
 from cobalt.shared.contracts.results import RunTable
@@ -20,6 +22,8 @@ from cobalt.shared.contracts.training import TrainingJobPublic
 
 __all__ = [
     "ExportFormat",
+    "MEDIA_TYPES",
+    "export_text",
     "comparison_rows",
     "job_metric_rows",
     "problem_rows",
@@ -34,6 +38,24 @@ class ExportFormat(StrEnum):
 
 
 Row = dict[str, Any]
+_Body = TypeVar("_Body", bound=BaseModel)
+
+MEDIA_TYPES = {ExportFormat.CSV: "text/csv; charset=utf-8", ExportFormat.JSON: "application/json"}
+"""What an export is served as (`GET /v1/exports/...`)."""
+
+
+def export_text(
+    body: _Body,
+    rows: Callable[[_Body], list[Row]],
+    form: ExportFormat,
+    *,
+    indent: int | None = None,
+) -> str:
+    """The one way a result is exported, by the REST routes and the CLI alike: `body` as
+    JSON (its contract), or `rows(body)` (one flat row per item) as CSV."""
+    if form == ExportFormat.JSON:
+        return body.model_dump_json(indent=indent)
+    return to_csv(rows(body))
 
 
 def _interval(prefix: str, interval: tuple[float, float] | None) -> Row:

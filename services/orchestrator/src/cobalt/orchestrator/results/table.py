@@ -16,6 +16,7 @@ from cobalt.orchestrator.runs.service import run_public
 from cobalt.orchestrator.store import repo_runs
 from cobalt.orchestrator.store.models import Problem
 from cobalt.shared.contracts.results import DifficultyCell, RunTable, RunTableRow
+from cobalt.shared.contracts.runs import RunParams
 from cobalt.shared.errors import InvalidInput
 
 __all__ = ["MAX_RUNS", "difficulty_order", "run_table"]
@@ -62,7 +63,7 @@ def run_table(sessions: sessionmaker[Session], run_ids: Sequence[int]) -> RunTab
         with sessions() as session:
             run = repo_runs.get_run(session, run_id=run_id)
             counts, turns = problem_counts(session, run)
-            n = int(run.params.get("n", 1))
+            n = RunParams.model_validate(run.params).n
             levels = dict(
                 session.execute(
                     select(Problem.id, Problem.difficulty).where(Problem.id.in_(counts))

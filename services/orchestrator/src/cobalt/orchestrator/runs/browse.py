@@ -9,18 +9,15 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.analysis.hacking import unified_diff
 from cobalt.orchestrator.analysis.statistics import wilson_interval
 from cobalt.orchestrator.rollouts.conversation import messages_of_turns
 from cobalt.orchestrator.runs.evaluation import stored_report
-from cobalt.orchestrator.store import repo_datasets, repo_runs
+from cobalt.orchestrator.store import repo_datasets, repo_hacking, repo_rewards, repo_runs
 from cobalt.orchestrator.store.models import (
     Dataset,
-    HackingCase,
-    Problem,
     Trajectory,
     Turn,
     TurnReward,
@@ -90,41 +87,17 @@ def run_problems(sessions: sessionmaker[Session], run_id: int) -> RunProblemsPub
     """
     with sessions() as session:
         run = repo_runs.get_run(session, run_id=run_id)
-        problems = {
-            p.id: p
-            for p in session.scalars(select(Problem).where(Problem.dataset_id == run.dataset_id))
-        }
+        problems = repo_datasets.problems_of(session, dataset_id=run.dataset_id)
         trajectories: dict[int, list[Trajectory]] = defaultdict(list)
-        for trajectory in session.scalars(select(Trajectory).where(Trajectory.run_id == run_id)):
+        for trajectory in repo_runs.trajectories_of(session, run_id=run_id):
             trajectories[trajectory.problem_id].append(trajectory)
         turns: dict[tuple[int, int], list[tuple[int, bool, bool | None]]] = defaultdict(list)
-        for problem_id, sample, index, public, hidden in session.execute(
-            select(
-                Turn.problem_id,
-                Turn.sample_index,
-                Turn.turn_index,
-                Turn.public_passed,
-                Turn.hidden_passed,
-            )
-            .where(Turn.run_id == run_id)
-            .order_by(Turn.problem_id, Turn.sample_index, Turn.turn_index)
+        for problem_id, sample, index, public, hidden in repo_runs.turn_outcomes(
+            session, run_id=run_id
         ):
             turns[(problem_id, sample)].append((index, public, hidden))
-        rewards: dict[int, float] = dict(
-            session.execute(
-                select(Turn.problem_id, func.avg(TurnReward.total))
-                .join(Turn, Turn.id == TurnReward.turn_id)
-                .where(TurnReward.run_id == run_id)
-                .group_by(Turn.problem_id)
-            ).all()
-        )
-        flagged: dict[int, int] = dict(
-            session.execute(
-                select(HackingCase.problem_id, func.count(HackingCase.id))
-                .where(HackingCase.run_id == run_id)
-                .group_by(HackingCase.problem_id)
-            ).all()
-        )
+        rewards = repo_rewards.mean_reward_by_problem(session, run_id=run_id)
+        flagged = repo_hacking.case_counts_by_problem(session, run_id=run_id)
     items = []
     for problem_id in sorted(trajectories, key=lambda pid: problems[pid].external_id):
         problem = problems[problem_id]
@@ -151,8 +124,8 @@ def run_problems(sessions: sessionmaker[Session], run_id: int) -> RunProblemsPub
                 public_pass_last=_rate([bool(s and s[-1][1]) for s in samples])
                 if any(samples)
                 else None,
-                mean_reward=float(rewards[problem_id]) if problem_id in rewards else None,
-                flagged=int(flagged.get(problem_id, 0)),
+                mean_reward=rewards.get(problem_id),
+                flagged=flagged.get(problem_id, 0),
                 outcome=outcome_of(hidden_last),
             )
         )
@@ -206,25 +179,11 @@ def run_problem_detail(
             raise NotFound(f"run {run_id}'s dataset has no problem {external_id!r}")
         dataset = session.get(Dataset, run.dataset_id)
         by_sample: dict[int, list[Turn]] = defaultdict(list)
-        for turn in session.scalars(
-            select(Turn)
-            .where(Turn.run_id == run_id, Turn.problem_id == problem.id)
-            .order_by(Turn.sample_index, Turn.turn_index)
-        ):
+        for turn in repo_runs.turns_of_problem(session, run_id=run_id, problem_id=problem.id):
             by_sample[turn.sample_index].append(turn)
         turn_ids = [t.id for rows in by_sample.values() for t in rows]
-        rewards = {
-            row.turn_id: row
-            for row in session.scalars(select(TurnReward).where(TurnReward.turn_id.in_(turn_ids)))
-        }
-        cases = {
-            (sample, index): case_id
-            for case_id, sample, index in session.execute(
-                select(HackingCase.id, HackingCase.sample_index, HackingCase.turn_index).where(
-                    HackingCase.run_id == run_id, HackingCase.problem_id == problem.id
-                )
-            )
-        }
+        rewards = repo_rewards.rewards_of_turns(session, turn_ids=turn_ids)
+        cases = repo_hacking.case_ids_of_problem(session, run_id=run_id, problem_id=problem.id)
         trajectories = [
             TrajectoryDetail(
                 sample_index=t.sample_index,
@@ -232,11 +191,7 @@ def run_problem_detail(
                 error=t.error,
                 turns=_details(by_sample.get(t.sample_index, []), rewards, cases),
             )
-            for t in session.scalars(
-                select(Trajectory)
-                .where(Trajectory.run_id == run_id, Trajectory.problem_id == problem.id)
-                .order_by(Trajectory.sample_index)
-            )
+            for t in repo_runs.trajectories_of(session, run_id=run_id, problem_id=problem.id)
         ]
         swapped = sorted(
             int(s["new_index"]) for s in (problem.perturbation or {}).get("swapped", [])

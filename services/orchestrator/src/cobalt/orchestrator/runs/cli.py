@@ -242,7 +242,10 @@ def _print_run(public: RunPublic) -> None:
         ("dataset", public.dataset),
         ("model", f"{public.model} at {public.base_url}"),
         ("parent run", public.parent_run_id),
-        ("params", ", ".join(f"{k}={v}" for k, v in sorted(public.params.items()))),
+        (
+            "params",
+            ", ".join(f"{k}={v}" for k, v in sorted(public.params.model_dump(mode="json").items())),
+        ),
         ("template", f"{public.template_name} ({public.template_sha256[:12]})"),
         (
             "trajectories",
@@ -519,7 +522,7 @@ def compare_runs(
         from cobalt.orchestrator.results.cli import write_export
         from cobalt.orchestrator.results.exports import comparison_rows
 
-        write_export(comparison, comparison_rows(comparison), out, None)
+        write_export(comparison, comparison_rows, out, None)
         return
     a, b = comparison.report_a, comparison.report_b
     changes = ("fixed", "broken", "within_noise", "unchanged", "unevaluated")

@@ -28,6 +28,7 @@ from cobalt.shared.contracts.browse import (
     RunComparison,
     TurnChange,
 )
+from cobalt.shared.contracts.runs import RunParams
 from cobalt.shared.errors import InvalidInput
 
 __all__ = ["change_of", "compare_runs", "problem_counts"]
@@ -51,8 +52,8 @@ def change_of(a: Counted | None, b: Counted | None) -> TurnChange:
 def problem_counts(session: Session, run: Run) -> tuple[dict[int, list[Counted]], int]:
     """Per problem with hidden results in `run`, per turn (passing samples, samples); and
     the run's turns."""
-    n = int(run.params.get("n", 1))
-    turns = int(run.params.get("turns", 0)) + 1
+    params = RunParams.model_validate(run.params)
+    n, turns = params.n, params.feedback_turns + 1
     outcomes: dict[int, list[list[bool | None]]] = {}
     evaluable = set(
         session.scalars(

@@ -27,8 +27,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.analysis.statistics import bootstrap_pass_at_1
 from cobalt.orchestrator.rollouts.program_outputs import stored_outputs
 from cobalt.orchestrator.runs.rewards import mean_reward_per_turn, score_turn_rewards
-from cobalt.orchestrator.store import repo_runs
-from cobalt.orchestrator.store.models import Problem, Trajectory, TrajectoryStatus, Turn, TurnReward
+from cobalt.orchestrator.store import repo_rewards, repo_runs
+from cobalt.orchestrator.store.models import Problem, Trajectory, TrajectoryStatus, Turn
 from cobalt.shared.clients import ExecutorClient
 from cobalt.shared.contracts import (
     BatchExecuteRequest,
@@ -38,7 +38,7 @@ from cobalt.shared.contracts import (
     ProblemRow,
     Verdict,
 )
-from cobalt.shared.contracts.runs import EvaluationReport
+from cobalt.shared.contracts.runs import EvaluationReport, RunParams
 from cobalt.shared.execution import (
     JUDGE_RETRIES,
     PlannedRequest,
@@ -168,13 +168,8 @@ def evaluate_run(
     """
     with sessions() as session:
         run = repo_runs.get_run(session, run_id=run_id)
-        params = dict(run.params)
-        plans, known = _pending_plans(
-            session,
-            run_id,
-            Limits.model_validate(params.get("limits") or {}),
-            Compare(params.get("compare", Compare.COBALT)),
-        )
+        params = RunParams.model_validate(run.params)
+        plans, known = _pending_plans(session, run_id, params.limits, params.compare)
     with sessions.begin() as session:
         repo_runs.record_hidden_results(session, results=known)
     done, unjudged_turns = 0, []
@@ -223,19 +218,15 @@ def stored_report(
     `intervals` the bootstrap is skipped (a list of many runs needs only the rates).
     """
     with sessions() as session:
-        params = dict(repo_runs.get_run(session, run_id=run_id).params)
-        scored = session.scalar(
-            select(TurnReward.turn_id).where(TurnReward.run_id == run_id).limit(1)
-        )
-    return _report(
-        sessions, run_id, params, ks, with_rewards=scored is not None, intervals=intervals
-    )
+        params = RunParams.model_validate(repo_runs.get_run(session, run_id=run_id).params)
+        scored = repo_rewards.has_rewards(session, run_id=run_id)
+    return _report(sessions, run_id, params, ks, with_rewards=scored, intervals=intervals)
 
 
 def _report(
     sessions: sessionmaker[Session],
     run_id: int,
-    params: dict[str, object],
+    params: RunParams,
     ks: Sequence[int],
     *,
     with_rewards: bool,
@@ -245,26 +236,17 @@ def _report(
     """The rates over the stored hidden results; problems in `unjudged` (turns the sandbox
     failed to judge, by problem) are left out and counted in `sandbox_errors`."""
     unjudged = unjudged or {}
-    n = int(str(params["n"]))
-    turns = int(str(params.get("turns", 0))) + 1
+    n = params.n
+    turns = params.feedback_turns + 1
     hidden: dict[int, list[list[bool | None]]] = {}
     public: dict[int, list[list[bool | None]]] = {}
     with sessions() as session:
-        evaluable = set(
-            session.scalars(
-                select(Turn.problem_id)
-                .where(Turn.run_id == run_id, Turn.hidden_passed.is_not(None))
-                .distinct()
-            )
-        )
+        outcomes = repo_runs.turn_outcomes(session, run_id=run_id)
+        evaluable = {row[0] for row in outcomes if row[4] is not None}
         for problem_id in evaluable:
             hidden[problem_id] = [[] for _ in range(n)]
             public[problem_id] = [[] for _ in range(n)]
-        for problem_id, sample, hidden_passed, public_passed in session.execute(
-            select(Turn.problem_id, Turn.sample_index, Turn.hidden_passed, Turn.public_passed)
-            .where(Turn.run_id == run_id)
-            .order_by(Turn.problem_id, Turn.sample_index, Turn.turn_index)
-        ):
+        for problem_id, sample, _, public_passed, hidden_passed in outcomes:
             if problem_id in evaluable and sample < n:
                 hidden[problem_id][sample].append(hidden_passed)
                 public[problem_id][sample].append(public_passed)

@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from cobalt.orchestrator.store.models import Problem, Trajectory, Turn, TurnReward
+from cobalt.orchestrator.store import repo_rewards
+from cobalt.orchestrator.store.models import Turn
 from cobalt.shared.execution import unjudged_verdicts
 from cobalt.shared.reward import ScoreInput, TokenCounter, score_responses
 
@@ -87,11 +87,7 @@ def score_turn_rewards(
         How many turns were scored now.
     """
     with sessions() as session:
-        trajectory_ids = list(
-            session.scalars(
-                select(Trajectory.id).where(Trajectory.run_id == run_id).order_by(Trajectory.id)
-            )
-        )
+        trajectory_ids = repo_rewards.trajectory_ids_of_run(session, run_id=run_id)
     written = 0
     for start in range(0, len(trajectory_ids), _TRAJECTORIES_PER_BATCH):
         batch = trajectory_ids[start : start + _TRAJECTORIES_PER_BATCH]
@@ -101,41 +97,29 @@ def score_turn_rewards(
             continue
         breakdowns = score_responses([p.item for p in pending], tokens=tokens)
         with sessions.begin() as session:
-            session.add_all(
-                TurnReward(
-                    turn_id=p.turn_id,
-                    run_id=run_id,
-                    turn_index=p.turn_index,
-                    tokenizer=tokenizer,
-                    **breakdown.to_dict(),
-                )
-                for p, breakdown in zip(pending, breakdowns, strict=True)
+            repo_rewards.add_turn_rewards(
+                session,
+                rows=(
+                    {
+                        "turn_id": p.turn_id,
+                        "run_id": run_id,
+                        "turn_index": p.turn_index,
+                        "tokenizer": tokenizer,
+                        **breakdown.to_dict(),
+                    }
+                    for p, breakdown in zip(pending, breakdowns, strict=True)
+                ),
             )
         written += len(pending)
     return written
 
 
 def _pending(session: Session, run_id: int, trajectory_ids: Sequence[int]) -> list[_TurnToScore]:
-    turns = session.scalars(
-        select(Turn)
-        .where(Turn.trajectory_id.in_(trajectory_ids))
-        .order_by(Turn.trajectory_id, Turn.turn_index)
-    ).all()
-    scored = set(
-        session.scalars(
-            select(TurnReward.turn_id).where(
-                TurnReward.run_id == run_id, TurnReward.turn_id.in_([t.id for t in turns])
-            )
-        )
+    turns = repo_rewards.turns_of_trajectories(session, trajectory_ids=trajectory_ids)
+    scored = repo_rewards.scored_turn_ids(session, run_id=run_id, turn_ids=[t.id for t in turns])
+    test_counts = repo_rewards.problem_test_counts(
+        session, problem_ids={t.problem_id for t in turns}
     )
-    test_counts = {
-        problem_id: (len(public or []), len(hidden or []))
-        for problem_id, public, hidden in session.execute(
-            select(Problem.id, Problem.public_tests, Problem.hidden_tests).where(
-                Problem.id.in_({t.problem_id for t in turns})
-            )
-        )
-    }
     by_trajectory: dict[int, list[Turn]] = {}
     for turn in turns:
         by_trajectory.setdefault(turn.trajectory_id, []).append(turn)
@@ -153,11 +137,5 @@ def mean_reward_per_turn(
 ) -> list[float | None]:
     """The mean stored reward at each turn index (None where no turn was scored)."""
     with sessions() as session:
-        means: dict[int, float] = dict(
-            session.execute(
-                select(TurnReward.turn_index, func.avg(TurnReward.total))
-                .where(TurnReward.run_id == run_id)
-                .group_by(TurnReward.turn_index)
-            ).all()
-        )
-    return [float(means[turn]) if turn in means else None for turn in range(turns)]
+        means = repo_rewards.mean_reward_by_turn_index(session, run_id=run_id)
+    return [means.get(turn) for turn in range(turns)]

@@ -23,9 +23,10 @@ from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.store import repo_datasets, repo_runs
 from cobalt.orchestrator.store.models import Dataset, Problem, Run, Trajectory, Turn
 from cobalt.orchestrator.store.repo_runs import TurnRow
-from cobalt.shared.contracts.executor import Compare, Limits, reference_limits
+from cobalt.shared.contracts.executor import Compare, reference_limits
 from cobalt.shared.contracts.runs import (
     RefineRunRequest,
+    RunParams,
     RunPublic,
     SampleRunRequest,
     TrajectoryPublic,
@@ -91,29 +92,31 @@ def create_sample_run(
         problem_ids = _problem_ids(session, dataset.id, request.limit)
         if not problem_ids:
             raise InvalidInput(f"dataset {request.dataset!r} has no problems")
-        params = request.model_dump(
-            mode="json", exclude={"dataset", "base_url", "model", "template", "limit"}
-        )
         # Judged as the dataset's import chose (an LCB or HumanEval import: its official
         # scorer's preset) unless the run says otherwise; recorded, so every later step of
         # the run (feedback, evaluation) judges alike.
         compare = request.compare or Compare(dataset.provenance.get("judge") or Compare.COBALT)
-        params["compare"] = compare.value
         limits = request.limits or reference_limits(compare)
         if maximums is not None:
             maximums.refuse_above(
                 limits,
                 chosen_by="the request" if request.limits else f"the {compare.value} judge preset",
             )
-        params["limits"] = limits.model_dump(mode="json")
-        params["problems"] = len(problem_ids)
+        params = RunParams.model_validate(
+            {
+                **request.model_dump(exclude={"dataset", "base_url", "model", "template"}),
+                "compare": compare,
+                "limits": limits,
+                "problems": len(problem_ids),
+            }
+        )
         run = repo_runs.create_run(
             session,
             kind=RunKind.SAMPLE,
             dataset_id=dataset.id,
             base_url=request.base_url,
             model=request.model,
-            params=params,
+            params=params.model_dump(mode="json"),
             template_name=request.template,
             template_sha256=template.sha256,
             total_trajectories=len(problem_ids) * request.n,
@@ -124,15 +127,16 @@ def create_sample_run(
 
 
 def _add_sample_trajectories(session: Session, run: Run) -> None:
-    if "problems" not in run.params:
+    params = RunParams.model_validate(run.params)
+    if params.problems is None:
         return  # a run from before deferred creation: created whole
-    problem_ids = _problem_ids(session, run.dataset_id, run.params["problems"])
+    problem_ids = _problem_ids(session, run.dataset_id, params.problems)
     repo_runs.add_sample_trajectories(
         session,
         run_id=run.id,
         dataset_id=run.dataset_id,
         last_problem_id=problem_ids[-1],
-        samples=run.params["n"],
+        samples=params.n,
     )
 
 
@@ -175,17 +179,15 @@ def create_refine_run(
                 f"run {parent.id} is a {parent.status} {parent.kind} run; refine starts from "
                 "a finished sample run"
             )
+        inherited = RunParams.model_validate(parent.params)
         if maximums is not None:
-            maximums.refuse_above(
-                Limits.model_validate(parent.params.get("limits") or {}),
-                chosen_by=f"sample run {parent.id}",
-            )
-        params = {
-            **{k: v for k, v in parent.params.items() if k not in ("turns", "stop_on_pass")},
-            **request.model_dump(
-                mode="json", exclude={"from_run", "base_url", "model"}, exclude_none=True
-            ),
-        }
+            maximums.refuse_above(inherited.limits, chosen_by=f"sample run {parent.id}")
+        params = RunParams.model_validate(
+            {
+                **inherited.model_dump(exclude={"feedback_turns", "stop_on_pass"}),
+                **request.model_dump(exclude={"from_run", "base_url", "model"}, exclude_none=True),
+            }
+        )
         run = repo_runs.create_run(
             session,
             kind=RunKind.REFINE,
@@ -193,7 +195,7 @@ def create_refine_run(
             parent_run_id=parent.id,
             base_url=request.base_url or parent.base_url,
             model=request.model or parent.model,
-            params=params,
+            params=params.model_dump(mode="json"),
             template_name=parent.template_name,
             template_sha256=parent.template_sha256,
             total_trajectories=parent.total_trajectories,
@@ -323,7 +325,7 @@ def _publics(session: Session, runs: Sequence[Run]) -> list[RunPublic]:
             parent_run_id=run.parent_run_id,
             base_url=run.base_url,
             model=run.model,
-            params=run.params,
+            params=RunParams.model_validate(run.params),
             template_name=run.template_name,
             template_sha256=run.template_sha256,
             total_trajectories=run.total_trajectories,

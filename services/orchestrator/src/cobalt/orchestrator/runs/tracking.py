@@ -90,7 +90,7 @@ def report_evaluation(
                 "model": run.model,
                 "dataset": run.dataset,
                 "template": run.template_name,
-                "params": run.params,
+                "params": run.params.model_dump(mode="json"),
             }
         )
         steps = per_turn_metrics(report)

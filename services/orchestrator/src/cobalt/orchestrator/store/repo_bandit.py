@@ -14,6 +14,8 @@ from cobalt.shared.errors import Conflict, NotFound
 
 __all__ = [
     "ContextRow",
+    "context_count",
+    "context_ids",
     "contexts_of",
     "create_bandit_dataset",
     "delete_bandit_dataset",
@@ -126,6 +128,26 @@ def contexts_of(session: Session, *, dataset_id: int) -> list[BanditContext]:
             .order_by(BanditContext.position)
         )
     )
+
+
+def _context_ids_query(dataset_id: int, turn_zero_only: bool) -> Any:
+    query = select(BanditContext.id).where(BanditContext.bandit_dataset_id == dataset_id)
+    if turn_zero_only:
+        query = query.where(BanditContext.assistant_turns == 0)
+    return query
+
+
+def context_ids(session: Session, *, dataset_id: int, turn_zero_only: bool) -> list[int]:
+    """A dataset's context ids in order; with `turn_zero_only`, of the turn-0 contexts
+    (the problem alone) only."""
+    query = _context_ids_query(dataset_id, turn_zero_only).order_by(BanditContext.position)
+    return list(session.scalars(query))
+
+
+def context_count(session: Session, *, dataset_id: int, turn_zero_only: bool) -> int:
+    """How many contexts `context_ids` would return."""
+    subquery = _context_ids_query(dataset_id, turn_zero_only).subquery()
+    return int(session.scalar(select(func.count()).select_from(subquery)) or 0)
 
 
 def delete_bandit_dataset(session: Session, *, name: str) -> None:

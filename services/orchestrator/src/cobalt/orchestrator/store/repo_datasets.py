@@ -109,6 +109,13 @@ def get_problem(session: Session, *, dataset_id: int, external_id: str) -> Probl
     )
 
 
+def problems_of(session: Session, *, dataset_id: int) -> dict[int, Problem]:
+    """Every problem of the dataset, by id."""
+    return {
+        p.id: p for p in session.scalars(select(Problem).where(Problem.dataset_id == dataset_id))
+    }
+
+
 def iter_problems(session: Session, *, dataset_id: int, batch: int = 1000) -> Iterator[Problem]:
     """A dataset's problems in id order, fetched `batch` at a time."""
     last = 0

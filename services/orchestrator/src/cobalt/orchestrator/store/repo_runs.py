@@ -46,11 +46,15 @@ __all__ = [
     "PARENT_KIND",
     "RunProgress",
     "TurnRow",
+    "trajectories_of",
+    "turn_outcomes",
     "turn_rows_of_problem",
+    "turns_of_problem",
     "create_run",
     "add_sample_trajectories",
     "ensure_trajectories",
     "get_run",
+    "judged_turns",
     "insert_turns",
     "list_runs",
     "mark_trajectory",
@@ -149,6 +153,32 @@ def _table(model: type[Trajectory] | type[Turn]) -> Table:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def judged_turns(session: Session, *, run_id: int, problems: Mapping[int, Problem]) -> list[Turn]:
+    """Every turn of run `run_id`, by problem, sample and turn index, when each one whose
+    problem (in `problems`, by id) has hidden tests has its hidden-test result.
+
+    Raises:
+        InvalidInput: some turns have no hidden-test result yet (the message names the
+            command that measures them).
+    """
+    turns = list(
+        session.scalars(
+            select(Turn)
+            .where(Turn.run_id == run_id)
+            .order_by(Turn.problem_id, Turn.sample_index, Turn.turn_index)
+        )
+    )
+    unevaluated = sum(
+        1 for t in turns if t.hidden_passed is None and problems[t.problem_id].hidden_tests
+    )
+    if unevaluated:
+        raise InvalidInput(
+            f"run {run_id} has {unevaluated} turns without hidden-test results; run "
+            f"`cobalt run evaluate {run_id}` first"
+        )
+    return turns
 
 
 def get_run(session: Session, *, run_id: int) -> Run:
@@ -474,6 +504,48 @@ def turn_rows_of_problem(
         row = TurnRow(**{name: getattr(turn, name) for name in _TURN_FIELDS})
         by_sample.setdefault(turn.sample_index, []).append(row)
     return by_sample
+
+
+def trajectories_of(
+    session: Session, *, run_id: int, problem_id: int | None = None
+) -> list[Trajectory]:
+    """The run's trajectories (of one problem, if given), by problem and sample."""
+    query = select(Trajectory).where(Trajectory.run_id == run_id)
+    if problem_id is not None:
+        query = query.where(Trajectory.problem_id == problem_id)
+    return list(session.scalars(query.order_by(Trajectory.problem_id, Trajectory.sample_index)))
+
+
+def turn_outcomes(
+    session: Session, *, run_id: int
+) -> list[tuple[int, int, int, bool, bool | None]]:
+    """(problem id, sample, turn index, public passed, hidden passed) of every turn of the
+    run, by problem, sample and turn index."""
+    rows = session.execute(
+        select(
+            Turn.problem_id,
+            Turn.sample_index,
+            Turn.turn_index,
+            Turn.public_passed,
+            Turn.hidden_passed,
+        )
+        .where(Turn.run_id == run_id)
+        .order_by(Turn.problem_id, Turn.sample_index, Turn.turn_index)
+    )
+    return [
+        (problem, sample, index, public, hidden) for problem, sample, index, public, hidden in rows
+    ]
+
+
+def turns_of_problem(session: Session, *, run_id: int, problem_id: int) -> list[Turn]:
+    """Every stored turn of one problem of a run, by sample and turn index."""
+    return list(
+        session.scalars(
+            select(Turn)
+            .where(Turn.run_id == run_id, Turn.problem_id == problem_id)
+            .order_by(Turn.sample_index, Turn.turn_index)
+        )
+    )
 
 
 def turns_of_trajectory(

@@ -31,6 +31,7 @@ from cobalt.orchestrator.store.models import (
     TrainingJob,
     TrainingJobStatus,
     TrainingSample,
+    TrainingStep,
 )
 from cobalt.shared.errors import Conflict, InvalidInput, NotFound
 from cobalt.shared.reward import RewardBreakdown
@@ -43,9 +44,12 @@ __all__ = [
     "create_job",
     "get_job",
     "group_counts",
+    "list_jobs",
     "masked_share",
     "record_dropped_group",
     "record_group",
+    "record_step",
+    "steps_of",
     "step_was_claimed",
 ]
 
@@ -118,6 +122,36 @@ def get_job(session: Session, *, job_id: int, for_update: bool = False) -> Train
     if job is None:
         raise NotFound(f"training job {job_id} does not exist (see `cobalt train list`)")
     return job
+
+
+def list_jobs(session: Session) -> list[TrainingJob]:
+    """Every job, newest first."""
+    return list(session.scalars(select(TrainingJob).order_by(TrainingJob.id.desc())))
+
+
+def steps_of(session: Session, *, job_id: int) -> list[TrainingStep]:
+    """The job's reported steps, in step order."""
+    return list(
+        session.scalars(
+            select(TrainingStep).where(TrainingStep.job_id == job_id).order_by(TrainingStep.step)
+        )
+    )
+
+
+def record_step(
+    session: Session, *, job_id: int, step: int, policy_version: int, metrics: dict[str, float]
+) -> bool:
+    """Store a step's report unless one is stored (a trainer retrying its report);
+    returns whether it was stored now."""
+    exists = session.scalar(
+        select(TrainingStep.id).where(TrainingStep.job_id == job_id, TrainingStep.step == step)
+    )
+    if exists is not None:
+        return False
+    session.add(
+        TrainingStep(job_id=job_id, step=step, policy_version=policy_version, metrics=metrics)
+    )
+    return True
 
 
 def apply_job_event(job: TrainingJob, event: JobEvent) -> TrainingJobStatus:

@@ -14,20 +14,16 @@ report of its last step moves it to `finished`.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.lifecycle import JOB_TRANSITIONS, JobEvent
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.store import repo_bandit, repo_training
 from cobalt.orchestrator.store.models import (
-    BanditContext,
     BanditDataset,
     TrainingJob,
     TrainingJobStatus,
-    TrainingStep,
 )
 from cobalt.orchestrator.training.browse import DEFAULT_STALE_S, last_activity, liveness_of
 from cobalt.shared.contracts.training import (
@@ -76,7 +72,9 @@ def create_job(sessions: sessionmaker[Session], request: TrainingJobCreate) -> i
         PromptTemplate.load(params.template)  # a bad name fails here, not in every rollout
     with sessions.begin() as session:
         dataset = repo_bandit.get_bandit_dataset(session, name=request.contexts)
-        available = _context_count(session, dataset.id, request.mode)
+        available = repo_bandit.context_count(
+            session, dataset_id=dataset.id, turn_zero_only=_turn_zero_only(request.mode)
+        )
         if params.trainer.contexts_per_step > available:
             raise InvalidInput(
                 f"bandit dataset {request.contexts!r} has {available} contexts for mode "
@@ -94,16 +92,8 @@ def create_job(sessions: sessionmaker[Session], request: TrainingJobCreate) -> i
         return job.id
 
 
-def _contexts_query(dataset_id: int, mode: str) -> Any:
-    query = select(BanditContext.id).where(BanditContext.bandit_dataset_id == dataset_id)
-    if MODE_PARAMS[TrainingMode(mode)].turn_zero_contexts_only:
-        query = query.where(BanditContext.assistant_turns == 0)
-    return query
-
-
-def _context_count(session: Session, dataset_id: int, mode: str) -> int:
-    subquery = _contexts_query(dataset_id, mode).subquery()
-    return int(session.scalar(select(func.count()).select_from(subquery)) or 0)
+def _turn_zero_only(mode: str) -> bool:
+    return MODE_PARAMS[TrainingMode(mode)].turn_zero_contexts_only
 
 
 def step_budget(session: Session, job: TrainingJob) -> int | None:
@@ -112,7 +102,11 @@ def step_budget(session: Session, job: TrainingJob) -> int | None:
     if params.epochs is None:  # no count needed
         return params.max_steps
     contexts = (
-        _context_count(session, job.bandit_dataset_id, job.mode) if job.bandit_dataset_id else 0
+        repo_bandit.context_count(
+            session, dataset_id=job.bandit_dataset_id, turn_zero_only=_turn_zero_only(job.mode)
+        )
+        if job.bandit_dataset_id
+        else 0
     )
     return params.step_budget(contexts)
 
@@ -129,10 +123,8 @@ def context_ids_for_round(session: Session, *, job_id: int, round: int) -> list[
     if job.bandit_dataset_id is None:
         raise InvalidInput(f"training job {job_id} has no bandit dataset")
     per_step = stored_training_params(job.mode, job.params).trainer.contexts_per_step
-    ordered = list(
-        session.scalars(
-            _contexts_query(job.bandit_dataset_id, job.mode).order_by(BanditContext.position)
-        )
+    ordered = repo_bandit.context_ids(
+        session, dataset_id=job.bandit_dataset_id, turn_zero_only=_turn_zero_only(job.mode)
     )
     start = (round - 1) * per_step
     return [ordered[(start + i) % len(ordered)] for i in range(per_step)]
@@ -238,20 +230,13 @@ def report_step(sessions: sessionmaker[Session], job_id: int, report: StepReport
         job = repo_training.get_job(session, job_id=job_id, for_update=True)
         if not repo_training.step_was_claimed(session, job_id=job_id, step=report.step):
             raise Conflict(f"step {report.step} of job {job_id} was never claimed")
-        exists = session.scalar(
-            select(TrainingStep.id).where(
-                TrainingStep.job_id == job_id, TrainingStep.step == report.step
-            )
+        repo_training.record_step(
+            session,
+            job_id=job_id,
+            step=report.step,
+            policy_version=report.policy_version,
+            metrics=report.metrics,
         )
-        if exists is None:
-            session.add(
-                TrainingStep(
-                    job_id=job_id,
-                    step=report.step,
-                    policy_version=report.policy_version,
-                    metrics=report.metrics,
-                )
-            )
         job.step = max(job.step, report.step)
         job.policy_version = max(job.policy_version, report.policy_version)
         budget = step_budget(session, job)
@@ -275,11 +260,7 @@ def _public(
                 metrics=row.metrics,
                 created_at=row.created_at,
             )
-            for row in session.scalars(
-                select(TrainingStep)
-                .where(TrainingStep.job_id == job.id)
-                .order_by(TrainingStep.step)
-            )
+            for row in repo_training.steps_of(session, job_id=job.id)
         ]
     return TrainingJobPublic(
         id=job.id,
@@ -288,7 +269,7 @@ def _public(
         status=TrainingJobStatus(job.status),
         contexts=dataset.name if dataset else None,
         model=job.model,
-        params=job.params,
+        params=stored_training_params(job.mode, job.params),
         step=job.step,
         policy_version=job.policy_version,
         groups=repo_training.group_counts(session, job_id=job.id),
@@ -319,7 +300,7 @@ def list_jobs(
 ) -> TrainingJobsPublic:
     """Every job, newest first, without the per-step metrics."""
     with sessions() as session:
-        jobs = session.scalars(select(TrainingJob).order_by(TrainingJob.id.desc())).all()
+        jobs = repo_training.list_jobs(session)
         items = [
             _public(session, job, with_steps=False, stale_after_s=stale_after_s) for job in jobs
         ]
