@@ -92,7 +92,7 @@ def test_the_smallest_demo_trains_syncs_and_reports_what_the_database_holds(
     # --steps is the job's budget: the job ended finished (not a stale "running")
     assert (job.status, job.step_budget, job.liveness) == ("finished", 1, "ended")
     # SmolLM2 writes no thinking block: the job scores it with the instruct format.
-    assert job.params["reward_format"] == "instruct" and "instruct format" in text
+    assert job.params.reward_format == "instruct" and "instruct format" in text
     assert job.steps[0].metrics["sync_seconds"] > 0
     # The trainer loaded its step into the running vLLM: the after-run sampled from it.
     assert data["after"]["policy_version"] == data["before"]["policy_version"] + 1

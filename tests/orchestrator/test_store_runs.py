@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.lifecycle import TrajectoryEvent
 from cobalt.orchestrator.store import repo_datasets, repo_runs
 from cobalt.orchestrator.store.db import alembic_config, make_engine, upgrade_database
-from cobalt.orchestrator.store.models import Run, Trajectory, Turn
+from cobalt.orchestrator.store.models import Base, Run, Trajectory, Turn
 from cobalt.orchestrator.store.repo_runs import TurnRow
 from cobalt.shared.errors import Conflict, InvalidInput, NotFound
 from tests.support.databases import empty_database
@@ -32,13 +32,19 @@ def _clear(engine: Engine) -> None:
             tables = ", ".join((*ROLLOUT_TABLES, "problems", "datasets"))
             conn.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
         else:
-            # Children first: the shared conftest only clears problems and datasets, which
-            # the RESTRICT foreign keys of leftover runs would block.
-            conn.execute(text("DELETE FROM turns"))
-            conn.execute(text("DELETE FROM trajectories"))
-            conn.execute(text("DELETE FROM runs WHERE parent_run_id IS NOT NULL"))
-            for table in ("runs", "problems", "datasets"):
-                conn.execute(text(f"DELETE FROM {table}"))
+            # Every table, children first, as TRUNCATE ... CASCADE empties on PostgreSQL:
+            # rows other test files left (training jobs, bandit datasets, rewards) hold
+            # RESTRICT references to runs and problems.
+            for table in reversed(Base.metadata.sorted_tables):
+                if table.name == "runs":  # refine runs reference their parent: leaves first
+                    conn.execute(
+                        text(
+                            "DELETE FROM runs WHERE parent_run_id IS NOT NULL AND id NOT IN"
+                            " (SELECT parent_run_id FROM runs WHERE parent_run_id IS NOT NULL)"
+                        )
+                    )
+                    conn.execute(text("DELETE FROM runs WHERE parent_run_id IS NOT NULL"))
+                conn.execute(table.delete())
 
 
 @pytest.fixture

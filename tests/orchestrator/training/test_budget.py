@@ -79,7 +79,7 @@ def test_the_step_budget_counts_the_contexts_each_mode_trains_on(
     job_id = create(sessions, mode=mode, per_step=per_step, **budget)
     job = service.job_public(sessions, job_id)
     assert job.step_budget == steps
-    assert {k: job.params[k] for k in budget} == budget  # stored as given
+    assert {k: getattr(job.params, k) for k in budget} == budget  # stored as given
 
 
 @pytest.mark.parametrize("budget", [{"max_steps": 0}, {"epochs": 0}, {"epochs": 1.5}])
