@@ -105,7 +105,8 @@ def test_call_and_checking_program_tests_and_the_tokenizer_variable(
     )
     with_variable = {**env, "COBALT_POLICY_TOKENIZER": str(policy)}
     result = score(with_variable, response, tests, "--prev-best", "0.8")
-    assert result["verdicts"] == ["accepted", "accepted", "runtime_error"]  # AssertionError
+    # A failed assert is a wrong answer, as in every preset (issue 35), not a runtime error.
+    assert result["verdicts"] == ["accepted", "accepted", "wrong_answer"]
     assert result["tests_passed"] == 2 and result["pass_rate"] == pytest.approx(2 / 3)
     assert result["improvement_rule"] == "replaced"  # 2/3 is no gain over 0.8
 
