@@ -139,7 +139,12 @@ def _executor_detail(result: TestResult) -> str:
 
 
 def _returned_value(result: TestResult) -> str | None:
-    """The value a call test returned, shown as Python (None when the executor gave none)."""
+    """The value a call test returned, shown as Python (None when the executor gave none).
+
+    The executor's structured `returned` value first; turns stored before it existed keep
+    the value only inside the feedback text, so that is read as the fallback."""
+    if result.returned is not None:
+        return repr(result.returned)
     _, label, value = result.feedback.rpartition(RETURN_VALUE_LABEL)
     if not label:
         return None

@@ -22,7 +22,7 @@ from cobalt.shared.contracts.browse import TestCaseDetail
 
 __all__ = ["SHOWN_FIELD_CHARS", "STORED_FIELDS", "shown_tests", "stored_outputs"]
 
-STORED_FIELDS = ("stdout", "stderr", "exit_code", "signal", "wall_ms", "feedback")
+STORED_FIELDS = ("stdout", "stderr", "exit_code", "signal", "wall_ms", "feedback", "returned")
 """The `TestResult` fields a turn keeps per test (the verdict is in its verdict list)."""
 
 SHOWN_FIELD_CHARS = 4096
@@ -72,9 +72,17 @@ def shown_tests(
                 input=report.input,
                 expected=report.expected,
                 actual=report.output if output is not None else None,
-                error=report.error if output is not None else None,
+                error=_error_shown(result, report.error) if output is not None else None,
                 exit_code=result.exit_code if output is not None else None,
                 wall_ms=result.wall_ms if output is not None else None,
             )
         )
     return details
+
+
+def _error_shown(result: TestResult, reported: str) -> str:
+    """The Error box: a wrong answer without stderr has none (its returned value or output
+    is in Actual output, not an error)."""
+    if result.verdict == Verdict.WRONG_ANSWER and not result.stderr.strip():
+        return ""
+    return reported
