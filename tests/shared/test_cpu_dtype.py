@@ -57,3 +57,14 @@ def test_without_flags_given_the_machine_file_is_read(
 ) -> None:
     monkeypatch.setattr(cobalt.shared.cpu_dtype, "CPUINFO", cpuinfo)
     assert choose_cpu_dtype().dtype == dtype
+
+
+def test_the_cpuinfo_variable_names_the_file_every_process_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """COBALT_CPUINFO reaches processes a caller starts (torchrun ranks, scripts)."""
+    monkeypatch.setenv("COBALT_CPUINFO", str(EPYC))
+    assert read_cpu_flags() == read_cpu_flags(EPYC)
+    assert choose_cpu_dtype(read_cpu_flags()).dtype == "float32"
+    monkeypatch.setenv("COBALT_CPUINFO", str(XEON))
+    assert choose_cpu_dtype(read_cpu_flags()).dtype == "bfloat16"

@@ -23,9 +23,10 @@ def cpu_without_native_bfloat16(monkeypatch: pytest.MonkeyPatch) -> None:
     """The CPU flags every trainer test sees: an AVX2-only CPU, where `auto` computes in
     float32, whatever the machine running the tests has (the rule's own tests pass
     flags explicitly). Exactness checks then mean the same on every machine."""
-    import cobalt.shared.cpu_dtype
+    from cobalt.shared.cpu_dtype import CPUINFO_VARIABLE
 
-    monkeypatch.setattr(cobalt.shared.cpu_dtype, "CPUINFO", CPU_WITHOUT_BF16)
+    # An environment variable, so torchrun ranks and scripts the tests start see it too.
+    monkeypatch.setenv(CPUINFO_VARIABLE, str(CPU_WITHOUT_BF16))
 
 
 @pytest.fixture

@@ -220,11 +220,17 @@ def test_training_goes_on_while_the_resume_state_is_written(
 
 
 def test_a_failed_resume_state_write_is_raised_by_the_next_wait(
-    tiny_model: Qwen2ForCausalLM, tmp_path: Path
+    tiny_model: Qwen2ForCausalLM, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, optimizer, checkpoints, saved = first_step_saved(tmp_path, tiny_model)
-    unpicklable = {"hook": lambda: None}
-    checkpoints.save_state(saved, model=tiny_model, optimizer=optimizer, settings=unpicklable)
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    # Settings are stored as plain data, so nothing in them can fail the write any more;
+    # the disk can.
+    monkeypatch.setattr(torch, "save", disk_full)
+    checkpoints.save_state(saved, model=tiny_model, optimizer=optimizer, settings={})
     with pytest.raises(RuntimeError, match="writing a resume state failed"):
         checkpoints.wait()
     assert latest_checkpoint(tmp_path / "checkpoints", 9) is None

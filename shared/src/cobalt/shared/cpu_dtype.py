@@ -19,14 +19,27 @@ an `auto` dtype; a dtype set explicitly always wins.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CPUINFO", "NATIVE_BF16_FLAGS", "DtypeChoice", "choose_cpu_dtype", "read_cpu_flags"]
+__all__ = [
+    "CPUINFO",
+    "CPUINFO_VARIABLE",
+    "NATIVE_BF16_FLAGS",
+    "DtypeChoice",
+    "choose_cpu_dtype",
+    "read_cpu_flags",
+]
 
 CPUINFO = Path("/proc/cpuinfo")
 """Where the CPU's feature flags are read from (Linux)."""
+
+CPUINFO_VARIABLE = "COBALT_CPUINFO"
+"""A file in /proc/cpuinfo's format read instead of it: a machine whose kernel reports
+flags the process cannot use (some VMs), and tests that fix the CPU for every process they
+start (docs/configuration.md)."""
 
 NATIVE_BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 """Any one of these means bfloat16 arithmetic in hardware."""
@@ -48,7 +61,8 @@ def read_cpu_flags(cpuinfo: Path | None = None) -> frozenset[str]:
     """The x86 feature flags of the first CPU in `cpuinfo` (/proc/cpuinfo); empty where
     there are none (not Linux, not x86, or hidden): then nothing is known to be native."""
     try:
-        text = (cpuinfo or CPUINFO).read_text(encoding="utf-8", errors="replace")
+        chosen = cpuinfo or Path(os.environ.get(CPUINFO_VARIABLE) or CPUINFO)
+        text = chosen.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return frozenset()
     for line in text.splitlines():
