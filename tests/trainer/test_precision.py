@@ -146,7 +146,7 @@ def test_the_trainer_says_its_compute_dtype_once_at_start_up(
     model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:  # fmt: skip
-    monkeypatch.setattr(cobalt.shared.cpu_dtype, "CPUINFO", CPU_WITH_AMX)
+    monkeypatch.setenv(cobalt.shared.cpu_dtype.CPUINFO_VARIABLE, str(CPU_WITH_AMX))
     with caplog.at_level(logging.INFO, logger="cobalt.trainer.loop"):
         assert trainer(FakeOrchestrator(model_dir), tmp_path / "ckpt").run(max_steps=1) == 1
     said = [r.getMessage() for r in caplog.records if "trainer compute" in r.getMessage()]
