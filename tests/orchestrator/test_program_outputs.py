@@ -4,20 +4,10 @@ from __future__ import annotations
 
 from cobalt.orchestrator.rollouts.feedback import RETURN_VALUE_LABEL
 from cobalt.orchestrator.rollouts.program_outputs import shown_tests, stored_outputs
-from cobalt.shared.contracts import ExecuteResponse, TestResult, Verdict
+from cobalt.shared.contracts import TestResult, Verdict
+from tests.support.runs import execute_response as _response
 
 CALL = {"fn_name": "add", "args": [1, 2], "expected": 3}
-
-
-def _response(*results: TestResult) -> ExecuteResponse:
-    passed = sum(r.verdict == Verdict.ACCEPTED for r in results)
-    return ExecuteResponse(
-        results=list(results),
-        passed=passed,
-        total=len(results),
-        pass_rate=passed / len(results),
-        executor_version="test",
-    )
 
 
 def test_a_wrong_call_shows_its_returned_value_as_actual_output_and_no_error() -> None:

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.store import repo_datasets
 from cobalt.orchestrator.store.models import Turn
-from cobalt.shared.contracts import ProblemRow, StdinTest
+from cobalt.shared.contracts import ExecuteResponse, ProblemRow, StdinTest, TestResult, Verdict
 from tests.support.cli import Invoked
 
 WRONG = "Here you go:\n```python\nprint(int(input()) + 1)\n```"
@@ -149,3 +149,15 @@ def wait_finished(api: httpx.Client, run_id: int) -> dict[str, Any]:
             return run
         assert time.monotonic() < deadline, run
         time.sleep(0.1)
+
+
+def execute_response(*results: TestResult) -> ExecuteResponse:
+    """An executor response holding `results`, its counts derived from their verdicts."""
+    passed = sum(result.verdict == Verdict.ACCEPTED for result in results)
+    return ExecuteResponse(
+        results=list(results),
+        passed=passed,
+        total=len(results),
+        pass_rate=passed / len(results),
+        executor_version="test",
+    )

@@ -20,13 +20,13 @@ from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.shared.contracts import (
     CallTest,
     Compare,
-    ExecuteResponse,
     ProgramTest,
     StdinTest,
     TestResult,
     Verdict,
 )
 from cobalt.shared.text import truncate_middle
+from tests.support.runs import execute_response as response
 
 TEMPLATE = PromptTemplate.load("default")
 TESTS = [
@@ -41,17 +41,6 @@ CRASH = TestResult(
     exit_code=1,
     stderr="Traceback (most recent call last):\nZeroDivisionError: division by zero\n",
 )
-
-
-def response(*results: TestResult) -> ExecuteResponse:
-    passed = sum(result.verdict == Verdict.ACCEPTED for result in results)
-    return ExecuteResponse(
-        results=list(results),
-        passed=passed,
-        total=len(results),
-        pass_rate=passed / len(results),
-        executor_version="test",
-    )
 
 
 def test_the_first_failing_test_in_test_order_is_reported() -> None:
