@@ -93,10 +93,12 @@ def conflict_insert(session: Session) -> Any:
     PostgreSQL driver's module (~40 ms), which a command reading a SQLite store never needs.
     """
     if session.get_bind().dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.insert
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:
