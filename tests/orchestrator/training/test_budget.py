@@ -147,7 +147,7 @@ def test_a_stopped_or_failed_job_whose_budget_is_spent_finishes(
     assert service.job_public(sessions, jobs[1]).status == "finished"
 
 
-def test_the_cli_takes_the_budget_and_a_finished_job_has_nothing_left_to_do(
+def test_the_cli_takes_the_budget_and_refuses_to_resume_a_finished_job(
     cli_env: dict[str, str], sessions: sessionmaker[Session], policy_dir: Path
 ) -> None:
     bandit_dataset(sessions)
@@ -164,11 +164,14 @@ def test_the_cli_takes_the_budget_and_a_finished_job_has_nothing_left_to_do(
         job = repo_training.get_job(session, job_id=started["id"], for_update=True)
         job.status, job.step = "finished", 2
         job.updated_at = datetime.now(UTC) - timedelta(hours=2)  # silent: ended, not stale
-    resumed = cobalt(cli_env, "train", "resume", str(started["id"]))
-    assert resumed.returncode == 0, resumed.stderr
-    assert "has finished: step 2 of its budget of 2; nothing left to do" in resumed.stdout
-    as_json = cobalt(cli_env, "train", "resume", str(started["id"]), "--json")
-    assert json_out(as_json)["status"] == "finished" and "nothing left" in as_json.stderr
+    # Refused, as the API refuses it (409): one line on stderr, exit status 2, no output.
+    for extra in ((), ("--json",)):
+        resumed = cobalt(cli_env, "train", "resume", str(started["id"]), *extra)
+        assert (resumed.returncode, resumed.stdout) == (2, ""), resumed.stderr
+        assert resumed.stderr.strip() == (
+            f"error: training job {started['id']} has finished: its step budget is spent, "
+            "nothing is left to do; start a new job to train further"
+        )
     shown = cobalt(cli_env, "train", "show", str(started["id"]))
     assert ": finished," in shown.stdout and "stale:" not in shown.stdout
 

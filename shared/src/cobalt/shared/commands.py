@@ -24,7 +24,6 @@ import typer.main
 from typer import _click as click
 
 from cobalt.shared.cli import interrupted
-from cobalt.shared.version import __version__
 
 __all__ = ["COMMAND_GROUP", "app", "installed_commands", "main"]
 
@@ -80,6 +79,9 @@ class LazyCommands(typer.core.TyperGroup):
 
 def _version(value: bool) -> None:
     if value:
+        # Read here: the installed distribution's metadata costs every other command's start-up.
+        from cobalt.shared.version import __version__
+
         typer.echo(f"cobalt {__version__}")
         raise typer.Exit()
 

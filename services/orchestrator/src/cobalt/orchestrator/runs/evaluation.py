@@ -19,34 +19,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from math import comb
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.analysis.statistics import bootstrap_pass_at_1
-from cobalt.orchestrator.rollouts.program_outputs import stored_outputs
-from cobalt.orchestrator.runs.rewards import mean_reward_per_turn, score_turn_rewards
+from cobalt.orchestrator.runs.rewards import mean_reward_per_turn
 from cobalt.orchestrator.store import repo_rewards, repo_runs
 from cobalt.orchestrator.store.models import Problem, Trajectory, TrajectoryStatus, Turn
-from cobalt.shared.clients import ExecutorClient
-from cobalt.shared.contracts import (
-    BatchExecuteRequest,
-    Compare,
-    ExecuteResponse,
-    Limits,
-    ProblemRow,
-    Verdict,
-)
 from cobalt.shared.contracts.runs import EvaluationReport, RunParams
-from cobalt.shared.execution import (
-    JUDGE_RETRIES,
-    PlannedRequest,
-    merge_responses,
-    plan_requests,
-    unjudged_verdicts,
-)
-from cobalt.shared.reward import TokenCounter
+
+if TYPE_CHECKING:
+    # What judging needs is imported by `evaluate_run`: the HTTP clients, the execution
+    # plans and the reward (numpy, tokenizers) cost every command that only reads a
+    # stored report (`run show`, `run table`, `run compare`) its start-up.
+    from cobalt.shared.clients import ExecutorClient
+    from cobalt.shared.contracts import Compare, ExecuteResponse, Limits
+    from cobalt.shared.execution import PlannedRequest
+    from cobalt.shared.reward import TokenCounter
 
 __all__ = ["evaluate_run", "pass_at_k", "per_turn_counts", "per_turn_rates", "stored_report"]
 
@@ -102,6 +93,9 @@ def _pending_plans(
     session: Session, run_id: int, limits: Limits, compare: Compare
 ) -> tuple[list[tuple[int, list[PlannedRequest]]], list[tuple[int, list[str], bool]]]:
     """Turns still lacking hidden results: executor plans, and results known without running."""
+    from cobalt.shared.contracts import ProblemRow
+    from cobalt.shared.execution import plan_requests
+
     problems = {
         p.id: ProblemRow.model_validate(p, from_attributes=True)
         for p in session.scalars(
@@ -132,6 +126,9 @@ def _judge_chunk(
 ) -> dict[int, ExecuteResponse]:
     """Each turn's merged hidden results; a turn with a `sandbox_error` is sent again, up
     to `JUDGE_RETRIES` times (its last answer stands)."""
+    from cobalt.shared.contracts import BatchExecuteRequest, Verdict
+    from cobalt.shared.execution import JUDGE_RETRIES, merge_responses
+
     judged: dict[int, ExecuteResponse] = {}
     pending = list(chunk)
     for _ in range(JUDGE_RETRIES + 1):
@@ -166,6 +163,10 @@ def evaluate_run(
     turn's Cobalt reward is also scored and stored (`runs.rewards`), and the report has
     the mean reward per turn.
     """
+    from cobalt.orchestrator.rollouts.program_outputs import stored_outputs
+    from cobalt.orchestrator.runs.rewards import score_turn_rewards
+    from cobalt.shared.execution import unjudged_verdicts
+
     with sessions() as session:
         run = repo_runs.get_run(session, run_id=run_id)
         params = RunParams.model_validate(run.params)

@@ -18,13 +18,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.store import repo_rewards
 from cobalt.orchestrator.store.models import Turn
-from cobalt.shared.execution import unjudged_verdicts
-from cobalt.shared.reward import ScoreInput, TokenCounter, score_responses
+
+if TYPE_CHECKING:
+    # Imported where turns are scored: the reward pulls in numpy and tokenizers, and the
+    # execution helpers the HTTP clients, which reading a run's mean reward never needs.
+    from cobalt.shared.reward import ScoreInput, TokenCounter
 
 __all__ = ["mean_reward_per_turn", "score_turn_rewards"]
 
@@ -47,6 +51,9 @@ def _turns_to_score(
     turns: Sequence[Turn], test_counts: tuple[int, int], scored: set[int]
 ) -> Iterator[_TurnToScore]:
     """One trajectory's unscored turns with their test counts and prev_best."""
+    from cobalt.shared.execution import unjudged_verdicts
+    from cobalt.shared.reward import ScoreInput
+
     public_count, hidden_count = test_counts
     total = public_count + hidden_count
     best = 0.0
@@ -86,6 +93,8 @@ def score_turn_rewards(
     Returns:
         How many turns were scored now.
     """
+    from cobalt.shared.reward import score_responses
+
     with sessions() as session:
         trajectory_ids = repo_rewards.trajectory_ids_of_run(session, run_id=run_id)
     written = 0

@@ -18,8 +18,6 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.lifecycle import RUN_TRANSITIONS, RunEvent, TrajectoryEvent, run_after
-from cobalt.orchestrator.rollouts.conversation import messages_of_turns
-from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.store import repo_datasets, repo_runs
 from cobalt.orchestrator.store.models import Dataset, Problem, Run, Trajectory, Turn
 from cobalt.orchestrator.store.repo_runs import TurnRow
@@ -81,8 +79,12 @@ def create_sample_run(
             executor's maximum.
         Unavailable: the executor could not be asked for its maximums.
     """
-    template = PromptTemplate.load(request.template)
+    # Imported where a run is created: the prompt rules (the rollouts package) cost the
+    # store-reading commands' start-up.
+    from cobalt.orchestrator.rollouts.prompts import PromptTemplate
     from cobalt.orchestrator.runs.executor_limits import executor_maximums
+
+    template = PromptTemplate.load(request.template)
 
     maximums = executor_maximums(executor)
     with sessions.begin() as session:
@@ -345,6 +347,8 @@ def _publics(session: Session, runs: Sequence[Run]) -> list[RunPublic]:
 
 
 def _trajectories(session: Session, run: Run) -> list[TrajectoryPublic]:
+    from cobalt.orchestrator.rollouts.conversation import messages_of_turns
+
     names = dict(
         session.execute(
             select(Problem.id, Problem.external_id).where(Problem.dataset_id == run.dataset_id)

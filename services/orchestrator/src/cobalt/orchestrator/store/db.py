@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # Alembic is imported only when a schema is actually upgraded
     from alembic.config import Config
 
 __all__ = [
+    "conflict_insert",
     "alembic_config",
     "check_sqlite_folder",
     "compress_columns_with_lz4",
@@ -83,6 +84,21 @@ def make_engine(url: str, **kwargs: Any) -> Engine:
 
         return engine
     return create_engine(url, pool_pre_ping=True, **kwargs)
+
+
+def conflict_insert(session: Session) -> Any:
+    """The session's dialect's `insert`, the one with `on_conflict_do_nothing`.
+
+    Imported here, when a row is written: `sqlalchemy.dialects.postgresql` loads every
+    PostgreSQL driver's module (~40 ms), which a command reading a SQLite store never needs.
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.insert
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Table, delete, func, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from cobalt.orchestrator.store.db import conflict_insert
 from cobalt.orchestrator.store.models import (
     BanditContext,
     Dataset,
@@ -93,8 +93,7 @@ def insert_problems(session: Session, *, dataset_id: int, rows: Sequence[dict[st
     """
     if not rows:
         return 0
-    dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    insert = conflict_insert(session)
     table = Problem.__table__
     assert isinstance(table, Table)
     statement = insert(table).on_conflict_do_nothing(index_elements=["dataset_id", "external_id"])

@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import JSON, Integer, Table, case, func, literal, select, tuple_, update
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import Session
 
@@ -25,6 +24,7 @@ from cobalt.orchestrator.lifecycle import (
     is_run_move,
     is_trajectory_move,
 )
+from cobalt.orchestrator.store.db import conflict_insert
 from cobalt.orchestrator.store.models import (
     Problem,
     Run,
@@ -137,12 +137,6 @@ class RunProgress:
     policy_versions: tuple[int, ...] = ()
     """The trainer's weights versions that wrote its turns, sorted (none: not Cobalt's
     inference service); what tells a run before training from one after."""
-
-
-def _insert(session: Session) -> Any:
-    """The dialect's `insert` (the one with `on_conflict_do_nothing`)."""
-    dialect = session.get_bind().dialect.name
-    return postgresql.insert if dialect == "postgresql" else sqlite.insert
 
 
 def _table(model: type[Trajectory] | type[Turn]) -> Table:
@@ -334,7 +328,7 @@ def ensure_trajectories(session: Session, *, run_id: int, keys: Iterable[tuple[i
         return 0
     table = _table(Trajectory)
     statement = (
-        _insert(session)(table)
+        conflict_insert(session)(table)
         .on_conflict_do_nothing(index_elements=["run_id", "problem_id", "sample_index"])
         .returning(table.c.id)
     )
@@ -370,7 +364,7 @@ def add_sample_trajectories(
         literal(0, Integer),
     ).select_from(problems.join(indices, literal(True)))
     columns = ["run_id", "problem_id", "sample_index", "status", "turns_done"]
-    statement = _insert(session)(table).from_select(columns, rows)
+    statement = conflict_insert(session)(table).from_select(columns, rows)
     session.execute(
         statement.on_conflict_do_nothing(index_elements=["run_id", "problem_id", "sample_index"])
     )
@@ -442,8 +436,9 @@ def insert_turns(
     ]
     connection = session.connection()
     if connection.dialect.name != "postgresql":
-        table = _table(Turn)
-        statement = sqlite.insert(table).on_conflict_do_nothing(index_elements=TURN_KEY)
+        statement = conflict_insert(session)(_table(Turn)).on_conflict_do_nothing(
+            index_elements=TURN_KEY
+        )
         return connection.execute(statement, values).rowcount
     # On PostgreSQL SQLAlchemy would rewrite the executemany into multi-row VALUES
     # statements of ~12,000 placeholders, whose conversion in Python cost more than the
@@ -467,7 +462,9 @@ def _postgresql_insert_turns_sql(dialect: Dialect) -> str:
 
     Compiling it per call cost ~1.5 ms, a quarter of writing one turn.
     """
-    statement = postgresql.insert(_table(Turn)).on_conflict_do_nothing(index_elements=TURN_KEY)
+    from sqlalchemy.dialects.postgresql import insert  # only a PostgreSQL store gets here
+
+    statement = insert(_table(Turn)).on_conflict_do_nothing(index_elements=TURN_KEY)
     return str(
         statement.compile(
             dialect=dialect,

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, selectinload
 
 from cobalt.orchestrator.lifecycle import GroupEvent, JobEvent, group_after, job_after
+from cobalt.orchestrator.store.db import conflict_insert
 from cobalt.orchestrator.store.models import (
     TrainingGroup,
     TrainingGroupStatus,
@@ -34,7 +34,9 @@ from cobalt.orchestrator.store.models import (
     TrainingStep,
 )
 from cobalt.shared.errors import Conflict, InvalidInput, NotFound
-from cobalt.shared.reward import RewardBreakdown
+
+if TYPE_CHECKING:  # an annotation only: the reward package imports numpy and tokenizers
+    from cobalt.shared.reward import RewardBreakdown
 
 __all__ = [
     "ClaimedStep",
@@ -229,10 +231,8 @@ def record_group(
 
 def _insert_group(session: Session, **values: Any) -> int | None:
     """Insert a group row unless (job, context, round) is stored; its id, or None."""
-    dialect = session.get_bind().dialect.name
-    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     statement = (
-        insert(TrainingGroup)
+        conflict_insert(session)(TrainingGroup)
         .values(**values)
         .on_conflict_do_nothing(index_elements=["job_id", "context_key", "round"])
         .returning(TrainingGroup.id)

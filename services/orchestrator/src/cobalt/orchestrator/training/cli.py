@@ -353,25 +353,24 @@ def stop(job_id: Annotated[int, typer.Argument()], as_json: JsonOption = False) 
 def resume(job_id: Annotated[int, typer.Argument()], as_json: JsonOption = False) -> None:
     """Mark a stopped or failed job running; then `cobalt trainer serve --job ID --resume`.
 
-    A finished job (its step budget spent) has nothing left to do: said, exit 0."""
+    A finished job (its step budget spent) has nothing left to do: refused with exit
+    status 2, as the API refuses it (409). A stopped or failed job whose budget is spent
+    ends finished instead of running: said."""
     from cobalt.orchestrator.training import service
     from cobalt.shared.contracts import TrainingJobStatus
 
     store = store_context()
+    sessions = store.sessions()
     with handled():
-        job = service.job_public(store.sessions(), job_id)
-    if job.status != TrainingJobStatus.FINISHED:
-        _set_status(job_id, TrainingJobStatus.RUNNING, as_json)
-        job = service.job_public(store.sessions(), job_id)
-        if job.status != TrainingJobStatus.FINISHED:  # a spent budget finishes it
-            return
-    elif as_json:
-        _show(job, as_json=True)
-    typer.echo(
-        f"training job {job.id} has finished: {_budget(job)}; nothing left to do "
-        "(start a new job to train further)",
-        err=as_json,
-    )
+        service.set_job_status(sessions, job_id, TrainingJobStatus.RUNNING)
+        job = service.job_public(sessions, job_id)
+    _show(job, as_json=as_json)
+    if job.status == TrainingJobStatus.FINISHED:  # its spent budget finished it
+        typer.echo(
+            f"training job {job.id} has finished: {_budget(job)}; nothing left to do "
+            "(start a new job to train further)",
+            err=as_json,
+        )
 
 
 @train_app.command("export")

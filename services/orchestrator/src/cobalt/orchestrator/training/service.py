@@ -18,7 +18,6 @@ from datetime import UTC, datetime
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.lifecycle import JOB_TRANSITIONS, JobEvent
-from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.store import repo_bandit, repo_training
 from cobalt.orchestrator.store.models import (
     BanditDataset,
@@ -67,6 +66,9 @@ def create_job(sessions: sessionmaker[Session], request: TrainingJobCreate) -> i
         InvalidInput: bad parameters, or the mode has no contexts to train on.
         Conflict: a job of that name exists.
     """
+    # Imported here: the rollout rules cost the job-reading commands' start-up.
+    from cobalt.orchestrator.rollouts.prompts import PromptTemplate
+
     params = training_params(request.mode, request.params)
     if isinstance(params, EpisodeParams) and params.template is not None:
         PromptTemplate.load(params.template)  # a bad name fails here, not in every rollout
