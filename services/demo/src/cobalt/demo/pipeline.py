@@ -496,7 +496,11 @@ def _loop(options: DemoOptions, ctx: RunContext, progress: DemoProgress) -> Demo
             f"the inference server still serves policy version {after.policy_version} after "
             "training; the weight sync did not happen (see the trainer log)"
         )
+    from cobalt.orchestrator.runs.comparison import compare_runs
+
+    comparison = compare_runs(ctx.sessions, before.refine_run, after.refine_run)
     return DemoResult(
+        change=comparison.difference, change_interval=comparison.difference_interval,
         options=options, model_dir=ctx.model_dir, served_model=ctx.served, before=before,
         after=after, bandit_name=name, bandit_contexts=count, bandit_counts=counts,
         training=training, ui_url=ctx.endpoints.orchestrator,
