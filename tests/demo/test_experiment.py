@@ -5,7 +5,9 @@ resume; the plan's arithmetic (split, budgets, selection) without processes.
 The tiny random model never passes a test, so the screening would keep no training
 problem: the run passes --no-select (the selection itself is checked below on given
 rates). As in test_demo.py the tiny model writes noise: this checks the experiment's
-mechanics and figures, not learning. About 4 minutes on 2 cores.
+mechanics and figures, not learning. 9-13 minutes on the shared 2-core machine under heavy
+load (load average 6-28), most of it vLLM's start and a trainer start per arm; the resume
+re-run starts no vLLM.
 """
 
 from __future__ import annotations
