@@ -3,6 +3,7 @@
 #                .venv-trainer (torch + verl) and install system packages
 #   make test    lint + type-check + the whole test suite (starts PostgreSQL/Redis if needed)
 #   make demo    set-up, then the whole Cobalt loop on embedded defaults and an HTML report
+#   make experiment  set-up, then the comparison of training arms and its report (~2 h)
 #   make images  the container images (podman or docker; docs/deploy.md)
 
 PYTHON ?= $(shell scripts/find-python.sh)
@@ -12,7 +13,7 @@ STAMP  := $(VENV)/.installed
 INFERENCE_STAMP := .venv-inference/.installed
 TRAINER_STAMP := .venv-trainer/.installed
 
-.PHONY: setup test lint typecheck pytest services bench bench-trainer clean demo images
+.PHONY: setup test lint typecheck pytest services bench bench-trainer clean demo experiment images
 
 setup: $(STAMP) $(INFERENCE_STAMP) $(TRAINER_STAMP)
 
@@ -58,6 +59,11 @@ test: lint typecheck pytest
 demo: setup
 	$(BIN)/cobalt demo $(if $(PROBLEMS),--problems $(PROBLEMS)) $(if $(SAMPLES),--samples $(SAMPLES)) \
 		$(if $(TURNS),--turns $(TURNS)) $(if $(STEPS),--steps $(STEPS)) $(DEMO_ARGS)
+
+# The pre-declared comparison of training arms (docs/experiments.md; about 2 hours on 2
+# cores, resumable: run it again after an interruption). Options in EXPERIMENT_ARGS.
+experiment: setup
+	$(BIN)/cobalt experiment $(EXPERIMENT_ARGS)
 
 # The CPU images by default; IMAGES="executor core", IMAGES=gpu or IMAGES=all otherwise.
 # Official bases where a registry answers, else a local Debian base (mmdebstrap).

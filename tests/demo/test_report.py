@@ -134,3 +134,20 @@ def test_a_turn_one_run_lacks_is_a_dash_not_zero(tmp_path: Path) -> None:
     text = write_report(result, tmp_path / "report.html").read_text(encoding="utf-8")
     rows = re.findall(r"<tr><td>turn (\d)</td><td>([^<]+)</td><td>([^<]+)</td><td>([^<]*)", text)
     assert rows[2][:3] == ("2", "0.500", "-") and "0.000" not in rows[2][2]
+
+
+def test_the_report_says_plainly_whether_the_change_is_larger_than_the_noise(
+    tmp_path: Path,
+) -> None:
+    result = _result()
+    result.change = [0.25, 0.0, 0.25]
+    result.change_interval = [(0.05, 0.45), (-0.25, 0.25), (-0.1, 0.5)]
+    text = write_report(result, tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "larger than the noise at turn 0 (up):" in text
+    assert "<td>[+0.050, +0.450]</td>" in text  # turn 0's paired interval, beside the change
+    data = json.loads(re.search(r'id="demo-data">(.*?)</script>', text, re.S).group(1))  # type: ignore[union-attr]
+    assert data["change_interval"][1] == [-0.25, 0.25]
+
+    result.change_interval = [(-0.2, 0.3), (-0.25, 0.25), (-0.1, 0.5)]
+    text = write_report(result, tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "within the noise at every turn" in text and "cobalt experiment" in text

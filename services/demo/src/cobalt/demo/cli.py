@@ -17,8 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cobalt.demo.errors import DemoFailed
-from cobalt.demo.options import DEFAULT_WORK_DIR, DemoOptions
-from cobalt.shared import defaults
+from cobalt.demo.options import DEFAULT_WORK_DIR, DEMO_LEARNING_RATE, DemoOptions
 from cobalt.shared.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from cobalt.shared.errors import CobaltError
 from cobalt.shared.reward_format import RewardFormat
@@ -53,7 +52,13 @@ def _terminate_as_interrupt(_signum: int, _frame: FrameType | None) -> None:
 
 
 def _print_summary(result: DemoResult, *, serving: bool = False) -> None:
-    from cobalt.demo.report import rate_at, serve_command, shown_rate, trained_summary
+    from cobalt.demo.report import (
+        noise_verdict,
+        rate_at,
+        serve_command,
+        shown_rate,
+        trained_summary,
+    )
 
     console = Console(highlight=False, soft_wrap=True)
     before, after = result.before.report, result.after.report
@@ -62,13 +67,17 @@ def _print_summary(result: DemoResult, *, serving: bool = False) -> None:
         f"Pass@1 before (v{result.before.policy_version})",
         f"Pass@1 after (v{result.after.policy_version})",
         "change",
+        "change [95%]",
         title=f"HumanEval, {before.problems} problems x {before.samples} samples (hidden tests)",
     )
     for turn in range(max(before.turns, after.turns)):
         b, a = rate_at(before.pass_at_1, turn), rate_at(after.pass_at_1, turn)
         change = "-" if a is None or b is None else f"{a - b:+.3f}"
-        table.add_row(str(turn), shown_rate(b), shown_rate(a), change)
+        interval = result.change_interval[turn] if turn < len(result.change_interval) else None
+        shown = "-" if interval is None else f"[{interval[0]:+.3f}, {interval[1]:+.3f}]"
+        table.add_row(str(turn), shown_rate(b), shown_rate(a), change, shown)
     console.print(table)
+    console.print(noise_verdict(result))
     console.print(trained_summary(result))
     command = serve_command(result)
     if command is not None:
@@ -100,18 +109,18 @@ def demo_command(
         int, typer.Option(help="HumanEval problems (the N with the shortest reference solutions).")
     ] = 6,
     samples: Annotated[int, typer.Option(help="Trajectories per problem.")] = 4,
-    turns: Annotated[int, typer.Option(help="Feedback turns after turn 0.")] = 2,
-    steps: Annotated[int, typer.Option(help="GRPO steps, the training job's budget.")] = 2,
+    turns: Annotated[int, typer.Option(help="Feedback turns after turn 0.")] = 1,
+    steps: Annotated[int, typer.Option(help="GRPO steps, the training job's budget.")] = 4,
     contexts_per_step: Annotated[int, typer.Option(help="Bandit contexts per step.")] = 2,
     group_size: Annotated[int, typer.Option(help="GRPO group: samples per context.")] = 4,
-    max_tokens: Annotated[int, typer.Option(help="Longest response (rollouts, training).")] = 256,
+    max_tokens: Annotated[int, typer.Option(help="Longest response (rollouts, training).")] = 192,
     max_context_tokens: Annotated[
         int, typer.Option(help="Longest bandit context kept (prompt tokens).")
     ] = 768,
     max_model_len: Annotated[
         int, typer.Option(help="Context length of the vLLM the demo starts.")
     ] = 2048,
-    lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = defaults.LEARNING_RATE,
+    lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = DEMO_LEARNING_RATE,
     reward_format: Annotated[
         RewardFormat,
         typer.Option(

@@ -85,13 +85,13 @@ def inference_process(
     )
 
 
-def trainer_process(*, job_id: int, log_dir: Path, env: Mapping[str, str]) -> ChildProcess:
+def trainer_process(
+    *, job_id: int, log_dir: Path, env: Mapping[str, str], log_name: str = "trainer.log"
+) -> ChildProcess:
     """`cobalt trainer serve --job ID` (it re-executes itself in .venv-trainer); it trains
     until the job's budget is spent or the job is stopped."""
     command = [*cobalt_command(), "trainer", "serve", "--job", str(job_id)]
-    return ChildProcess(
-        name="trainer", command=command, log_path=log_dir / "trainer.log", env=dict(env)
-    )
+    return ChildProcess(name="trainer", command=command, log_path=log_dir / log_name, env=dict(env))
 
 
 def worker_process(*, index: int, log_dir: Path, env: Mapping[str, str]) -> ChildProcess:

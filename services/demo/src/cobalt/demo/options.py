@@ -10,12 +10,16 @@ from typing import Any
 from cobalt.shared import defaults
 from cobalt.shared.reward_format import RewardFormat
 
-__all__ = ["DEFAULT_WORK_DIR", "DemoOptions", "DemoPaths"]
+__all__ = ["DEFAULT_WORK_DIR", "DEMO_LEARNING_RATE", "DemoOptions", "DemoPaths"]
 
 DEFAULT_WORK_DIR = Path(".cobalt-demo")
 """Relative to where the demo runs (the checkout for `make demo`); gitignored."""
 
 SMOLLM2_DIR_NAME = "smollm2-135m-instruct"
+
+DEMO_LEARNING_RATE = 2e-5
+"""The demo's and the experiment's scale: a handful of full-weight GRPO steps on 135M
+parameters must move the policy (docs/experiments.md)."""
 
 
 @dataclass(frozen=True)
@@ -26,9 +30,10 @@ class DemoOptions:
     """HumanEval problems: the N with the shortest reference solutions (bundled data)."""
     samples: int = 4
     """Trajectories per problem (turn-0 programs, each refined on its own)."""
-    turns: int = 2
-    """Feedback turns after turn 0 (docs/method.md collects training contexts with 2)."""
-    steps: int = 2
+    turns: int = 1
+    """Feedback turns after turn 0 (docs/method.md collects training contexts with 2; one
+    keeps the demo's rollouts to two turns, the time going to training steps instead)."""
+    steps: int = 4
     """GRPO steps; each ends by loading the new weights into the running vLLM."""
     contexts_per_step: int = 2
     """Bandit contexts per step (fewer if the builder kept fewer). The trainer holds a whole
@@ -36,7 +41,7 @@ class DemoOptions:
     of SmolLM2 fit in a few GB, 4 x 4 rows of long contexts went past 20 GB."""
     group_size: int = 4
     """GRPO group: responses sampled per context."""
-    max_tokens: int = 256
+    max_tokens: int = 192
     """Longest response, in rollouts and in training."""
     max_context_tokens: int = 768
     """Longest bandit context kept (rendered prompt tokens; longer ones are dropped, never
@@ -45,8 +50,9 @@ class DemoOptions:
     max_model_len: int = 2048
     """Context length of the vLLM the demo starts: three turns of 256-token answers with
     their feedback fit, and the 1 GiB CPU KV cache still holds every sample at once."""
-    lr: float = defaults.LEARNING_RATE
-    """AdamW learning rate (the paper's)."""
+    lr: float = DEMO_LEARNING_RATE
+    """AdamW learning rate: not the paper's 1e-6, at which a few steps leave a 135M model
+    where it was (docs/experiments.md, "The demo")."""
     reward_format: RewardFormat = RewardFormat.INSTRUCT
     """The reward's format rules. SmolLM2 writes no thinking block, so the paper's rules
     (one `</think>`, written for reasoning models) would cost every response 0.9; pass

@@ -68,7 +68,15 @@ from cobalt.shared.contracts.training import TrainingJobCreate, TrainingJobPubli
 from cobalt.shared.errors import CobaltError
 from cobalt.shared.reward import TokenizerCounter
 
-__all__ = ["run_demo", "trained_policy_dir"]
+__all__ = [
+    "RunContext",
+    "carry_out",
+    "executor_settings",
+    "policy_version",
+    "run_demo",
+    "run_trainer",
+    "trained_policy_dir",
+]
 
 INTERRUPT_JOIN_S = 10.0
 """Longest wait, after Ctrl-C, for the interrupted jobs to hand their trajectories back
@@ -105,7 +113,7 @@ def _import_problems(
     return name
 
 
-def _carry_out(
+def carry_out(
     settings: OrchestratorSettings,
     sessions: sessionmaker[Session],
     run_id: int,
@@ -150,12 +158,12 @@ def _carry_out(
         raise DemoFailed(f"run {run_id} ended {status}{reason} (see `cobalt run show {run_id}`)")
 
 
-def _policy_version(endpoints: Endpoints) -> int:
+def policy_version(endpoints: Endpoints) -> int:
     with InferenceControlClient(endpoints.inference, token=endpoints.control_token) as control:
         return control.status().version
 
 
-def _executor(ctx: _RunContext) -> ExecutorClientSettings:
+def executor_settings(ctx: RunContext) -> ExecutorClientSettings:
     """The demo's executor (started without a token), whose maximums a run's limits obey."""
     return ExecutorClientSettings(url=ctx.endpoints.executor, auth_token=None)
 
@@ -163,11 +171,11 @@ def _executor(ctx: _RunContext) -> ExecutorClientSettings:
 def _roll_out(
     label: str,
     options: DemoOptions,
-    ctx: _RunContext,
+    ctx: RunContext,
     progress: DemoProgress,
 ) -> PhaseResult:
     """Sample turn 0, refine it with feedback turns, evaluate every turn on hidden tests."""
-    version = _policy_version(ctx.endpoints)
+    version = policy_version(ctx.endpoints)
     trajectories = options.problems * options.samples
     sample_request = SampleRunRequest(
         dataset=ctx.dataset, base_url=f"{ctx.endpoints.inference}/v1", model=ctx.served,
@@ -176,9 +184,9 @@ def _roll_out(
     )  # fmt: skip
     with progress.stage(f"{label}: sampling turn 0", total=trajectories) as bar:
         sample_run = service.create_sample_run(
-            ctx.sessions, sample_request, executor=_executor(ctx)
+            ctx.sessions, sample_request, executor=executor_settings(ctx)
         )
-        _carry_out(ctx.settings, ctx.sessions, sample_run, ctx.endpoints.executor, bar)
+        carry_out(ctx.settings, ctx.sessions, sample_run, ctx.endpoints.executor, bar)
     refine_request = RefineRunRequest(
         from_run=sample_run,
         turns=options.turns,
@@ -188,16 +196,14 @@ def _roll_out(
     total = trajectories * (options.turns + 1)
     with progress.stage(f"{label}: {options.turns} feedback turns", total=total) as bar:
         refine_run = service.create_refine_run(
-            ctx.sessions, refine_request, executor=_executor(ctx)
+            ctx.sessions, refine_request, executor=executor_settings(ctx)
         )
-        _carry_out(ctx.settings, ctx.sessions, refine_run, ctx.endpoints.executor, bar)
+        carry_out(ctx.settings, ctx.sessions, refine_run, ctx.endpoints.executor, bar)
     report = _evaluate(label, refine_run, ctx, progress)
     return PhaseResult(label, sample_run, refine_run, version, report)
 
 
-def _evaluate(
-    label: str, run_id: int, ctx: _RunContext, progress: DemoProgress
-) -> EvaluationReport:
+def _evaluate(label: str, run_id: int, ctx: RunContext, progress: DemoProgress) -> EvaluationReport:
     with (
         progress.stage(f"{label}: evaluating on hidden tests") as bar,
         ExecutorClient(base_url=ctx.endpoints.executor) as executor,
@@ -212,7 +218,7 @@ def _evaluate(
 
 
 @dataclass
-class _RunContext:
+class RunContext:
     settings: OrchestratorSettings
     sessions: sessionmaker[Session]
     endpoints: Endpoints
@@ -249,7 +255,7 @@ def _without_password(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
-def _reusable_baseline(paths: DemoPaths, key: str, ctx: _RunContext) -> PhaseResult | None:
+def _reusable_baseline(paths: DemoPaths, key: str, ctx: RunContext) -> PhaseResult | None:
     if not paths.state.is_file():
         return None
     saved = json.loads(paths.state.read_text(encoding="utf-8")).get("baseline") or {}
@@ -278,7 +284,7 @@ def _save_baseline(paths: DemoPaths, key: str, phase: PhaseResult) -> None:
 
 
 def _build_contexts(
-    options: DemoOptions, ctx: _RunContext, run_id: int, bar: StageBar
+    options: DemoOptions, ctx: RunContext, run_id: int, bar: StageBar
 ) -> tuple[str, int, dict[str, Any]]:
     """The bandit dataset of the baseline run; a re-run reuses it (the build is determined
     by the run and the options, and earlier training jobs still point at it)."""
@@ -309,7 +315,7 @@ def _build_contexts(
 
 
 def _train(
-    options: DemoOptions, ctx: _RunContext, contexts: str, available: int, progress: DemoProgress
+    options: DemoOptions, ctx: RunContext, contexts: str, available: int, progress: DemoProgress
 ) -> TrainingJobPublic:
     """A training job of `options.steps` steps over the contexts (its budget: it ends
     `finished`), and its trainer process."""
@@ -330,6 +336,22 @@ def _train(
                 "max_steps": options.steps},
     )  # fmt: skip
     job_id = create_job(ctx.sessions, request)
+    # Earlier demos' checkpoints (~2 GB each: weights and AdamW state) only serve to resume
+    # jobs the demo never resumes; without this every re-run would add gigabytes.
+    for earlier in ctx.paths.checkpoints.glob("job-*"):
+        shutil.rmtree(earlier, ignore_errors=True)
+    return run_trainer(ctx, job_id, options.steps, progress, label="training")
+
+
+def run_trainer(
+    ctx: RunContext, job_id: int, steps: int, progress: DemoProgress, *, label: str
+) -> TrainingJobPublic:
+    """Run the trainer process of job `job_id` (budget: `steps` steps) until the job is
+    finished; its log is logs/trainer-<job>.log.
+
+    Raises:
+        DemoFailed: the job failed, or the trainer stopped before its budget was spent.
+    """
     env = without_cobalt_settings()
     env.update(
         COBALT_TRAINER_ORCHESTRATOR_URL=ctx.endpoints.orchestrator,
@@ -338,13 +360,11 @@ def _train(
     )
     if ctx.endpoints.control_token:
         env["COBALT_TRAINER_INFERENCE_TOKEN"] = ctx.endpoints.control_token
-    # Earlier demos' checkpoints (~2 GB each: weights and AdamW state) only serve to resume
-    # jobs the demo never resumes; without this every re-run would add gigabytes.
-    for earlier in ctx.paths.checkpoints.glob("job-*"):
-        shutil.rmtree(earlier, ignore_errors=True)
-    trainer = trainer_process(job_id=job_id, log_dir=ctx.paths.logs, env=env)
+    trainer = trainer_process(
+        job_id=job_id, log_dir=ctx.paths.logs, env=env, log_name=f"trainer-{job_id}.log"
+    )
     with TrainingClient(ctx.endpoints.orchestrator) as api:
-        with progress.stage(f"training: {options.steps} GRPO steps", total=options.steps) as bar:
+        with progress.stage(f"{label}: {steps} GRPO steps", total=steps) as bar:
             trainer.start()
             try:
                 while trainer.is_running():
@@ -370,7 +390,7 @@ def _train(
             )
         if trainer.returncode != 0 or job.status != TrainingJobStatus.FINISHED:
             raise trainer.failure(
-                f"stopped after {job.step} of {options.steps} steps (exit {trainer.returncode}"
+                f"stopped after {job.step} of {steps} steps (exit {trainer.returncode}"
                 f"{'; ' + job.error if job.error else ''})"
             )
     return job
@@ -437,7 +457,7 @@ def run_demo(
             with progress.stage("importing HumanEval (bundled)") as bar:
                 dataset = _import_problems(sessions, options, paths, bar)
             wait_ready(children, progress)
-            ctx = _RunContext(
+            ctx = RunContext(
                 settings=OrchestratorSettings(
                     database_url=paths.database_url, redis_url=None,
                     local_concurrency=max(1, min(options.problems, 8)),
@@ -458,11 +478,11 @@ def run_demo(
         engine.dispose()
 
 
-def _loop(options: DemoOptions, ctx: _RunContext, progress: DemoProgress) -> DemoResult:
+def _loop(options: DemoOptions, ctx: RunContext, progress: DemoProgress) -> DemoResult:
     """Steps 3-6: baseline, contexts, training, the trained policy's turn."""
     key = _baseline_key(options, ctx.paths, ctx.model_dir, ctx.served)
     before = _reusable_baseline(ctx.paths, key, ctx)
-    if before is not None and before.policy_version == _policy_version(ctx.endpoints):
+    if before is not None and before.policy_version == policy_version(ctx.endpoints):
         progress.say(f"reusing the baseline of an earlier demo (run {before.refine_run})")
     else:
         before = _roll_out("before", options, ctx, progress)
@@ -476,7 +496,11 @@ def _loop(options: DemoOptions, ctx: _RunContext, progress: DemoProgress) -> Dem
             f"the inference server still serves policy version {after.policy_version} after "
             "training; the weight sync did not happen (see the trainer log)"
         )
+    from cobalt.orchestrator.runs.comparison import compare_runs
+
+    comparison = compare_runs(ctx.sessions, before.refine_run, after.refine_run)
     return DemoResult(
+        change=comparison.difference, change_interval=comparison.difference_interval,
         options=options, model_dir=ctx.model_dir, served_model=ctx.served, before=before,
         after=after, bandit_name=name, bandit_contexts=count, bandit_counts=counts,
         training=training, ui_url=ctx.endpoints.orchestrator,

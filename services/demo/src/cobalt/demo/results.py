@@ -44,6 +44,10 @@ class DemoResult:
     report_path: Path | None = None
     dataset: str = ""
     """The imported HumanEval dataset's name (what a new run samples from)."""
+    change: list[float | None] = field(default_factory=list)
+    """Per turn, Pass@1 after minus before over the same problems (runs.comparison)."""
+    change_interval: list[tuple[float, float] | None] = field(default_factory=list)
+    """Per turn, its paired 95% bootstrap interval: a change inside it is noise."""
     trained_model: Path | None = None
     """The last step's policy directory (a Hugging Face model directory inference can
     serve); None when the trainer left none (e.g. removed since)."""

@@ -1,0 +1,241 @@
+"""What the experiment runs, decided before anything runs: the options, the problem split,
+the arms and their equal training budgets, and the keys that make a re-run reuse what an
+interrupted one finished. Nothing here reads a result except `select_training_problems`,
+which reads the base model's screening run on the TRAINING candidates only.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cobalt.shared import defaults
+from cobalt.shared.contracts.training import TrainingMode
+from cobalt.shared.reward_format import RewardFormat
+
+__all__ = [
+    "ARM_NAMES",
+    "DEFAULT_WORK_DIR",
+    "Arm",
+    "ExperimentOptions",
+    "Split",
+    "arms_of",
+    "pool_rows",
+    "select_training_problems",
+    "split_pool",
+]
+
+DEFAULT_WORK_DIR = Path(".cobalt-experiment")
+"""Relative to where it runs (the checkout for `make experiment`); gitignored."""
+
+ARM_NAMES = ("base", "cobalt", "single_turn", "multi_turn", "verpo")
+"""Every arm there is, in the report's order; `base` is never trained."""
+
+_MODES = {
+    "cobalt": TrainingMode.COBALT,
+    "single_turn": TrainingMode.SINGLE_TURN,
+    "multi_turn": TrainingMode.MULTI_TURN,
+    "verpo": TrainingMode.VERPO,
+}
+
+
+@dataclass(frozen=True)
+class ExperimentOptions:
+    """The experiment's sizes; docs/experiments.md derives the defaults from measured costs."""
+
+    pool: int = 40
+    """HumanEval problems used: the N with the shortest reference solutions (a property of
+    the data, not of any result), split by `seed` into halves."""
+    seed: int = 0
+    """Seeds the split (and names the runs: another seed is another experiment)."""
+    screen_samples: int = 4
+    """Base-model samples per training candidate in the screening run that selects the
+    training problems (its own samples: the base's measured rate is not the selection's)."""
+    select: bool = True
+    """Keep only training candidates whose base pass rate in screening is neither 0 nor 1
+    (off: every candidate; the tiny test model never passes)."""
+    samples: int = 4
+    """Evaluation samples per problem (trajectories of turn 0 plus `turns` feedback turns)."""
+    turns: int = 2
+    """Feedback turns after turn 0, in evaluation and in Cobalt's offline collection."""
+    steps: int = 8
+    """GRPO steps of the single-step arms (Cobalt, single-turn)."""
+    contexts_per_step: int = 2
+    group_size: int = 4
+    episode_turns: int = 2
+    """Turns per online episode (multi-turn, VeRPO), turn 0 included; every episode runs
+    them all, so a step samples contexts x group x episode_turns responses."""
+    arms: tuple[str, ...] = ("base", "cobalt", "single_turn", "multi_turn")
+    max_tokens: int = 256
+    max_context_tokens: int = 768
+    max_model_len: int = 2048
+    lr: float = 1e-5
+    reward_format: RewardFormat = RewardFormat.INSTRUCT
+    temperature: float = defaults.TEMPERATURE
+    work_dir: Path = DEFAULT_WORK_DIR
+    model: Path | None = None
+    served_model: str | None = None
+    inference_url: str | None = None
+    ui_port: int = 8300
+
+    def __post_init__(self) -> None:
+        for name in ("pool", "screen_samples", "samples", "steps", "contexts_per_step",
+                     "episode_turns", "max_tokens", "max_context_tokens"):  # fmt: skip
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.pool < 4:
+            raise ValueError("--pool must be at least 4 (two training and two held-out problems)")
+        if self.turns < 1:
+            raise ValueError("--turns must be at least 1 (the bandit builder needs feedback turns)")
+        if self.group_size < 2:
+            raise ValueError("--group-size must be at least 2 (GRPO compares within a group)")
+        unknown = [arm for arm in self.arms if arm not in ARM_NAMES]
+        if unknown or not self.arms or "base" not in self.arms:
+            raise ValueError(
+                f"--arms: {', '.join(unknown) or 'base missing'}; the arms are "
+                f"{', '.join(ARM_NAMES)} and base is always one (every arm is compared to it)"
+            )
+        if self.max_context_tokens + self.max_tokens > self.max_model_len:
+            raise ValueError(
+                "--max-context-tokens plus --max-tokens must be at most --max-model-len"
+            )
+        if self.inference_url is not None and self.model is None:
+            raise ValueError("--inference-url needs --model: the directory that server serves")
+        arms_of(self)  # the budgets must divide evenly
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            k: str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v
+            for k, v in asdict(self).items()
+        }
+
+    def identity(self) -> dict[str, Any]:
+        """What makes two runs the same experiment (not where it works or which port)."""
+        skip = {"work_dir", "ui_port", "inference_url", "arms"}
+        return {k: v for k, v in self.as_dict().items() if k not in skip}
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm: how it trains (none for base) and its budget."""
+
+    name: str
+    mode: TrainingMode | None
+    steps: int = 0
+    contexts_per_step: int = 0
+    responses_per_step: int = 0
+    """Responses each step samples and trains on (every turn of an episode counts)."""
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def budget(self) -> int:
+        """Responses sampled for training over the whole job."""
+        return self.steps * self.responses_per_step
+
+    def key(self, options: ExperimentOptions) -> str:
+        """The arm's name in the store: its job is `exp-<arm>-<hash of the config>`."""
+        blob = json.dumps([self.name, options.identity(), dict(self.params)], sort_keys=True)
+        return f"exp-{self.name.replace('_', '-')}-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
+
+
+def arms_of(options: ExperimentOptions) -> list[Arm]:
+    """The arms with equal budgets: a single-step arm samples contexts x group responses per
+    step; an episode arm samples episode_turns times that per context, so it takes
+    1/episode_turns of the contexts per step where they divide, else of the steps.
+
+    Raises:
+        ValueError: neither divides (the budgets could not be equal).
+    """
+    group, per_step, steps = options.group_size, options.contexts_per_step, options.steps
+    trainer = {
+        "n_samples": group, "max_response_tokens": options.max_tokens, "lr": options.lr,
+    }  # fmt: skip
+    common = {"temperature": options.temperature, "max_steps": steps}
+    arms = []
+    for name in sorted(set(options.arms), key=ARM_NAMES.index):  # base first
+        if name == "base":
+            arms.append(Arm("base", None))
+            continue
+        mode = _MODES[name]
+        arm_steps, arm_contexts, turns = steps, per_step, 1
+        params: dict[str, Any] = dict(common)
+        if mode in (TrainingMode.MULTI_TURN, TrainingMode.VERPO):
+            turns = options.episode_turns
+            if per_step % turns == 0:
+                arm_contexts = per_step // turns
+            elif steps % turns == 0:
+                arm_steps = steps // turns
+            else:
+                raise ValueError(
+                    f"--episode-turns ({turns}) must divide --contexts-per-step or --steps, "
+                    "so that every arm samples the same number of responses"
+                )
+            params.update(turns=turns, stop_on_pass=False, max_steps=arm_steps)
+        if mode != TrainingMode.VERPO:
+            params["reward_format"] = options.reward_format.value
+        params["trainer"] = {
+            **trainer, "contexts_per_step": arm_contexts,
+            # Mini-batches must split a step evenly; 2 updates (the paper's) where they can.
+            "updates_per_step": 2 if arm_contexts % 2 == 0 else 1,
+        }  # fmt: skip
+        arms.append(Arm(name, mode, arm_steps, arm_contexts, arm_contexts * group * turns, params))
+    budgets = {arm.budget for arm in arms if arm.mode is not None}
+    assert len(budgets) <= 1, budgets  # by construction above
+    return arms
+
+
+def pool_rows(pool: int) -> list[dict[str, Any]]:
+    """The bundled HumanEval's `pool` problems with the shortest reference solutions."""
+    from cobalt.orchestrator.datasets.importers import resolve_source
+
+    source = resolve_source("humaneval", Path("bundled"))
+    opener = gzip.open if source.suffix == ".gz" else open
+    with opener(source, "rt", encoding="utf-8") as lines:
+        rows = [json.loads(line) for line in lines if line.strip()]
+    if pool > len(rows):
+        raise ValueError(f"--pool {pool}: the bundled HumanEval has {len(rows)} problems")
+    rows.sort(key=lambda row: (len(row["canonical_solution"].strip()), row["task_id"]))
+    return rows[:pool]
+
+
+@dataclass(frozen=True)
+class Split:
+    """Task ids of the training candidates and the held-out problems (disjoint)."""
+
+    candidates: tuple[str, ...]
+    held_out: tuple[str, ...]
+
+
+def split_pool(task_ids: Sequence[str], seed: int) -> Split:
+    """A seeded shuffle of the pool, its first half training candidates, the rest held out
+    (sorted, so the split reads the same whatever order the pool came in)."""
+    ordered = sorted(task_ids, key=lambda tid: int(tid.split("/")[-1]))
+    random.Random(seed).shuffle(ordered)
+    half = len(ordered) // 2
+    return Split(tuple(sorted(ordered[:half])), tuple(sorted(ordered[half:])))
+
+
+def select_training_problems(
+    rates: Mapping[str, float], *, select: bool
+) -> tuple[list[str], dict[str, str]]:
+    """The training problems among the candidates, from the base model's screening pass
+    rate over every turn and sample of each candidate; and why each other was left out.
+
+    A rate of 0 or 1 gives GRPO groups whose rewards are mostly equal (no gradient);
+    without `select` every candidate is kept.
+    """
+    kept, dropped = [], {}
+    for task_id, rate in sorted(rates.items()):
+        if select and rate <= 0.0:
+            dropped[task_id] = "never solved by the base model in screening"
+        elif select and rate >= 1.0:
+            dropped[task_id] = "always solved by the base model in screening"
+        else:
+            kept.append(task_id)
+    return kept, dropped

