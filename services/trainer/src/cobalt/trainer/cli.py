@@ -209,8 +209,6 @@ def _run(
         finally:
             if tracking is not None:
                 tracking.close()
-            if inference is not None:
-                inference.close()
             if run.arrivals is not None:
                 run.arrivals.close()
     typer.echo(f"training job {job_id}: step {last} done")
