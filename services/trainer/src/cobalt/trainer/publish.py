@@ -39,6 +39,7 @@ __all__ = [
     "WeightPublisher",
     "check_publishable",
     "choose_publisher",
+    "load_into_replica",
     "serve_checkpoint",
 ]
 
@@ -64,7 +65,7 @@ def serve_checkpoint(inference: InferenceReplicas | None, checkpoint: Checkpoint
     """
     if inference is None:
         return checkpoint.policy_version
-    outcome = inference.publish(checkpoint.policy_version, partial(_load_into, checkpoint))
+    outcome = inference.publish(checkpoint.policy_version, partial(load_into_replica, checkpoint))
     write_published(
         checkpoint.path.parent.parent,
         PublishedPolicy(
@@ -75,7 +76,7 @@ def serve_checkpoint(inference: InferenceReplicas | None, checkpoint: Checkpoint
     return min(outcome.served.values())
 
 
-def _load_into(checkpoint: Checkpoint, replica: InferenceControlClient) -> int:
+def load_into_replica(checkpoint: Checkpoint, replica: InferenceControlClient) -> int:
     """One replica: load the checkpoint unless it serves that version or a newer one."""
     serving = replica.status().version
     if serving >= checkpoint.policy_version:
