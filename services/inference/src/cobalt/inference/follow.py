@@ -7,8 +7,8 @@ at its checkpoint root (`cobalt.shared.checkpoints`). A server started with
 older, /ready answers 503 (Kubernetes and the rollout workers route elsewhere) and
 `PolicyFollower` loads the newest policy through `load_newest_policy`, the one place that
 says how "the job's newest policy" is loaded. Today that is the published full checkpoint
-directory; a delta-aware loader (newest full checkpoint plus the deltas after it) replaces
-this one function.
+directory (or a LoRA job's adapter); a delta-aware loader (newest full checkpoint plus
+the deltas after it) replaces this one function.
 """
 
 from __future__ import annotations
@@ -18,8 +18,13 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cobalt.inference.adapters import ADAPTER_CONFIG
 from cobalt.shared.checkpoints import PublishedPolicy, read_published
-from cobalt.shared.contracts.inference import LoadWeightsRequest, LoadWeightsResponse
+from cobalt.shared.contracts.inference import (
+    LoadAdapterRequest,
+    LoadWeightsRequest,
+    LoadWeightsResponse,
+)
 
 if TYPE_CHECKING:
     from cobalt.inference.control import PolicyController
@@ -50,6 +55,9 @@ async def load_newest_policy(
     Raises:
         LoadError: as `PolicyController.load`.
     """
+    if (Path(published.path) / ADAPTER_CONFIG).is_file():  # a LoRA job's adapter
+        adapter = LoadAdapterRequest(path=published.path, version=published.version)
+        return await controller.load_adapter(adapter)
     request = LoadWeightsRequest(path=published.path, version=published.version)
     return await controller.load(request)
 
