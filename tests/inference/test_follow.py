@@ -14,8 +14,8 @@ import pytest
 
 from cobalt.inference.follow import PolicyFollower, newest_published
 from cobalt.shared.checkpoints import PUBLISHED_FILE, PublishedPolicy, write_published
-from tests.inference.test_checkpoints import checkpoint
-from tests.inference.test_control import StandInEngine, client, make, run
+from tests.support.checkpoints import checkpoint
+from tests.support.control import StandInEngine, client, make, run
 
 
 def publish(root: Path, version: int, path: Path) -> None:
