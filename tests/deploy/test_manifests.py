@@ -74,6 +74,17 @@ def rendered(k8s_tree: Path) -> dict[str, str]:
     )
     # It borrows the gpu overlay's patch files, outside its own directory.
     out["gpu-no-keda"] = render(no_keda, "--load-restrictor=LoadRestrictionsNone")
+    # And the gpu overlay with several inference replicas, scaled on demand.
+    autoscaled = k8s_tree / "overlays" / "gpu-autoscaled"
+    autoscaled.mkdir()
+    shutil.copy(SECRETS_EXAMPLE, autoscaled / "secrets.env")
+    (autoscaled / "kustomization.yaml").write_text(
+        gpu.replace(
+            "  - ../../components/keda-workers\n",
+            "  - ../../components/keda-workers\n  - ../../components/keda-serving\n",
+        ).replace("path: ", "path: ../gpu/")
+    )
+    out["gpu-autoscaled"] = render(autoscaled, "--load-restrictor=LoadRestrictionsNone")
     return out
 
 
@@ -100,7 +111,7 @@ def _containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
-@pytest.mark.parametrize("overlay", [*OVERLAYS, "gpu-no-keda"])
+@pytest.mark.parametrize("overlay", [*OVERLAYS, "gpu-no-keda", "gpu-autoscaled"])
 def test_overlay_passes_strict_kubernetes_validation(
     objects: dict[str, list[dict[str, Any]]], overlay: str, version: str, tmp_path: Path
 ) -> None:
@@ -155,6 +166,57 @@ def test_scaledobject_schema_rejects_unknown_fields(
     broken["spec"]["maxReplicas"] = 3  # an HPA field, not KEDA's maxReplicaCount
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, json.loads(SCALEDOBJECT_SCHEMA.read_text()))
+
+
+def test_serving_scaledobjects_match_the_schema_and_the_metrics_exported(
+    objects: dict[str, list[dict[str, Any]]],
+) -> None:
+    """components/keda-serving: the executor on its admission queue (the gauge it exports),
+    inference on vLLM's waiting requests; the executor's CPU HPA is gone (KEDA makes its
+    own), and each target exists."""
+    from cobalt.executor.metrics import ExecutorMetrics
+
+    objs = objects["gpu-autoscaled"]
+    scaled = {o["metadata"]["name"]: o for o in objs if o["kind"] == "ScaledObject"}
+    assert set(scaled) == {"cobalt-worker", "cobalt-executor", "cobalt-inference"}
+    schema = json.loads(SCALEDOBJECT_SCHEMA.read_text())
+    for name, obj in scaled.items():
+        jsonschema.validate(obj, schema)
+        target = obj["spec"]["scaleTargetRef"]
+        assert (target["kind"], target["name"]) == ("Deployment", name)
+        assert by_name(objs, "Deployment", name)
+    exported = {m.name for m in ExecutorMetrics().registry.collect()}
+    (executor,) = scaled["cobalt-executor"]["spec"]["triggers"]
+    (metric,) = re.findall(r"sum\((\w+)\{", executor["metadata"]["query"])
+    assert metric == "cobalt_executor_queue_depth" and metric in exported
+    (inference,) = scaled["cobalt-inference"]["spec"]["triggers"]
+    assert inference["metadata"]["query"].startswith("sum(vllm:num_requests_waiting{")
+    assert not [o for o in objs if o["kind"] == "HorizontalPodAutoscaler"]
+
+
+def test_serving_component_points_the_trainer_at_every_replica(
+    objects: dict[str, list[dict[str, Any]]],
+) -> None:
+    """The trainer publishes through the headless Service of the inference pods, and each
+    pod follows the checkpoint directory the trainer writes (version-gated /ready)."""
+    objs = objects["gpu-autoscaled"]
+    trainer = by_name(objs, "Job", "cobalt-trainer")["spec"]["template"]["spec"]
+    inference = by_name(objs, "Deployment", "cobalt-inference")
+    trainer_env = _env(trainer["containers"][0])
+    url = trainer_env["COBALT_TRAINER_INFERENCE_URL"]["value"]
+    assert url.startswith("dns+http://")
+    service = by_name(objs, "Service", url.removeprefix("dns+http://").split(":")[0])
+    assert service["spec"]["clusterIP"] == "None"
+    labels = inference["spec"]["template"]["metadata"]["labels"]
+    assert all(labels[k] == v for k, v in service["spec"]["selector"].items())
+    inference_env = _env(inference["spec"]["template"]["spec"]["containers"][0])
+    followed = inference_env["COBALT_INFERENCE_CHECKPOINT_DIR"]["value"]
+    assert followed == trainer_env["COBALT_TRAINER_CHECKPOINT_DIR"]["value"]
+    # The one-replica overlays keep the plain URL.
+    plain = by_name(objects["gpu"], "Job", "cobalt-trainer")["spec"]["template"]["spec"]
+    assert not _env(plain["containers"][0])["COBALT_TRAINER_INFERENCE_URL"]["value"].startswith(
+        "dns+"
+    )
 
 
 def test_hpa_fallback_replaces_the_scaledobject(objects: dict[str, list[dict[str, Any]]]) -> None:

@@ -10,51 +10,7 @@ import pytest
 
 from cobalt.inference.checkpoints import CheckpointError, checkpoint_problems, read_tensor_manifest
 from cobalt.shared.checkpoints import POLICY_FILE, read_policy_version, write_policy_version
-
-CONFIG = {
-    "model_type": "qwen2",
-    "architectures": ["Qwen2ForCausalLM"],
-    "hidden_size": 4,
-    "intermediate_size": 8,
-    "num_hidden_layers": 1,
-    "num_attention_heads": 1,
-    "num_key_value_heads": 1,
-    "vocab_size": 10,
-    "tie_word_embeddings": False,
-}
-TENSORS = {
-    "model.embed_tokens.weight": ("F32", [10, 4]),
-    "lm_head.weight": ("F32", [10, 4]),
-    "model.layers.0.mlp.down_proj.weight": ("BF16", [4, 8]),
-}
-_SIZES = {"F32": 4, "BF16": 2, "I64": 8}
-
-
-def write_safetensors(path: Path, tensors: dict[str, tuple[str, list[int]]]) -> None:
-    header: dict[str, object] = {}
-    offset = 0
-    for name, (dtype, shape) in tensors.items():
-        size = _SIZES[dtype]
-        for dim in shape:
-            size *= dim
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
-        offset += size
-    encoded = json.dumps(header).encode()
-    path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + bytes(offset))
-
-
-def checkpoint(
-    root: Path,
-    name: str,
-    *,
-    config: dict[str, object] | None = None,
-    tensors: dict[str, tuple[str, list[int]]] | None = None,
-) -> Path:
-    directory = root / name
-    directory.mkdir()
-    (directory / "config.json").write_text(json.dumps(config or CONFIG))
-    write_safetensors(directory / "model.safetensors", tensors or TENSORS)
-    return directory
+from tests.support.checkpoints import CONFIG, TENSORS, checkpoint
 
 
 def test_an_identical_layout_has_no_problems(tmp_path: Path) -> None:

@@ -12,15 +12,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from cobalt.orchestrator.api.app import create_app
-from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.models import TrainingSample
 from tests.support.inference import (
     CONTROL_TOKEN,
@@ -30,28 +27,11 @@ from tests.support.inference import (
     assert_close,
     hf_top_logprobs,
 )
-from tests.support.serving import serve_asgi
-from tests.support.training import TRAINER_PYTHON, bandit_dataset
+from tests.support.training import TRAINER_PYTHON
 
 LORA_TOOLS = Path(__file__).parents[2] / "inference" / "lora_tools.py"
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def orchestrator(
-    store_url: str,
-    executor_url: str,
-    sessions: sessionmaker[Session],
-    monkeypatch: pytest.MonkeyPatch,
-) -> Iterator[tuple[str, httpx.Client]]:
-    """The orchestrator API over real HTTP (its URL and a client), with the training
-    fixtures' bandit dataset "ctx" in its store and the real executor behind it."""
-    bandit_dataset(sessions)
-    monkeypatch.setenv("COBALT_EXECUTOR_URL", executor_url)
-    settings = OrchestratorSettings(database_url=store_url, redis_url=None)
-    with serve_asgi(create_app(settings)) as url, httpx.Client(base_url=url, timeout=60) as api:
-        yield url, api
 
 
 def train_one_step(

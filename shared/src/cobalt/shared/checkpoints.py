@@ -9,10 +9,20 @@ reloaded `embed_tokens` into a tied `lm_head` (ARCHITECTURE.md, Environments).
 from __future__ import annotations
 
 import json
+import os
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["POLICY_FILE", "read_policy_version", "write_policy_version"]
+__all__ = [
+    "POLICY_FILE",
+    "PUBLISHED_FILE",
+    "PublishedPolicy",
+    "read_policy_version",
+    "read_published",
+    "write_policy_version",
+    "write_published",
+]
 
 POLICY_FILE = "cobalt-policy.json"
 """`{"version": int, ...}` beside the weights. A server started on the directory reports
@@ -40,3 +50,51 @@ def write_policy_version(model_dir: Path, version: int, **facts: Any) -> None:
     (Path(model_dir) / POLICY_FILE).write_text(
         json.dumps({"version": version, **facts}, indent=2) + "\n", encoding="utf-8"
     )
+
+
+PUBLISHED_FILE = "published.json"
+"""At the checkpoint root: the newest policy the trainer published to its replicas. A
+replica that starts or falls behind loads it before it answers ready
+(`cobalt.inference.follow`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PublishedPolicy:
+    """What `published.json` says: the job, its newest published version, and the policy
+    directory of that version (as the trainer wrote it; the replicas mount the same path)."""
+
+    job: int
+    version: int
+    step: int
+    path: str
+
+
+def write_published(checkpoint_root: Path, published: PublishedPolicy) -> None:
+    """Replace `published.json` atomically (a reader sees the old file or the new one)."""
+    root = Path(checkpoint_root)
+    root.mkdir(parents=True, exist_ok=True)
+    partial = root / f".{PUBLISHED_FILE}.partial"
+    partial.write_text(json.dumps(asdict(published), indent=2) + "\n", encoding="utf-8")
+    os.replace(partial, root / PUBLISHED_FILE)
+
+
+def read_published(checkpoint_root: Path) -> PublishedPolicy | None:
+    """The newest published policy under `checkpoint_root`, or None before any publish.
+
+    Raises:
+        ValueError: the file is there but is not a published-policy record.
+    """
+    path = Path(checkpoint_root) / PUBLISHED_FILE
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        published = PublishedPolicy(
+            job=int(raw["job"]), version=int(raw["version"]), step=int(raw["step"]),
+            path=str(raw["path"]),
+        )  # fmt: skip
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path} is not a published-policy record ({exc!r})") from exc
+    if published.version < 0:
+        raise ValueError(f"{path}: version must be >= 0, got {published.version}")
+    return published

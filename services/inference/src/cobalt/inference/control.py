@@ -10,7 +10,8 @@ The middleware
   with `COBALT_INFERENCE_WEIGHT_BROADCAST`: the tensors come over a process group from
   the trainer, `worker.py`), `POST /v1/policy/adapter` (only with
   `COBALT_INFERENCE_LORA_MAX_RANK`: a LoRA adapter as the next version, `adapters.py`)
-  and `GET /ready` itself;
+  and `GET /ready` itself (with `COBALT_INFERENCE_CHECKPOINT_DIR`, ready only while it
+  serves the trainer's newest published version, which it loads by itself: follow.py);
 - stamps every other response with `x-cobalt-policy-version`, and, while an adapter
   serves, points requests for the served name at it (inside the gate, so the adapter
   and the stamped version always agree);
@@ -45,6 +46,7 @@ from pydantic import BaseModel, ValidationError
 
 from cobalt.inference.adapters import AdapterSlot, adapter_name, adapter_problems
 from cobalt.inference.checkpoints import CheckpointError, checkpoint_problems
+from cobalt.inference.follow import PolicyFollower
 from cobalt.inference.settings import InferenceSettings
 from cobalt.shared.checkpoints import read_policy_version
 from cobalt.shared.contracts.inference import (
@@ -323,6 +325,10 @@ class PolicyController:
         await self.engine.reset_prefix_cache()
         return _merge(results)
 
+    def can_load(self) -> bool:
+        """Whether a load could start now (the engine is up, nothing else is loading)."""
+        return self.engine is not None and self.state == "serving" and not self._load_lock.locked()
+
     def _check_can_load(self) -> None:
         if self.engine is None:
             raise LoadError(503, "not_ready", "the engine is not up yet")
@@ -506,10 +512,31 @@ class PolicyControlMiddleware:
         self.controller = PolicyController(self.settings)
         token = self.settings.control_token or self.settings.api_key
         self._token = token.get_secret_value() if token is not None else None
+        self.follower: PolicyFollower | None = None
+        """With COBALT_INFERENCE_CHECKPOINT_DIR: keeps this server on the newest published
+        policy, and gates /ready on it (follow.py)."""
+        if self.settings.checkpoint_dir is not None:
+            self.follower = PolicyFollower(self.controller, self.settings.checkpoint_dir)
+        self._vllm_app: Any = None
+        self._following: asyncio.Task[None] | None = None
+
+    def _start_following(self, scope: Scope) -> None:
+        """Start the follower on the server's loop, at the first event that reaches us."""
+        if self._vllm_app is None:
+            self._vllm_app = scope.get("app")
+        if self.follower is None or self._following is not None:
+            return
+
+        async def follow(follower: PolicyFollower) -> None:
+            while self._engine({"app": self._vllm_app}) is None:
+                await asyncio.sleep(self.settings.follow_interval_s)
+            await follower.run(self.settings.follow_interval_s)
+
+        self._following = asyncio.ensure_future(follow(self.follower))
 
     def _engine(self, scope: Scope) -> Any:
         if self.controller.engine is None or self.controller.models is None:
-            state = getattr(scope.get("app"), "state", None)
+            state = getattr(scope.get("app") or self._vllm_app, "state", None)
             if self.controller.engine is None:
                 self.controller.engine = getattr(state, "engine_client", None)
             if self.controller.models is None:
@@ -529,6 +556,7 @@ class PolicyControlMiddleware:
         return (POLICY_VERSION_HEADER.encode(), str(self.controller.version).encode())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self._start_following(scope)
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -571,7 +599,15 @@ class PolicyControlMiddleware:
                 and controller.gate.is_open
                 and self._engine(scope) is not None
             )
-            body = {"ready": ready, "state": controller.state, "version": controller.version}
+            body: dict[str, Any] = {
+                "ready": ready, "state": controller.state, "version": controller.version
+            }  # fmt: skip
+            if self.follower is not None:
+                # Version-gated: a replica behind the newest published policy is not
+                # ready, so nothing routes to it until it has caught up.
+                published = self.follower.refresh()
+                body["published_version"] = published.version if published else None
+                body["ready"] = ready = ready and not self.follower.behind()
             await _send_json(send, 200 if ready else 503, body, stamp)
             return
         if not self._authorized(scope):

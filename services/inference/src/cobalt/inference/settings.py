@@ -74,6 +74,14 @@ class InferenceSettings(CobaltSettings):
     job's weight sync). Unset: LoRA off, which keeps vLLM's plain linear layers."""
     tensor_parallel_size: int = Field(default=1, ge=1)
     """vLLM's --tensor-parallel-size; the workers that join a weight broadcast."""
+    checkpoint_dir: Path | None = None
+    """The trainer's COBALT_TRAINER_CHECKPOINT_DIR as this server sees it. Set: the server
+    follows the newest policy the trainer published there (`published.json`): it loads it
+    before it answers /ready, and again by itself whenever it falls behind (a replica that
+    restarted mid-job, or missed a publish), so /ready means "serves the current policy".
+    Unset: /ready means only "up" (one replica, the trainer pushes every version)."""
+    follow_interval_s: float = Field(default=2.0, gt=0)
+    """Seconds between looks at `published.json` (with `checkpoint_dir`)."""
 
     @field_validator("lora_max_rank")
     @classmethod

@@ -161,16 +161,21 @@ def _run(
     until_step: int | None,
     resume: bool,
 ) -> None:
-    from cobalt.shared.clients import InferenceControlClient, TrainingClient
+    from cobalt.shared.clients import TrainingClient
     from cobalt.trainer.loop import JobStopped, TrainerRun
     from cobalt.trainer.metrics import StepGauges
+    from cobalt.trainer.replicas import InferenceReplicas
 
     gauges = StepGauges(job_id)
     # Under torchrun the ranks share one host's ports: rank 0 serves the metrics.
     if settings.metrics_port is not None and os.environ.get("RANK", "0") == "0":
         gauges.serve(settings.metrics_port)
     inference = (
-        InferenceControlClient(settings.inference_url, token=settings.inference_token)
+        InferenceReplicas(
+            settings.inference_url,
+            token=settings.inference_token,
+            timeout_s=settings.publish_timeout_s,
+        )
         if settings.inference_url
         else None
     )
@@ -204,8 +209,6 @@ def _run(
         finally:
             if tracking is not None:
                 tracking.close()
-            if inference is not None:
-                inference.close()
             if run.arrivals is not None:
                 run.arrivals.close()
     typer.echo(f"training job {job_id}: step {last} done")

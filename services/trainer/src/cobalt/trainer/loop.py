@@ -76,6 +76,7 @@ from cobalt.trainer.checkpoint import (
 from cobalt.trainer.distributed import init_from_env, on_rank_zero
 from cobalt.trainer.precision import Precision, compute_choice, load_models
 from cobalt.trainer.publish import check_publishable, choose_publisher, serve_checkpoint
+from cobalt.trainer.replicas import InferenceReplicas
 from cobalt.trainer.settings import TrainerSettings, job_hyperparameters
 from cobalt.trainer.step import Rollouts, make_optimizer, train_step
 
@@ -152,7 +153,8 @@ class TrainerRun:
     settings: TrainerSettings
     job_id: int
     orchestrator: TrainingClient
-    inference: InferenceControlClient | None
+    inference: InferenceReplicas | InferenceControlClient | None
+    """Every inference replica of the job (one client: that replica alone)."""
     on_step: Callable[[int, int, dict[str, float]], None] | None = None
     """Called after each reported step with (step, policy version, metrics)."""
     arrivals: GroupArrivals | None = None
@@ -196,7 +198,7 @@ class TrainerRun:
             serve_dtype=serve_dtype if isinstance(serve_dtype, torch.dtype) else None,
         )  # fmt: skip
         publisher = choose_publisher(
-            hyper, self.settings, store=store, model=policy, inference=self.inference
+            hyper, self.settings, store=store, model=policy, inference=self._replicas()
         )
         step, version = 0, on_rank_zero(lambda: self._serving_version(job))
         if resume:
@@ -283,9 +285,10 @@ class TrainerRun:
         return self._wait_for(step, claim, last_round)
 
     def _serving_version(self, job: TrainingJobPublic) -> int:
-        if self.inference is None:
+        replicas = self._replicas()
+        if replicas is None:
             return job.policy_version
-        return self.inference.status().version
+        return replicas.status().version
 
     def _resume(
         self, policy: torch.nn.Module, optimizer: torch.optim.Optimizer, serving: int
@@ -314,7 +317,12 @@ class TrainerRun:
         return step, version
 
     def _serve(self, checkpoint: Checkpoint) -> int:
-        return serve_checkpoint(self.inference, checkpoint)
+        return serve_checkpoint(self._replicas(), checkpoint)
+
+    def _replicas(self) -> InferenceReplicas | None:
+        if isinstance(self.inference, InferenceControlClient):
+            return InferenceReplicas.of(self.inference)
+        return self.inference
 
     def _wait_for(self, step: int, claim: StepClaim, rounds_started: int) -> StepBatch:
         """The step's groups, once its rollouts are done; raises `JobStopped` on a stop.

@@ -2,11 +2,13 @@
 when the trainer sets a job up (`choose_publisher`), so the loop never branches on it.
 
 - `DiskPublisher` (the default): the step's policy directory is written every step, and
-  the inference service loads it (`serve_checkpoint`); a LoRA job's directory holds its
-  adapter (megabytes), which the service loads beside the base.
+  every inference replica loads it (`serve_checkpoint`, fanned out by replicas.py); a
+  LoRA job's directory holds its adapter (megabytes), which the service loads beside the
+  base.
 - `BroadcastPublisher` (COBALT_TRAINER_WEIGHT_BROADCAST, a `WeightBroadcastBackend`):
   the weights go from the trainer straight into vLLM's workers (`weight_sync`); the
-  directory is written with the resume state only.
+  directory is written with the resume state only. One replica only (refused at set-up
+  with several: `check_publishable`).
 
 A publisher has two phases, so the loop can time them apart: `write` (the step's
 checkpoint directory, or only its name) and `send` (the inference service serves it).
@@ -20,12 +22,14 @@ from typing import Protocol
 
 import torch
 
+from cobalt.shared.checkpoints import PublishedPolicy, write_published
 from cobalt.shared.clients import InferenceControlClient
 from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.shared.errors import InvalidInput
 from cobalt.trainer.checkpoint import Checkpoint, CheckpointStore
 from cobalt.trainer.distributed import on_rank_zero
 from cobalt.trainer.lora import is_adapter_dir
+from cobalt.trainer.replicas import InferenceReplicas
 from cobalt.trainer.settings import TrainerSettings
 from cobalt.trainer.weight_sync import broadcast_weights
 
@@ -35,6 +39,7 @@ __all__ = [
     "WeightPublisher",
     "check_publishable",
     "choose_publisher",
+    "load_into_replica",
     "serve_checkpoint",
 ]
 
@@ -49,19 +54,42 @@ class WeightPublisher(Protocol):
         ...
 
 
-def serve_checkpoint(inference: InferenceControlClient | None, checkpoint: Checkpoint) -> int:
-    """Have inference serve the checkpoint's weights unless it serves that version or a
-    newer one (a replayed step's: it keeps the weights it had); returns the version
-    served. A LoRA job's directory is its adapter, loaded over the base."""
+def serve_checkpoint(inference: InferenceReplicas | None, checkpoint: Checkpoint) -> int:
+    """Have every inference replica serve the checkpoint's weights (replicas.py), then
+    record it as the job's newest published policy (`published.json` at the checkpoint
+    root: a replica that starts later, or missed this publish, loads it before it answers
+    ready); returns the lowest version a replica serves now.
+
+    A replica that serves that version or a newer one keeps what it has (a replayed step).
+    A LoRA job's directory is its adapter, loaded over the base.
+    """
     if inference is None:
         return checkpoint.policy_version
-    serving = inference.status().version
+    outcome = inference.publish(checkpoint.policy_version, partial(load_into_replica, checkpoint))
+    write_published(
+        checkpoint.path.parent.parent,
+        PublishedPolicy(
+            job=_job_of(checkpoint), version=checkpoint.policy_version, step=checkpoint.step,
+            path=str(checkpoint.policy_dir),
+        ),
+    )  # fmt: skip
+    return min(outcome.served.values())
+
+
+def load_into_replica(checkpoint: Checkpoint, replica: InferenceControlClient) -> int:
+    """One replica: load the checkpoint unless it serves that version or a newer one."""
+    serving = replica.status().version
     if serving >= checkpoint.policy_version:
         return serving
     path, version = str(checkpoint.policy_dir), checkpoint.policy_version
     if is_adapter_dir(checkpoint.policy_dir):
-        return inference.load_adapter(path, version=version).version
-    return inference.load_weights(path, version=version).version
+        return replica.load_adapter(path, version=version).version
+    return replica.load_weights(path, version=version).version
+
+
+def _job_of(checkpoint: Checkpoint) -> int:
+    """The job id of a checkpoint under `job-<id>/step-<k>` (checkpoint.py's layout)."""
+    return int(checkpoint.path.parent.name.removeprefix("job-"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +98,7 @@ class DiskPublisher:
 
     store: CheckpointStore
     model: torch.nn.Module
-    inference: InferenceControlClient | None
+    inference: InferenceReplicas | None
 
     def write(self, *, step: int, policy_version: int, full_save: bool) -> Checkpoint:
         return self.store.save_weights(step=step, policy_version=policy_version, model=self.model)
@@ -85,7 +113,7 @@ class BroadcastPublisher:
 
     store: CheckpointStore
     model: torch.nn.Module
-    inference: InferenceControlClient | None
+    inference: InferenceReplicas | None
     settings: TrainerSettings
 
     def write(self, *, step: int, policy_version: int, full_save: bool) -> Checkpoint:
@@ -111,7 +139,7 @@ def choose_publisher(
     *,
     store: CheckpointStore,
     model: torch.nn.Module,
-    inference: InferenceControlClient | None,
+    inference: InferenceReplicas | None,
 ) -> WeightPublisher:
     """The job's publisher: broadcast when COBALT_TRAINER_WEIGHT_BROADCAST names a
     backend, else the disk.
@@ -130,8 +158,10 @@ def check_publishable(hyper: TrainerHyperparameters, settings: TrainerSettings) 
 
     Raises:
         InvalidInput: a LoRA job with a broadcast backend (its adapter is megabytes and
-            goes through the directory).
+            goes through the directory); a broadcast to several inference replicas.
     """
+    if settings.weight_broadcast is not None and settings.inference_url:
+        InferenceReplicas(settings.inference_url).one()  # raises with several
     if hyper.lora and settings.weight_broadcast is not None:
         raise InvalidInput(
             "a LoRA job publishes its adapter (megabytes) through the checkpoint "

@@ -41,8 +41,14 @@ class TrainerSettings(CobaltSettings):
     """Bearer token for the orchestrator: its COBALT_ORCHESTRATOR_WRITE_TOKEN (the trainer
     starts rounds, claims and reports steps), if it has one."""
     inference_url: str | None = "http://127.0.0.1:8000"
-    """The inference service's root (its control path loads the new weights); empty: do
-    not publish (train and checkpoint only)."""
+    """The inference service's root (its control path loads the new weights); several
+    replicas: their roots separated by commas, or `dns+http://NAME:PORT` for a Kubernetes
+    headless Service, resolved at every publish (replicas.py); empty: do not publish
+    (train and checkpoint only)."""
+    publish_timeout_s: float = Field(default=600.0, gt=0)
+    """Longest a publish waits for the replicas to serve a version (every HTTP call of the
+    weight sync has it as its timeout); with several, a replica still behind then is named
+    and left out of rotation until it catches up on its own, not waited for."""
     inference_token: SecretStr | None = None
     """Bearer token of the inference service's control path, if it has one."""
     checkpoint_dir: Path = Field(default_factory=default_checkpoint_dir)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
@@ -32,6 +33,7 @@ from cobalt.shared.contracts.inference import (
 from cobalt.shared.errors import UpstreamError
 from cobalt.shared.weight_broadcast import open_weight_group
 from cobalt.trainer.distributed import on_rank_zero, rank_and_size
+from cobalt.trainer.replicas import InferenceReplicas
 from cobalt.trainer.settings import TrainerSettings
 
 __all__ = ["broadcast_weights", "weight_specs"]
@@ -64,7 +66,7 @@ def _full(tensor: torch.Tensor) -> torch.Tensor:
 def broadcast_weights(
     model: torch.nn.Module,
     *,
-    inference: InferenceControlClient | None,
+    inference: InferenceReplicas | None,
     settings: TrainerSettings,
     version: int,
     serve_dtype: torch.dtype | None,
@@ -89,7 +91,7 @@ def broadcast_weights(
     group = None
     if rank == 0:
         assert inference is not None
-        receiving = threading.Thread(target=_ask_to_receive, args=(inference, plan, outcome))
+        receiving = threading.Thread(target=_ask_to_receive, args=(inference.one(), plan, outcome))
         receiving.start()
         device = settings.device if backend == WeightBroadcastBackend.NCCL else "cpu"
         group = open_weight_group(
@@ -115,7 +117,7 @@ def broadcast_weights(
 
 
 def _plan(
-    inference: InferenceControlClient | None,
+    inference: InferenceReplicas | None,
     settings: TrainerSettings,
     version: int,
     specs: list[TensorSpec],
@@ -144,9 +146,12 @@ def _plan(
 
 
 def _ask_to_receive(
-    inference: InferenceControlClient, request: BroadcastWeightsRequest, outcome: dict[str, Any]
+    replica: AbstractContextManager[InferenceControlClient],
+    request: BroadcastWeightsRequest,
+    outcome: dict[str, Any],
 ) -> None:
     try:
-        outcome["loaded"] = inference.broadcast_weights(request)
+        with replica as inference:
+            outcome["loaded"] = inference.broadcast_weights(request)
     except Exception as exc:  # re-raised by the sending thread after the tensors went out
         outcome["error"] = exc

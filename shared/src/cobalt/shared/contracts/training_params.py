@@ -86,6 +86,14 @@ class CommonTrainingParams(SamplingSettings):
         max_length=URL_CHARS,
         description="the inference service (vLLM) /v1 URL",
     )
+    replicas: list[Annotated[str, Field(min_length=1, max_length=URL_CHARS)]] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="every inference replica's /v1 URL (`dns+http://NAME:PORT/v1`: each "
+        "address of a Kubernetes headless Service); the rollout workers send each group to "
+        "one ready replica, by a hash of its context (null: base_url alone)",
+    )
     served_model: str = Field(
         default="policy",
         min_length=1,

@@ -28,11 +28,12 @@ import asyncio
 import concurrent.futures
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 import openai
 
+from cobalt.orchestrator.rollouts.replicas import ReplicaRouter, ReplicaSampler
 from cobalt.orchestrator.rollouts.sampling import ChatSampler, openai_client_for
 from cobalt.shared.clients import AsyncExecutorClient, ExecutorAddress, ModelEndpoint
 from cobalt.shared.clients.inference import probe_endpoint
@@ -98,6 +99,7 @@ class RolloutRuntime:
         self._lock = threading.Lock()
         self._extensions_setting = vllm_extensions
         self._detected: dict[str, bool] = {}
+        self._routers: dict[tuple[str, ...], ReplicaRouter] = {}
 
     @property
     def interrupted(self) -> bool:
@@ -193,6 +195,23 @@ class RolloutRuntime:
             (key["base_url"], key["api_key"]), build
         )
         return ChatSampler(endpoint, client=client)
+
+    def router(self, replicas: Sequence[str]) -> ReplicaRouter:
+        """The process's router over one replica list (its ready set is shared by jobs)."""
+        with self._lock:
+            key = tuple(replicas)
+            if key not in self._routers:
+                self._routers[key] = ReplicaRouter(replicas)
+            return self._routers[key]
+
+    async def replica_sampler(
+        self, endpoint: ModelEndpoint, replicas: Sequence[str], group_key: str
+    ) -> ReplicaSampler:
+        """A sampler that sends the group's requests to its replica (replicas.py); each
+        replica's client is the open one of its URL (call on this loop)."""
+        return ReplicaSampler(
+            endpoint, router=self.router(replicas), group_key=group_key, sampler_for=self.sampler
+        )
 
     async def executor_client(self, executor: ExecutorAddress) -> AsyncExecutorClient:
         """The open client for `executor` (call on this loop)."""

@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.lifecycle import JobEvent
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.rollouts.runtime import RolloutRuntime
-from cobalt.orchestrator.rollouts.sampling import SamplingParams
+from cobalt.orchestrator.rollouts.sampling import ChatSampler, SamplingParams
 from cobalt.orchestrator.store import repo_training
 from cobalt.orchestrator.store.models import (
     BanditContext,
@@ -152,9 +152,16 @@ def roll_out_training_group(
     tokens = _token_counter(model_dir)
 
     async def roll_out() -> ScoredGroup:
+        sampler: ChatSampler
+        if params.replicas:
+            # One replica per context, the same every round: its prefix cache holds it.
+            group_key = f"job-{job_id}/{group_context.context_key}"
+            sampler = await runtime.replica_sampler(endpoint, params.replicas, group_key)
+        else:
+            sampler = await runtime.sampler(endpoint)
         rollout = GroupRollout(
             context=group_context,
-            sampler=await runtime.sampler(endpoint),
+            sampler=sampler,
             executor=await runtime.executor_client(executor),
             tokens=tokens,
             sampling=sampling,

