@@ -27,10 +27,16 @@ from cobalt.shared.reward_format import RewardFormat
 if TYPE_CHECKING:
     from cobalt.demo.results import DemoResult
 
-__all__ = ["demo_command", "up_command"]
+__all__ = [
+    "demo_command",
+    "fail_with",
+    "save_traceback",
+    "terminate_as_interrupt",
+    "up_command",
+]
 
 
-def _fail(code: int, message: str) -> typer.Exit:
+def fail_with(code: int, message: str) -> typer.Exit:
     """One line on stderr (the first line of a long message: the rest is log context)."""
     lines = message.strip().splitlines() or ["failed"]
     typer.echo(f"error: {lines[0]}", err=True)
@@ -39,14 +45,14 @@ def _fail(code: int, message: str) -> typer.Exit:
     return typer.Exit(code)
 
 
-def _save_traceback(work_dir: Path) -> Path:
+def save_traceback(work_dir: Path) -> Path:
     path = work_dir / "logs" / "demo-traceback.txt"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(traceback.format_exc(), encoding="utf-8")
     return path
 
 
-def _terminate_as_interrupt(_signum: int, _frame: FrameType | None) -> None:
+def terminate_as_interrupt(_signum: int, _frame: FrameType | None) -> None:
     # SIGTERM (make, CI, kill) then unwinds like Ctrl-C, so child processes are stopped.
     raise KeyboardInterrupt
 
@@ -165,11 +171,11 @@ def demo_command(
             ui_port=ui_port, keep_serving=keep_serving,
         )  # fmt: skip
     except ValueError as exc:
-        raise _fail(EXIT_USAGE, str(exc)) from exc
+        raise fail_with(EXIT_USAGE, str(exc)) from exc
     from cobalt.demo.pipeline import run_demo
     from cobalt.demo.progress import DemoProgress
 
-    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    signal.signal(signal.SIGTERM, terminate_as_interrupt)
     started = time.monotonic()
     try:
         with DemoProgress() as progress:
@@ -179,18 +185,18 @@ def demo_command(
     except KeyboardInterrupt:
         if keep_serving:
             return
-        raise _fail(
+        raise fail_with(
             EXIT_INTERRUPTED, "interrupted; every service the demo started is stopped"
         ) from None
     except CobaltError as exc:
-        raise _fail(EXIT_FAILED, exc.message) from exc
+        raise fail_with(EXIT_FAILED, exc.message) from exc
     except OSError as exc:
         where = f" {exc.filename}" if exc.filename else ""
-        raise _fail(EXIT_FAILED, f"cannot use{where}: {exc.strerror or exc}") from exc
+        raise fail_with(EXIT_FAILED, f"cannot use{where}: {exc.strerror or exc}") from exc
     except Exception as exc:  # the one catch-all: a bug must still end in one clear line
-        saved = _save_traceback(options.work_dir)
+        saved = save_traceback(options.work_dir)
         first = (str(exc).splitlines() or [""])[0]
-        raise _fail(
+        raise fail_with(
             EXIT_FAILED,
             f"unexpected {type(exc).__name__}: {first} (traceback in {saved}; every service "
             "the demo started is stopped)",
@@ -226,11 +232,11 @@ def up_command(
             workers=workers, train_job=train_job, inference=not no_inference, log_dir=log_dir
         )
     except (ValueError, DemoFailed) as exc:
-        raise _fail(EXIT_USAGE, str(exc)) from exc
-    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+        raise fail_with(EXIT_USAGE, str(exc)) from exc
+    signal.signal(signal.SIGTERM, terminate_as_interrupt)
     try:
         run_up(plan, say=lambda line: typer.echo(line, err=True))
     except KeyboardInterrupt:
         typer.echo("stopped every service", err=True)
     except CobaltError as exc:
-        raise _fail(EXIT_FAILED, exc.message) from exc
+        raise fail_with(EXIT_FAILED, exc.message) from exc

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from cobalt.demo.cli import _fail, _save_traceback, _terminate_as_interrupt
+from cobalt.demo.cli import fail_with, save_traceback, terminate_as_interrupt
 from cobalt.demo.errors import DemoFailed
 from cobalt.demo.experiment.plan import ARM_NAMES, DEFAULT_WORK_DIR, ExperimentOptions
 from cobalt.shared import defaults
@@ -107,26 +107,28 @@ def experiment_command(
             inference_url=inference_url, ui_port=ui_port,
         )  # fmt: skip
     except ValueError as exc:
-        raise _fail(EXIT_USAGE, str(exc)) from exc
+        raise fail_with(EXIT_USAGE, str(exc)) from exc
     from cobalt.demo.experiment.pipeline import run_experiment
     from cobalt.demo.progress import DemoProgress
 
-    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    signal.signal(signal.SIGTERM, terminate_as_interrupt)
     started = time.monotonic()
     try:
         with DemoProgress() as progress:
             result = run_experiment(options, progress)
     except KeyboardInterrupt:
-        raise _fail(EXIT_INTERRUPTED, "interrupted; run the same command again to resume") from None
+        raise fail_with(
+            EXIT_INTERRUPTED, "interrupted; run the same command again to resume"
+        ) from None
     except (CobaltError, DemoFailed) as exc:
-        raise _fail(EXIT_FAILED, exc.message) from exc
+        raise fail_with(EXIT_FAILED, exc.message) from exc
     except OSError as exc:
         where = f" {exc.filename}" if exc.filename else ""
-        raise _fail(EXIT_FAILED, f"cannot use{where}: {exc.strerror or exc}") from exc
+        raise fail_with(EXIT_FAILED, f"cannot use{where}: {exc.strerror or exc}") from exc
     except Exception as exc:  # the one catch-all: a bug must still end in one clear line
-        saved = _save_traceback(options.work_dir)
+        saved = save_traceback(options.work_dir)
         first = (str(exc).splitlines() or [""])[0]
-        raise _fail(
+        raise fail_with(
             EXIT_FAILED, f"unexpected {type(exc).__name__}: {first} (traceback in {saved})"
         ) from exc
     typer.echo(f"report: {result.report_path}")
