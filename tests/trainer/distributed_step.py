@@ -1,8 +1,9 @@
 """One GRPO step under torchrun on FSDP2/gloo (run by test_distributed.py): rank 0 saves
 the full weights after the step and the step's metrics.
 
-Arguments: the output directory, then optionally the micro-batch budget and the compute
-dtype (`float32` or `bfloat16`, the latter through FSDP2's mixed-precision policy)."""
+Arguments: the output directory, then optionally the micro-batch budget (`none`: none),
+the compute dtype (`float32` or `bfloat16`, the latter through FSDP2's mixed-precision
+policy) and `corrected` (the off-policy correction of test_distributed.CORRECTED)."""
 
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ from cobalt.trainer.step import frozen_copy, make_optimizer, train_step
 from tests.trainer.test_distributed import hyper, rollouts, tiny
 
 
-def main(out: Path, budget: int | None, compute_dtype: str) -> None:
+def main(out: Path, budget: int | None, compute_dtype: str, corrected: bool) -> None:
     assert init_from_env(torch.device("cpu"))
-    settings = hyper(budget, compute_dtype)
+    settings = hyper(budget, compute_dtype, corrected)
     precision = Precision.resolve(settings, torch.device("cpu"), sharded=True)
     policy = tiny()
     reference = frozen_copy(policy).to(precision.compute_dtype)
@@ -43,6 +44,7 @@ def main(out: Path, budget: int | None, compute_dtype: str) -> None:
 if __name__ == "__main__":
     main(
         Path(sys.argv[1]),
-        int(sys.argv[2]) if len(sys.argv) > 2 else None,
+        int(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2] != "none" else None,
         sys.argv[3] if len(sys.argv) > 3 else "float32",
+        len(sys.argv) > 4 and sys.argv[4] == "corrected",
     )

@@ -25,14 +25,20 @@ HYPER = TrainerHyperparameters(
 )
 
 
-def hyper(budget: int | None = None, compute_dtype: str = "float32") -> TrainerHyperparameters:
-    """HYPER with a micro-batch budget (rows here have at most 3 + 7 tokens)."""
-    if budget is None:
-        return HYPER.model_copy(update={"compute_dtype": compute_dtype})
-    return TrainerHyperparameters.model_validate(
-        HYPER.model_dump() | {"max_prompt_tokens": 3, "max_response_tokens": 7,
-                              "micro_batch_tokens": budget, "compute_dtype": compute_dtype}
-    )  # fmt: skip
+CORRECTED = {"recompute_old_log_probs": True, "tis_cap": 1.1, "mis_threshold": 1.2}
+"""Off-policy correction tight enough that the sampler's -3.9 gets tokens truncated and
+masked (the tiny model's log-probs lie within 0.4 of it here)."""
+
+
+def hyper(
+    budget: int | None = None, compute_dtype: str = "float32", corrected: bool = False
+) -> TrainerHyperparameters:
+    """HYPER with a micro-batch budget (rows here have at most 3 + 7 tokens), and the
+    off-policy correction `CORRECTED`."""
+    values = HYPER.model_dump() | {"compute_dtype": compute_dtype}
+    if budget is not None:
+        values |= {"max_prompt_tokens": 3, "max_response_tokens": 7, "micro_batch_tokens": budget}
+    return TrainerHyperparameters.model_validate(values | (CORRECTED if corrected else {}))
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +71,10 @@ def rollouts() -> Rollouts:
 
 def torchrun(script: str, *arguments: object) -> None:
     """Run tests/trainer/`script` on 2 CPU ranks; fail with its stderr."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    # The checkout first, then the caller's path (a worktree's sources before the
+    # environment's editable install).
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
     launcher = Path(sys.executable).parent / "torchrun"
     done = subprocess.run(
         [str(launcher), "--nproc-per-node", "2", "--standalone",
@@ -97,6 +106,34 @@ def test_two_ranks_on_gloo_take_the_single_process_step(tmp_path: Path, budget: 
     assert any(not torch.equal(start[name], distributed[name]) for name in start)  # it moved
     for ours, theirs in zip(single, report["metrics"], strict=True):
         for key in ("loss", "pg_loss", "pg_clipfrac", "kl_ref", "grad_norm", "responses"):
+            assert abs(ours[key] - theirs[key]) < 1e-4, (key, ours[key], theirs[key])
+
+
+@pytest.mark.parametrize("budget", [None, 10])
+def test_the_off_policy_correction_on_two_ranks_is_the_single_process_one(
+    tmp_path: Path, budget: int | None
+) -> None:
+    """Each rank recomputes its own rows' old log-probs: the mismatch metrics add up over
+    the ranks, and MIS's kept tokens count over both in every token-mean."""
+    torchrun("distributed_step.py", tmp_path, budget or "none", "float32", "corrected")
+    distributed = torch.load(tmp_path / "weights.pt")
+    report = json.loads((tmp_path / "metrics.json").read_text())
+
+    policy = tiny()
+    settings = hyper(budget, corrected=True)
+    single = train_step(policy, frozen_copy(policy), make_optimizer(policy, settings), rollouts(),
+                        settings)  # fmt: skip
+    assert single[0]["mismatch_masked_fraction"] > 0
+    assert single[0]["mismatch_truncated_fraction"] > 0
+    # AdamW moves a weight by about lr (1e-3) whatever the size of its gradient, so the
+    # rounding of a near-zero gradient element (more of them with tokens masked) reaches
+    # the weight: 5e-5 is 5 % of one update.
+    for name, tensor in policy.state_dict().items():
+        assert torch.allclose(tensor, distributed[name], atol=5e-5), name
+    for ours, theirs in zip(single, report["metrics"], strict=True):
+        for key in ("loss", "pg_loss", "kl_ref", "grad_norm", "mismatch_log_ratio_mean",
+                    "mismatch_log_ratio_abs_max", "mismatch_kl_k3", "mismatch_is_weight_mean",
+                    "mismatch_truncated_fraction", "mismatch_masked_fraction"):  # fmt: skip
             assert abs(ours[key] - theirs[key]) < 1e-4, (key, ours[key], theirs[key])
 
 

@@ -208,11 +208,30 @@ def test_each_step_is_claimed_trained_checkpointed_and_reported(
     assert metrics["generate_seconds"] == 1.5 and metrics["dropped_stale"] == 0
     assert metrics["masked_samples"] == 2 and metrics["dropped_unjudged"] == 1
     assert metrics["pg_clipfrac"] > 0  # logprobs of -3.5 against the policy's: clipped
+    assert not any(key.startswith("mismatch_") for key in metrics)  # nothing recomputed
     latest = latest_checkpoint(tmp_path / "ckpt", JOB)
     assert latest is not None and (latest.step, latest.policy_version) == (2, 2)
     changed = weights(latest.policy_dir)
     start = weights(model_dir)
     assert any(not torch.equal(changed[name], start[name]) for name in start)
+
+
+def test_a_job_s_off_policy_correction_reaches_the_step_and_its_report(
+    model_dir: Path, tmp_path: Path
+) -> None:
+    fake = FakeOrchestrator(model_dir)
+    fake.params["trainer"] |= {"recompute_old_log_probs": True, "tis_cap": 2.0,
+                               "mis_threshold": 3.0}  # fmt: skip
+    assert trainer(fake, tmp_path / "ckpt").run(max_steps=1) == 1
+    metrics = fake.reports[0].metrics
+    # The sampler's -3.5 per token against the tiny model's own log-probs, about
+    # log(1/48) = -3.87 on average: measured, and corrected.
+    assert -1.0 < metrics["mismatch_log_ratio_mean"] < 0.5
+    assert metrics["mismatch_log_ratio_abs_max"] >= abs(metrics["mismatch_log_ratio_mean"])
+    assert metrics["mismatch_kl_k3"] > 0
+    for key in ("mismatch_is_weight_mean", "mismatch_truncated_fraction",
+                "mismatch_masked_fraction"):  # fmt: skip
+        assert key in metrics, key
 
 
 @pytest.mark.parametrize(

@@ -49,6 +49,18 @@ def test_the_paper_settings_land_where_verl_reads_them() -> None:
     assert (reward.path, reward.name) == ("cobalt_reward.py", "compute_score")
 
 
+def test_a_job_s_tis_and_mis_land_in_verl_s_rollout_correction() -> None:
+    hyper = TrainerHyperparameters(recompute_old_log_probs=True, tis_cap=2.0, mis_threshold=3.0)
+    overrides = verl_overrides(hyper, model="/m", train_file="t.parquet", reward_file="r.py")
+    correction = composed(overrides).algorithm.rollout_correction  # type: ignore[attr-defined]
+    assert (correction.rollout_is, correction.rollout_is_threshold) == ("token", 2.0)
+    assert (correction.rollout_rs, correction.rollout_rs_threshold) == ("token_k1", 3.0)
+    assert correction.bypass_mode is False  # verl recomputes the old policy
+    default = verl_overrides(TrainerHyperparameters(), model="/m", train_file="t.parquet",
+                             reward_file="r.py")  # fmt: skip
+    assert not any("rollout_correction" in item for item in default)
+
+
 def test_the_launch_script_is_valid_bash_and_passes_every_override(tmp_path: Path) -> None:
     overrides = verl_overrides(
         TrainerHyperparameters(lr=3e-6, n_samples=8),

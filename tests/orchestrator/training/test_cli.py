@@ -108,6 +108,22 @@ def test_a_lora_job_keeps_its_adapter_settings_in_every_mode(
         assert trainer["lora_targets"] == ["q_proj", "v_proj"]
 
 
+def test_a_job_keeps_its_off_policy_correction_and_refuses_it_half_set(
+    cli_env: dict[str, str], sessions: sessionmaker[Session], policy_dir: Path
+) -> None:
+    bandit_dataset(sessions)
+    base = ["train", "start", "--contexts", "ctx", "--model", str(policy_dir),
+            "--contexts-per-step", "1", "--updates-per-step", "1"]  # fmt: skip
+    half = cobalt_here(cli_env, *base, "--tis-cap", "2")
+    assert half.returncode == 2 and "set recompute_old_log_probs to true" in half.stderr
+    assert json_out(cobalt_here(cli_env, "train", "list", "--json"))["total"] == 0
+    started = json_out(cobalt_here(cli_env, *base, "--recompute-old-log-probs", "--tis-cap", "2",
+                                   "--mis-threshold", "3", "--json"))  # fmt: skip
+    trainer = started["params"]["trainer"]
+    assert (trainer["recompute_old_log_probs"], trainer["tis_cap"], trainer["mis_threshold"]) == (
+        True, 2.0, 3.0)  # fmt: skip
+
+
 def test_a_multi_turn_job_keeps_its_episode_settings(
     cli_env: dict[str, str], sessions: sessionmaker[Session], policy_dir: Path
 ) -> None:

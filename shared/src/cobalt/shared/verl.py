@@ -5,8 +5,11 @@ function (`cobalt.shared.reward.verl`) and a launch script whose Hydra overrides
 built here, so the hyperparameters mean on verl what they mean in Cobalt's own trainer:
 GRPO advantages (std-normalised), clip 0.2/0.4, dual-clip c 3, token-mean loss, KL loss
 to the reference with the k2 ("mse") estimator, no KL in the reward, no entropy bonus,
-constant learning rate, `updates_per_step` mini-batches per step. A test composes the
-overrides against verl 0.9.1's own config, so a renamed key fails there, not on a cluster.
+constant learning rate, `updates_per_step` mini-batches per step; a job's token-level
+TIS / MIS (`tis_cap`, `mis_threshold`) as verl's rollout correction (`rollout_is=token`,
+`rollout_rs=token_k1`: the same per-token weights and band; verl recomputes the old
+policy by default). A test composes the overrides against verl 0.9.1's own config, so a
+renamed key fails there, not on a cluster.
 """
 
 from __future__ import annotations
@@ -35,6 +38,14 @@ def verl_overrides(
     """Hydra overrides for `python -m verl.trainer.main_ppo` (verl 0.9.1's config keys)."""
     actor = "actor_rollout_ref.actor"
     rollout = "actor_rollout_ref.rollout"
+    correction = "algorithm.rollout_correction"
+    corrections = []
+    if hyper.tis_cap is not None:
+        corrections += [f"{correction}.rollout_is=token",
+                        f"{correction}.rollout_is_threshold={hyper.tis_cap}"]  # fmt: skip
+    if hyper.mis_threshold is not None:  # k1 = -log ratio, kept in [log 1/C, log C]
+        corrections += [f"{correction}.rollout_rs=token_k1",
+                        f"{correction}.rollout_rs_threshold={hyper.mis_threshold}"]  # fmt: skip
     return [
         "algorithm.adv_estimator=grpo",
         "algorithm.norm_adv_by_std_in_grpo=True",
@@ -71,6 +82,7 @@ def verl_overrides(
         f"trainer.nnodes={nodes}",
         "trainer.project_name=cobalt",
         f"trainer.experiment_name={experiment}",
+        *corrections,
     ]
 
 

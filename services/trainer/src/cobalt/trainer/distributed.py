@@ -20,7 +20,7 @@ trainer towards the ledger; checkpoints are gathered to and written by rank 0
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import torch
@@ -33,6 +33,7 @@ __all__ = [
     "on_rank_zero",
     "rank_and_size",
     "shard_model",
+    "sum_over_ranks",
 ]
 
 T = TypeVar("T")
@@ -96,6 +97,22 @@ def agree_on_counts(counts: list[int]) -> list[int]:
     values = torch.tensor(counts, dtype=torch.int64, device=_collective_device())
     dist.all_reduce(values, op=dist.ReduceOp.MAX)
     return [int(value) for value in values.tolist()]
+
+
+def sum_over_ranks(
+    values: Sequence[float], maxima: Sequence[float] = ()
+) -> tuple[list[float], list[float]]:
+    """Each of `values` summed over the ranks, each of `maxima` its largest (float64)."""
+    _, size = rank_and_size()
+    if size == 1:
+        return list(values), list(maxima)
+    device = _collective_device()
+    sums = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(sums)
+    largest = torch.tensor(list(maxima), dtype=torch.float64, device=device)
+    if len(maxima):
+        dist.all_reduce(largest, op=dist.ReduceOp.MAX)
+    return [float(v) for v in sums.tolist()], [float(v) for v in largest.tolist()]
 
 
 def all_reduce_token_weighted(

@@ -158,13 +158,17 @@ def grpo_loss(
     config: GrpoLossConfig,
     ref_log_probs: torch.Tensor | None = None,
     entropy: torch.Tensor | None = None,
+    is_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The GRPO loss to minimise, and its metrics.
 
     loss = policy loss + kl_coef * KL(policy || reference) - entropy_coef * entropy,
     every term a token-mean over the valid tokens of the batch. `log_probs` (and
     `entropy`, per token) carry the gradient; the others are constants. The reference
-    term needs `ref_log_probs` whenever `kl_coef` > 0.
+    term needs `ref_log_probs` whenever `kl_coef` > 0. `is_weights` (B, T), when given,
+    multiply each token's policy loss before the token-mean (truncated importance
+    sampling, offpolicy.py; verl's `rollout_is_weights`); tokens masked out by MIS are
+    0 in `response_mask`.
 
     Metrics: `pg_clipfrac` (share of tokens where the clipped term was chosen),
     `pg_clipfrac_lower` (share where dual-clip capped a negative-advantage token),
@@ -179,6 +183,7 @@ def grpo_loss(
         response_mask=response_mask,
         loss_agg_mode=LOSS_AGGREGATION,
         config=_verl_actor_config(config),
+        rollout_is_weights=is_weights,
     )
     loss = pg_loss
     metrics = {

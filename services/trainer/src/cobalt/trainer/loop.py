@@ -13,7 +13,8 @@
    b. claim step k's groups from the ledger (the same groups on every ask, so a trainer
       killed anywhere in step k trains on exactly them after resume); wait until ready;
    c. GRPO: `step.train_step` on exactly the sampled token ids, the sampler's logprobs as
-      the ratio's denominator;
+      the ratio's denominator (or, with `recompute_old_log_probs`, the trainer's own,
+      compared with the sampler's and optionally correcting for them: offpolicy.py);
    d. write the step's weights (atomic, the serving dtype), then publish: the inference
       service loads them and serves them as version + 1 (a LoRA job writes and publishes
       its adapter: lora.py), by the publisher chosen at set-up (publish.py: disk or
@@ -122,7 +123,7 @@ def step_metrics(
         "reward_std": statistics.pstdev(rewards),
         "pass_rate": statistics.fmean(s.pass_rate for s in episodes.values()),
         "solved_fraction": statistics.fmean(s.pass_rate == 1.0 for s in episodes.values()),
-        **{k: v for k, v in updates[0].items() if k.startswith("advantage_")},
+        **{k: v for k, v in updates[0].items() if k.startswith(("advantage_", "mismatch_"))},
         "samples": float(responses),
         "episodes": float(len(episodes)),
         "turns_per_episode": responses / len(episodes),

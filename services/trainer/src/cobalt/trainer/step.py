@@ -17,6 +17,11 @@ sampler's log-probabilities, one reward each, and the context each was sampled f
    the loss (`grpo.grpo_loss`) scaled to its share of the mini-batch's tokens, backward
    (gradients accumulate); then global-norm gradient clipping and one AdamW update.
 
+The ratio's denominator is the sampler's log-probabilities, or with
+`recompute_old_log_probs` the policy's own before the step's first update; the latter
+are then compared with the sampler's (the step's `mismatch_*` metrics) and, when the job
+asks, weigh (TIS) or mask (MIS) each token's loss (offpolicy.py).
+
 The loss of each micro-batch is its own token-mean; weighted by (its tokens / the
 mini-batch's tokens) the accumulated gradient is the token-mean gradient of the whole
 mini-batch, exactly the unbatched step's. Memory thus follows the budget, not the batch.
@@ -34,13 +39,24 @@ import torch
 
 from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.shared.errors import InvalidInput
-from cobalt.trainer.distributed import agree_on_counts, all_reduce_token_weighted, rank_and_size
+from cobalt.trainer.distributed import (
+    agree_on_counts,
+    all_reduce_token_weighted,
+    rank_and_size,
+    sum_over_ranks,
+)
 from cobalt.trainer.grpo import GrpoLossConfig, group_advantages, grpo_loss
 from cobalt.trainer.logprobs import (
     DEFAULT_CHUNK_TOKENS,
     EntropyMode,
     TokenLogProbs,
     response_token_log_probs,
+)
+from cobalt.trainer.offpolicy import (
+    OffPolicyCorrection,
+    TokenCorrection,
+    mismatch_metrics,
+    mismatch_sums,
 )
 from cobalt.trainer.precision import Precision, freeze
 from cobalt.trainer.prompt_sharing import (
@@ -391,10 +407,12 @@ def _old_log_probs(
     precision: Precision,
     chunk_tokens: int,
     shared: bool,
+    recompute: bool = False,
 ) -> list[torch.Tensor]:
-    """Per row, the ratio's denominator: the sampler's log-probs, or the policy's before
-    this step's first update (this rank's rows only; the others stay empty)."""
-    if rollouts.old_log_probs is not None:
+    """Per row, the ratio's denominator: the sampler's log-probs, or (`recompute`, or
+    none given) the policy's before this step's first update (this rank's rows only;
+    the others stay empty)."""
+    if rollouts.old_log_probs is not None and not recompute:
         return [torch.tensor(list(row), dtype=torch.float32) for row in rollouts.old_log_probs]
     found = [torch.zeros(0) for _ in rollouts.response_ids]
     device = _model_device(policy)
@@ -408,6 +426,46 @@ def _old_log_probs(
             for i, row in enumerate(_members(micro)):
                 found[row] = scored.log_probs[i, : len(rollouts.response_ids[row])].cpu()
     return found
+
+
+def _off_policy(
+    rollouts: Rollouts,
+    old_log_probs: Sequence[torch.Tensor],
+    rows: Sequence[int],
+    settings: TrainerHyperparameters,
+) -> tuple[dict[int, TokenCorrection], dict[str, float]]:
+    """This rank's rows' TIS weights and MIS masks (none unless the job asks for them),
+    and the step's `mismatch_*` metrics over every rank's rows (offpolicy.py). Both need
+    the recomputed old policy and the sampler's log-probabilities."""
+    correction = OffPolicyCorrection.from_settings(settings)
+    if rollouts.old_log_probs is None:
+        if correction.active:
+            raise ValueError("tis_cap and mis_threshold need the sampler's log-probabilities")
+        return {}, {}
+    if not settings.recompute_old_log_probs:
+        return {}, {}
+    sampler = {row: torch.tensor(list(rollouts.old_log_probs[row]), dtype=torch.float32)
+               for row in rows}  # fmt: skip
+    corrections = {}
+    if correction.active:
+        corrections = {row: correction.tokens(old_log_probs[row], sampler[row]) for row in rows}
+    sums, largest = mismatch_sums([old_log_probs[row] for row in rows],
+                                  [sampler[row] for row in rows], correction)  # fmt: skip
+    sums, (largest,) = sum_over_ranks(sums, [largest])
+    return corrections, mismatch_metrics(sums, largest)
+
+
+def _kept_tokens(
+    rollouts: Rollouts, plans: Sequence[Sequence[Micro | None]],
+    corrections: dict[int, TokenCorrection], minis: Sequence[Sequence[int]],
+) -> list[float]:  # fmt: skip
+    """Each mini-batch's response tokens over every rank: those the loss keeps (MIS
+    leaves some out: they count in no token-mean), all of them without MIS."""
+    if not corrections:
+        return [float(sum(len(rollouts.response_ids[row]) for row in rows)) for rows in minis]
+    local = [sum(float(corrections[row].kept.sum()) for micro in plan for row in _members(micro))
+             for plan in plans]  # fmt: skip
+    return sum_over_ranks(local)[0]
 
 
 def _padded(rows: Sequence[torch.Tensor], width: int) -> torch.Tensor:
@@ -481,15 +539,18 @@ def _updates(
     device = _model_device(policy)
     chunk, shared = settings.log_prob_chunk_tokens, settings.share_prompts
     old_log_probs = _old_log_probs(policy, rollouts, plans, pad_id=pad_id, precision=precision,
-                                   chunk_tokens=chunk, shared=shared)  # fmt: skip
+                                   chunk_tokens=chunk, shared=shared,
+                                   recompute=settings.recompute_old_log_probs)  # fmt: skip
+    mine = [row for plan in plans for micro in plan for row in _members(micro)]
+    corrections, mismatch = _off_policy(rollouts, old_log_probs, mine, settings)
     entropy: EntropyMode = "trained" if config.entropy_coef > 0 else "logged"
 
     metrics = []
     policy.train()
-    for rows, plan in zip(minis, plans, strict=True):
+    kept_tokens = _kept_tokens(rollouts, plans, corrections, minis)
+    for rows, plan, global_tokens in zip(minis, plans, kept_tokens, strict=True):
         # Token-mean over the whole mini-batch: each micro-batch's token-mean weighs its
         # share of the mini-batch's tokens, times the ranks FSDP averages gradients over.
-        global_tokens = float(sum(len(rollouts.response_ids[row]) for row in rows))
         optimizer.zero_grad(set_to_none=True)
         sums: dict[str, float] = {}
         local_tokens = 0.0
@@ -507,28 +568,53 @@ def _updates(
             width = batch.response_ids.shape[1]
             old = _padded([old_log_probs[row] for row in members], width) if members else None
             row_advantages = advantages[members] if members else torch.zeros(1)
+            mask, is_weights = _corrected_mask(batch.response_mask, members, corrections, width)
+            tokens = float(mask.sum()) if members else 0.0
+            if members and not tokens:  # MIS left every token out: weight 0, a finite loss
+                mask = batch.response_mask
             loss, micro_metrics = grpo_loss(
                 log_probs=scored.log_probs,
                 old_log_probs=(old if old is not None else torch.zeros((1, width))).to(device),
                 advantages=row_advantages.unsqueeze(-1).to(device) * batch.response_mask,
-                response_mask=batch.response_mask,
+                response_mask=mask,
                 config=config,
                 ref_log_probs=ref_log_probs,
                 entropy=scored.entropy,
+                is_weights=is_weights,
             )
-            tokens = float(batch.response_mask.sum()) if members else 0.0
-            (loss * (tokens * world / global_tokens)).backward()
+            # A mini-batch whose every token MIS left out trains nothing (weight 0).
+            scale = tokens * world / global_tokens if global_tokens else 0.0
+            (loss * scale).backward()
             for name, value in micro_metrics.items():
                 sums[name] = sums.get(name, 0.0) + value * tokens
             local_tokens += tokens
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.grad_clip)
-        optimizer.step()
-        local = {name: total / local_tokens for name, total in sums.items()}
-        update_metrics = all_reduce_token_weighted(local, local_tokens, global_tokens)
+        if global_tokens:  # the same on every rank
+            optimizer.step()
+        local = {name: total / local_tokens if local_tokens else 0.0
+                 for name, total in sums.items()}  # fmt: skip
+        update_metrics = all_reduce_token_weighted(local, local_tokens, global_tokens or 1.0)
         # Under FSDP the norm is a DTensor; its full value is the same on every rank.
         norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
         update_metrics["grad_norm"] = float(norm)
         update_metrics["responses"] = float(len(rows))
         update_metrics["micro_batches"] = float(len(plan))
-        metrics.append(update_metrics | advantage_stats)
+        metrics.append(update_metrics | advantage_stats | mismatch)
     return metrics
+
+
+def _corrected_mask(
+    response_mask: torch.Tensor, members: Sequence[int],
+    corrections: dict[int, TokenCorrection], width: int,
+) -> tuple[torch.Tensor, torch.Tensor | None]:  # fmt: skip
+    """The micro-batch's loss mask without the tokens MIS leaves out, and its TIS weights
+    (None without TIS); the response mask as it is when the job corrects nothing."""
+    if not corrections or not members:
+        return response_mask, None
+    device = response_mask.device
+    kept = _padded([corrections[row].kept for row in members], width).to(device)
+    weights = [corrections[row].weights for row in members]
+    is_weights = None
+    if all(w is not None for w in weights):
+        is_weights = _padded([w for w in weights if w is not None], width).to(device)
+    return response_mask * kept, is_weights

@@ -120,6 +120,22 @@ class TrainerHyperparameters(BaseModel):
     lora_targets: list[str] | None = Field(default=None, min_length=1)
     """Module names (or suffixes) the adapter wraps. None: every linear layer of the
     decoder ("all-linear": attention q/k/v/o and the MLP; never the output head)."""
+    # Off-policy correction (docs/trainer.md, "Off-policy correction"): all off by
+    # default, the paper's step (the sampler's log-probabilities are the ratio's
+    # denominator, uncorrected).
+    recompute_old_log_probs: bool = False
+    """Recompute the old policy's log-probabilities with the trainer's weights before the
+    step's first update and use them as the PPO ratio's denominator (decoupled PPO); the
+    step then logs the mismatch between them and the sampler's (`mismatch_*` metrics).
+    One more forward pass (no gradient) over the step's tokens."""
+    tis_cap: float | None = Field(default=None, ge=1)
+    """Truncated importance sampling: each token's loss is weighted by
+    min(pi_old / pi_sampler, tis_cap), per token. Needs `recompute_old_log_probs`.
+    None: no weights."""
+    mis_threshold: float | None = Field(default=None, gt=1)
+    """Masked importance sampling: a token whose pi_old / pi_sampler lies outside
+    [1 / mis_threshold, mis_threshold] is left out of the loss (no gradient, not counted
+    in the token-mean). Needs `recompute_old_log_probs`. None: no token is masked."""
 
     @model_validator(mode="after")
     def _mini_batches_split_evenly(self) -> TrainerHyperparameters:
@@ -150,6 +166,22 @@ class TrainerHyperparameters(BaseModel):
                 "(`cobalt train start --lora-rank 16`)"
             )
         return self
+
+    @model_validator(mode="after")
+    def _corrections_need_the_recomputed_old_policy(self) -> TrainerHyperparameters:
+        named = [name for name in ("tis_cap", "mis_threshold") if getattr(self, name) is not None]
+        if named and not self.recompute_old_log_probs:
+            raise ValueError(
+                f"{' and '.join(named)} weigh the sampler's tokens by the trainer's old "
+                "policy, which the step has only when it recomputes it: set "
+                "recompute_old_log_probs to true too"
+            )
+        return self
+
+    @property
+    def off_policy_corrected(self) -> bool:
+        """Whether the loss weighs or masks tokens by pi_old / pi_sampler (TIS or MIS)."""
+        return self.tis_cap is not None or self.mis_threshold is not None
 
     @property
     def lora(self) -> bool:

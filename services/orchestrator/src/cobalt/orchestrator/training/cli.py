@@ -185,6 +185,29 @@ def start(
             "[all-linear: every linear layer but the output head]."
         ),
     ] = None,
+    recompute_old_log_probs: Annotated[
+        bool | None,
+        typer.Option(
+            "--recompute-old-log-probs/--no-recompute-old-log-probs",
+            help="The ratio's denominator from the trainer's weights, not the sampler's; "
+            "reports the sampler/trainer mismatch "
+            f"{_trainer('recompute_old_log_probs', 'the paper')}.",
+        ),
+    ] = None,
+    tis_cap: Annotated[
+        float | None,
+        typer.Option(
+            help="Truncated importance sampling: each token's loss times "
+            "min(pi_old / pi_sampler, this); needs --recompute-old-log-probs [off]."
+        ),
+    ] = None,
+    mis_threshold: Annotated[
+        float | None,
+        typer.Option(
+            help="Masked importance sampling: tokens with pi_old / pi_sampler outside "
+            "[1/this, this] leave the loss; needs --recompute-old-log-probs [off]."
+        ),
+    ] = None,
     max_staleness: Annotated[
         int | None,
         typer.Option(
@@ -261,6 +284,9 @@ def start(
         "lora_rank": lora_rank,
         "lora_alpha": lora_alpha,
         "lora_targets": lora_targets or None,
+        "recompute_old_log_probs": recompute_old_log_probs,
+        "tis_cap": tis_cap,
+        "mis_threshold": mis_threshold,
     }
     rollouts: dict[str, Any] = {
         "base_url": base_url,
