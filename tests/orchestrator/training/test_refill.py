@@ -58,10 +58,8 @@ def test_a_step_trains_on_no_zero_variance_group_and_the_ledger_keeps_each_once(
             roll_and_claim(sessions, store_url, executor_url, job_id, s, 1) for s in (1, 2, 3)
         ]
         # Asked again (a resumed trainer), each step holds the same groups.
-        again = [
-            service.claim_step(sessions, job_id, s, StepClaim(groups=1, current_version=7, max_staleness=0))
-            for s in (1, 2, 3)
-        ]  # fmt: skip
+        claim = StepClaim(groups=1, current_version=7, max_staleness=0)
+        again = [service.claim_step(sessions, job_id, s, claim) for s in (1, 2, 3)]
     assert again == batches
     assert all(b.ready and len(b.groups) == 1 for b in batches)
     assert all(value > 0 for b in batches for value in spread(b))
@@ -127,3 +125,35 @@ def test_a_round_without_one_informative_group_fails_the_job(
         assert job is not None and job.status == "failed"
         assert job.error is not None and "filter_zero_variance" in job.error
     assert [g.status for g in groups(sessions)] == ["dropped"] * (1 + refills)
+
+
+def test_the_scheduler_orders_from_the_ledger_and_a_replay_takes_the_same_contexts(
+    sessions: sessionmaker[Session], store_url: str, executor_url: str, policy_dir: Path
+) -> None:
+    """Round 2 would take the flat context (the rotated order's next), but the ledger knows
+    the problem alone had variance in round 1: the scheduler prefers it, in every round;
+    asked again after later steps (a replay), each round takes the same contexts."""
+    rollout = {"schedule_contexts": True, "schedule_window": 1, "revisit_probability": 0.0}
+    with serve_fake_openai(FakeOpenAI(responder=flat_after_feedback)) as url:
+        job_id = start_job(sessions, url, policy_dir, rollout=rollout, contexts_per_step=1,
+                           updates_per_step=1)  # fmt: skip
+        with sessions() as session:
+            plain = service.context_ids_for_round(session, job_id=job_id, round=2)
+            rounds = [service.begin_round(sessions, job_id, 1)]
+        batches = [roll_and_claim(sessions, store_url, executor_url, job_id, 1, 1)]
+        with pytest.raises(Conflict, match="claim that step first"):
+            service.begin_round(sessions, job_id, 3)  # step 2 is not claimed yet
+        for step in (2, 3):
+            rounds.append(service.begin_round(sessions, job_id, step))
+            batches.append(roll_and_claim(sessions, store_url, executor_url, job_id, step, 1))
+        with sessions() as session:  # replayed after more steps: the same contexts
+            replayed = [service.context_ids_for_round(session, job_id=job_id, round=r)
+                        for r in (1, 2, 3)]  # fmt: skip
+    assert replayed == rounds
+    assert plain != rounds[0]  # before any visit: the rotated order
+    assert rounds[1] == rounds[2] == rounds[0]  # after one: variance first
+    assert all(spread(b)[0] > 0 for b in batches)
+    ledger = groups(sessions)
+    assert sorted(g.round for g in ledger) == [1, 2, 3] and {g.status for g in ledger} == {
+        "consumed"
+    }

@@ -100,10 +100,8 @@ class ContextSelection(BaseModel):
         default=0.1,
         ge=0.0,
         le=1.0,
-        description="with schedule_contexts: the chance a settled context keeps its place",
-    )
-    schedule_seed: int = Field(
-        default=0, ge=0, le=INT32_MAX, description="with schedule_contexts: seeds the revisits"
+        description="with schedule_contexts: the chance a settled context keeps its place "
+        "(drawn per round and context from the job's `seed`)",
     )
 
 

@@ -77,7 +77,7 @@ def priority(visits: Sequence[Sequence[float]], *, window: int, revisit: bool) -
     return Priority.REVISIT if revisit else Priority.SETTLED
 
 
-def _revisit_draw(seed: int, job_id: int, round: int, context_id: int) -> float:
+def _revisit_draw(seed: int | None, job_id: int, round: int, context_id: int) -> float:
     """A uniform draw in [0, 1) fixed by (seed, job, round, context): the same on every
     process and every replay (a string seeds `random` through SHA-512)."""
     return random.Random(f"{seed}:{job_id}:{round}:{context_id}").random()
@@ -90,11 +90,12 @@ def round_stream(
     round: int,
     per_step: int,
     selection: ContextSelection,
+    seed: int | None = None,
     visits: Mapping[int, Sequence[Sequence[float]]] | None = None,
 ) -> list[int]:
     """Round `round`'s stream: every context of `ordered` once, rotated to the round's
     slice, re-ordered by `priority` when the job schedules (`visits`: per context id, its
-    claimed visits oldest first)."""
+    claimed visits oldest first; `seed`: the job's, for the revisit draws)."""
     if not ordered:
         return []
     start = (round - 1) * per_step % len(ordered)
@@ -106,7 +107,7 @@ def round_stream(
         context_id: priority(
             seen.get(context_id, ()),
             window=selection.schedule_window,
-            revisit=_revisit_draw(selection.schedule_seed, job_id, round, context_id)
+            revisit=_revisit_draw(seed, job_id, round, context_id)
             < selection.revisit_probability,
         )
         for context_id in stream

@@ -161,6 +161,7 @@ def _round_stream(session: Session, job: TrainingJob, round: int) -> list[int]:
         round=round,
         per_step=params.trainer.contexts_per_step,
         selection=params,
+        seed=params.seed,
         visits=visits,
     )
 
