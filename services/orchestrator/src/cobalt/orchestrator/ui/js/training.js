@@ -16,7 +16,7 @@ const ACTIVE = new Set(["pending", "running"]);
 const METRIC_ORDER = [
   "reward_mean", "pass_rate", "solved_fraction", "policy_version", "ppo_kl", "kl_ref", "entropy",
   "pg_clipfrac", "pg_clipfrac_lower", "grad_norm", "dropped_stale", "max_policy_lag",
-  "masked_samples", "dropped_unjudged",
+  "masked_samples", "dropped_unjudged", "informative_groups", "dropped_zero_variance", "refill_rounds",
   "generate_seconds", "execute_seconds", "score_seconds", "wait_seconds", "train_seconds",
   "checkpoint_seconds", "sync_seconds",
 ];
@@ -35,6 +35,8 @@ const CHARTS = [
     ["generate_seconds", "execute_seconds", "score_seconds", "wait_seconds", "train_seconds", "checkpoint_seconds", "sync_seconds"]],
   ["stale-chart", "Policy version and dropped stale groups", "count", ["policy_version", "dropped_stale", "max_policy_lag"]],
   ["masked-chart", "Sandbox errors: masked responses and dropped groups", "count", ["masked_samples", "dropped_unjudged"]],
+  ["informative-chart", "Informative groups: trained, dropped for zero variance, refill rounds", "count",
+    ["informative_groups", "dropped_zero_variance", "refill_rounds"]],
 ];
 
 // The status, and when a waiting job has gone silent, how long since it last reported.
