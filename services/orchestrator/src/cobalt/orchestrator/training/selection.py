@@ -107,8 +107,7 @@ def round_stream(
         context_id: priority(
             seen.get(context_id, ()),
             window=selection.schedule_window,
-            revisit=_revisit_draw(seed, job_id, round, context_id)
-            < selection.revisit_probability,
+            revisit=_revisit_draw(seed, job_id, round, context_id) < selection.revisit_probability,
         )
         for context_id in stream
     }
