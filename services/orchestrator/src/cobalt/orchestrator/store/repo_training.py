@@ -309,14 +309,14 @@ def claim_step(
 
     The first call for a step takes the oldest ready groups, up to `groups`; `enough`
     (default `groups`) of them make the step ready (fewer: a job filtering zero-variance
-    groups whose round has spent its refills trains on the informative ones it has). A
-    group sampled by a policy more than `max_staleness` versions behind `current_version`
-    is marked stale with this step (counted, never trained on). When enough fresh ones
-    are there, they are marked consumed by this step; otherwise nothing is marked as
-    consumed and None is returned (wait for the rollouts; the stale marks stand, they stay stale). The job's row is
-    locked first, so two trainers of one job cannot split a step. Steps are claimed in
-    order from 1; the ledger, not the job row, knows which were claimed, so a trainer that
-    checkpointed but died before reporting it still finds its steps.
+    groups whose round has spent its refills trains on the informative ones it has). A group
+    sampled by a policy more than `max_staleness` versions behind `current_version` is
+    marked stale with this step (counted, never trained on). When enough fresh ones are
+    there, they are marked consumed by this step; otherwise nothing is marked as consumed
+    and None is returned (wait for the rollouts; the stale marks stand, they stay stale).
+    The job's row is locked first, so two trainers of one job cannot split a step. Steps are
+    claimed in order from 1; the ledger, not the job row, knows which were claimed, so a
+    trainer that checkpointed but died before reporting it still finds its steps.
 
     Raises:
         NotFound: no such job.
