@@ -32,6 +32,14 @@ def answer(messages: list[dict[str, Any]], index: int) -> str:
     return [WRONG, RIGHT, NO_CODE][index % 3]
 
 
+def flat_after_feedback(messages: list[dict[str, Any]], index: int) -> str:
+    """Every choice right on the context after a first turn (a group with no reward
+    variance), as `answer` on the problem alone."""
+    if any(message["role"] == "assistant" for message in messages):
+        return RIGHT
+    return answer(messages, index)
+
+
 def bandit_dataset(sessions: sessionmaker[Session]) -> str:
     """Two contexts of one problem: the turn-0 context and one after a wrong first turn."""
     public = [{"stdin": "2", "expected_stdout": "4"}, {"stdin": "3", "expected_stdout": "6"}]

@@ -96,7 +96,8 @@ class FakeOrchestrator:
                     phase_seconds={"generate": 1.5, "execute": 0.25}, samples=samples,
                 )
             )  # fmt: skip
-        return StepBatch(step=step, ready=True, stale=0, dropped=1, masked=2, groups=groups)
+        return StepBatch(step=step, ready=True, stale=0, dropped=1, masked=2, groups=groups,
+                         dropped_zero_variance=3, refill_rounds=1)  # fmt: skip
 
     def handler(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
@@ -207,6 +208,8 @@ def test_each_step_is_claimed_trained_checkpointed_and_reported(
         assert key in metrics, key
     assert metrics["generate_seconds"] == 1.5 and metrics["dropped_stale"] == 0
     assert metrics["masked_samples"] == 2 and metrics["dropped_unjudged"] == 1
+    assert metrics["dropped_zero_variance"] == 3 and metrics["refill_rounds"] == 1
+    assert metrics["informative_groups"] == 2  # the groups trained on
     assert metrics["pg_clipfrac"] > 0  # logprobs of -3.5 against the policy's: clipped
     assert not any(key.startswith("mismatch_") for key in metrics)  # nothing recomputed
     latest = latest_checkpoint(tmp_path / "ckpt", JOB)

@@ -2,7 +2,9 @@
 ledger ends with exactly the groups an uninterrupted run consumed, step by step, each
 consumed once, and the trainer with the same weights (a LoRA job: the same adapter). The
 resume state is written every 3 steps and the kill lands after step 4, so the resume
-replays from step 3's state.
+replays from step 3's state. With `filter_zero_variance` on, every even round starts at a
+context the model solves every time (no variance): it is dropped and refilled by a
+rollout worker, and the replay still trains on the same groups.
 Real processes: the API (PostgreSQL, Redis), `cobalt worker` processes, the trainer in
 .venv-trainer; the deterministic test model stands in for vLLM."""
 
@@ -28,7 +30,7 @@ from cobalt.orchestrator.store.models import TrainingGroup
 from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
 from tests.support.runs import REDIS_URL, worker
 from tests.support.serving import serve_asgi
-from tests.support.training import TRAINER_PYTHON, answer, bandit_dataset
+from tests.support.training import TRAINER_PYTHON, answer, bandit_dataset, flat_after_feedback
 
 pytestmark = pytest.mark.slow
 
@@ -37,9 +39,10 @@ SAVE_EVERY = 3
 
 
 @pytest.fixture
-def slow_model() -> Iterator[str]:
+def slow_model(filtered: bool) -> Iterator[str]:
     """The scripted model, slow enough (0.3 s a request) for a kill to land mid-step."""
-    with serve_fake_openai(FakeOpenAI(responder=answer, delay_s=0.3)) as url:
+    responder = flat_after_feedback if filtered else answer
+    with serve_fake_openai(FakeOpenAI(responder=responder, delay_s=0.3)) as url:
         yield url
 
 
@@ -76,10 +79,27 @@ def consumed(sessions: sessionmaker[Session], job_id: int) -> list[tuple[int, st
     return [(int(step), key, int(round)) for step, key, round in rows]
 
 
+def dropped(sessions: sessionmaker[Session], job_id: int) -> list[tuple[int, str, int, str]]:
+    """(step, context, round, reason) of every group the job dropped."""
+    with sessions() as session:
+        rows = session.execute(
+            select(TrainingGroup.step, TrainingGroup.context_key, TrainingGroup.round,
+                   TrainingGroup.drop_reason)
+            .where(TrainingGroup.job_id == job_id, TrainingGroup.status == "dropped")
+            .order_by(TrainingGroup.step, TrainingGroup.id)
+        ).all()  # fmt: skip
+    return [(int(step), key, int(round), str(reason)) for step, key, round, reason in rows]
+
+
 @pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
-@pytest.mark.parametrize("lora_rank", [None, 4], ids=["full-weights", "lora"])
+@pytest.mark.parametrize(
+    ("lora_rank", "filtered"),
+    [(None, False), (4, False), (None, True)],
+    ids=["full-weights", "lora", "filter-refill"],
+)
 def test_kill_9_and_resume_consume_what_an_uninterrupted_run_does(
     lora_rank: int | None,
+    filtered: bool,
     tiny_model: Path,
     store_url: str,
     executor_url: str,
@@ -108,6 +128,8 @@ def test_kill_9_and_resume_consume_what_an_uninterrupted_run_does(
             }  # fmt: skip
             if lora_rank is not None:  # the adapter trains, and resumes, instead
                 params["trainer"] |= {"lora_rank": lora_rank, "lr": 1e-2}
+            if filtered:
+                params |= {"filter_zero_variance": True, "max_refill_rounds": 1}
             jobs = [
                 api.post(
                     "/v1/training/jobs",
@@ -152,6 +174,15 @@ def test_kill_9_and_resume_consume_what_an_uninterrupted_run_does(
     straight_run, killed_run = consumed(sessions, jobs[0]), consumed(sessions, jobs[1])
     assert [step for step, _, _ in straight_run] == [1, 2, 3, 4, 5]  # one group a step
     assert killed_run == straight_run
+    assert dropped(sessions, jobs[1]) == dropped(sessions, jobs[0])
+    if filtered:  # rounds 2 and 4 start at the flat context, dropped then refilled
+        flat = [(step, round) for step, _, round, _ in dropped(sessions, jobs[0])]
+        assert flat == [(2, 2), (4, 4)]
+        assert {key for _, key, _ in straight_run} == {"bandit:1"}
+        metrics = [s["metrics"] for s in shown[1]["steps"]]
+        assert [m["dropped_zero_variance"] for m in metrics] == [0, 1, 0, 1, 0]
+        assert [m["refill_rounds"] for m in metrics] == [0, 1, 0, 1, 0]
+        assert [m["informative_groups"] for m in metrics] == [1] * STEPS
     assert killed_at in (3, 5)  # 5 only if the kill came after the last resume state
     final = [tmp_path / "checkpoints" / f"job-{job}" / f"step-{STEPS}" for job in jobs]
     assert [latest_checkpoint_step(tmp_path / "checkpoints", job) for job in jobs] == [STEPS] * 2

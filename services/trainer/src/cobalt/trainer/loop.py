@@ -131,6 +131,9 @@ def step_metrics(
         "dropped_stale": float(batch.stale),
         "dropped_unjudged": float(batch.dropped),
         "masked_samples": float(batch.masked),
+        "informative_groups": float(len(batch.groups)),
+        "dropped_zero_variance": float(batch.dropped_zero_variance),
+        "refill_rounds": float(batch.refill_rounds),
         "max_policy_lag": float(max(current_version - g.policy_version for g in batch.groups)),
     }
     update_keys = ("loss", "pg_loss", "pg_clipfrac", "pg_clipfrac_lower", "ppo_kl", "kl_ref")

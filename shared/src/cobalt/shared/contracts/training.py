@@ -362,6 +362,12 @@ class StepBatch(BaseModel):
     masked: int = Field(
         default=0, description="responses masked for sandbox errors (trained and dropped groups)"
     )
+    dropped_zero_variance: int = Field(
+        default=0, description="groups dropped for equal rewards (jobs that filter them)"
+    )
+    refill_rounds: int = Field(
+        default=0, description="extra batches of contexts the step's round took for them"
+    )
     groups: list[TrainingGroupPublic] = Field(default_factory=list)
 
 

@@ -53,6 +53,7 @@ from cobalt.shared.trackers import parse_report_to
 __all__ = [
     "CobaltParams",
     "CommonTrainingParams",
+    "ContextSelection",
     "EpisodeParams",
     "MODE_PARAMS",
     "MultiTurnParams",
@@ -68,7 +69,43 @@ __all__ = [
 _CONFIG = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-class CommonTrainingParams(SamplingSettings):
+class ContextSelection(BaseModel):
+    """Which contexts a round rolls out and which groups a step keeps (docs/training.md,
+    "Informative groups"): both off by default, the paper's fixed seeded order."""
+
+    model_config = _CONFIG
+
+    filter_zero_variance: bool = Field(
+        default=False,
+        description="drop groups whose responses all got the same reward (no GRPO signal) "
+        "and refill the step from more contexts (DAPO's dynamic sampling)",
+    )
+    max_refill_rounds: int = Field(
+        default=3,
+        ge=0,
+        le=64,
+        description="with filter_zero_variance: extra batches of contexts a round may take "
+        "for the groups it dropped; past it the step trains on the informative ones it has",
+    )
+    schedule_contexts: bool = Field(
+        default=False,
+        description="order each round's contexts by their recorded pass rates: contexts "
+        "solved or failed by every sample of their last `schedule_window` visits go last "
+        "(revisited with `revisit_probability`), those with variance first",
+    )
+    schedule_window: int = Field(
+        default=2, ge=1, le=64, description="with schedule_contexts: the visits (k) judged"
+    )
+    revisit_probability: float = Field(
+        default=0.1,
+        ge=0.0,
+        le=1.0,
+        description="with schedule_contexts: the chance a settled context keeps its place "
+        "(drawn per round and context from the job's `seed`)",
+    )
+
+
+class CommonTrainingParams(SamplingSettings, ContextSelection):
     """What every mode has: the sampling settings (`SamplingSettings`), the endpoint and
     staleness here, GRPO's in `trainer` (defaults: docs/method.md).
 

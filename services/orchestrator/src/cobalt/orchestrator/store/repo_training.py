@@ -8,7 +8,9 @@ for step k returns exactly those groups, so a trainer killed anywhere in step k 
 from its last checkpoint (step k - 1), asks for k again and trains on the same samples;
 nothing is trained twice, nothing is lost. A group left with fewer than two responses the
 sandbox could judge is stored as `dropped` with its reason (`record_dropped_group`, under
-the same unique key) and counted by the next claimed step like a stale one. The Redis
+the same unique key) and counted by the next claimed step like a stale one; so is a group
+without reward variance when the job filters them (`record_group(drop_reason=...)`, its
+samples kept for the record and the scheduler). The Redis
 queue beside the ledger only wakes the trainer; the ledger alone decides what a step holds.
 
 Like every repository module: keyword-only arguments, the caller owns the transaction.
@@ -41,8 +43,10 @@ if TYPE_CHECKING:  # an annotation only: the reward package imports numpy and to
 __all__ = [
     "ClaimedStep",
     "SampleRow",
+    "ZERO_VARIANCE",
     "apply_job_event",
     "claim_step",
+    "claimed_visits",
     "create_job",
     "get_job",
     "group_counts",
@@ -51,9 +55,14 @@ __all__ = [
     "record_dropped_group",
     "record_group",
     "record_step",
+    "round_groups",
     "steps_of",
     "step_was_claimed",
 ]
+
+
+ZERO_VARIANCE = "zero_variance"
+"""How the `drop_reason` of a group dropped for having no reward variance begins."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +94,8 @@ class ClaimedStep:
     """Groups without two judged responses, counted at this step (`record_dropped_group`)."""
     masked: int = 0
     """Responses masked for sandbox errors in this step's trained and dropped groups."""
+    dropped_zero_variance: int = 0
+    """Groups dropped for having no reward variance, counted at this step."""
 
 
 def create_job(
@@ -178,8 +189,10 @@ def record_group(
     samples: Sequence[SampleRow],
     phase_seconds: dict[str, float] | None = None,
     masked_samples: int = 0,
+    drop_reason: str | None = None,
 ) -> int | None:
-    """Store a scored group with its samples, unless (job, context, round) is stored.
+    """Store a scored group with its samples, unless (job, context, round) is stored;
+    with a `drop_reason`, as `dropped` (kept in the ledger, never trained on).
 
     Returns:
         The new group's id; None when that group was already stored (first write wins,
@@ -205,9 +218,12 @@ def record_group(
         round=round,
         problem_id=problem_id,
         policy_version=policy_version,
-        status=TrainingGroupStatus.READY.value,
+        status=(
+            TrainingGroupStatus.READY if drop_reason is None else TrainingGroupStatus.DROPPED
+        ).value,
         phase_seconds=phase_seconds or {},
         masked_samples=masked_samples,
+        drop_reason=drop_reason,
     )
     if group_id is None:
         return None
@@ -287,17 +303,20 @@ def claim_step(
     groups: int,
     current_version: int,
     max_staleness: int,
+    enough: int | None = None,
 ) -> ClaimedStep | None:
     """The groups of step `step`: the same ones every time it is asked for.
 
-    The first call for a step takes the oldest ready groups. A group sampled by a policy
-    more than `max_staleness` versions behind `current_version` is marked stale with this
-    step (counted, never trained on). When `groups` fresh ones are there, they are marked
-    consumed by this step; otherwise nothing is marked as consumed and None is returned
-    (wait for the rollouts; the stale marks stand, they stay stale). The job's row is
-    locked first, so two trainers of one job cannot split a step. Steps are claimed in
-    order from 1; the ledger, not the job row, knows which were claimed, so a trainer that
-    checkpointed but died before reporting it still finds its steps.
+    The first call for a step takes the oldest ready groups, up to `groups`; `enough`
+    (default `groups`) of them make the step ready (fewer: a job filtering zero-variance
+    groups whose round has spent its refills trains on the informative ones it has). A group
+    sampled by a policy more than `max_staleness` versions behind `current_version` is
+    marked stale with this step (counted, never trained on). When enough fresh ones are
+    there, they are marked consumed by this step; otherwise nothing is marked as consumed
+    and None is returned (wait for the rollouts; the stale marks stand, they stay stale).
+    The job's row is locked first, so two trainers of one job cannot split a step. Steps are
+    claimed in order from 1; the ledger, not the job row, knows which were claimed, so a
+    trainer that checkpointed but died before reporting it still finds its steps.
 
     Raises:
         NotFound: no such job.
@@ -307,7 +326,7 @@ def claim_step(
     get_job(session, job_id=job_id, for_update=True)
     claimed = _groups_of_step(session, job_id, step, TrainingGroupStatus.CONSUMED)
     if claimed:
-        if len(claimed) != groups:
+        if not (enough or groups) <= len(claimed) <= groups:
             raise InvalidInput(f"step {step} holds {len(claimed)} groups, not {groups}")
         return _claimed(session, job_id, step, claimed)
     last = _last_claimed_step(session, job_id)
@@ -341,7 +360,7 @@ def claim_step(
     ):
         group.step = step
     session.flush()
-    if len(fresh) < groups:
+    if not fresh or len(fresh) < (enough or groups):
         return None
     for group in fresh:
         status = group_after(group.id, group.status, GroupEvent.CONSUME)
@@ -353,12 +372,14 @@ def claim_step(
 
 def _claimed(session: Session, job_id: int, step: int, taken: list[TrainingGroup]) -> ClaimedStep:
     dropped = _groups_of_step(session, job_id, step, TrainingGroupStatus.DROPPED)
+    flat = [g for g in dropped if (g.drop_reason or "").startswith(ZERO_VARIANCE)]
     return ClaimedStep(
         step,
         taken,
         _stale_count(session, job_id, step),
-        dropped=len(dropped),
+        dropped=len(dropped) - len(flat),
         masked=sum(group.masked_samples for group in [*taken, *dropped]),
+        dropped_zero_variance=len(flat),
     )
 
 
@@ -377,6 +398,45 @@ def _groups_of_step(
             .order_by(TrainingGroup.id)
         )
     )
+
+
+def round_groups(session: Session, *, job_id: int, round: int) -> dict[str, bool]:
+    """The groups recorded for round `round`: context key -> whether it can be trained on
+    (ready, consumed or stale; not dropped)."""
+    rows = session.execute(
+        select(TrainingGroup.context_key, TrainingGroup.status).where(
+            TrainingGroup.job_id == job_id, TrainingGroup.round == round
+        )
+    )
+    return {key: status != TrainingGroupStatus.DROPPED.value for key, status in rows}
+
+
+def claimed_visits(
+    session: Session, *, job_id: int, through_step: int
+) -> dict[str, list[list[float]]]:
+    """Per context key, its groups counted by steps up to `through_step` (trained, stale or
+    dropped alike), oldest round first, each as its episodes' pass rates (an episode's
+    last turn's). Groups with no samples (all masked) are no visit. Once that step is
+    claimed these never change (`claim_step` marks groups only with the step it claims)."""
+    rows = session.execute(
+        select(
+            TrainingGroup.context_key,
+            TrainingGroup.id,
+            TrainingSample.sample_index,
+            TrainingSample.pass_rate,
+        )
+        .join(TrainingSample, TrainingSample.group_id == TrainingGroup.id)
+        .where(TrainingGroup.job_id == job_id, TrainingGroup.step <= through_step)
+        .order_by(TrainingGroup.round, TrainingGroup.id, TrainingSample.sample_index,
+                  TrainingSample.turn)
+    )  # fmt: skip
+    episodes: dict[tuple[str, int], dict[int, float]] = {}
+    for key, group_id, index, pass_rate in rows:
+        episodes.setdefault((key, group_id), {})[index] = float(pass_rate)  # last turn wins
+    visits: dict[str, list[list[float]]] = {}
+    for (key, _), rates in episodes.items():
+        visits.setdefault(key, []).append(list(rates.values()))
+    return visits
 
 
 def step_was_claimed(session: Session, *, job_id: int, step: int) -> bool:

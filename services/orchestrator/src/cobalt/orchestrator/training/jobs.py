@@ -7,7 +7,10 @@ transaction. The ledger's unique key (job, context, round) makes a retried job h
 Infrastructure errors are not rewards: responses the sandbox failed to judge are masked by
 the scorer; a group left with fewer than two is written as `dropped` with its reason, and
 once the job's masked share passes its `error_budget` the job fails with an error naming
-the executor and the counts, instead of training on a broken judge.
+the executor and the counts, instead of training on a broken judge. A job with
+`filter_zero_variance` records a group whose responses all got the same reward as
+`dropped` too (reason `zero_variance`, its samples kept): its round is refilled
+(`training.selection`).
 It takes what it uses as arguments; queueing it, running it in this process and waking
 the trainer are `worker`'s business.
 """
@@ -32,8 +35,11 @@ from cobalt.orchestrator.store.models import (
     Run,
     TrainingJobStatus,
 )
+from cobalt.orchestrator.store.repo_training import ZERO_VARIANCE
 from cobalt.orchestrator.training.rollout import GroupContext, ScoredGroup
 from cobalt.orchestrator.training.scorers import GroupRollout, score_group
+from cobalt.orchestrator.training.selection import is_zero_variance
+from cobalt.orchestrator.training.service import context_key
 from cobalt.shared.clients import ExecutorAddress, ModelEndpoint
 from cobalt.shared.contracts import ProblemRow
 from cobalt.shared.contracts.training_params import (
@@ -99,6 +105,11 @@ def feedback_template(
     return template
 
 
+def _zero_variance(group: ScoredGroup) -> bool:
+    """Whether the group's episodes all got one reward (an episode's turns share it)."""
+    return is_zero_variance(list({s.sample_index: s.reward.total for s in group.samples}.values()))
+
+
 def roll_out_training_group(
     job_id: int,
     context_id: int,
@@ -130,7 +141,7 @@ def roll_out_training_group(
             raise NotFound(f"context {context_id} of training job {job_id} no longer exists")
         row = ProblemRow.model_validate(problem, from_attributes=True)
         group_context = GroupContext(
-            context_key=f"bandit:{context.id}",
+            context_key=context_key(context.id),
             problem_id=problem.id,
             messages=list(context.messages),
             prev_best=context.prev_best,
@@ -185,7 +196,12 @@ def roll_out_training_group(
             # The job's row first: a group's insert share-locks it (its foreign key), so
             # locking it after would deadlock two groups judging the budget at once.
             job = repo_training.get_job(session, job_id=job_id, for_update=True)
-        if group.trainable:
+        flat = params.filter_zero_variance and group.trainable and _zero_variance(group)
+        if flat:
+            reason = f"{ZERO_VARIANCE}: every response got reward {group.samples[0].reward.total:g}"
+            repo_training.record_group(session, samples=group.samples, drop_reason=reason, **key)
+            group_id = None
+        elif group.trainable:
             group_id = repo_training.record_group(session, samples=group.samples, **key)
         else:
             reason = (

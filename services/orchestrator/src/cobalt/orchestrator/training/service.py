@@ -7,6 +7,11 @@ A job trains on one bandit dataset. Round r (the rollouts for step r) takes the 
 (an epoch), so which contexts a step sees depends only on the job and the round, and a
 round scheduled twice asks for the same groups (the ledger keeps the first).
 
+A job with `filter_zero_variance` or `schedule_contexts` (`training.selection`) takes a
+round's contexts from its stream instead: the first batch, then refill batches while the
+round lacks informative groups; a step of such a job may train on fewer groups once its
+round has spent its refills, and fails the job when it found none.
+
 A job with a budget (`max_steps`, `epochs`: `step_budget`) has no round past it, and the
 report of its last step moves it to `finished`.
 """
@@ -25,6 +30,7 @@ from cobalt.orchestrator.store.models import (
     TrainingJobStatus,
 )
 from cobalt.orchestrator.training.browse import DEFAULT_STALE_S, last_activity, liveness_of
+from cobalt.orchestrator.training.selection import RoundProgress, round_progress, round_stream
 from cobalt.shared.contracts.training import (
     StepBatch,
     StepClaim,
@@ -49,7 +55,9 @@ __all__ = [
     "begin_round",
     "claim_step",
     "context_ids_for_round",
+    "context_key",
     "create_job",
+    "due_refill",
     "job_public",
     "list_jobs",
     "report_step",
@@ -113,23 +121,75 @@ def step_budget(session: Session, job: TrainingJob) -> int | None:
     return params.step_budget(contexts)
 
 
+def context_key(context_id: int) -> str:
+    """The ledger's name for a bandit context (`TrainingGroup.context_key`)."""
+    return f"bandit:{context_id}"
+
+
 def context_ids_for_round(session: Session, *, job_id: int, round: int) -> list[int]:
-    """The contexts of rollout round `round` (from 1): the next slice, wrapping around.
+    """The contexts of rollout round `round` (from 1) to roll out now: the next slice,
+    wrapping around; for a job that filters zero-variance groups, those of the round's
+    current batch not yet recorded (`round_progress`).
 
     `create_job` keeps contexts_per_step <= the dataset's contexts, so a round holds each
     context at most once (the ledger stores one group per context and round).
     """
+    job = repo_training.get_job(session, job_id=job_id)
+    params = stored_training_params(job.mode, job.params)
+    if params.filter_zero_variance:
+        return progress_of_round(session, job, round).pending
+    return _round_stream(session, job, round)[: params.trainer.contexts_per_step]
+
+
+def _round_stream(session: Session, job: TrainingJob, round: int) -> list[int]:
+    """Every context in the order round `round` takes them (`selection.round_stream`)."""
     if round < 1:
         raise InvalidInput(f"rounds count from 1, not {round}")
-    job = repo_training.get_job(session, job_id=job_id)
     if job.bandit_dataset_id is None:
-        raise InvalidInput(f"training job {job_id} has no bandit dataset")
-    per_step = stored_training_params(job.mode, job.params).trainer.contexts_per_step
+        raise InvalidInput(f"training job {job.id} has no bandit dataset")
+    params = stored_training_params(job.mode, job.params)
     ordered = repo_bandit.context_ids(
         session, dataset_id=job.bandit_dataset_id, turn_zero_only=_turn_zero_only(job.mode)
     )
-    start = (round - 1) * per_step
-    return [ordered[(start + i) % len(ordered)] for i in range(per_step)]
+    visits = None
+    if params.schedule_contexts:
+        # The visits claimed by the step before this round could start (see selection).
+        known = round - 1 - params.max_staleness
+        by_key = repo_training.claimed_visits(session, job_id=job.id, through_step=known)
+        visits = {i: by_key[context_key(i)] for i in ordered if context_key(i) in by_key}
+    return round_stream(
+        ordered,
+        job_id=job.id,
+        round=round,
+        per_step=params.trainer.contexts_per_step,
+        selection=params,
+        seed=params.seed,
+        visits=visits,
+    )
+
+
+def progress_of_round(session: Session, job: TrainingJob, round: int) -> RoundProgress:
+    """Where round `round` of `job` stands in the ledger (`selection.round_progress`)."""
+    params = stored_training_params(job.mode, job.params)
+    stream = _round_stream(session, job, round)
+    by_key = repo_training.round_groups(session, job_id=job.id, round=round)
+    recorded = {i: by_key[context_key(i)] for i in stream if context_key(i) in by_key}
+    return round_progress(
+        stream, recorded, per_step=params.trainer.contexts_per_step, selection=params
+    )
+
+
+def due_refill(sessions: sessionmaker[Session], job_id: int, round: int) -> list[int]:
+    """The contexts of a refill batch of `round` that is due and not begun (none of its
+    groups recorded): what a rollout worker that finished the batch before queues. Empty
+    for a job that does not filter, or a round with nothing due."""
+    with sessions() as session:
+        job = repo_training.get_job(session, job_id=job_id)
+        if not stored_training_params(job.mode, job.params).filter_zero_variance:
+            return []
+        progress = progress_of_round(session, job, round)
+    begun = progress.refills == 0 or progress.pending != progress.batch
+    return [] if begun else progress.pending
 
 
 def begin_round(sessions: sessionmaker[Session], job_id: int, round: int) -> list[int]:
@@ -148,6 +208,14 @@ def begin_round(sessions: sessionmaker[Session], job_id: int, round: int) -> lis
             raise Conflict(
                 f"round {round} is past training job {job_id}'s budget of {budget} steps"
             )
+        params = stored_training_params(job.mode, job.params)
+        known = round - 1 - params.max_staleness
+        if params.schedule_contexts and known >= 1:
+            if not repo_training.step_was_claimed(session, job_id=job_id, step=known):
+                raise Conflict(
+                    f"round {round} of training job {job_id} is scheduled from the ledger of "
+                    f"step {known}: claim that step first"
+                )
         return context_ids_for_round(session, job_id=job_id, round=round)
 
 
@@ -175,8 +243,23 @@ def set_job_status(sessions: sessionmaker[Session], job_id: int, status: Trainin
 def claim_step(
     sessions: sessionmaker[Session], job_id: int, step: int, claim: StepClaim
 ) -> StepBatch:
-    """The groups of `step` for the trainer (the same on every ask); not ready: ask again."""
+    """The groups of `step` for the trainer (the same on every ask); not ready: ask again.
+
+    A job filtering zero-variance groups trains on fewer once the step's round is
+    complete (its refills spent); if that round found no informative group at all, the
+    job fails (as DAPO's trainer stops): its data is too easy or too hard for the policy.
+
+    Raises:
+        Conflict: that failure, with its reason.
+    """
+    failure = None
     with sessions.begin() as session:
+        job = repo_training.get_job(session, job_id=job_id, for_update=True)
+        enough, refills, progress = None, 0, None
+        if stored_training_params(job.mode, job.params).filter_zero_variance:
+            progress = progress_of_round(session, job, step)
+            refills = progress.refills
+            enough = 1 if progress.complete else None
         claimed = repo_training.claim_step(
             session,
             job_id=job_id,
@@ -184,37 +267,58 @@ def claim_step(
             groups=claim.groups,
             current_version=claim.current_version,
             max_staleness=claim.max_staleness,
+            enough=enough,
         )
-        if claimed is None:
-            return StepBatch(step=step, ready=False, stale=0)
-        return StepBatch(
-            step=step,
-            ready=True,
-            stale=claimed.stale,
-            dropped=claimed.dropped,
-            masked=claimed.masked,
-            groups=[
-                TrainingGroupPublic(
-                    id=group.id,
-                    context_key=group.context_key,
-                    policy_version=group.policy_version,
-                    phase_seconds=group.phase_seconds,
-                    samples=[
-                        TrainingSamplePublic(
-                            sample_index=sample.sample_index,
-                            turn=sample.turn,
-                            prompt_token_ids=sample.prompt_token_ids,
-                            response_token_ids=sample.response_token_ids,
-                            response_logprobs=sample.response_logprobs,
-                            reward=sample.total,
-                            pass_rate=sample.pass_rate,
-                        )
-                        for sample in group.samples
-                    ],
+        if claimed is None and progress is not None and progress.complete:
+            if progress.informative == 0 and job.status in JOB_TRANSITIONS[JobEvent.FAIL]:
+                failure = (
+                    f"step {step}: every group of round {step} had zero reward variance (or "
+                    f"was dropped) after {refills} refill rounds; the contexts are too easy or "
+                    "too hard for the policy: raise max_refill_rounds or turn "
+                    "filter_zero_variance off, then resume the job"
                 )
-                for group in claimed.groups
-            ],
-        )
+                repo_training.apply_job_event(job, JobEvent.FAIL)
+                job.error = failure
+        if claimed is None:
+            batch = StepBatch(step=step, ready=False, stale=0)
+        else:
+            batch = _step_batch(step, claimed, refills)
+    if failure is not None:
+        raise Conflict(f"training job {job_id} failed: {failure}")
+    return batch
+
+
+def _step_batch(step: int, claimed: repo_training.ClaimedStep, refills: int) -> StepBatch:
+    return StepBatch(
+        step=step,
+        ready=True,
+        stale=claimed.stale,
+        dropped=claimed.dropped,
+        masked=claimed.masked,
+        dropped_zero_variance=claimed.dropped_zero_variance,
+        refill_rounds=refills,
+        groups=[
+            TrainingGroupPublic(
+                id=group.id,
+                context_key=group.context_key,
+                policy_version=group.policy_version,
+                phase_seconds=group.phase_seconds,
+                samples=[
+                    TrainingSamplePublic(
+                        sample_index=sample.sample_index,
+                        turn=sample.turn,
+                        prompt_token_ids=sample.prompt_token_ids,
+                        response_token_ids=sample.response_token_ids,
+                        response_logprobs=sample.response_logprobs,
+                        reward=sample.total,
+                        pass_rate=sample.pass_rate,
+                    )
+                    for sample in group.samples
+                ],
+            )
+            for group in claimed.groups
+        ],
+    )
 
 
 def report_step(sessions: sessionmaker[Session], job_id: int, report: StepReport) -> None:

@@ -162,17 +162,25 @@ def schedule_round(
 ) -> list[int]:
     """Queue the round's groups (with Redis), or roll them out here and wait.
 
-    Returns the round's context ids. In-process failures are re-raised after every group
-    has had its try, so a round is never left half done silently.
+    Returns the round's context ids (here: every batch's, refills included: a job that
+    filters zero-variance groups rolls out batches until its round is complete; with
+    Redis the workers queue the refills). In-process failures are re-raised after every
+    group has had its try, so a round is never left half done silently.
     """
-    with sessions_for(settings.database_url)() as session:
-        context_ids = context_ids_for_round(session, job_id=job_id, round=round)
-    failures = carry_out(
-        settings, work_for_round(job_id, round, context_ids), api_key=api_key, executor=executor
-    )
-    if failures:
-        raise failures[0][1]
-    return context_ids
+    sessions = sessions_for(settings.database_url)
+    rolled: list[int] = []
+    while True:
+        with sessions() as session:
+            context_ids = context_ids_for_round(session, job_id=job_id, round=round)
+        if not context_ids or context_ids == rolled[-len(context_ids) :]:
+            return rolled or context_ids  # done, or nothing came of the last batch
+        work = work_for_round(job_id, round, context_ids)
+        failures = carry_out(settings, work, api_key=api_key, executor=executor)
+        if failures:
+            raise failures[0][1]
+        rolled += context_ids
+        if settings.redis_url:
+            return rolled
 
 
 def start_round(

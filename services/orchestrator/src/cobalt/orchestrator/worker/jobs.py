@@ -23,6 +23,7 @@ from cobalt.orchestrator.rollouts.runtime import JobInterrupted, RolloutRuntime
 from cobalt.orchestrator.runs.jobs import roll_out_run_problem
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.training.jobs import roll_out_training_group
+from cobalt.orchestrator.training.service import due_refill
 from cobalt.orchestrator.worker.runtime import job_context, runtime, sessions_for
 from cobalt.shared.clients import ExecutorAddress
 from cobalt.shared.contracts.training import GROUP_LIST_MAX, group_list_key
@@ -96,12 +97,20 @@ def run_group(
     resources: JobResources | None = None,
 ) -> dict[str, int | None]:
     """One context's group of a training round (`training.jobs.roll_out_training_group`);
-    with Redis, its id then goes on the job's list, so a waiting trainer wakes up."""
+    with Redis, its id then goes on the job's list, so a waiting trainer wakes up, and a
+    refill batch of the round that this group made due is queued (in this process,
+    `carry_out.schedule_round` rolls the refills out itself)."""
     used = resources or JobResources.of_process(api_key)
     result = _call(roll_out_training_group, (job_id, context_id, round), used)
     group_id = result["group_id"]
     if group_id is not None and used.settings.redis_url:
         _wake_trainer(used.settings.redis_url, job_id, group_id)
+    if used.settings.redis_url:
+        refill = due_refill(used.sessions, job_id, round)
+        if refill:
+            from cobalt.orchestrator.worker import queue  # it imports this module
+
+            queue.enqueue(used.settings, work_for_round(job_id, round, refill).values(), api_key)
     return result
 
 

@@ -16,7 +16,8 @@ const ACTIVE = new Set(["pending", "running"]);
 const METRIC_ORDER = [
   "reward_mean", "pass_rate", "solved_fraction", "policy_version", "ppo_kl", "kl_ref", "entropy",
   "pg_clipfrac", "pg_clipfrac_lower", "grad_norm", "dropped_stale", "max_policy_lag",
-  "masked_samples", "dropped_unjudged", "mismatch_kl_k3", "mismatch_log_ratio_abs_max",
+  "masked_samples", "dropped_unjudged", "informative_groups", "dropped_zero_variance", "refill_rounds",
+  "mismatch_kl_k3", "mismatch_log_ratio_abs_max",
   "generate_seconds", "execute_seconds", "score_seconds", "wait_seconds", "train_seconds",
   "checkpoint_seconds", "sync_seconds",
 ];
@@ -37,6 +38,8 @@ const CHARTS = [
   ["masked-chart", "Sandbox errors: masked responses and dropped groups", "count", ["masked_samples", "dropped_unjudged"]],
   ["mismatch-chart", "Sampler vs trainer (recompute_old_log_probs)", "value",
     ["mismatch_log_ratio_mean", "mismatch_kl_k3", "mismatch_truncated_fraction", "mismatch_masked_fraction"]],
+  ["informative-chart", "Informative groups: trained, dropped for zero variance, refill rounds", "count",
+    ["informative_groups", "dropped_zero_variance", "refill_rounds"]],
 ];
 
 // The status, and when a waiting job has gone silent, how long since it last reported.
