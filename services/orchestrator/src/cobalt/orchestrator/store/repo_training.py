@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select
@@ -26,6 +27,7 @@ from sqlalchemy.orm import Session, selectinload
 
 from cobalt.orchestrator.lifecycle import GroupEvent, JobEvent, group_after, job_after
 from cobalt.orchestrator.store.models import (
+    Problem,
     TrainingGroup,
     TrainingGroupStatus,
     TrainingJob,
@@ -50,7 +52,9 @@ __all__ = [
     "record_group",
     "record_step",
     "steps_of",
+    "step_groups",
     "step_was_claimed",
+    "last_reports",
 ]
 
 
@@ -417,3 +421,34 @@ def group_counts(session: Session, *, job_id: int) -> dict[str, int]:
     )
     counts.update({status: int(count) for status, count in rows})
     return counts
+
+
+def last_reports(session: Session, *, job_id: int) -> list[datetime | None]:
+    """When the job's last step report and its newest group were written (None if none)."""
+    return [
+        session.scalar(
+            select(func.max(TrainingStep.created_at)).where(TrainingStep.job_id == job_id)
+        ),
+        session.scalar(
+            select(func.max(TrainingGroup.created_at)).where(TrainingGroup.job_id == job_id)
+        ),
+    ]
+
+
+def step_groups(
+    session: Session, *, job_id: int, step: int
+) -> tuple[list[TrainingGroup], dict[int, str]]:
+    """The groups step `step` consumed or dropped, in id order with their samples, and
+    their problems' external ids by problem id."""
+    groups = session.scalars(
+        select(TrainingGroup)
+        .where(TrainingGroup.job_id == job_id, TrainingGroup.step == step)
+        .order_by(TrainingGroup.id)
+        .options(selectinload(TrainingGroup.samples))
+    ).all()
+    names = session.execute(
+        select(Problem.id, Problem.external_id).where(
+            Problem.id.in_({g.problem_id for g in groups})
+        )
+    )
+    return list(groups), dict(names.all())
