@@ -13,13 +13,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import Session
 
 from cobalt.orchestrator.analysis.hacking import TurnFacts, flag_turns, unified_diff
 from cobalt.orchestrator.analysis.judge import CaseForJudge, JudgedCase
-from cobalt.orchestrator.store import repo_runs
+from cobalt.orchestrator.store import repo_datasets, repo_hacking, repo_runs
 from cobalt.orchestrator.store.models import HackingCase, JudgeVerdict, Problem, Turn
+from cobalt.orchestrator.store.repo_hacking import CaseSelection, verdict_counts
 from cobalt.shared.contracts import Verdict
 from cobalt.shared.errors import InvalidInput
 
@@ -52,19 +52,6 @@ class CaseSummary:
     """Cases stored by this call per problem external id (problems with none left out)."""
 
 
-@dataclass(frozen=True, slots=True)
-class CaseSelection:
-    """Which stored cases a judge command covers: a run's, or a list of ids."""
-
-    run_id: int | None = None
-    case_ids: tuple[int, ...] = ()
-
-    def where(self) -> ColumnElement[bool]:
-        if self.run_id is not None:
-            return HackingCase.run_id == self.run_id
-        return HackingCase.id.in_(self.case_ids)
-
-
 def _hidden_rate(verdicts: list[str] | None) -> float | None:
     if not verdicts:
         return None
@@ -95,10 +82,7 @@ def find_and_store_cases(
             have no hidden-test results yet.
     """
     run = repo_runs.get_run(session, run_id=run_id)
-    problems = {
-        p.id: p
-        for p in session.scalars(select(Problem).where(Problem.dataset_id == run.dataset_id))
-    }
+    problems = repo_datasets.problems_of(session, dataset_id=run.dataset_id)
     swapped = {pid: _swapped_positions(p) for pid, p in problems.items()}
     if not any(swapped.values()):
         raise InvalidInput(
@@ -108,14 +92,9 @@ def find_and_store_cases(
     turns: dict[tuple[int, int], list[Turn]] = defaultdict(list)
     for turn in repo_runs.judged_turns(session, run_id=run_id, problems=problems):
         turns[(turn.problem_id, turn.sample_index)].append(turn)
-    stored = set(
-        session.execute(
-            select(HackingCase.problem_id, HackingCase.sample_index, HackingCase.turn_index).where(
-                HackingCase.run_id == run_id
-            )
-        )
-    )
-    total, new = 0, 0
+    stored = repo_hacking.case_keys(session, run_id=run_id)
+    cases: list[HackingCase] = []
+    total = 0
     by_problem: defaultdict[str, int] = defaultdict(int)
     new_by_problem: defaultdict[str, int] = defaultdict(int)
     for (problem_id, sample), rows in turns.items():
@@ -128,7 +107,7 @@ def find_and_store_cases(
                 continue
             before, after = by_index[flagged.turn_index - 1], by_index[flagged.turn_index]
             assert before.code is not None and after.code is not None  # flag_turns checked
-            session.add(
+            cases.append(
                 HackingCase(
                     run_id=run_id,
                     problem_id=problem_id,
@@ -144,11 +123,14 @@ def find_and_store_cases(
                     hidden_pass_after=_hidden_rate(after.hidden_verdicts),
                 )
             )
-            new += 1
             new_by_problem[problems[problem_id].external_id] += 1
-    session.flush()
+    repo_hacking.add_rows(session, cases)
     return CaseSummary(
-        run_id, total, new, dict(sorted(by_problem.items())), dict(sorted(new_by_problem.items()))
+        run_id,
+        total,
+        len(cases),
+        dict(sorted(by_problem.items())),
+        dict(sorted(new_by_problem.items())),
     )
 
 
@@ -174,12 +156,7 @@ def case_records(session: Session, *, run_id: int) -> list[dict[str, Any]]:
     """The run's stored cases as JSON objects (the lines of `--out`), in case order."""
     return [
         _record(case, problem)
-        for case, problem in session.execute(
-            select(HackingCase, Problem)
-            .join(Problem, Problem.id == HackingCase.problem_id)
-            .where(HackingCase.run_id == run_id)
-            .order_by(HackingCase.id)
-        )
+        for case, problem in repo_hacking.cases_of_run(session, run_id=run_id)
     ]
 
 
@@ -204,16 +181,8 @@ def case_ids_of_records(session: Session, records: Sequence[Mapping[str, Any]]) 
     runs = {key[0] for key in wanted}
     stored: dict[CaseKey, int] = {
         (run, problem, sample, turn): case_id
-        for case_id, run, problem, sample, turn in session.execute(
-            select(
-                HackingCase.id,
-                HackingCase.run_id,
-                Problem.external_id,
-                HackingCase.sample_index,
-                HackingCase.turn_index,
-            )
-            .join(Problem, Problem.id == HackingCase.problem_id)
-            .where(HackingCase.run_id.in_(runs))
+        for case_id, run, problem, sample, turn in repo_hacking.case_ids_by_key(
+            session, run_ids=runs
         )
     }
     missing = [key for key in wanted if key not in stored]
@@ -231,7 +200,6 @@ def cases_to_judge(
     session: Session, *, selection: CaseSelection, judge_model: str
 ) -> list[CaseForJudge]:
     """The selected cases that `judge_model` has not judged yet, in id order."""
-    judged = select(JudgeVerdict.case_id).where(JudgeVerdict.judge_model == judge_model)
     return [
         CaseForJudge(
             case_id=case.id,
@@ -243,43 +211,28 @@ def cases_to_judge(
             hidden_pass_before=case.hidden_pass_before,
             hidden_pass_after=case.hidden_pass_after,
         )
-        for case, statement in session.execute(
-            select(HackingCase, Problem.statement)
-            .join(Problem, Problem.id == HackingCase.problem_id)
-            .where(selection.where(), HackingCase.id.not_in(judged))
-            .order_by(HackingCase.id)
+        for case, statement in repo_hacking.unjudged_cases(
+            session, selection=selection, judge_model=judge_model
         )
     ]
 
 
 def store_verdicts(session: Session, *, judge_model: str, verdicts: Sequence[JudgedCase]) -> int:
     """Store the verdicts whose (case, judge model) has none yet; returns how many."""
-    already = set(
-        session.scalars(
-            select(JudgeVerdict.case_id).where(
-                JudgeVerdict.judge_model == judge_model,
-                JudgeVerdict.case_id.in_([v.case_id for v in verdicts]),
-            )
-        )
+    already = repo_hacking.judged_case_ids(
+        session, judge_model=judge_model, case_ids=[v.case_id for v in verdicts]
     )
     new = [v for v in verdicts if v.case_id not in already]
-    session.add_all(
-        JudgeVerdict(
-            case_id=v.case_id, judge_model=judge_model, category=v.category, raw_answer=v.raw_answer
-        )
-        for v in new
+    repo_hacking.add_rows(
+        session,
+        (
+            JudgeVerdict(
+                case_id=v.case_id,
+                judge_model=judge_model,
+                category=v.category,
+                raw_answer=v.raw_answer,
+            )
+            for v in new
+        ),
     )
-    session.flush()
     return len(new)
-
-
-def verdict_counts(session: Session, *, selection: CaseSelection) -> dict[str, dict[str, int]]:
-    """Stored verdicts on the selected cases: judge model -> category -> count, sorted."""
-    counts: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for judge_model, category in session.execute(
-        select(JudgeVerdict.judge_model, JudgeVerdict.category)
-        .join(HackingCase, HackingCase.id == JudgeVerdict.case_id)
-        .where(selection.where())
-    ):
-        counts[judge_model][category] += 1
-    return {model: dict(sorted(c.items())) for model, c in sorted(counts.items())}

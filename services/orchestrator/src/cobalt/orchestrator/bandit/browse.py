@@ -3,11 +3,10 @@ contexts page by page (the same rows the trainer's rounds take, in the same orde
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.store import repo_bandit
-from cobalt.orchestrator.store.models import BanditContext, BanditDataset, Problem
+from cobalt.orchestrator.store.models import BanditDataset
 from cobalt.shared.contracts.browse import (
     BanditContextPublic,
     BanditContextsPage,
@@ -48,19 +47,8 @@ def contexts_page(
     """
     with sessions() as session:
         dataset = repo_bandit.get_bandit_dataset(session, name=name)
-        total = session.scalar(
-            select(func.count(BanditContext.id)).where(
-                BanditContext.bandit_dataset_id == dataset.id
-            )
-        )
-        names = dict(session.execute(select(BanditDataset.id, BanditDataset.name)).all())
-        rows = session.execute(
-            select(BanditContext, Problem.external_id)
-            .join(Problem, Problem.id == BanditContext.problem_id)
-            .where(BanditContext.bandit_dataset_id == dataset.id)
-            .order_by(BanditContext.position)
-            .offset(offset)
-            .limit(limit)
+        total, rows = repo_bandit.contexts_slice(
+            session, dataset_id=dataset.id, offset=offset, limit=limit
         )
         items = [
             BanditContextPublic(
@@ -70,9 +58,9 @@ def contexts_page(
                 prev_best=context.prev_best,
                 prompt_tokens=context.prompt_tokens,
                 trajectory_id=context.trajectory_id,
-                mixed_from=names.get(context.mixed_from_id) if context.mixed_from_id else None,
+                mixed_from=mixed_from,
                 messages=context.messages,
             )
-            for context, external_id in rows
+            for context, external_id, mixed_from in rows
         ]
-    return BanditContextsPage(dataset=name, items=items, total=int(total or 0), offset=offset)
+    return BanditContextsPage(dataset=name, items=items, total=total, offset=offset)

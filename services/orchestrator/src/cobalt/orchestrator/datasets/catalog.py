@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from itertools import islice
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.store import repo_datasets
@@ -118,19 +117,10 @@ def problems_page(
     """
     with sessions() as session:
         stored = _require_dataset(session, dataset)
-        where = [Problem.dataset_id == stored.id]
-        if difficulty is not None:
-            where.append(Problem.difficulty == difficulty)
-        total = session.scalar(select(func.count(Problem.id)).where(*where)) or 0
-        rows = session.scalars(
-            select(Problem).where(*where).order_by(Problem.id).offset(offset).limit(limit)
+        total, rows = repo_datasets.problems_slice(
+            session, dataset_id=stored.id, offset=offset, limit=limit, difficulty=difficulty
         )
-        difficulties = session.scalars(
-            select(Problem.difficulty)
-            .where(Problem.dataset_id == stored.id, Problem.difficulty.is_not(None))
-            .distinct()
-            .order_by(Problem.difficulty)
-        )
+        difficulties = repo_datasets.problem_difficulties(session, dataset_id=stored.id)
         return ProblemsPage(
             dataset=dataset,
             items=[
@@ -146,9 +136,9 @@ def problems_page(
                 )
                 for p in rows
             ],
-            total=int(total),
+            total=total,
             offset=offset,
-            difficulties=[d for d in difficulties if d is not None],
+            difficulties=difficulties,
         )
 
 

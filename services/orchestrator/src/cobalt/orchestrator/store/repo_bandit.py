@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session
 
-from cobalt.orchestrator.store.models import BanditContext, BanditDataset
+from cobalt.orchestrator.store.models import BanditContext, BanditDataset, Problem
 from cobalt.shared.errors import Conflict, NotFound
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "context_count",
     "context_ids",
     "contexts_of",
+    "contexts_slice",
     "create_bandit_dataset",
     "delete_bandit_dataset",
     "get_bandit_dataset",
@@ -128,6 +129,34 @@ def contexts_of(session: Session, *, dataset_id: int) -> list[BanditContext]:
             .order_by(BanditContext.position)
         )
     )
+
+
+def contexts_slice(
+    session: Session, *, dataset_id: int, offset: int, limit: int
+) -> tuple[int, list[tuple[BanditContext, str, str | None]]]:
+    """How many contexts a dataset has, and `limit` of them from `offset` in position
+    order, each with its problem's external id and the name of the dataset it was mixed
+    from (None if none)."""
+    total = session.scalar(
+        select(func.count(BanditContext.id)).where(BanditContext.bandit_dataset_id == dataset_id)
+    )
+    names = dict(session.execute(select(BanditDataset.id, BanditDataset.name)).all())
+    rows = session.execute(
+        select(BanditContext, Problem.external_id)
+        .join(Problem, Problem.id == BanditContext.problem_id)
+        .where(BanditContext.bandit_dataset_id == dataset_id)
+        .order_by(BanditContext.position)
+        .offset(offset)
+        .limit(limit)
+    )
+    return int(total or 0), [
+        (
+            context,
+            external_id,
+            names.get(context.mixed_from_id) if context.mixed_from_id else None,
+        )
+        for context, external_id in rows
+    ]
 
 
 def _context_ids_query(dataset_id: int, turn_zero_only: bool) -> Any:

@@ -30,6 +30,8 @@ __all__ = [
     "insert_problems",
     "iter_problems",
     "list_datasets",
+    "problem_difficulties",
+    "problems_slice",
     "stored_rows",
 ]
 
@@ -129,6 +131,32 @@ def iter_problems(session: Session, *, dataset_id: int, batch: int = 1000) -> It
             return
         yield from chunk
         last = chunk[-1].id
+
+
+def problems_slice(
+    session: Session, *, dataset_id: int, offset: int, limit: int, difficulty: str | None = None
+) -> tuple[int, list[Problem]]:
+    """How many problems the dataset has (of `difficulty`, if given), and `limit` of them
+    from `offset` in id order."""
+    where = [Problem.dataset_id == dataset_id]
+    if difficulty is not None:
+        where.append(Problem.difficulty == difficulty)
+    total = session.scalar(select(func.count(Problem.id)).where(*where)) or 0
+    rows = session.scalars(
+        select(Problem).where(*where).order_by(Problem.id).offset(offset).limit(limit)
+    ).all()
+    return int(total), list(rows)
+
+
+def problem_difficulties(session: Session, *, dataset_id: int) -> list[str]:
+    """The distinct difficulties of a dataset's problems, sorted."""
+    rows = session.scalars(
+        select(Problem.difficulty)
+        .where(Problem.dataset_id == dataset_id, Problem.difficulty.is_not(None))
+        .distinct()
+        .order_by(Problem.difficulty)
+    )
+    return [difficulty for difficulty in rows if difficulty is not None]
 
 
 def stored_rows(

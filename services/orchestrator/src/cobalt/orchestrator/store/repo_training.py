@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
@@ -28,6 +29,7 @@ from sqlalchemy.orm import Session, selectinload
 from cobalt.orchestrator.lifecycle import GroupEvent, JobEvent, group_after, job_after
 from cobalt.orchestrator.store.db import conflict_insert
 from cobalt.orchestrator.store.models import (
+    Problem,
     TrainingGroup,
     TrainingGroupStatus,
     TrainingJob,
@@ -50,14 +52,16 @@ __all__ = [
     "create_job",
     "get_job",
     "group_counts",
+    "last_reports",
     "list_jobs",
     "masked_share",
     "record_dropped_group",
     "record_group",
     "record_step",
     "round_groups",
-    "steps_of",
+    "step_groups",
     "step_was_claimed",
+    "steps_of",
 ]
 
 
@@ -477,3 +481,34 @@ def group_counts(session: Session, *, job_id: int) -> dict[str, int]:
     )
     counts.update({status: int(count) for status, count in rows})
     return counts
+
+
+def last_reports(session: Session, *, job_id: int) -> list[datetime | None]:
+    """When the job's last step report and its newest group were written (None if none)."""
+    return [
+        session.scalar(
+            select(func.max(TrainingStep.created_at)).where(TrainingStep.job_id == job_id)
+        ),
+        session.scalar(
+            select(func.max(TrainingGroup.created_at)).where(TrainingGroup.job_id == job_id)
+        ),
+    ]
+
+
+def step_groups(
+    session: Session, *, job_id: int, step: int
+) -> tuple[list[TrainingGroup], dict[int, str]]:
+    """The groups step `step` consumed or dropped, in id order with their samples, and
+    their problems' external ids by problem id."""
+    groups = session.scalars(
+        select(TrainingGroup)
+        .where(TrainingGroup.job_id == job_id, TrainingGroup.step == step)
+        .order_by(TrainingGroup.id)
+        .options(selectinload(TrainingGroup.samples))
+    ).all()
+    names = session.execute(
+        select(Problem.id, Problem.external_id).where(
+            Problem.id.in_({g.problem_id for g in groups})
+        )
+    )
+    return list(groups), dict(names.all())

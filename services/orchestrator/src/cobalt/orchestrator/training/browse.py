@@ -14,11 +14,10 @@ import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session, selectinload, sessionmaker
+from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.store import repo_training
-from cobalt.orchestrator.store.models import Problem, TrainingGroup, TrainingJob, TrainingStep
+from cobalt.orchestrator.store.models import TrainingGroup, TrainingJob
 from cobalt.shared.contracts.browse import TurnRewardPublic
 from cobalt.shared.contracts.statuses import TrainingJobStatus
 from cobalt.shared.contracts.training import (
@@ -97,15 +96,7 @@ def _aware(moment: datetime) -> datetime:
 
 def last_activity(session: Session, job: TrainingJob) -> datetime:
     """The latest of: the job row's change, its last step report, its newest group."""
-    moments = [
-        job.updated_at,
-        session.scalar(
-            select(func.max(TrainingStep.created_at)).where(TrainingStep.job_id == job.id)
-        ),
-        session.scalar(
-            select(func.max(TrainingGroup.created_at)).where(TrainingGroup.job_id == job.id)
-        ),
-    ]
+    moments = [job.updated_at, *repo_training.last_reports(session, job_id=job.id)]
     return max(_aware(m) for m in moments if m is not None)
 
 
@@ -124,19 +115,7 @@ def step_groups(sessions: sessionmaker[Session], job_id: int, step: int) -> Step
     """
     with sessions() as session:
         repo_training.get_job(session, job_id=job_id)
-        groups = session.scalars(
-            select(TrainingGroup)
-            .where(TrainingGroup.job_id == job_id, TrainingGroup.step == step)
-            .order_by(TrainingGroup.id)
-            .options(selectinload(TrainingGroup.samples))
-        ).all()
-        names = dict(
-            session.execute(
-                select(Problem.id, Problem.external_id).where(
-                    Problem.id.in_({g.problem_id for g in groups})
-                )
-            ).all()
-        )
+        groups, names = repo_training.step_groups(session, job_id=job_id, step=step)
         public = []
         for group in groups:
             episodes = _episode_rewards(group)

@@ -40,8 +40,12 @@ from cobalt.orchestrator.rollouts.engine import (
 )
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.rollouts.sampling import ChatSampler, Sample, SamplingParams
-from cobalt.orchestrator.store.repo_training import SampleRow
-from cobalt.orchestrator.training.rollout import GroupContext, ScoredGroup, checked_samples
+from cobalt.orchestrator.training.rollout import (
+    GroupContext,
+    ScoredGroup,
+    checked_samples,
+    ledger_rows,
+)
 from cobalt.shared.clients import AsyncExecutorClient
 from cobalt.shared.execution import JUDGE_RETRIES, JudgedPrograms, judge_programs, unjudged_verdicts
 from cobalt.shared.reward import RewardFormat, ScoreInput, TokenCounter, score_responses
@@ -216,25 +220,19 @@ async def roll_out_episodes(
         tokens=tokens,
         reward_format=reward_format,
     )
-    rows = []
-    for i, reward in zip(kept, rewards, strict=True):
-        episode = episodes[i]
-        for index, t in enumerate(episode):
-            verdicts = t.public_verdicts
-            if index == len(episode) - 1 and i in hidden:
-                verdicts += [str(r.verdict) for r in hidden[i].results]
-            rows.append(
-                SampleRow(
-                    sample_index=i,
-                    turn=index,
-                    response=t.sample.text,
-                    prompt_token_ids=t.sample.prompt_token_ids or [],
-                    response_token_ids=t.sample.completion_token_ids or [],
-                    response_logprobs=t.sample.completion_logprobs or [],
-                    verdicts=verdicts,
-                    reward=reward,
-                )
-            )
+    # Every turn of an episode keeps its public verdicts; the last adds its hidden ones.
+    verdicts = {
+        i: [t.public_verdicts for t in episodes[i][:-1]]
+        + [last_turns[i].public_verdicts + [str(r.verdict) for r in hidden[i].results]]
+        if i in hidden
+        else [t.public_verdicts for t in episodes[i]]
+        for i in kept
+    }
+    rows = ledger_rows(
+        {i: [t.sample for t in episodes[i]] for i in kept},
+        verdicts,
+        dict(zip(kept, rewards, strict=True)),
+    )
     seconds["score"] = time.perf_counter() - scoring
     return ScoredGroup(
         policy_version=recorder.oldest_version, samples=rows, seconds=seconds, masked=len(masked)

@@ -20,7 +20,7 @@ gradient and no place in the group's statistics; `ScoredGroup.masked` counts it.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,9 +31,15 @@ from cobalt.shared.contracts import Compare, Limits, StoredTest
 from cobalt.shared.errors import UpstreamError
 from cobalt.shared.execution import JUDGE_RETRIES, judge_programs
 from cobalt.shared.extraction import extract_program
-from cobalt.shared.reward import RewardFormat, ScoreInput, TokenCounter, score_responses
+from cobalt.shared.reward import (
+    RewardBreakdown,
+    RewardFormat,
+    ScoreInput,
+    TokenCounter,
+    score_responses,
+)
 
-__all__ = ["GroupContext", "ScoredGroup", "checked_samples", "roll_out_group"]
+__all__ = ["GroupContext", "ScoredGroup", "checked_samples", "ledger_rows", "roll_out_group"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +75,33 @@ class ScoredGroup:
     def trainable(self) -> bool:
         """Whether enough responses are left for a GRPO baseline (two or more)."""
         return len({sample.sample_index for sample in self.samples}) >= 2
+
+
+def ledger_rows(
+    episodes: Mapping[int, Sequence[Sample]],
+    verdicts: Mapping[int, Sequence[Sequence[str]]],
+    rewards: Mapping[int, RewardBreakdown],
+) -> list[SampleRow]:
+    """The ledger rows of a scored group, the one way every scorer writes them: one row per
+    turn of each episode in `rewards` (a single-turn response is an episode of one turn),
+    keyed by sample index, with the exact prompt and token ids the policy was sampled with,
+    its turn's verdicts and its episode's reward. Episodes missing from `rewards` (masked)
+    have no rows.
+    """
+    return [
+        SampleRow(
+            sample_index=index,
+            turn=turn,
+            response=sample.text,
+            prompt_token_ids=sample.prompt_token_ids or [],
+            response_token_ids=sample.completion_token_ids or [],
+            response_logprobs=sample.completion_logprobs or [],
+            verdicts=verdicts[index][turn],
+            reward=reward,
+        )
+        for index, reward in rewards.items()
+        for turn, sample in enumerate(episodes[index])
+    ]
 
 
 def checked_samples(
@@ -151,18 +184,11 @@ async def roll_out_group(
         tokens=tokens,
         reward_format=reward_format,
     )
-    rows = [
-        SampleRow(
-            sample_index=i,
-            response=sample.text,
-            prompt_token_ids=sample.prompt_token_ids or [],
-            response_token_ids=sample.completion_token_ids or [],
-            response_logprobs=sample.completion_logprobs or [],
-            verdicts=verdicts.get(i, []),
-            reward=reward,
-        )
-        for (i, sample), reward in zip(kept, rewards, strict=True)
-    ]
+    rows = ledger_rows(
+        {i: [sample] for i, sample in kept},
+        {i: [verdicts.get(i, [])] for i, _ in kept},
+        {i: reward for (i, _), reward in zip(kept, rewards, strict=True)},
+    )
     scored = time.perf_counter()
     return ScoredGroup(
         policy_version=version,

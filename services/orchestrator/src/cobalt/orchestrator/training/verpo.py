@@ -36,7 +36,6 @@ import time
 from cobalt.orchestrator.rollouts.engine import JudgedTurn
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.rollouts.sampling import ChatSampler, SamplingParams
-from cobalt.orchestrator.store.repo_training import SampleRow
 from cobalt.orchestrator.training.episodes import (
     EPISODE_PREV_BEST,
     EpisodeSpec,
@@ -44,7 +43,7 @@ from cobalt.orchestrator.training.episodes import (
     run_hidden_tests,
     sample_episodes,
 )
-from cobalt.orchestrator.training.rollout import GroupContext, ScoredGroup
+from cobalt.orchestrator.training.rollout import GroupContext, ScoredGroup, ledger_rows
 from cobalt.shared.clients import AsyncExecutorClient
 from cobalt.shared.reward import (
     DEFAULT_OUTCOME_WEIGHT,
@@ -126,26 +125,17 @@ async def roll_out_verpo_episodes(
         )
     )
 
-    rows, k = [], 0
+    rewards: dict[int, RewardBreakdown] = {}
+    turn_verdicts: dict[int, list[list[str]]] = {}
+    k = 0
     for index, episode in enumerate(recorder.episodes):
         first, k = k, k + len(episode)
-        if index in masked:
-            continue
-        reward = episode_reward([scores[j] for j in range(first, k)])
-        breakdown = _breakdown(reward, episode[-1], passes[k - 1])
-        rows += [
-            SampleRow(
-                sample_index=index,
-                turn=t,
-                response=turn.sample.text,
-                prompt_token_ids=turn.sample.prompt_token_ids or [],
-                response_token_ids=turn.sample.completion_token_ids or [],
-                response_logprobs=turn.sample.completion_logprobs or [],
-                verdicts=verdicts[first + t],
-                reward=breakdown,
-            )
-            for t, turn in enumerate(episode)
-        ]
+        turn_verdicts[index] = verdicts[first:k]
+        if index not in masked:
+            reward = episode_reward([scores[j] for j in range(first, k)])
+            rewards[index] = _breakdown(reward, episode[-1], passes[k - 1])
+    samples = {i: [turn.sample for turn in episode] for i, episode in enumerate(recorder.episodes)}
+    rows = ledger_rows(samples, turn_verdicts, rewards)
     seconds["score"] = time.perf_counter() - scoring
     return ScoredGroup(
         policy_version=recorder.oldest_version, samples=rows, seconds=seconds, masked=len(masked)
