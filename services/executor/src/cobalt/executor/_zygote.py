@@ -532,7 +532,8 @@ def _run_child(fds: list[int], channel: socket.socket) -> NoReturn:
             exec(program, checker)
             record = checker["run_check"](code, command)
         else:
-            namespace = {"__name__": "__main__", "__file__": "solution.py", "__builtins__": builtins}
+            namespace = {"__name__": "__main__", "__file__": "solution.py"}
+            namespace["__builtins__"] = builtins
             _run_preset_harness(command, namespace)
             exec(code, namespace)
             _finish_threads()
