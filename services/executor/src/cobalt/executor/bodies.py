@@ -260,14 +260,20 @@ def openapi_body(model: type[BaseModel]) -> dict[str, Any]:
 def add_body_schemas(app: FastAPI, models: list[type[BaseModel]]) -> None:
     """Make `app.openapi()` include the schemas of bodies FastAPI does not parse itself."""
     build = app.openapi
+    built: list[dict[str, Any]] = []
 
     def openapi() -> dict[str, Any]:
+        # Built once: /openapi.json is anonymous, and a flood of it must cost no schema
+        # generation per request.
+        if built:
+            return built[0]
         spec = build()
         components = spec.setdefault("components", {}).setdefault("schemas", {})
         for model in models:
             schema = model.model_json_schema(ref_template=REF_TEMPLATE)
             components.update(schema.pop("$defs", {}))
             components[model.__name__] = schema
+        built.append(spec)
         return spec
 
     app.openapi = openapi  # type: ignore[method-assign]
