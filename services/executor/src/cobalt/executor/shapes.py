@@ -19,9 +19,11 @@ test's arguments) are decoded as they are; the parser process's memory limit
 from __future__ import annotations
 
 import json
+import json.scanner
 import re
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
@@ -100,6 +102,7 @@ def _field(annotation: Any, metadata: list[Any]) -> Field:
 
 
 _DECODER = json.JSONDecoder(parse_int=parse_int)
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(_DECODER)  # type: ignore[arg-type]
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 
 
@@ -132,10 +135,10 @@ def _skip(text: str, at: int) -> int:
 class _Walk:
     def __init__(self, text: str) -> None:
         self.text = text
-        self.scan = _DECODER.scan_once
+        self.scan: Callable[[str, int], tuple[Any, int]] = _SCAN
 
     def value(self, at: int) -> tuple[Any, int]:
-        return self.scan(self.text, at)  # type: ignore[no-any-return]
+        return self.scan(self.text, at)
 
     def object(self, at: int, shape: Shape, loc: tuple[Any, ...]) -> tuple[Any, int]:
         text = self.text
