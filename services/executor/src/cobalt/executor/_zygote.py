@@ -342,6 +342,16 @@ def _prelude_for_calls() -> dict[str, Any]:
     return names
 
 
+def _run_preset_harness(command: dict[str, Any], namespace: dict[str, Any]) -> None:
+    """Under the `lcb` and `humaneval` presets: define the preset harness's names in the
+    program's namespace (compiled by the server when its Python is ours; compiling it here
+    would cost more than a trivial test); the program (`code`) is then its trailer."""
+    if "harness_code" in command:
+        exec(marshal.loads(bytes.fromhex(command["harness_code"])), namespace)
+    elif "harness_source" in command:
+        exec(compile(command["harness_source"], "solution.py", "exec"), namespace)
+
+
 def _find_callable(namespace: dict[str, Any], fn_name: str) -> Any:
     target = namespace.get(fn_name)
     if callable(target) and not isinstance(target, type):
@@ -496,6 +506,7 @@ def _run_child(fds: list[int], channel: socket.socket) -> NoReturn:
     try:
         if command["mode"] == "call":
             namespace = _prelude_for_calls()
+            _run_preset_harness(command, namespace)
             exec(code, namespace)
             target = _find_callable(namespace, command["fn_name"])
             if target is None:
@@ -521,9 +532,10 @@ def _run_child(fds: list[int], channel: socket.socket) -> NoReturn:
             exec(program, checker)
             record = checker["run_check"](code, command)
         else:
-            exec(
-                code, {"__name__": "__main__", "__file__": "solution.py", "__builtins__": builtins}
-            )
+            namespace = {"__name__": "__main__", "__file__": "solution.py"}
+            namespace["__builtins__"] = builtins
+            _run_preset_harness(command, namespace)
+            exec(code, namespace)
             _finish_threads()
             record = {"status": "done"}
     except MemoryError as exc:

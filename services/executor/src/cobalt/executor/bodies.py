@@ -13,10 +13,13 @@ so a 20 MiB body froze the event loop, and `/healthz` with it, for most of a sec
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 import logging
 import multiprocessing
 import os
 import pickle
+import resource
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -28,6 +31,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect
 
 from cobalt.executor.errors import ClientDisconnected
+from cobalt.executor.shapes import Refused, Shape, decode_shaped, shape_of
 from cobalt.executor.values import loads_value
 from cobalt.shared.errors import InvalidInput
 from cobalt.shared.http import validation_detail
@@ -52,15 +56,24 @@ than the hop to a worker thread would cost."""
 
 
 def parse_body(body: bytes, model: type[Model]) -> Model:
-    """Decode and validate one JSON body.
+    """Decode and validate one JSON body; one over `INLINE_PARSE_BYTES` is decoded in the
+    shape of `model` (`shapes.decode_shaped`), so an invalid one is refused before its
+    values are built.
 
     Raises:
         InvalidInput: the body is not JSON (or is nested too deeply to decode).
         RequestValidationError: the JSON does not fit `model`.
     """
     try:
-        data = loads_value(body)
-    except ValueError as exc:
+        if len(body) <= INLINE_PARSE_BYTES:
+            data = loads_value(body)
+        else:
+            data = decode_shaped(_text(body), _shape(model))
+    except Refused as exc:
+        raise RequestValidationError(
+            [{**error, "loc": ("body", *error["loc"])} for error in exc.errors]
+        ) from None
+    except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidInput(f"the request body is not valid JSON: {str(exc)[:200]}") from exc
     try:
         return model.model_validate(data)
@@ -71,6 +84,16 @@ def parse_body(body: bytes, model: type[Model]) -> Model:
         raise RequestValidationError(errors) from exc
     except RecursionError as exc:
         raise InvalidInput("the request body is nested too deeply") from exc
+
+
+@functools.cache
+def _shape(model: type[BaseModel]) -> Shape:
+    return shape_of(model)
+
+
+def _text(body: bytes) -> str:
+    # As json.loads reads bytes: UTF-8, -16 or -32, told apart by the first bytes.
+    return body.decode(json.detect_encoding(body), "surrogatepass")
 
 
 PROCESS_PARSE_BYTES = 1 << 20
@@ -84,6 +107,21 @@ RECYCLE_PARSER_BYTES = 256 << 20
 """A parser process whose memory grew past this (a body of millions of tiny values
 decodes into many times its size) is replaced after the body, so its memory goes back
 to the system instead of staying with the server."""
+
+
+PARSER_MEMORY_BYTES = 512 << 20
+"""Data memory a parser process may add to what it holds at start (its `RLIMIT_DATA`):
+a body whose values decode into more (e.g. millions of tiny lists in a call test's
+arguments, which the model types `Any`) is refused as holding too many values, instead
+of costing the machine gigabytes."""
+
+
+def _limit_parser_memory(budget: int) -> None:
+    # The initializer of each parser process. RLIMIT_DATA counts what a decode allocates
+    # (heap and anonymous mappings), not the shared libraries mapped at start.
+    with open("/proc/self/status") as status:
+        held = next(int(line.split()[1]) << 10 for line in status if line.startswith("VmData:"))
+    resource.setrlimit(resource.RLIMIT_DATA, (held + budget, held + budget))
 
 
 def _resident_bytes() -> int:
@@ -122,8 +160,11 @@ class BodyParser:
     grew big on a body is replaced after it.
     """
 
-    def __init__(self, processes: int = PARSER_PROCESSES) -> None:
+    def __init__(
+        self, processes: int = PARSER_PROCESSES, memory_bytes: int = PARSER_MEMORY_BYTES
+    ) -> None:
         self.processes = processes
+        self.memory_bytes = memory_bytes
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
 
@@ -132,7 +173,12 @@ class BodyParser:
             if self._pool is None:
                 context = multiprocessing.get_context("forkserver")
                 context.set_forkserver_preload(["cobalt.executor.bodies"])
-                self._pool = ProcessPoolExecutor(max_workers=self.processes, mp_context=context)
+                self._pool = ProcessPoolExecutor(
+                    max_workers=self.processes,
+                    mp_context=context,
+                    initializer=_limit_parser_memory,
+                    initargs=(self.memory_bytes,),
+                )
             return self._pool
 
     def _retire(self, pool: ProcessPoolExecutor) -> None:
@@ -214,14 +260,20 @@ def openapi_body(model: type[BaseModel]) -> dict[str, Any]:
 def add_body_schemas(app: FastAPI, models: list[type[BaseModel]]) -> None:
     """Make `app.openapi()` include the schemas of bodies FastAPI does not parse itself."""
     build = app.openapi
+    built: list[dict[str, Any]] = []
 
     def openapi() -> dict[str, Any]:
+        # Built once: /openapi.json is anonymous, and a flood of it must cost no schema
+        # generation per request.
+        if built:
+            return built[0]
         spec = build()
         components = spec.setdefault("components", {}).setdefault("schemas", {})
         for model in models:
             schema = model.model_json_schema(ref_template=REF_TEMPLATE)
             components.update(schema.pop("$defs", {}))
             components[model.__name__] = schema
+        built.append(spec)
         return spec
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -23,6 +23,7 @@ __all__ = [
     "HARNESS_CALL_NAME",
     "HARNESSED",
     "checker_payload",
+    "harness_payload",
     "harnessed_program",
 ]
 
@@ -48,22 +49,35 @@ def checker_payload(jail_python: str) -> dict[str, str]:
     check; loading the compiled code costs under 1 ms. The zygote cannot do it once for
     all tests: its heap, which every test forks, would grow by those 2 MiB.
     """
+    return _payload("checker", CHECKER_PROGRAM, "<checker>", jail_python)
+
+
+@functools.cache
+def harness_payload(jail_python: str) -> dict[str, str]:
+    """How a test's command under `lcb` or `humaneval` carries the preset harness, the
+    same way as `checker_payload` (compiling its 360 lines in every test's process cost
+    more jail CPU than the rest of a trivial test). The zygote runs it in the program's
+    namespace before the program (`harnessed_program`'s trailer)."""
+    return _payload("harness", _HARNESS_SOURCE, "solution.py", jail_python)
+
+
+def _payload(name: str, source: str, filename: str, jail_python: str) -> dict[str, str]:
     if jail_python.split(".")[:2] == [str(part) for part in sys.version_info[:2]]:
-        code = compile(CHECKER_PROGRAM, "<checker>", "exec")
-        return {"checker_code": marshal.dumps(code).hex()}
-    return {"checker_source": CHECKER_PROGRAM}
+        code = compile(source, filename, "exec")
+        return {f"{name}_code": marshal.dumps(code).hex()}
+    return {f"{name}_source": source}
 
 
 def harnessed_program(code: str, preset: Compare, mode: str, prior_calls: str = "[]") -> str:
-    """The program the sandbox runs for `code` judged under `preset` in `mode`.
+    """The program the sandbox runs for `code` judged under `preset` in `mode`, after the
+    preset harness (`harness_payload`) has run in its namespace.
 
     `prior_calls` (lcb call tests): JSON list of [args, kwargs] of the tests before this
     one, which the harness repeats on the same instance first, as LiveCodeBench does.
     """
     if preset not in HARNESSED:
         raise ValueError(f"preset {preset.value!r} runs programs as they are")
-    trailer = (
-        f"\n_PRESET = {preset.value!r}\n_MODE = {mode!r}\n_SOURCE = {code!r}\n"
+    return (
+        f"_PRESET = {preset.value!r}\n_MODE = {mode!r}\n_SOURCE = {code!r}\n"
         f"_PRIOR = {prior_calls!r}\n_preset_main()\n"
     )
-    return _HARNESS_SOURCE + trailer

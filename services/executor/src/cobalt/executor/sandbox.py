@@ -37,7 +37,7 @@ from typing import Any, Literal
 from cobalt.executor.cgroups import CgroupMode, SlotCgroup
 from cobalt.executor.errors import SandboxUnavailable
 from cobalt.executor.interpreter import Interpreter
-from cobalt.executor.presets import checker_payload
+from cobalt.executor.presets import checker_payload, harness_payload
 from cobalt.executor.seccomp import seccomp_memfd
 from cobalt.executor.streams import JobPipes, JobStreams
 from cobalt.executor.values import dumps_value
@@ -119,6 +119,9 @@ class SandboxJob:
     test is stopped."""
     preset: str = ""
     """The judge preset, for the check harness (how the program runs)."""
+    harnessed: bool = False
+    """`code` is a preset harness's trailer (`presets.harnessed_program`): the harness runs
+    in its namespace first."""
 
 
 @dataclass
@@ -472,6 +475,7 @@ class SandboxSlot:
                 "kwargs": job.kwargs,
                 "preset": job.preset,
                 **(checker_payload(self.interpreter.version) if job.mode == "check" else {}),
+                **(harness_payload(self.interpreter.version) if job.harnessed else {}),
                 "limits": {
                     "cpu_s": max(1, int(job.cpu_s + 0.999)),
                     "memory_bytes": job.memory_mb << 20,

@@ -97,6 +97,7 @@ def job_for_test(
         "memory_mb": limits.memory_mb,
         "output_bytes": limits.output_kb * 1024,
         "abandoned": abandoned,
+        "harnessed": harnessed,
     }
     if isinstance(test, StdinTest):
         # Lone surrogates (valid in JSON, not in UTF-8) pass through as their raw code units.

@@ -15,7 +15,14 @@ import json
 import math
 from typing import Any
 
-__all__ = ["MAX_PLAIN_INT_DIGITS", "LargeInt", "dumps_value", "loads_returned", "loads_value"]
+__all__ = [
+    "MAX_PLAIN_INT_DIGITS",
+    "LargeInt",
+    "dumps_value",
+    "loads_returned",
+    "loads_value",
+    "parse_int",
+]
 
 MAX_PLAIN_INT_DIGITS = 4000
 """Integer literals longer than this (sign included) stay text as `LargeInt`; CPython's
@@ -44,7 +51,7 @@ class LargeInt:
         return f"LargeInt({len(self.text)} digits)"
 
 
-def _parse_int(text: str) -> int | LargeInt:
+def parse_int(text: str) -> int | LargeInt:
     return int(text) if len(text) <= MAX_PLAIN_INT_DIGITS else LargeInt(text)
 
 
@@ -55,7 +62,7 @@ def loads_value(text: str | bytes) -> Any:
         ValueError: not JSON, or nested too deeply to decode.
     """
     try:
-        return json.loads(text, parse_int=_parse_int)
+        return json.loads(text, parse_int=parse_int)
     except RecursionError as exc:
         raise ValueError("the value is nested too deeply") from exc
 
@@ -76,7 +83,7 @@ def loads_returned(text: str | bytes) -> Any:
         ValueError: not JSON, a repeated key, or nested too deeply to decode.
     """
     try:
-        return json.loads(text, parse_int=_parse_int, object_pairs_hook=_unique_keys)
+        return json.loads(text, parse_int=parse_int, object_pairs_hook=_unique_keys)
     except RecursionError as exc:
         raise ValueError("the value is nested too deeply") from exc
 
