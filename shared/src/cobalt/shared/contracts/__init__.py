@@ -9,9 +9,11 @@ package is: building every contract's pydantic schema costs a store-reading comm
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from cobalt.shared.contracts.executor import (
         REFERENCE_WALL_S,
         BatchExecuteRequest,
