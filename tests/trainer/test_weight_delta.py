@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import torch
 from transformers import Qwen2ForCausalLM
 
+from cobalt.shared.errors import InvalidInput
 from cobalt.shared.weight_delta import (
     DELTA_FILE,
     DeltaError,
@@ -22,6 +25,7 @@ from cobalt.shared.weight_delta import (
     read_full_weights,
 )
 from cobalt.trainer.checkpoint import CheckpointStore
+from cobalt.trainer.publish import DiskPublisher
 
 
 def rebuilt(job_root: Path, version: int) -> dict[str, torch.Tensor]:
@@ -150,3 +154,44 @@ def test_a_refused_delta_is_written_again_whole(
     store.save_weights(step=3, policy_version=3, model=tiny_model)
     chain = newest_policy(store.job_root)
     assert (chain.full_version, chain.version) == (2, 3)
+
+
+class RefusingInference:
+    """Stands in for the inference client: refuses a delta directory as the server does
+    when it cannot rebuild the chain (422), loads a full one."""
+
+    def __init__(self) -> None:
+        self.loaded: list[tuple[str, int | None]] = []
+        self.version = 0
+
+    def status(self) -> Any:
+        return SimpleNamespace(version=self.version)
+
+    def load_weights(self, path: str, *, version: int | None = None) -> Any:
+        if is_delta_dir(Path(path)):
+            raise InvalidInput("delta refused: checksum mismatch; still serving version 1")
+        self.loaded.append((path, version))
+        self.version = version or 0
+        return SimpleNamespace(version=self.version)
+
+
+def test_the_publisher_writes_a_refused_delta_again_whole(
+    tiny_model: Qwen2ForCausalLM, tmp_path: Path
+) -> None:
+    base = tmp_path / "base"
+    tiny_model.save_pretrained(base)
+    store = CheckpointStore(tmp_path / "ckpt", 1, base_model_dir=base, keep=2,
+                            serve_dtype=torch.bfloat16, full_weights_every=10)  # fmt: skip
+    inference = RefusingInference()
+    publisher = DiskPublisher(store, tiny_model, inference)  # type: ignore[arg-type]
+    publisher.send(publisher.write(step=1, policy_version=1, full_save=False))
+    with torch.no_grad():
+        for p in tiny_model.parameters():
+            p.add_(torch.randn_like(p) * 0.01)
+    saved = publisher.write(step=2, policy_version=2, full_save=False)
+    assert is_delta_dir(saved.policy_dir)
+    expected = rebuilt(store.job_root, 2)
+    publisher.send(saved)
+    assert inference.loaded[-1] == (str(saved.policy_dir), 2)
+    assert not is_delta_dir(saved.policy_dir)
+    assert same_bytes(read_full_weights(saved.policy_dir), expected)
