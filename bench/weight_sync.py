@@ -272,7 +272,8 @@ def measure_delta(model: Path, scratch: Path, steps: int, lr: float, *, url: str
         return statistics.median(r.get(key, 0.0) for r in later)
 
     print(f"\nmedian: {100 * median('share'):.2f} % changed; "
-          f"delta {median('delta_bytes') / 1e6:.2f} MB against {median('full_bytes') / 1e6:.1f} MB whole "
+          f"delta {median('delta_bytes') / 1e6:.2f} MB against "
+          f"{median('full_bytes') / 1e6:.1f} MB whole "
           f"({100 * median('delta_bytes') / median('full_bytes'):.1f} %); sync (write + load) "
           f"full {median('full_s') + median('full_load_s'):.2f} s, delta "
           f"{median('delta_s') + median('delta_load_s'):.2f} s; sparse encoding's scan "
