@@ -19,6 +19,15 @@ job's sync: the step's adapter written (`save_weights` of a peft policy) and loa
 next version (`POST /v1/policy/adapter`: loaded beside the current adapter, swapped in,
 the previous one unloaded); it prints both and the ratio.
 
+With --delta-steps N (and --delta-lr, repeatable) it times delta weight sync instead
+(COBALT_TRAINER_FULL_WEIGHTS_EVERY): N real AdamW steps at each learning rate (the
+policy's language-model loss on a fixed chat sample), each published both whole and as a
+delta against the step before; it prints per step the share of served (bfloat16) values
+that changed, the bytes written each way (and what two other encodings would take: the
+changed tensors whole, and the changed values with their int32 indices), the write
+seconds, and, with the server, the load request of the N deltas and then of the N full
+checkpoints.
+
 Default model: the SmolLM2-135M-Instruct that `cobalt inference prepare-model` writes.
 Prints a markdown table; docs/benchmarks.md keeps the figures.
 """
@@ -65,7 +74,19 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8310)
     parser.add_argument("--trainer-only", action="store_true")
     parser.add_argument("--lora-rank", type=int, default=0, help="also time LoRA syncs")
+    parser.add_argument("--delta-steps", type=int, default=0, help="time delta sync instead")
+    parser.add_argument("--delta-lr", type=float, action="append", help="default: 1e-6")
     args = parser.parse_args()
+    if args.delta_steps:
+        with tempfile.TemporaryDirectory() as scratch:
+            url = None if args.trainer_only else start_server(args, Path(scratch))
+            try:
+                for lr in args.delta_lr or [1e-6]:
+                    measure_delta(args.model, Path(scratch) / f"lr-{lr}", args.delta_steps, lr,
+                                  url=url)  # fmt: skip
+            finally:
+                stop_server()
+        return
     with tempfile.TemporaryDirectory() as scratch:
         model = args.model
         if not (model / "config.json").is_file():
@@ -110,6 +131,153 @@ def main() -> None:
                 server.wait(30)
             except subprocess.TimeoutExpired:
                 os.killpg(server.pid, signal.SIGKILL)
+
+
+_SERVER: list[subprocess.Popen[bytes]] = []
+
+
+def start_server(args: argparse.Namespace, scratch: Path) -> str:
+    """`cobalt inference serve` on the model, ready; stopped by `stop_server`."""
+    url = f"http://127.0.0.1:{args.port}"
+    log = scratch / "vllm.log"
+    with log.open("wb") as sink:
+        server = subprocess.Popen(
+            [str(ROOT / ".venv" / "bin" / "cobalt"), "inference", "serve", "--model",
+             str(args.model), "--port", str(args.port), "--max-model-len", "1024"],
+            stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    _SERVER.append(server)
+    while True:
+        if server.poll() is not None:
+            raise SystemExit(f"the server exited; see {log}")
+        try:
+            if httpx.get(f"{url}/ready", timeout=2).status_code == 200:
+                return url
+        except httpx.TransportError:
+            pass
+        time.sleep(0.5)
+
+
+def stop_server() -> None:
+    for server in _SERVER:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+
+
+def _bytes_in(directory: Path) -> int:
+    return sum(f.stat().st_size for f in directory.iterdir() if f.is_file())
+
+
+def measure_delta(model: Path, scratch: Path, steps: int, lr: float, *, url: str | None) -> None:
+    """`steps` real AdamW steps at `lr`, each published whole and as a delta; prints the
+    per-step table (see the module docstring)."""
+    from transformers import AutoTokenizer
+
+    from cobalt.shared.contracts.training import TrainerHyperparameters
+    from cobalt.shared.weight_delta import read_delta_manifest
+    from cobalt.trainer.step import make_optimizer
+
+    serve_dtype = getattr(AutoConfig.from_pretrained(model), "dtype", None)
+    dtype = serve_dtype if isinstance(serve_dtype, torch.dtype) else None
+    torch.manual_seed(0)
+    policy = AutoModelForCausalLM.from_pretrained(model, dtype=torch.float32)
+    optimizer = make_optimizer(policy, TrainerHyperparameters(lr=lr))
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    text = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Write a Python function that returns the n-th prime."},
+         {"role": "assistant", "content": "def nth_prime(n):\n    count, k = 0, 1\n    while "
+          "count < n:\n        k += 1\n        if all(k % d for d in range(2, int(k**0.5) + 1)):"
+          "\n            count += 1\n    return k"}],
+        tokenize=False,
+    )  # fmt: skip
+    ids = torch.tensor([tokenizer(text)["input_ids"]])
+    control = InferenceControlClient(url) if url is not None else None
+    start = control.status().version if control is not None else 0
+    whole = CheckpointStore(scratch / "whole", 1, base_model_dir=model, keep=steps + 1,
+                            serve_dtype=dtype)  # fmt: skip
+    delta = CheckpointStore(scratch / "delta", 1, base_model_dir=model, keep=2,
+                            serve_dtype=dtype, full_weights_every=steps + 1)  # fmt: skip
+    rows = []
+    full_dirs = []
+    previous: dict[str, torch.Tensor] | None = None
+    for step in range(1, steps + 1):
+        loss = policy(input_ids=ids, labels=ids).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad()
+        began = time.perf_counter()
+        full = whole.save_weights(step=step, policy_version=start + steps + step, model=policy)
+        full_s = time.perf_counter() - began
+        began = time.perf_counter()
+        saved = delta.save_weights(step=step, policy_version=start + step, model=policy)
+        delta_s = time.perf_counter() - began
+        full_dirs.append(full)
+        served = {k: v.detach().to(dtype or v.dtype) for k, v in policy.state_dict().items()}
+        row: dict[str, float] = {"step": step, "full_bytes": _bytes_in(full.policy_dir),
+                                 "full_s": full_s, "delta_s": delta_s}  # fmt: skip
+        if step > 1 and previous is not None:
+            manifest = read_delta_manifest(saved.policy_dir)
+            row |= {"share": manifest.changed / manifest.values,
+                    "delta_bytes": _bytes_in(saved.policy_dir),
+                    "tensors_bytes": sum(v.numel() * v.element_size() for k, v in served.items()
+                                         if not torch.equal(v, previous[k])),
+                    "sparse_bytes": manifest.changed * (4 + served[next(iter(served))]
+                                                        .element_size())}  # fmt: skip
+            began = time.perf_counter()
+            for k, v in served.items():  # the sparse encoding's own work: indices and values
+                changed = (
+                    (
+                        v.view(torch.int16 if v.element_size() == 2 else torch.int32)
+                        != previous[k].view(torch.int16 if v.element_size() == 2 else torch.int32)
+                    )
+                    .flatten()
+                    .nonzero()
+                )
+                v.flatten()[changed.flatten()].clone()
+            row["sparse_s"] = time.perf_counter() - began
+        if control is not None:
+            began = time.perf_counter()
+            control.load_weights(str(saved.policy_dir), version=saved.policy_version)
+            row["delta_load_s"] = time.perf_counter() - began
+        previous = served
+        rows.append(row)
+    if control is not None:
+        for row, full in zip(rows, full_dirs, strict=True):
+            began = time.perf_counter()
+            control.load_weights(str(full.policy_dir), version=full.policy_version)
+            row["full_load_s"] = time.perf_counter() - began
+        control.close()
+    print(f"\n{model.name}, lr {lr:g}, {steps} AdamW steps, served as {dtype}; step 1 is a "
+          "full checkpoint in both (its delta would need a previous version).\n")  # fmt: skip
+    print("| step | changed values (served dtype) | full MB | delta MB | delta / full | "
+          "changed tensors MB | indices+values MB | full write s | delta write s | "
+          "full load s | delta load s |")  # fmt: skip
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for row in rows:
+        if "share" not in row:
+            continue
+        print(f"| {row['step']:.0f} | {100 * row['share']:.2f} % | {row['full_bytes'] / 1e6:.1f} "
+              f"| {row['delta_bytes'] / 1e6:.2f} "
+              f"| {100 * row['delta_bytes'] / row['full_bytes']:.1f} %"
+              f" | {row['tensors_bytes'] / 1e6:.1f} | {row['sparse_bytes'] / 1e6:.2f} "
+              f"| {row['full_s']:.2f} | {row['delta_s']:.2f} | {row.get('full_load_s', 0):.2f} "
+              f"| {row.get('delta_load_s', 0):.2f} |")  # fmt: skip
+    later = [r for r in rows if "share" in r]
+
+    def median(key: str) -> float:
+        return statistics.median(r.get(key, 0.0) for r in later)
+
+    print(f"\nmedian: {100 * median('share'):.2f} % changed; "
+          f"delta {median('delta_bytes') / 1e6:.2f} MB against "
+          f"{median('full_bytes') / 1e6:.1f} MB whole "
+          f"({100 * median('delta_bytes') / median('full_bytes'):.1f} %); sync (write + load) "
+          f"full {median('full_s') + median('full_load_s'):.2f} s, delta "
+          f"{median('delta_s') + median('delta_load_s'):.2f} s; sparse encoding's scan "
+          f"{median('sparse_s'):.2f} s")  # fmt: skip
 
 
 def measure(model: Path, scratch: Path, rounds: int, *, url: str | None) -> float:

@@ -10,6 +10,12 @@ print JSON:
     python model_tools.py greedy DIR IDS N         transformers' N greedy tokens, in float32
     python model_tools.py tie DIR                  drop lm_head.weight, mark embeddings tied
     python model_tools.py widen DIR                give one late tensor a wrong (narrower) shape
+    python model_tools.py delta-chain SRC JOB VERSION COUNT EVERY SEED
+                                                   publish COUNT versions from VERSION on,
+                                                   as the trainer's disk path with deltas:
+                                                   JOB/step-<k>/policy full every EVERY
+                                                   versions, a delta otherwise, and each
+                                                   version whole in JOB/full-<version>
     python model_tools.py broadcast URL TOKEN DIR VERSION PORT
                                                    send DIR's tensors to the server's workers
                                                    over gloo, as the trainer would
@@ -146,6 +152,52 @@ def broadcast(url: str, token: str, model_dir: Path, version: int, port: int) ->
     return {**answer, "sent": sent}
 
 
+def delta_chain(
+    source: Path, job: Path, version: int, count: int, every: int, seed: int
+) -> dict[str, object]:
+    """Versions that each change about a tenth of the values a little, published the way
+    the trainer does with COBALT_TRAINER_FULL_WEIGHTS_EVERY=EVERY (layout of
+    cobalt.trainer.checkpoint, encoding of cobalt.shared.weight_delta)."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from cobalt.shared.checkpoints import write_policy_version
+    from cobalt.shared.weight_delta import write_delta
+
+    generator = torch.Generator().manual_seed(seed)
+    tensors = load_file(source / "model.safetensors")
+    previous: dict[str, torch.Tensor] | None = None
+    full_version = version
+    published = []
+    for step in range(1, count + 1):
+        tensors = {
+            name: torch.where(
+                torch.rand(t.shape, generator=generator) < 0.1,
+                t + torch.randn(t.shape, generator=generator, dtype=t.dtype) * 0.2,
+                t,
+            ).contiguous()
+            for name, t in tensors.items()
+        }
+        current = version + step - 1
+        whole = job / f"full-{current}"
+        shutil.copytree(source, whole)
+        (whole / "cobalt-policy.json").unlink(missing_ok=True)
+        save_file(tensors, whole / "model.safetensors", metadata={"format": "pt"})
+        policy = job / f"step-{step}" / "policy"
+        if previous is None or (current - full_version) % every == 0:
+            shutil.copytree(whole, policy)
+            full_version = current
+        else:
+            write_delta(
+                policy, previous=previous, current=tensors, version=current,
+                base_version=current - 1, full_version=full_version,
+            )  # fmt: skip
+        write_policy_version(policy, current, step=step)
+        previous = {name: t.clone() for name, t in tensors.items()}
+        published.append({"version": current, "policy": str(policy), "full": str(whole)})
+    return {"published": published}
+
+
 def main(argv: list[str]) -> None:
     command, *args = argv
     if command == "perturb":
@@ -160,6 +212,9 @@ def main(argv: list[str]) -> None:
         result = tie(Path(args[0]))
     elif command == "widen":
         result = widen(Path(args[0]))
+    elif command == "delta-chain":
+        numbers = [int(a) for a in args[2:]]
+        result = delta_chain(Path(args[0]), Path(args[1]), *numbers)
     elif command == "broadcast":
         result = broadcast(args[0], args[1], Path(args[2]), int(args[3]), int(args[4]))
     else:

@@ -29,7 +29,7 @@ class StandInEngine:
         self.cache_resets = 0
 
     async def collective_rpc(self, method: str, kwargs: dict[str, Any]) -> list[dict[str, Any]]:
-        assert method in ("cobalt_reload_weights", "cobalt_receive_weights")
+        assert method in ("cobalt_reload_weights", "cobalt_receive_weights", "cobalt_load_policy")
         self.methods.append(method)
         self.calls.append(kwargs)
         behaviour = self.behaviours.pop(0) if self.behaviours else LOADED

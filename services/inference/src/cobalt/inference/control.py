@@ -57,6 +57,13 @@ from cobalt.shared.contracts.inference import (
     LoadWeightsResponse,
     PolicyStatus,
 )
+from cobalt.shared.weight_delta import (
+    DeltaError,
+    PolicyChain,
+    is_delta_dir,
+    newest_full_checkpoint,
+    newest_policy,
+)
 
 __all__ = ["GenerationGate", "LoadError", "PolicyControlMiddleware", "PolicyController"]
 
@@ -236,15 +243,95 @@ class PolicyController:
         async with self._load_lock:
             path = Path(request.path).resolve()
             version = self._target_version(request, path)
-            if request.check:
-                await self._precheck(path)
-            call = partial(self._reload, path, self.serving_dir)
-            commit = None
-            if self.adapters.current is not None:  # new base weights: serve them alone
-                commit = partial(self.adapters.drop, self.models, self.engine)
+            if is_delta_dir(path):
+                return await self._load_delta(path, version)
+            return await self._load_full(path, version, check=request.check)
+
+    async def load_newest_policy(self, job_root: Path) -> LoadWeightsResponse | None:
+        """Serve the job's newest policy: its newest full checkpoint plus the deltas after
+        it (`newest_policy`), unless this server serves that version or a newer one
+        (None). For a replica that starts or restarts while the job trains, before it
+        answers ready. A gap or a checksum mismatch in the chain is refused (LoadError
+        422) after falling back to the newest full checkpoint.
+        """
+        self._check_can_load()
+        async with self._load_lock:
+            job_root = Path(job_root).resolve()
+            try:
+                chain = await asyncio.to_thread(newest_policy, job_root)
+            except (DeltaError, OSError) as exc:
+                raise await self._fall_back(job_root, str(exc)) from exc
+            if chain.version <= self.version:
+                return None
+            if not chain.deltas:
+                return await self._load_full(chain.full_dir, chain.version, check=True)
+            return await self._load_delta(chain.deltas[-1], chain.version)
+
+    async def _load_delta(self, path: Path, version: int) -> LoadWeightsResponse:
+        """A delta directory: the chain from the newest full checkpoint to it, applied on
+        the workers (worker.py); refused with a fall-back when the chain is broken."""
+        job_root = path.parent.parent  # <job>/step-<k>/policy
+        try:
+            chain = await asyncio.to_thread(newest_policy, job_root, upto=version)
+            if chain.version != version or chain.deltas[-1:] != (path,):
+                raise DeltaError(
+                    f"{path} does not end the chain of version {version} under {job_root} "
+                    f"(it ends at version {chain.version})"
+                )
+            await self._precheck(chain.full_dir)
+        except (DeltaError, OSError) as exc:
+            raise await self._fall_back(job_root, str(exc)) from exc
+        source = f"{chain.full_dir} + {len(chain.deltas)} delta(s)"
+        try:
             return await self._swap(
-                call, version=version, weights_dir=path, source=str(path), commit=commit
+                partial(self._apply_chain, chain), version=version, weights_dir=None, source=source
             )
+        except LoadError as exc:
+            if exc.status != 422:
+                raise
+            raise await self._fall_back(job_root, exc.message) from exc
+
+    async def _fall_back(self, job_root: Path, reason: str) -> LoadError:
+        """After a refused delta: serve the newest full checkpoint if it is newer than the
+        serving version; returns the LoadError (422) to raise, saying what was refused and
+        what serves."""
+        full = await asyncio.to_thread(newest_full_checkpoint, job_root)
+        served = f"still serving version {self.version}"
+        if full is not None and full[0] > self.version:
+            try:
+                await self._load_full(full[1], full[0], check=True)
+                served = f"fell back to the newest full checkpoint, version {full[0]}"
+            except LoadError as exc:
+                served += f" (the newest full checkpoint did not load either: {exc.message})"
+        message = f"delta refused: {reason}; {served}"
+        self._record_failure("refused", message)
+        return LoadError(422, "delta_refused", message)
+
+    async def _apply_chain(self, chain: PolicyChain) -> dict[str, Any]:
+        fallback = self.serving_dir
+        exact = (read_policy_version(fallback) or 0) == self.version
+        results = await self.engine.collective_rpc(
+            "cobalt_load_policy",
+            kwargs={
+                "full_dir": str(chain.full_dir),
+                "full_version": chain.full_version,
+                "deltas": [str(delta) for delta in chain.deltas],
+                "fallback_path": str(fallback) if exact else None,
+            },
+        )
+        await self.engine.reset_prefix_cache()
+        return _merge(results)
+
+    async def _load_full(self, path: Path, version: int, *, check: bool) -> LoadWeightsResponse:
+        if check:
+            await self._precheck(path)
+        call = partial(self._reload, path, self.serving_dir)
+        commit = None
+        if self.adapters.current is not None:  # new base weights: serve them alone
+            commit = partial(self.adapters.drop, self.models, self.engine)
+        return await self._swap(
+            call, version=version, weights_dir=path, source=str(path), commit=commit
+        )
 
     async def load_adapter(self, request: LoadAdapterRequest) -> LoadWeightsResponse:
         """Serve a LoRA adapter directory over the base weights (adapters.py)."""

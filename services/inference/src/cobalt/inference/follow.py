@@ -6,9 +6,10 @@ at its checkpoint root (`cobalt.shared.checkpoints`). A server started with
 `COBALT_INFERENCE_CHECKPOINT_DIR` on that root reads the record: while its own version is
 older, /ready answers 503 (Kubernetes and the rollout workers route elsewhere) and
 `PolicyFollower` loads the newest policy through `load_newest_policy`, the one place that
-says how "the job's newest policy" is loaded. Today that is the published full checkpoint
-directory (or a LoRA job's adapter); a delta-aware loader (newest full checkpoint plus
-the deltas after it) replaces this one function.
+says how "the job's newest policy" is loaded: a LoRA job's published adapter, else the
+published directory, which `PolicyController.load` rebuilds from the newest full
+checkpoint plus the deltas after it when it holds a delta (falling back to that full
+checkpoint when the chain is broken).
 """
 
 from __future__ import annotations
@@ -49,11 +50,13 @@ def newest_published(checkpoint_dir: Path | None) -> PublishedPolicy | None:
 async def load_newest_policy(
     controller: PolicyController, published: PublishedPolicy
 ) -> LoadWeightsResponse:
-    """Load the job's newest policy as `published.version` (the seam: a loader that
-    applies deltas over the newest full checkpoint replaces this body).
+    """Load the job's newest policy as `published.version`: a LoRA job's adapter, else the
+    published policy directory, which `PolicyController.load` rebuilds from the chain
+    when it holds a delta (the newest full checkpoint plus the deltas after it; a broken
+    chain falls back to that full checkpoint and is refused).
 
     Raises:
-        LoadError: as `PolicyController.load`.
+        LoadError: as `PolicyController.load_adapter` / `load`.
     """
     if (Path(published.path) / ADAPTER_CONFIG).is_file():  # a LoRA job's adapter
         adapter = LoadAdapterRequest(path=published.path, version=published.version)

@@ -24,12 +24,20 @@ land, to the same in-place reload (`reload_weights(weights_iterator=...)`), whic
 Hugging Face names onto vLLM's fused parameters and redoes the kernels' post-processing.
 It cannot put old weights back (they were never on disk here): a failure after the first
 tensor reports `restored: False`, and the server refuses generation.
+
+`cobalt_load_policy` is the delta path's (`POST /v1/policy/weights` of a delta directory,
+`cobalt.shared.weight_delta`): the worker rebuilds the version from a full checkpoint and
+the deltas after it (or from the serving version's tensors it kept, applying only the new
+delta) and feeds the tensors to the same in-place reload. It keeps those tensors on the
+CPU (the served model's size again) until a full load or a broadcast replaces them.
 """
 
 from __future__ import annotations
 
 import traceback
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 __all__ = ["WeightReloadExtension"]
@@ -66,8 +74,18 @@ def _abandon_partial_reload(model: Any) -> int:
     return abandoned
 
 
+@dataclass
+class _KeptPolicy:
+    """The serving version's tensors (Hugging Face names) after a delta load."""
+
+    version: int
+    tensors: dict[str, Any]
+
+
 class WeightReloadExtension:
     """Methods added to vLLM's Worker; `self` is the worker."""
+
+    _cobalt_policy: _KeptPolicy | None = None
 
     def cobalt_reload_weights(self, weights_path: str, fallback_path: str) -> dict[str, Any]:
         """Load `weights_path`; on failure restore `fallback_path`. Never raises for the load.
@@ -80,10 +98,17 @@ class WeightReloadExtension:
         except Exception as exc:  # any failure of vLLM's loader: report, then recover
             error = _error_text(exc)
         else:
+            self._cobalt_policy = None  # the kept tensors are not what serves any more
             return {"loaded": True, "error": None, "restored": None}
         _abandon_partial_reload(worker.model_runner.get_model())
+        kept = self._cobalt_policy
         try:
-            worker.reload_weights(weights_path=fallback_path, is_checkpoint_format=True)
+            if kept is not None:  # the serving weights came from deltas: no directory has them
+                worker.reload_weights(
+                    weights_iterator=iter(kept.tensors.items()), is_checkpoint_format=True
+                )
+            else:
+                worker.reload_weights(weights_path=fallback_path, is_checkpoint_format=True)
         except Exception as exc:
             return {
                 "loaded": False,
@@ -131,7 +156,79 @@ class WeightReloadExtension:
         except Exception as exc:  # reported to the controller, which decides
             self._cobalt_abandon_partial_reload()
             return {"loaded": False, "error": _error_text(exc), "restored": taken == 0}
+        self._cobalt_policy = None
         return {"loaded": True, "error": None, "restored": None}
+
+    def cobalt_load_policy(
+        self, full_dir: str, full_version: int, deltas: list[str], fallback_path: str | None
+    ) -> dict[str, Any]:
+        """Load the policy of a full checkpoint plus `deltas` applied in order. Never raises.
+
+        The tensors of the serving version are kept on this worker's CPU after a delta
+        load, so the next delta applies to them instead of the chain from its start. A
+        refused delta (a gap, a checksum mismatch: `cobalt.shared.weight_delta`) leaves
+        the model untouched. A failure of vLLM's reload part-way is undone by applying
+        the deltas again (XOR undoes itself) and reloading the serving version's tensors,
+        or else by reloading `fallback_path` (the serving weights' directory, when they
+        came from one).
+
+        Returns {"loaded": bool, "error": str | None, "restored": bool | None}.
+        """
+        from cobalt.shared.weight_delta import (
+            DeltaError,
+            apply_delta,
+            read_delta_manifest,
+            read_full_weights,
+            revert_delta,
+        )
+
+        worker: Any = self
+        kept = self._cobalt_policy
+        applied: list[str] = []
+        try:
+            manifests = [read_delta_manifest(Path(d)) for d in deltas]
+            versions = [m.base_version for m in manifests[:1]] + [m.version for m in manifests]
+            if kept is not None and kept.version in versions:
+                tensors, version = kept.tensors, kept.version
+                pending = deltas[versions.index(kept.version) :]
+            else:
+                self._cobalt_policy = kept = None  # memory for the full weights
+                tensors, version, pending = read_full_weights(Path(full_dir)), full_version, deltas
+            for delta in pending:
+                version = apply_delta(tensors, Path(delta), base_version=version).version
+                applied.append(delta)
+        except (DeltaError, OSError) as exc:  # nothing reached the model
+            if kept is not None:
+                for delta in reversed(applied):
+                    revert_delta(kept.tensors, Path(delta))
+            else:
+                self._cobalt_policy = None
+            return {"loaded": False, "error": _error_text(exc), "restored": True}
+        try:
+            worker.reload_weights(weights_iterator=iter(tensors.items()), is_checkpoint_format=True)
+        except Exception as exc:
+            error = _error_text(exc)
+        else:
+            self._cobalt_policy = _KeptPolicy(version, tensors)
+            return {"loaded": True, "error": None, "restored": None}
+        _abandon_partial_reload(worker.model_runner.get_model())
+        try:
+            if kept is not None:
+                for delta in reversed(applied):
+                    revert_delta(kept.tensors, Path(delta))
+                worker.reload_weights(
+                    weights_iterator=iter(kept.tensors.items()), is_checkpoint_format=True
+                )
+            elif fallback_path is not None:
+                worker.reload_weights(weights_path=fallback_path, is_checkpoint_format=True)
+            else:
+                return {"loaded": False, "error": f"{error}; no copy of the serving weights "
+                        "to restore", "restored": False}  # fmt: skip
+        except Exception as exc:
+            self._cobalt_policy = None
+            return {"loaded": False, "error": f"{error}; restoring failed: {_error_text(exc)}",
+                    "restored": False}  # fmt: skip
+        return {"loaded": False, "error": error, "restored": True}
 
     def _cobalt_abandon_partial_reload(self) -> None:
         worker: Any = self

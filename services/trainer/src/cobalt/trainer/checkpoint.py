@@ -33,6 +33,15 @@ is complete. Kept: the newest `keep` policy directories (the inference service r
 one it serves to check the next load), the newest complete resume state (with its step's
 directory) and the one being written.
 
+Delta weight sync (`full_weights_every` > 1, COBALT_TRAINER_FULL_WEIGHTS_EVERY): a step's
+`policy/` holds, instead of the model files, the change since the previous version
+(`cobalt.shared.weight_delta`: the XOR of the served bytes, compressed, with checksums),
+and every `full_weights_every` versions the full weights again. The store keeps the last
+published weights in the serving dtype on rank 0's CPU to encode against (the serving
+model's size again: 16 GB at 8B), and writes full weights whenever it has none of the
+version before (the first step of a process, a replay). Pruning keeps every step from the
+newest full checkpoint on, so a replica can always rebuild the newest policy.
+
 A policy directory that already exists for the same step and version is not written again:
 a resumed trainer replays the steps after its resume state, and the version they publish
 identifies the weights inference was given the first time (it may be serving them now).
@@ -73,6 +82,7 @@ from torch.distributed.checkpoint.state_dict import (
 )
 
 from cobalt.shared.checkpoints import POLICY_FILE, read_policy_version, write_policy_version
+from cobalt.shared.weight_delta import DELTA_MANIFEST, read_tensor_names, write_delta
 from cobalt.trainer.distributed import rank_and_size
 from cobalt.trainer.lora import is_adapter_dir
 
@@ -234,11 +244,25 @@ class ResumeStateWriter:
             weights = _steps(self.job_root, with_state=False)
             states = _steps(self.job_root, with_state=True)
             needed = set(weights[-self.keep :]) | set(states[-1:])
+            full = [s for s in weights if not self._is_delta(s)]
+            if full:  # a replica rebuilds the newest policy from these
+                needed |= {s for s in weights if s >= full[-1]}
             if self.writing is not None:
                 needed.add(self.writing)
             for old in weights:
                 if old not in needed:
                     shutil.rmtree(self.job_root / f"step-{old}", ignore_errors=True)
+
+    def _is_delta(self, step: int) -> bool:
+        return (self.job_root / f"step-{step}" / POLICY_DIR / DELTA_MANIFEST).is_file()
+
+
+@dataclass(frozen=True, slots=True)
+class _Published:
+    version: int
+    full_version: int
+    """The full checkpoint the chain of deltas up to `version` starts from."""
+    tensors: dict[str, torch.Tensor]
 
 
 @dataclass
@@ -251,12 +275,18 @@ class CheckpointStore:
     keep: int = 2
     serve_dtype: torch.dtype | None = None
     """The dtype of the served weights (the base model's, e.g. bfloat16); None: as trained."""
+    full_weights_every: int = 1
+    """Write the full weights every this many versions and a delta against the previous
+    version otherwise (see the module docstring); 1: full weights every step."""
 
     def __post_init__(self) -> None:
         if self.keep < 2:
             raise ValueError("keep at least 2 checkpoints: the serving one must outlive the next")
         self.job_root = job_checkpoint_root(self.root, self.job_id)
         self.writer = ResumeStateWriter(self.job_root, keep=self.keep)
+        self._published: _Published | None = None
+        """Rank 0: the last weights written, in the serving dtype (deltas are made against
+        them); kept only with `full_weights_every` > 1."""
         self._staging: Any = None
         """The CPU copy of the last resume state, reused by the next one: copying into
         memory already touched is about twice as fast as into fresh pages."""
@@ -274,6 +304,7 @@ class CheckpointStore:
             written = final.is_dir() and step in _steps(self.job_root, with_state=False)
             if written and read_policy_version(final / POLICY_DIR) == policy_version:
                 logger.info("step %d: policy directory of version %d kept", step, policy_version)
+                self._published = None  # its weights are not these: the next write is full
             else:
                 self._write_policy(final, step, policy_version, model, weights)
             self.writer.prune()
@@ -301,13 +332,56 @@ class CheckpointStore:
         served = weights
         if converted:
             served = {k: t.to(dtype) if t.is_floating_point() else t for k, t in weights.items()}
+        base = self._published
+        lora = any(not p.requires_grad for p in model.parameters())
+        if (
+            self.full_weights_every > 1
+            and not lora  # an adapter is megabytes: always written whole
+            and base is not None
+            and base.version == policy_version - 1
+            and policy_version - base.full_version < self.full_weights_every
+        ):
+            current = {name: served[name] for name in base.tensors}
+            manifest = write_delta(
+                policy, previous=base.tensors, current=current, version=policy_version,
+                base_version=base.version, full_version=base.full_version,
+            )  # fmt: skip
+            full_version = base.full_version
+            share = manifest.changed / max(manifest.values, 1)
+            logger.info(
+                "step %d: version %d written as a delta against %d (%.2f%% of values changed)",
+                step, policy_version, base.version, 100 * share,
+            )  # fmt: skip
+            kept = set(base.tensors)
+        else:
+            self._write_full(policy, model, served, converted=converted)
+            full_version = policy_version
+            kept = set(read_tensor_names(policy))  # what the replica reads back
+        write_policy_version(policy, policy_version, step=step, job=self.job_id)
+        if final.exists():  # an older write of this step (another version): replace its weights
+            stale = self.job_root / f".step-{step}.replaced"
+            shutil.rmtree(stale, ignore_errors=True)
+            final.rename(stale)
+            shutil.rmtree(stale)
+        partial.rename(final)
+        self._published = None
+        if self.full_weights_every > 1 and not lora and kept <= served.keys():
+            self._published = _Published(
+                policy_version, full_version,
+                {k: served[k] if converted else served[k].detach().clone() for k in kept},
+            )  # fmt: skip
+
+    def _write_full(
+        self, policy: Path, model: torch.nn.Module, served: dict[str, Any], *, converted: bool
+    ) -> None:
         # The gathered dict, not the (possibly sharded) module's own state. A LoRA job's
         # model is a peft model: it writes the adapter directory from the adapter's tensors.
-        model.save_pretrained(policy, state_dict=served, safe_serialization=True)
+        # A copy of the dict: save_pretrained empties the one it is given as it writes.
+        model.save_pretrained(policy, state_dict=dict(served), safe_serialization=True)
         adapter = is_adapter_dir(policy)
         if converted and not adapter:
             config = json.loads((policy / "config.json").read_text(encoding="utf-8"))
-            config["dtype"] = str(dtype).removeprefix("torch.")  # what the file holds
+            config["dtype"] = str(self.serve_dtype).removeprefix("torch.")  # what the file holds
             (policy / "config.json").write_text(
                 json.dumps(config, indent=2) + "\n", encoding="utf-8"
             )
@@ -319,13 +393,31 @@ class CheckpointStore:
                 and not (policy / item.name).exists()
             ):
                 shutil.copy2(item, policy / item.name)
-        write_policy_version(policy, policy_version, step=step, job=self.job_id)
-        if final.exists():  # an older write of this step (another version): replace its weights
-            stale = self.job_root / f".step-{step}.replaced"
-            shutil.rmtree(stale, ignore_errors=True)
-            final.rename(stale)
-            shutil.rmtree(stale)
-        partial.rename(final)
+
+    def rewrite_full(self, checkpoint: Checkpoint, model: torch.nn.Module) -> Checkpoint:
+        """Write `checkpoint`'s policy directory again as full weights (rank 0), from the
+        weights kept for the next delta: what the trainer does when inference refused the
+        delta (a replica that cannot rebuild the chain loads this instead)."""
+        base = self._published
+        if base is None or base.version != checkpoint.policy_version:
+            raise ValueError(
+                f"the weights of version {checkpoint.policy_version} are not kept; "
+                "cannot write them whole again"
+            )
+        partial = self.job_root / f".step-{checkpoint.step}.full"
+        shutil.rmtree(partial, ignore_errors=True)
+        converted = self.serve_dtype is not None
+        self._write_full(partial / POLICY_DIR, model, base.tensors, converted=converted)
+        write_policy_version(
+            partial / POLICY_DIR, checkpoint.policy_version, step=checkpoint.step, job=self.job_id
+        )
+        stale = self.job_root / f".step-{checkpoint.step}.replaced"
+        shutil.rmtree(stale, ignore_errors=True)
+        checkpoint.path.rename(stale)
+        partial.rename(checkpoint.path)
+        shutil.rmtree(stale)
+        self._published = _Published(base.version, base.version, base.tensors)
+        return checkpoint
 
     def save_state(
         self,

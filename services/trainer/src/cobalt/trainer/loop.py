@@ -200,6 +200,7 @@ class TrainerRun:
             self.settings.checkpoint_dir, self.job_id, base_model_dir=model_dir,
             keep=self.settings.keep_checkpoints,
             serve_dtype=serve_dtype if isinstance(serve_dtype, torch.dtype) else None,
+            full_weights_every=self.settings.full_weights_every,
         )  # fmt: skip
         publisher = choose_publisher(
             hyper, self.settings, store=store, model=policy, inference=self._replicas()

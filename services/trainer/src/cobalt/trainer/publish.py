@@ -4,7 +4,9 @@ when the trainer sets a job up (`choose_publisher`), so the loop never branches 
 - `DiskPublisher` (the default): the step's policy directory is written every step, and
   every inference replica loads it (`serve_checkpoint`, fanned out by replicas.py); a
   LoRA job's directory holds its adapter (megabytes), which the service loads beside the
-  base.
+  base. With COBALT_TRAINER_FULL_WEIGHTS_EVERY > 1 most directories hold a delta against
+  the version before (`checkpoint.py`); one a server refuses (it cannot rebuild the chain)
+  is written again whole and loaded.
 - `BroadcastPublisher` (COBALT_TRAINER_WEIGHT_BROADCAST, a `WeightBroadcastBackend`):
   the weights go from the trainer straight into vLLM's workers (`weight_sync`); the
   directory is written with the resume state only. One replica only (refused at set-up
@@ -16,6 +18,7 @@ checkpoint directory, or only its name) and `send` (the inference service serves
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from functools import partial
 from typing import Protocol
@@ -26,6 +29,7 @@ from cobalt.shared.checkpoints import PublishedPolicy, write_published
 from cobalt.shared.clients import InferenceControlClient
 from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.shared.errors import InvalidInput
+from cobalt.shared.weight_delta import is_delta_dir
 from cobalt.trainer.checkpoint import Checkpoint, CheckpointStore
 from cobalt.trainer.distributed import on_rank_zero
 from cobalt.trainer.lora import is_adapter_dir
@@ -42,6 +46,8 @@ __all__ = [
     "load_into_replica",
     "serve_checkpoint",
 ]
+
+logger = logging.getLogger(__name__)
 
 
 class WeightPublisher(Protocol):
@@ -104,7 +110,21 @@ class DiskPublisher:
         return self.store.save_weights(step=step, policy_version=policy_version, model=self.model)
 
     def send(self, checkpoint: Checkpoint) -> None:
-        on_rank_zero(partial(serve_checkpoint, self.inference, checkpoint))
+        on_rank_zero(partial(self._serve, checkpoint))
+
+    def _serve(self, checkpoint: Checkpoint) -> int:
+        try:
+            return serve_checkpoint(self.inference, checkpoint)
+        except InvalidInput as exc:
+            if not is_delta_dir(checkpoint.policy_dir):
+                raise
+            # The server could not rebuild this version from the chain (a delta missing
+            # or corrupted): write it whole, which it loads without the chain.
+            logger.warning(
+                "inference refused the delta of version %d (%s); writing it whole",
+                checkpoint.policy_version, exc,
+            )  # fmt: skip
+            return serve_checkpoint(self.inference, self.store.rewrite_full(checkpoint, self.model))
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,6 +63,12 @@ class TrainerSettings(CobaltSettings):
     crash replays at most `save_every - 1` steps (from the ledger, so exactly once holds).
     A setting of the process, not a job hyperparameter: it changes no result, only what a
     crash costs against what the disk takes, which depends on where the trainer runs."""
+    full_weights_every: int = Field(default=1, ge=1)
+    """Delta weight sync on the disk path: write the full served weights every this many
+    policy versions and, between them, only what changed since the previous version (the
+    XOR of the bytes, compressed, with checksums; `cobalt.shared.weight_delta`), which the
+    inference service rebuilds and loads. 1 (the default): the full weights every step.
+    Not used by a LoRA job (its adapter is small) or with a weight broadcast."""
     device: str = "cpu"
     """torch device of the policy and reference ("cuda" on a GPU node)."""
     poll_interval_s: float = Field(default=0.5, gt=0)
