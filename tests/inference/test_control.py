@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from cobalt.inference.control import LoadError, PolicyControlMiddleware
+from cobalt.inference.control import PolicyControlMiddleware
 from cobalt.inference.settings import InferenceSettings
 from cobalt.shared.contracts.inference import POLICY_VERSION_HEADER
 from tests.support.control import (
@@ -449,42 +448,3 @@ def write_delta_dir(directory: Path, version: int, base: int, full: int) -> Path
     (directory / "cobalt-delta.json").write_text(json.dumps(manifest))
     (directory / "cobalt-policy.json").write_text(json.dumps({"version": version}))
     return directory
-
-
-def test_load_newest_policy_applies_the_chain_and_falls_back_on_a_gap(tmp_path: Path) -> None:
-    """A replica joining mid-job (version-gated readiness): the newest full checkpoint and
-    the deltas after it go to the workers in order; a gap is refused, and the newest full
-    checkpoint serves instead."""
-    write_full(tmp_path / "model", None)
-    job = tmp_path / "job-1"
-    full = write_full(job / "step-1" / "policy", 3)
-    deltas = [write_delta_dir(job / f"step-{k}" / "policy", 2 + k, 1 + k, 3) for k in (2, 3)]
-    engine = StandInEngine()
-    _, _, controller = make(tmp_path, engine)
-
-    async def joined() -> None:
-        loaded = await controller.load_newest_policy(job)
-        assert loaded is not None and loaded.version == 5
-        assert await controller.load_newest_policy(job) is None  # serves the newest already
-
-    run(joined())
-    assert engine.methods == ["cobalt_load_policy"]
-    assert engine.calls[0]["full_dir"] == str(full.resolve())
-    assert engine.calls[0]["full_version"] == 3
-    assert engine.calls[0]["deltas"] == [str(d.resolve()) for d in deltas]
-
-    shutil.rmtree(job / "step-2")
-    engine = StandInEngine()
-    _, _, controller = make(tmp_path, engine)
-
-    async def gap() -> None:
-        with pytest.raises(LoadError) as refused:
-            await controller.load_newest_policy(job)
-        assert refused.value.status == 422
-        assert "gap" in refused.value.message and "version 4 is missing" in refused.value.message
-        assert "fell back to the newest full checkpoint, version 3" in refused.value.message
-
-    run(gap())
-    assert engine.methods == ["cobalt_reload_weights"]
-    assert engine.calls[0]["weights_path"] == str(full.resolve())
-    assert controller.version == 3

@@ -247,26 +247,6 @@ class PolicyController:
                 return await self._load_delta(path, version)
             return await self._load_full(path, version, check=request.check)
 
-    async def load_newest_policy(self, job_root: Path) -> LoadWeightsResponse | None:
-        """Serve the job's newest policy: its newest full checkpoint plus the deltas after
-        it (`newest_policy`), unless this server serves that version or a newer one
-        (None). For a replica that starts or restarts while the job trains, before it
-        answers ready. A gap or a checksum mismatch in the chain is refused (LoadError
-        422) after falling back to the newest full checkpoint.
-        """
-        self._check_can_load()
-        async with self._load_lock:
-            job_root = Path(job_root).resolve()
-            try:
-                chain = await asyncio.to_thread(newest_policy, job_root)
-            except (DeltaError, OSError) as exc:
-                raise await self._fall_back(job_root, str(exc)) from exc
-            if chain.version <= self.version:
-                return None
-            if not chain.deltas:
-                return await self._load_full(chain.full_dir, chain.version, check=True)
-            return await self._load_delta(chain.deltas[-1], chain.version)
-
     async def _load_delta(self, path: Path, version: int) -> LoadWeightsResponse:
         """A delta directory: the chain from the newest full checkpoint to it, applied on
         the workers (worker.py); refused with a fall-back when the chain is broken."""
