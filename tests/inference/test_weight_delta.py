@@ -11,13 +11,13 @@ import httpx
 import pytest
 
 from cobalt.shared.weight_delta import DELTA_FILE
-from tests.inference.test_weights import served_greedy
 from tests.support.inference import (
     PROBE,
     Server,
     assert_close,
     hf_top_logprobs,
     run_model_tool,
+    served_greedy,
 )
 
 pytestmark = pytest.mark.slow

@@ -18,6 +18,7 @@ from tests.support.inference import (
     hf_top_logprobs,
     make_model,
     run_model_tool,
+    served_greedy,
 )
 
 pytestmark = pytest.mark.slow
@@ -152,15 +153,6 @@ def test_weights_broadcast_over_gloo_serve_like_transformers(
     assert result["body"]["version"] == before + 1  # type: ignore[index]
     assert tiny_server.version() == before + 1
     assert_close(tiny_server.top_logprobs(PROBE), hf_top_logprobs(changed))
-
-
-def served_greedy(server: Server, prompt_ids: list[int], count: int) -> list[int]:
-    completion = server.openai().completions.create(
-        model=SERVED_NAME, prompt=prompt_ids, max_tokens=count, temperature=0,
-        extra_body={"return_token_ids": True, "ignore_eos": True},
-    )  # fmt: skip
-    token_ids: list[int] = completion.model_dump()["choices"][0]["token_ids"]
-    return token_ids
 
 
 @pytest.mark.parametrize("path", ["checkpoint", "broadcast"])

@@ -131,3 +131,12 @@ def assert_close(served: dict[int, float], expected: dict[int, float], tol: floa
     assert served.keys() == expected.keys(), (served, expected)
     for token, value in expected.items():
         assert math.isclose(served[token], value, abs_tol=tol), (token, served[token], value)
+
+
+def served_greedy(server: Server, prompt_ids: list[int], count: int) -> list[int]:
+    completion = server.openai().completions.create(
+        model=SERVED_NAME, prompt=prompt_ids, max_tokens=count, temperature=0,
+        extra_body={"return_token_ids": True, "ignore_eos": True},
+    )  # fmt: skip
+    token_ids: list[int] = completion.model_dump()["choices"][0]["token_ids"]
+    return token_ids
