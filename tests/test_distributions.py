@@ -52,6 +52,9 @@ ONLY_IN_CALLERS = {
     # Weight broadcast runs in the trainer and in the inference server, both of which have
     # torch; cobalt-shared itself does not need it.
     ("cobalt-shared", "torch"),
+    # Delta weight sync reads full checkpoints in the trainer and the inference server,
+    # both of which have safetensors (weight_delta.py imports it where it reads one).
+    ("cobalt-shared", "safetensors"),
 }
 
 
