@@ -24,8 +24,17 @@ __all__ = ["MAX_RUNS", "difficulty_order", "run_table"]
 MAX_RUNS = 50
 """Runs in one table: a page and a terminal stay readable."""
 
-_KNOWN_ORDER = ("introductory", "easy", "interview", "medium", "medium_hard", "hard",
-                "competition", "very_hard", "unknown_difficulty")  # fmt: skip
+_KNOWN_ORDER = (
+    "introductory",
+    "easy",
+    "interview",
+    "medium",
+    "medium_hard",
+    "hard",
+    "competition",
+    "very_hard",
+    "unknown_difficulty",
+)
 
 
 def difficulty_order(names: set[str]) -> list[str]:

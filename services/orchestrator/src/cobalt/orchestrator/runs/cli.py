@@ -432,9 +432,17 @@ def list_runs(
         echo_json({"runs": [r.model_dump(mode="json") for r in runs]})
         return
     table = Table(
-        "id", "name", "kind", "status", "dataset", "model", "policy", "trajectories", "turns",
+        "id",
+        "name",
+        "kind",
+        "status",
+        "dataset",
+        "model",
+        "policy",
+        "trajectories",
+        "turns",
         "created",
-    )  # fmt: skip
+    )
     for r in runs:
         table.add_row(
             str(r.id),
@@ -527,9 +535,13 @@ def compare_runs(
     a, b = comparison.report_a, comparison.report_b
     changes = ("fixed", "broken", "within_noise", "unchanged", "unevaluated")
     table = Table(
-        "turn", f"Pass@1 run {run_a}", f"Pass@1 run {run_b}", "B - A", *changes,
+        "turn",
+        f"Pass@1 run {run_a}",
+        f"Pass@1 run {run_b}",
+        "B - A",
+        *changes,
         title=f"run {run_b} against run {run_a} (hidden tests; [95% intervals])",
-    )  # fmt: skip
+    )
     for turn, counts in enumerate(comparison.counts):
         table.add_row(
             str(turn),

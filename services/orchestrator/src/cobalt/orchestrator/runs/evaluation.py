@@ -263,11 +263,18 @@ def _report(
     mean_reward = mean_reward_per_turn(sessions, run_id, turns) if with_rewards else None
     if not hidden:  # nothing measured: no rate, and the command that would measure it
         return EvaluationReport(
-            run_id=run_id, problems=0, samples=n, turns=turns, pass_at_1=None, pass_at_k={},
-            public_pass_at_1=None, failed_trajectories=failed_trajectories,
-            mean_reward=mean_reward, unevaluated=f"cobalt run evaluate {run_id}",
+            run_id=run_id,
+            problems=0,
+            samples=n,
+            turns=turns,
+            pass_at_1=None,
+            pass_at_k={},
+            public_pass_at_1=None,
+            failed_trajectories=failed_trajectories,
+            mean_reward=mean_reward,
+            unevaluated=f"cobalt run evaluate {run_id}",
             sandbox_errors=sum(unjudged.values()),
-        )  # fmt: skip
+        )
     return EvaluationReport(
         run_id=run_id,
         problems=len(hidden),

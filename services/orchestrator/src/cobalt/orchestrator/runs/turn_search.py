@@ -30,9 +30,18 @@ from cobalt.shared.errors import InvalidInput, NotFound
 __all__ = ["REWARD_COMPONENTS", "TestSet", "TurnFilters", "find_turns", "turn_tests"]
 
 REWARD_COMPONENTS = (
-    "total", "total_before_clip", "validation_reward", "pass_rate", "prev_best",
-    "correctness", "improvement", "format", "tests_passed", "think_tokens", "answer_tokens",
-)  # fmt: skip
+    "total",
+    "total_before_clip",
+    "validation_reward",
+    "pass_rate",
+    "prev_best",
+    "correctness",
+    "improvement",
+    "format",
+    "tests_passed",
+    "think_tokens",
+    "answer_tokens",
+)
 """The numeric reward components a range filter may name (columns of `turn_rewards`)."""
 
 

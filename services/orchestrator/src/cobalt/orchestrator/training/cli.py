@@ -337,9 +337,15 @@ def list_jobs(as_json: JsonOption = False) -> None:
     for job in jobs.items:
         groups = f"{job.groups['ready']}/{job.groups['consumed']}/{job.groups['stale']}"
         table.add_row(
-            str(job.id), job.name, job.mode, _status(job), str(job.step),
-            str(job.policy_version), job.contexts or "-", groups,
-        )  # fmt: skip
+            str(job.id),
+            job.name,
+            job.mode,
+            _status(job),
+            str(job.step),
+            str(job.policy_version),
+            job.contexts or "-",
+            groups,
+        )
     Console().print(table)
 
 
@@ -453,18 +459,27 @@ def export_verl(
 
     try:
         hyper = TrainerHyperparameters(
-            n_samples=n_samples, contexts_per_step=contexts_per_step,
-            updates_per_step=updates_per_step, lr=lr, kl_coef=kl_coef,
+            n_samples=n_samples,
+            contexts_per_step=contexts_per_step,
+            updates_per_step=updates_per_step,
+            lr=lr,
+            kl_coef=kl_coef,
             max_response_tokens=max_response_tokens,
-        )  # fmt: skip
+        )
     except ValueError as exc:
         raise fail(EXIT_USAGE, str(exc).splitlines()[-1]) from exc
     store = store_context()
     with handled():
         written = export_for_verl(
-            store.sessions(), contexts=contexts, out_dir=out, model=model, hyper=hyper,
-            validation=validation, gpus_per_node=gpus_per_node, nodes=nodes,
-        )  # fmt: skip
+            store.sessions(),
+            contexts=contexts,
+            out_dir=out,
+            model=model,
+            hyper=hyper,
+            validation=validation,
+            gpus_per_node=gpus_per_node,
+            nodes=nodes,
+        )
     for path in (written.train, written.validation, written.reward, written.script):
         if path is not None:
             typer.echo(f"wrote {path}")
