@@ -293,8 +293,8 @@ def _serving(result: DemoResult) -> list[str]:
         return []
     sample = (
         f"cobalt run sample --dataset {result.dataset or 'DATASET'} "
-        f"--base-url http://127.0.0.1:8000/v1 --model {trained_name(result)} --turns "
-        f"{result.options.turns}"
+        f"--base-url http://127.0.0.1:8000/v1 --model {trained_name(result)} "
+        f"--feedback-turns {result.options.turns}"
     )
     return [
         "<p>Serve it (vLLM, like the base model), then sample from it as from any endpoint:</p>",

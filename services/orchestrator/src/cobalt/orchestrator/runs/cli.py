@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from pydantic import BaseModel, ValidationError
@@ -39,9 +39,9 @@ from cobalt.orchestrator.console import (
     settings_or_exit,
     store_context,
 )
-from cobalt.shared import defaults
+from cobalt.orchestrator.options import OptionGroup, model_options
 from cobalt.shared.cli import interrupted, stopping_on_signals
-from cobalt.shared.contracts.executor import Compare
+from cobalt.shared.contracts.runs import RefineRunRequest, SampleRunRequest
 from cobalt.shared.contracts.statuses import RunStatus, TrajectoryStatus
 from cobalt.shared.errors import InvalidInput, first_validation_error_parts
 
@@ -261,65 +261,31 @@ def _print_run(public: RunPublic) -> None:
 
 
 @run_app.command("sample")
+@model_options(
+    OptionGroup(
+        SampleRunRequest,
+        into="settings",
+        unset=False,
+        skip=frozenset({"api_key", "limits"}),
+        names={"think_cap_chars": "think-cap", "compare": "judge"},
+        deprecated={"turns": "feedback_turns"},
+    )
+)
 def sample(
-    dataset: Annotated[str, typer.Option(help="Dataset name (`cobalt data list`).")],
-    base_url: Annotated[str, typer.Option(help="OpenAI-compatible base URL, up to /v1.")],
-    model: Annotated[str, typer.Option(help="Model name at that endpoint.")],
+    settings: dict[str, Any],
     api_key: ApiKeyOption = None,
-    n: Annotated[
-        int, typer.Option(help="Programs per problem at turn 0.")
-    ] = defaults.SAMPLES_PER_PROBLEM,
-    temperature: Annotated[float, typer.Option()] = defaults.TEMPERATURE,
-    top_p: Annotated[float, typer.Option()] = defaults.TOP_P,
-    max_tokens: Annotated[int, typer.Option()] = defaults.MAX_RESPONSE_TOKENS,
-    turns: Annotated[int, typer.Option(help="Feedback turns after turn 0 (0: sampling only).")] = 0,
-    template: Annotated[str, typer.Option(help="Prompt template name or file.")] = "default",
-    limit: Annotated[int | None, typer.Option(help="Only the first N problems.")] = None,
-    seed: Annotated[
-        int | None, typer.Option(help="Sampling seed, if the endpoint takes one.")
-    ] = None,
-    stop_on_pass: Annotated[
-        bool, typer.Option("--stop-on-pass", help="With --turns: end a trajectory on pass.")
-    ] = False,
-    think_cap: Annotated[
-        int, typer.Option(help="Characters of an answer (after </think>) kept in the history.")
-    ] = defaults.HISTORY_CAP_CHARS,
-    judge: Annotated[
-        Compare | None,
-        typer.Option(
-            "--judge",
-            help="Judge preset (default: the dataset's, e.g. lcb for a LiveCodeBench import).",
-        ),
-    ] = None,
     sampling_set: SamplingSetOption = None,
     as_json: JsonOption = False,
     detach: DetachOption = False,
 ) -> None:
     """Sample n programs per problem (turn 0), the start every refine run shares.
 
-    With --turns T the same run goes on with T feedback turns (multi-turn from scratch).
+    With --feedback-turns T the same run goes on with T feedback turns (multi-turn from
+    scratch). Every option but the last four is a field of `SampleRunRequest`.
     """
     from cobalt.orchestrator.runs import service
-    from cobalt.shared.contracts.runs import SampleRunRequest
 
-    request = _request(
-        SampleRunRequest,
-        sampling_set,
-        dataset=dataset,
-        base_url=base_url,
-        model=model,
-        n=n,
-        temperature=temperature,
-        top_p=top_p,
-        max_tokens=max_tokens,
-        turns=turns,
-        template=template,
-        limit=limit,
-        seed=seed,
-        stop_on_pass=stop_on_pass,
-        think_cap_chars=think_cap,
-        compare=judge,
-    )
+    request = _request(SampleRunRequest, sampling_set, **settings)
     store = _store(detach=detach)
     if not store.settings.redis_url:  # the jobs run here, so this process must reach it
         from cobalt.orchestrator.datasets.catalog import dataset_summary
@@ -340,44 +306,29 @@ def sample(
 
 
 @run_app.command("refine")
+@model_options(
+    OptionGroup(
+        RefineRunRequest,
+        into="settings",
+        unset=False,
+        skip=frozenset({"api_key"}),
+        names={"from_run": "from", "think_cap_chars": "think-cap"},
+        deprecated={"turns": "feedback_turns"},
+    )
+)
 def refine(
-    from_run: Annotated[int, typer.Option("--from", help="The finished sample run to continue.")],
-    turns: Annotated[
-        int, typer.Option(help="Feedback turns after turn 0.")
-    ] = defaults.EVALUATION_FEEDBACK_TURNS,
-    base_url: Annotated[str | None, typer.Option(help="Default: the sample run's.")] = None,
-    model: Annotated[str | None, typer.Option(help="Default: the sample run's.")] = None,
+    settings: dict[str, Any],
     api_key: ApiKeyOption = None,
-    temperature: Annotated[float | None, typer.Option()] = None,
-    top_p: Annotated[float | None, typer.Option()] = None,
-    max_tokens: Annotated[int | None, typer.Option()] = None,
-    stop_on_pass: Annotated[
-        bool, typer.Option("--stop-on-pass", help="End a trajectory once public tests pass.")
-    ] = False,
-    think_cap: Annotated[
-        int, typer.Option(help="Characters of an answer (after </think>) kept in the history.")
-    ] = defaults.HISTORY_CAP_CHARS,
     sampling_set: SamplingSetOption = None,
     as_json: JsonOption = False,
     detach: DetachOption = False,
 ) -> None:
-    """Feedback turns on top of a sample run's turn 0 (the same turn 0 for every experiment)."""
-    from cobalt.orchestrator.runs import service
-    from cobalt.shared.contracts.runs import RefineRunRequest
+    """Feedback turns on top of a sample run's turn 0 (the same turn 0 for every experiment).
 
-    request = _request(
-        RefineRunRequest,
-        sampling_set,
-        from_run=from_run,
-        turns=turns,
-        base_url=base_url,
-        model=model,
-        temperature=temperature,
-        top_p=top_p,
-        max_tokens=max_tokens,
-        stop_on_pass=stop_on_pass,
-        think_cap_chars=think_cap,
-    )
+    Every option but the last four is a field of `RefineRunRequest`."""
+    from cobalt.orchestrator.runs import service
+
+    request = _request(RefineRunRequest, sampling_set, **settings)
     store = _store(detach=detach)
     with handled():
         run_id = service.create_refine_run(
