@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,7 @@ __all__ = [
     "iter_problems",
     "list_datasets",
     "problem_difficulties",
+    "problems_by_id",
     "problems_slice",
     "stored_rows",
 ]
@@ -115,6 +116,11 @@ def problems_of(session: Session, *, dataset_id: int) -> dict[int, Problem]:
     return {
         p.id: p for p in session.scalars(select(Problem).where(Problem.dataset_id == dataset_id))
     }
+
+
+def problems_by_id(session: Session, *, ids: Iterable[int]) -> dict[int, Problem]:
+    """The problems of `ids` (of any dataset), by id."""
+    return {p.id: p for p in session.scalars(select(Problem).where(Problem.id.in_(set(ids))))}
 
 
 def iter_problems(session: Session, *, dataset_id: int, batch: int = 1000) -> Iterator[Problem]:
