@@ -46,7 +46,11 @@ __all__ = [
     "PARENT_KIND",
     "RunProgress",
     "TurnRow",
+    "completion_tokens",
     "failed_trajectories",
+    "first_turns",
+    "open_problem_ids",
+    "turns_of_run",
     "problem_ids_of_turns",
     "problems_with_trajectories",
     "problems_with_turns",
@@ -516,6 +520,41 @@ def trajectories_of(
     if problem_id is not None:
         query = query.where(Trajectory.problem_id == problem_id)
     return list(session.scalars(query.order_by(Trajectory.problem_id, Trajectory.sample_index)))
+
+
+def first_turns(session: Session, *, run_id: int) -> list[Turn]:
+    """The run's turn-0 rows (what a refine run copies)."""
+    return list(
+        session.scalars(select(Turn).where(Turn.run_id == run_id, Turn.turn_index == 0)).all()
+    )
+
+
+def turns_of_run(session: Session, *, run_id: int) -> list[Turn]:
+    """Every turn of the run, in turn-index order."""
+    return list(
+        session.scalars(select(Turn).where(Turn.run_id == run_id).order_by(Turn.turn_index))
+    )
+
+
+def open_problem_ids(session: Session, *, run_id: int) -> list[int]:
+    """Problems of the run with a trajectory still pending or running, ascending."""
+    return list(
+        session.scalars(
+            select(Trajectory.problem_id)
+            .where(
+                Trajectory.run_id == run_id,
+                Trajectory.status.in_((TrajectoryStatus.PENDING, TrajectoryStatus.RUNNING)),
+            )
+            .distinct()
+            .order_by(Trajectory.problem_id)
+        )
+    )
+
+
+def completion_tokens(session: Session, *, run_id: int) -> int:
+    """Tokens generated so far in the run."""
+    total = session.scalar(select(func.sum(Turn.completion_tokens)).where(Turn.run_id == run_id))
+    return int(total or 0)
 
 
 def problems_with_turns(session: Session, *, run_id: int) -> dict[int, Problem]:

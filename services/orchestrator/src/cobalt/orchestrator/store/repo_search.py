@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, and_, func, literal_column, select
+from sqlalchemy import ColumnElement, and_, func, literal_column, select
 from sqlalchemy.orm import Session
 
 from cobalt.orchestrator.store.models import Dataset, Problem, Turn
@@ -46,23 +46,22 @@ def _matches(
 
 def matching_problems(
     session: Session, *, query: str, words: list[str], limit: int
-) -> list[Row[tuple[str, str, str]]]:
+) -> list[tuple[str, str, str]]:
     """(dataset name, external id, statement) of the problems whose statement matches."""
     where, rank = _matches(session, Problem.statement, query, words)
-    return list(
-        session.execute(
-            select(Dataset.name, Problem.external_id, Problem.statement)
-            .join(Dataset, Dataset.id == Problem.dataset_id)
-            .where(where)
-            .order_by(*rank, Problem.id)
-            .limit(limit)
-        )
+    rows = session.execute(
+        select(Dataset.name, Problem.external_id, Problem.statement)
+        .join(Dataset, Dataset.id == Problem.dataset_id)
+        .where(where)
+        .order_by(*rank, Problem.id)
+        .limit(limit)
     )
+    return [(name, external_id, statement) for name, external_id, statement in rows]
 
 
 def matching_responses(
     session: Session, *, query: str, words: list[str], run_id: int | None, limit: int
-) -> list[Row[tuple[str, str, int, int, int, str]]]:
+) -> list[tuple[str, str, int, int, int, str]]:
     """(dataset name, external id, run id, sample index, turn index, response) of the turns
     whose response matches, of `run_id` only when given."""
     where, rank = _matches(session, Turn.raw_response, query, words)
@@ -83,4 +82,7 @@ def matching_responses(
     )
     if run_id is not None:
         statement = statement.where(Turn.run_id == run_id)
-    return list(session.execute(statement))
+    return [
+        (name, external_id, run, sample, turn, response)
+        for name, external_id, run, sample, turn, response in session.execute(statement)
+    ]

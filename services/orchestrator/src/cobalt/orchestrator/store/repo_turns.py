@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from sqlalchemy import Row, String, cast, func, or_, select
+from sqlalchemy import String, cast, func, or_, select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -118,7 +118,7 @@ class TurnFilters:
 
 def matching_turns(
     session: Session, *, run_id: int, filters: TurnFilters, offset: int, limit: int
-) -> tuple[int, list[Row[tuple[Turn, str, str | None, TurnReward | None]]]]:
+) -> tuple[int, list[tuple[Turn, str, str | None, TurnReward | None]]]:
     """How many of the run's turns match `filters`, and the page of them at `offset`
     (turn, problem external id, difficulty, reward or None), by problem, sample and turn."""
     base = (
@@ -133,7 +133,7 @@ def matching_turns(
         .offset(offset)
         .limit(limit)
     ).all()
-    return int(total), list(rows)
+    return int(total), [(turn, problem, level, reward) for turn, problem, level, reward in rows]
 
 
 def turn_of_run(session: Session, *, run_id: int, turn_id: int) -> tuple[Turn, Problem]:
