@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import typer
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
+from typer.testing import CliRunner
 
-from cobalt.orchestrator.options import shown_default
+from cobalt.orchestrator.options import OptionGroup, model_options, shown_default
 from cobalt.orchestrator.runs.cli import run_app
 from cobalt.orchestrator.training.cli import train_app
 from cobalt.shared.contracts.runs import RefineRunRequest, SampleRunRequest
@@ -92,3 +93,30 @@ def test_the_old_turns_option_still_reads_with_a_warning(tmp_path: Path) -> None
     started = cobalt_here(env, "train", "start", "--contexts", "c", "--model", ".", "--turns", "2")
     assert "--turns is deprecated; use --episode-turns" in started.stderr
     assert started.returncode == 2 and "turns: multi-turn settings" in started.stderr
+
+
+class _Toy(BaseModel):
+    name: str = Field(description="required")
+    level: Literal["low", "high"] = "low"
+    tags: list[str] | None = None
+    on: bool = True
+    extra: dict[str, int] = Field(default_factory=dict)
+
+
+def test_a_generated_command_hands_over_what_was_given() -> None:
+    app = typer.Typer()
+    seen: list[dict[str, Any]] = []
+
+    @app.command()
+    @model_options(OptionGroup(_Toy, into="settings"))
+    def run(settings: dict[str, Any], loud: bool = False) -> None:
+        seen.append({**settings, "loud": loud})
+
+    runner = CliRunner()
+    given = runner.invoke(app, ["--name", "a", "--tags", "x", "--tags", "y", "--no-on", "--loud"])
+    assert given.exit_code == 0, given.output
+    assert seen.pop() == {"name": "a", "tags": ["x", "y"], "on": False, "loud": True}
+    assert runner.invoke(app, ["--name", "a"]).exit_code == 0
+    assert seen.pop() == {"name": "a", "loud": False}  # unset: the model's defaults apply
+    assert runner.invoke(app, ["--extra", "1"]).exit_code == 2  # a mapping is no option
+    assert "(one of low, high)" in runner.invoke(app, ["--help"]).output

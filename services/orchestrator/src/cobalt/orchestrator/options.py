@@ -62,24 +62,25 @@ def shown_default(value: Any) -> str:
     return rf"\[{shown}]"
 
 
-def _cli_type(annotation: Any) -> tuple[Any, str]:
-    """The type typer parses an option as, and what the help adds (Literal choices)."""
+def _cli_type(annotation: Any) -> tuple[Any, str] | None:
+    """The type typer parses an option as and what the help adds (Literal choices); None
+    for a type no option can carry (a mapping, a nested model)."""
     if get_origin(annotation) in (Union, types.UnionType):
         members = [a for a in get_args(annotation) if a is not type(None)]
         if len(members) != 1:
-            raise TypeError(f"no option type for {annotation!r}")
+            return None
         annotation = members[0]
     if get_origin(annotation) is Annotated:
         annotation = get_args(annotation)[0]
     if get_origin(annotation) is Literal:
         return str, f" (one of {', '.join(map(str, get_args(annotation)))})"
-    if get_origin(annotation) is list and _cli_type(get_args(annotation)[0])[0] is str:
+    if get_origin(annotation) is list and _cli_type(get_args(annotation)[0]) == (str, ""):
         return list[str], " (repeatable)"
     if annotation in (bool, int, float, str) or (
         isinstance(annotation, type) and issubclass(annotation, enum.Enum)
     ):
         return annotation, ""
-    raise TypeError(f"no option type for {annotation!r}: skip the field or declare it")
+    return None
 
 
 def _help(info: FieldInfo, default: Any, extra: str) -> str:
@@ -100,9 +101,10 @@ class _Generated:
 def _option_parameters(group: OptionGroup) -> list[tuple[inspect.Parameter, _Generated]]:
     made = []
     for name, info in group.model.model_fields.items():
-        if name in group.skip:
-            continue
-        cli_type, extra = _cli_type(info.annotation)
+        option_type = _cli_type(info.annotation)
+        if name in group.skip or option_type is None:
+            continue  # a field no option carries: tests/orchestrator/test_cli_defaults.py
+        cli_type, extra = option_type
         default = None if info.is_required() else info.get_default(call_default_factory=True)
         option = group.names.get(name, name).replace("_", "-")
         declarations = [f"--{option}/--no-{option}" if cli_type is bool else f"--{option}"]
@@ -131,8 +133,9 @@ def _option_parameters(group: OptionGroup) -> list[tuple[inspect.Parameter, _Gen
         )
     made.sort(key=lambda pair: pair[0].default is not inspect.Parameter.empty)  # required first
     for old, name in group.deprecated.items():
-        info = group.model.model_fields[name]
-        cli_type, _ = _cli_type(info.annotation)
+        option_type = _cli_type(group.model.model_fields[name].annotation)
+        assert option_type is not None, f"--{old}: {name} is no option"
+        cli_type, _ = option_type
         new = group.names.get(name, name).replace("_", "-")
         typer_option = typer.Option(f"--{old}", hidden=True, help=f"Deprecated: --{new}.")
         parameter = old.replace("-", "_")
