@@ -107,9 +107,18 @@ def _pass_rows(result: DemoResult) -> list[list[str]]:
         pb, pa = rate_at(before.public_pass_at_1, turn), rate_at(after.public_pass_at_1, turn)
         change = "-" if a is None or b is None else _delta(b, a)
         rows.append(
-            [f"turn {turn}", shown_rate(b), shown_rate(a), change, _change_interval(result, turn),
-             shown_rate(pb), shown_rate(pa), _interval_at(before, turn), _interval_at(after, turn)]
-        )  # fmt: skip
+            [
+                f"turn {turn}",
+                shown_rate(b),
+                shown_rate(a),
+                change,
+                _change_interval(result, turn),
+                shown_rate(pb),
+                shown_rate(pa),
+                _interval_at(before, turn),
+                _interval_at(after, turn),
+            ]
+        )
     return rows
 
 
