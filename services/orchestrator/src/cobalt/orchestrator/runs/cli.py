@@ -14,6 +14,7 @@ cancelled); 2 usage; 3 a service (the model endpoint among them) cannot be reach
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -57,6 +58,7 @@ __all__ = ["run_app"]
 EXIT_RUN_FAILED = 1
 
 _Request = TypeVar("_Request", bound=BaseModel)
+_Command = TypeVar("_Command", bound=Callable[..., Any])
 
 run_app = typer.Typer(
     help="Rollout runs: sample, refine, evaluate, compare; list, show, cancel, resume.",
@@ -260,17 +262,25 @@ def _print_run(public: RunPublic) -> None:
     console.print(table)
 
 
-@run_app.command("sample")
-@model_options(
-    OptionGroup(
-        SampleRunRequest,
-        into="settings",
-        unset=False,
-        skip=frozenset({"api_key", "limits"}),
-        names={"think_cap_chars": "think-cap", "compare": "judge"},
-        deprecated={"turns": "feedback_turns"},
+def _request_options(
+    request: type[BaseModel], *, skip: frozenset[str] = frozenset(), **names: str
+) -> Callable[[_Command], _Command]:
+    """A run request's fields as options defaulting to the model's values (`settings`);
+    the endpoint's key is `--api-key` (env), `--turns` the old `--feedback-turns`."""
+    return model_options(
+        OptionGroup(
+            request,
+            into="settings",
+            unset=False,
+            skip=skip | {"api_key"},
+            names={"think_cap_chars": "think-cap", **names},
+            deprecated={"turns": "feedback_turns"},
+        )
     )
-)
+
+
+@run_app.command("sample")
+@_request_options(SampleRunRequest, skip=frozenset({"limits"}), compare="judge")
 def sample(
     settings: dict[str, Any],
     api_key: ApiKeyOption = None,
@@ -306,16 +316,7 @@ def sample(
 
 
 @run_app.command("refine")
-@model_options(
-    OptionGroup(
-        RefineRunRequest,
-        into="settings",
-        unset=False,
-        skip=frozenset({"api_key"}),
-        names={"from_run": "from", "think_cap_chars": "think-cap"},
-        deprecated={"turns": "feedback_turns"},
-    )
-)
+@_request_options(RefineRunRequest, from_run="from")
 def refine(
     settings: dict[str, Any],
     api_key: ApiKeyOption = None,
