@@ -208,7 +208,7 @@ class TrainingMode(StrEnum):
     SINGLE_TURN = "single-turn"
     """Only the bandit dataset's turn-0 contexts (problem alone): single-turn GRPO."""
     MULTI_TURN = "multi-turn"
-    """Online episodes from the turn-0 contexts: up to `turns` turns with the current
+    """Online episodes from the turn-0 contexts: up to `episode_turns` turns with the current
     policy and execution feedback, each episode rewarded by its last turn, the loss on
     every assistant turn (multi-turn online GRPO)."""
     VERPO = "verpo"
