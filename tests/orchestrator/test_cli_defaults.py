@@ -1,38 +1,33 @@
 """Every default a command shows or uses is its model's: written once, in the model.
 
-`cobalt train start` leaves unset options to the job's parameters (its options default to
-None) and shows the model's default in each option's help; `cobalt run sample` and
-`cobalt run refine` default their options to the request models' values.
+The options of `cobalt train start`, `cobalt run sample` and `cobalt run refine` are
+generated from the models (`cobalt.orchestrator.options`): `train start` leaves unset
+options to the job's parameters (its options default to None) and shows the model's
+default in each option's help; `run sample` and `run refine` default their options to the
+request models' values. Every field is an option, so none of them escapes the check.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from pathlib import Path
+from typing import Any, Literal
 
 import typer
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
+from typer.testing import CliRunner
 
+from cobalt.orchestrator.options import OptionGroup, model_options, shown_default
 from cobalt.orchestrator.runs.cli import run_app
 from cobalt.orchestrator.training.cli import train_app
 from cobalt.shared.contracts.runs import RefineRunRequest, SampleRunRequest
 from cobalt.shared.contracts.training import TrainerHyperparameters
-from cobalt.shared.contracts.training_params import (
-    CommonTrainingParams,
-    EpisodeSettings,
-    FormatRules,
-    VerpoSettings,
-)
+from cobalt.shared.contracts.training_params import AnyModeTrainingParams
+from tests.support.cli import cobalt_here
 
-TRAINING_MODELS: tuple[type[BaseModel], ...] = (
-    TrainerHyperparameters,
-    CommonTrainingParams,
-    FormatRules,
-    EpisodeSettings,
-    VerpoSettings,
-)
-
-RENAMED = {"think_cap": "think_cap_chars"}
-"""CLI option -> model field, where the option's name is shorter."""
+TRAINING_MODELS: tuple[type[BaseModel], ...] = (TrainerHyperparameters, AnyModeTrainingParams)
+DECLARED = {"trainer", "report_to", "api_key", "limits"}
+"""Fields that are no generated option: a nested model, or an option of its own."""
 
 
 def command(app: typer.Typer, name: str) -> Any:
@@ -44,41 +39,84 @@ def command(app: typer.Typer, name: str) -> Any:
 def model_default(models: tuple[type[BaseModel], ...], name: str) -> tuple[bool, Any]:
     for model in models:
         if name in model.model_fields:
-            return True, model.model_fields[name].get_default(call_default_factory=True)
+            info = model.model_fields[name]
+            return True, None if info.is_required() else info.get_default(call_default_factory=True)
     return False, None
 
 
-def shown(value: Any) -> str:
-    return ("on" if value else "off") if isinstance(value, bool) else str(value)
+def fields(*models: type[BaseModel]) -> set[str]:
+    return {name for model in models for name in model.model_fields} - DECLARED
 
 
 def test_train_start_shows_each_setting_s_model_default() -> None:
-    checked = []
+    checked, options = [], set()
     for param in command(train_app, "start").params:
         assert param.name is not None
         known, default = model_default(TRAINING_MODELS, param.name)
-        if not known or default is None:
+        if not known:
             continue
+        options.add(param.name)
         assert param.default is None, f"--{param.name}: unset must leave it to the job"
+        if default is None:
+            continue
         help_text = getattr(param, "help", "") or ""
-        assert rf"\[{shown(default)}" in help_text, (param.name, default, help_text)
+        assert shown_default(default) in help_text, (param.name, default, help_text)
         checked.append(param.name)
-    # Every setting with a default the command exposes, so none of them escapes the check.
+    assert options - DECLARED == fields(*TRAINING_MODELS)  # every setting is an option
     assert {"n_samples", "lr", "kl_coef", "temperature", "top_p", "max_staleness"} <= set(checked)
-    assert {"turns", "stop_on_pass", "reward_format", "verpo_outcome_weight"} <= set(checked)
+    assert {"episode_turns", "stop_on_pass", "reward_format", "verpo_outcome_weight"} <= set(
+        checked
+    )
 
 
 def test_run_commands_default_to_their_request_models() -> None:
-    # refine leaves decoding unset (None: the sample run's), so only its loop is checked.
-    expected = {"sample": {"temperature", "top_p", "turns"}, "refine": {"turns"}}
+    expected = {"sample": {"temperature", "top_p", "feedback_turns"}, "refine": {"feedback_turns"}}
     for name, model in (("sample", SampleRunRequest), ("refine", RefineRunRequest)):
-        checked = []
+        checked, options = [], set()
         for param in command(run_app, name).params:
             assert param.name is not None
-            field = RENAMED.get(param.name, param.name)
-            known, default = model_default((model,), field)
-            if not known or param.default is None:
+            known, default = model_default((model,), param.name)
+            if not known:
                 continue
+            options.add(param.name)
             assert param.default == default, (name, param.name, param.default, default)
-            checked.append(field)
+            checked.append(param.name)
+        assert options - DECLARED == fields(model)
         assert expected[name] | {"stop_on_pass", "think_cap_chars"} <= set(checked), checked
+
+
+def test_the_old_turns_option_still_reads_with_a_warning(tmp_path: Path) -> None:
+    env = {"COBALT_DATABASE_URL": f"sqlite:///{tmp_path}/store.db", "PATH": os.environ["PATH"]}
+    refined = cobalt_here(env, "run", "refine", "--from", "41", "--turns", "2")
+    assert refined.returncode == 2 and "41" in refined.stderr  # read, then the run is missing
+    assert "--turns is deprecated; use --feedback-turns" in refined.stderr
+    started = cobalt_here(env, "train", "start", "--contexts", "c", "--model", ".", "--turns", "2")
+    assert "--turns is deprecated; use --episode-turns" in started.stderr
+    assert started.returncode == 2 and "turns: multi-turn settings" in started.stderr
+
+
+class _Toy(BaseModel):
+    name: str = Field(description="required")
+    level: Literal["low", "high"] = "low"
+    tags: list[str] | None = None
+    on: bool = True
+    extra: dict[str, int] = Field(default_factory=dict)
+
+
+def test_a_generated_command_hands_over_what_was_given() -> None:
+    app = typer.Typer()
+    seen: list[dict[str, Any]] = []
+
+    @app.command()
+    @model_options(OptionGroup(_Toy, into="settings"))
+    def run(settings: dict[str, Any], loud: bool = False) -> None:
+        seen.append({**settings, "loud": loud})
+
+    runner = CliRunner()
+    given = runner.invoke(app, ["--name", "a", "--tags", "x", "--tags", "y", "--no-on", "--loud"])
+    assert given.exit_code == 0, given.output
+    assert seen.pop() == {"name": "a", "tags": ["x", "y"], "on": False, "loud": True}
+    assert runner.invoke(app, ["--name", "a"]).exit_code == 0
+    assert seen.pop() == {"name": "a", "loud": False}  # unset: the model's defaults apply
+    assert runner.invoke(app, ["--extra", "1"]).exit_code == 2  # a mapping is no option
+    assert "(one of low, high)" in runner.invoke(app, ["--help"]).output

@@ -71,4 +71,4 @@ def test_rows_stored_before_the_models_still_read(sessions: sessionmaker[Session
     assert (cobalt.temperature, cobalt.trainer.n_samples) == (0.3, 4)
     assert "turns" not in cobalt.model_dump()  # another mode's setting, dropped
     episodes = job_public(sessions, verpo.id).params
-    assert isinstance(episodes, VerpoParams) and episodes.turns == 2
+    assert isinstance(episodes, VerpoParams) and episodes.episode_turns == 2

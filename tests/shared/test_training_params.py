@@ -69,7 +69,7 @@ def test_stored_parameters_round_trip_and_old_rows_with_every_setting_still_read
     }
     assert stored_training_params("cobalt", old) == CobaltParams(max_staleness=2)
     verpo = stored_training_params("verpo", old)
-    assert isinstance(verpo, VerpoParams) and verpo.turns == 3 and verpo.max_staleness == 2
+    assert isinstance(verpo, VerpoParams) and verpo.episode_turns == 3 and verpo.max_staleness == 2
     assert isinstance(stored_training_params("multi-turn", old), MultiTurnParams)
 
 

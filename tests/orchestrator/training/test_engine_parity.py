@@ -128,7 +128,7 @@ def test_evaluation_and_training_send_the_same_messages_every_turn(
                     tokens=TokenizerCounter.from_path(policy_dir),
                     params=sampling,
                     template=template,
-                    spec=EpisodeSpec(turns=turns, stop_on_pass=stop_on_pass),
+                    spec=EpisodeSpec(max_turns=turns, stop_on_pass=stop_on_pass),
                 ),
             )
         )

@@ -88,9 +88,11 @@ def read_published(checkpoint_root: Path) -> PublishedPolicy | None:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
         published = PublishedPolicy(
-            job=int(raw["job"]), version=int(raw["version"]), step=int(raw["step"]),
+            job=int(raw["job"]),
+            version=int(raw["version"]),
+            step=int(raw["step"]),
             path=str(raw["path"]),
-        )  # fmt: skip
+        )
     except FileNotFoundError:
         return None
     except (ValueError, KeyError, TypeError) as exc:

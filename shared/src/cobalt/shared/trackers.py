@@ -322,8 +322,9 @@ class Reporters:
         self.failed[name] = f"{type(exc).__name__}: {exc}"
         logger.warning(
             "tracker %s failed (%s); going on without it for the rest of this run",
-            name, self.failed[name],
-        )  # fmt: skip
+            name,
+            self.failed[name],
+        )
 
     def log_config(self, config: Mapping[str, Any]) -> None:
         self._each(lambda reporter: reporter.log_config(config))

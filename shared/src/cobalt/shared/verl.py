@@ -41,11 +41,15 @@ def verl_overrides(
     correction = "algorithm.rollout_correction"
     corrections = []
     if hyper.tis_cap is not None:
-        corrections += [f"{correction}.rollout_is=token",
-                        f"{correction}.rollout_is_threshold={hyper.tis_cap}"]  # fmt: skip
+        corrections += [
+            f"{correction}.rollout_is=token",
+            f"{correction}.rollout_is_threshold={hyper.tis_cap}",
+        ]
     if hyper.mis_threshold is not None:  # k1 = -log ratio, kept in [log 1/C, log C]
-        corrections += [f"{correction}.rollout_rs=token_k1",
-                        f"{correction}.rollout_rs_threshold={hyper.mis_threshold}"]  # fmt: skip
+        corrections += [
+            f"{correction}.rollout_rs=token_k1",
+            f"{correction}.rollout_rs_threshold={hyper.mis_threshold}",
+        ]
     return [
         "algorithm.adv_estimator=grpo",
         "algorithm.norm_adv_by_std_in_grpo=True",

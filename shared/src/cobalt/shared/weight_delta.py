@@ -215,11 +215,15 @@ def write_delta(
             tensor = current[name]
             entries.append(
                 TensorDelta(
-                    name=name, dtype=str(tensor.dtype).removeprefix("torch."),
-                    shape=list(tensor.shape), offset=offset, length=len(blob),
-                    changed=changed, crc32=crc,
+                    name=name,
+                    dtype=str(tensor.dtype).removeprefix("torch."),
+                    shape=list(tensor.shape),
+                    offset=offset,
+                    length=len(blob),
+                    changed=changed,
+                    crc32=crc,
                 )
-            )  # fmt: skip
+            )
             offset += len(blob)
     manifest = DeltaManifest(
         version=version,

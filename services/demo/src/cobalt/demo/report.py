@@ -107,9 +107,18 @@ def _pass_rows(result: DemoResult) -> list[list[str]]:
         pb, pa = rate_at(before.public_pass_at_1, turn), rate_at(after.public_pass_at_1, turn)
         change = "-" if a is None or b is None else _delta(b, a)
         rows.append(
-            [f"turn {turn}", shown_rate(b), shown_rate(a), change, _change_interval(result, turn),
-             shown_rate(pb), shown_rate(pa), _interval_at(before, turn), _interval_at(after, turn)]
-        )  # fmt: skip
+            [
+                f"turn {turn}",
+                shown_rate(b),
+                shown_rate(a),
+                change,
+                _change_interval(result, turn),
+                shown_rate(pb),
+                shown_rate(pa),
+                _interval_at(before, turn),
+                _interval_at(after, turn),
+            ]
+        )
     return rows
 
 
@@ -293,8 +302,8 @@ def _serving(result: DemoResult) -> list[str]:
         return []
     sample = (
         f"cobalt run sample --dataset {result.dataset or 'DATASET'} "
-        f"--base-url http://127.0.0.1:8000/v1 --model {trained_name(result)} --turns "
-        f"{result.options.turns}"
+        f"--base-url http://127.0.0.1:8000/v1 --model {trained_name(result)} "
+        f"--feedback-turns {result.options.turns}"
     )
     return [
         "<p>Serve it (vLLM, like the base model), then sample from it as from any endpoint:</p>",

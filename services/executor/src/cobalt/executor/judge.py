@@ -147,8 +147,13 @@ class _Outcome:
 
 
 def _decide(
-    test: TestCase, job: SandboxJob, raw: RawRun, compare: Compare, stdout: str, stderr: str,
-) -> _Outcome:  # fmt: skip
+    test: TestCase,
+    job: SandboxJob,
+    raw: RawRun,
+    compare: Compare,
+    stdout: str,
+    stderr: str,
+) -> _Outcome:
     record = parse_record(raw.record, raw.nonce)
     if not raw.started:
         # No untrusted code ran, so nothing here is the program's fault, except a program

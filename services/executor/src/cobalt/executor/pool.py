@@ -181,9 +181,11 @@ class SandboxPool:
                 self.busy -= 1
             if slot.index in self.retired:
                 threading.Thread(
-                    target=self._replace, args=(slot,), name=f"replace-slot-{slot.index}",
+                    target=self._replace,
+                    args=(slot,),
+                    name=f"replace-slot-{slot.index}",
                     daemon=True,
-                ).start()  # fmt: skip
+                ).start()
             else:
                 self._idle.put(slot)
 

@@ -106,9 +106,11 @@ def job_for_test(
     if isinstance(test, ProgramTest):
         check = test.check.encode("utf-8", "surrogatepass")
         return SandboxJob(
-            mode="check", stdin=check, preset=request.compare.value,
+            mode="check",
+            stdin=check,
+            preset=request.compare.value,
             **common,  # type: ignore[arg-type]
-        )  # fmt: skip
+        )
     return SandboxJob(
         mode="call",
         fn_name=HARNESS_CALL_NAME if harnessed else test.fn_name,
@@ -182,9 +184,12 @@ class ExecutorService:
                 f"tests is {len(request.tests)}, above this executor's maximum of "
                 f"{s.max_tests_per_request} (raise COBALT_EXECUTOR_MAX_TESTS_PER_REQUEST on the "
                 "executor to allow it)",
-                detail={"field": "tests", "value": len(request.tests),
-                        "maximum": s.max_tests_per_request},
-            )  # fmt: skip
+                detail={
+                    "field": "tests",
+                    "value": len(request.tests),
+                    "maximum": s.max_tests_per_request,
+                },
+            )
         above = limits_above_maximum(request.limits, self.max_limits())
         if above:
             raise LimitTooHigh(above[0].message(), detail=above[0].detail())

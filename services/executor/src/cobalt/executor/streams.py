@@ -79,9 +79,17 @@ class JobPipes:
 
     def close_all(self) -> None:
         for fd in (
-            self.cmd_r, self.cmd_w, self.stdin_r, self.stdin_w, self.stdout_r,
-            self.stdout_w, self.stderr_r, self.stderr_w, self.result_r, self.result_w,
-        ):  # fmt: skip
+            self.cmd_r,
+            self.cmd_w,
+            self.stdin_r,
+            self.stdin_w,
+            self.stdout_r,
+            self.stdout_w,
+            self.stderr_r,
+            self.stderr_w,
+            self.result_r,
+            self.result_w,
+        ):
             self._close(fd)
 
     def _close(self, fd: int) -> None:

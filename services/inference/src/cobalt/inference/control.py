@@ -318,10 +318,12 @@ class PolicyController:
         max_rank = self.settings.lora_max_rank
         if max_rank is None:
             raise LoadError(
-                409, "lora_off", "LoRA is off on this server: start it with "
+                409,
+                "lora_off",
+                "LoRA is off on this server: start it with "
                 "COBALT_INFERENCE_LORA_MAX_RANK=16 (at least the adapter's rank), or load "
                 f"merged weights with POST {WEIGHTS_PATH}",
-            )  # fmt: skip
+            )
         self._check_can_load()
         if self.models is None:
             raise LoadError(503, "not_ready", "vLLM's model registry is not up yet")
@@ -361,23 +363,27 @@ class PolicyController:
         backend = self.settings.weight_broadcast
         if backend is None:
             raise LoadError(
-                409, "broadcast_off", "weight broadcast is off on this server: start it with "
+                409,
+                "broadcast_off",
+                "weight broadcast is off on this server: start it with "
                 "COBALT_INFERENCE_WEIGHT_BROADCAST=nccl (gloo on CPUs), or load a checkpoint "
                 f"directory with POST {WEIGHTS_PATH}",
-            )  # fmt: skip
+            )
         if request.backend != backend:
             raise LoadError(
-                422, "wrong_backend",
+                422,
+                "wrong_backend",
                 f"this server receives over {backend}, not {request.backend}; set the "
                 f"trainer's COBALT_TRAINER_WEIGHT_BROADCAST={backend}",
-            )  # fmt: skip
+            )
         workers = self.settings.workers()
         if request.world_size != workers + 1:
             raise LoadError(
-                422, "wrong_world_size",
+                422,
+                "wrong_world_size",
                 f"world_size must be {workers + 1}: the trainer plus this server's {workers} "
                 "worker(s)",
-            )  # fmt: skip
+            )
         self._check_can_load()
         async with self._load_lock:
             version = self._newer(request.version)
@@ -667,8 +673,10 @@ class PolicyControlMiddleware:
                 and self._engine(scope) is not None
             )
             body: dict[str, Any] = {
-                "ready": ready, "state": controller.state, "version": controller.version
-            }  # fmt: skip
+                "ready": ready,
+                "state": controller.state,
+                "version": controller.version,
+            }
             if self.follower is not None:
                 # Version-gated: a replica behind the newest published policy is not
                 # ready, so nothing routes to it until it has caught up.

@@ -173,8 +173,15 @@ def server_command(
     if settings.lora_max_rank is not None:
         # One adapter serves at a time (the current policy); the one it replaces stays in
         # the CPU cache until unloaded, so the swap never evicts what is still serving.
-        command += ["--enable-lora", "--max-lora-rank", str(settings.lora_max_rank),
-                    "--max-loras", "1", "--max-cpu-loras", "2"]  # fmt: skip
+        command += [
+            "--enable-lora",
+            "--max-lora-rank",
+            str(settings.lora_max_rank),
+            "--max-loras",
+            "1",
+            "--max-cpu-loras",
+            "2",
+        ]
     if device == "cpu":
         command += cpu_workarounds(settings)[1]
     elif settings.enforce_eager:

@@ -222,12 +222,18 @@ class WeightReloadExtension:
             elif fallback_path is not None:
                 worker.reload_weights(weights_path=fallback_path, is_checkpoint_format=True)
             else:
-                return {"loaded": False, "error": f"{error}; no copy of the serving weights "
-                        "to restore", "restored": False}  # fmt: skip
+                return {
+                    "loaded": False,
+                    "error": f"{error}; no copy of the serving weights to restore",
+                    "restored": False,
+                }
         except Exception as exc:
             self._cobalt_policy = None
-            return {"loaded": False, "error": f"{error}; restoring failed: {_error_text(exc)}",
-                    "restored": False}  # fmt: skip
+            return {
+                "loaded": False,
+                "error": f"{error}; restoring failed: {_error_text(exc)}",
+                "restored": False,
+            }
         return {"loaded": False, "error": error, "restored": True}
 
     def _cobalt_abandon_partial_reload(self) -> None:

@@ -343,15 +343,22 @@ class CheckpointStore:
         ):
             current = {name: served[name] for name in base.tensors}
             manifest = write_delta(
-                policy, previous=base.tensors, current=current, version=policy_version,
-                base_version=base.version, full_version=base.full_version,
-            )  # fmt: skip
+                policy,
+                previous=base.tensors,
+                current=current,
+                version=policy_version,
+                base_version=base.version,
+                full_version=base.full_version,
+            )
             full_version = base.full_version
             share = manifest.changed / max(manifest.values, 1)
             logger.info(
                 "step %d: version %d written as a delta against %d (%.2f%% of values changed)",
-                step, policy_version, base.version, 100 * share,
-            )  # fmt: skip
+                step,
+                policy_version,
+                base.version,
+                100 * share,
+            )
             kept = set(base.tensors)
         else:
             self._write_full(policy, model, served, converted=converted)
@@ -367,9 +374,10 @@ class CheckpointStore:
         self._published = None
         if self.full_weights_every > 1 and not lora and kept <= served.keys():
             self._published = _Published(
-                policy_version, full_version,
+                policy_version,
+                full_version,
                 {k: served[k] if converted else served[k].detach().clone() for k in kept},
-            )  # fmt: skip
+            )
 
     def _write_full(
         self, policy: Path, model: torch.nn.Module, served: dict[str, Any], *, converted: bool

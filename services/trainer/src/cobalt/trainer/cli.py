@@ -137,8 +137,10 @@ def export(
         )
     except ExportError as exc:
         raise _fail(EXIT_USAGE, str(exc)) from exc
-    typer.echo(f"training job {job}: step {written.step} (policy version "
-               f"{written.policy_version}) merged into {out}")  # fmt: skip
+    typer.echo(
+        f"training job {job}: step {written.step} (policy version "
+        f"{written.policy_version}) merged into {out}"
+    )
 
 
 def _reexec(settings: TrainerSettings, arguments: list[str]) -> None:
@@ -147,8 +149,11 @@ def _reexec(settings: TrainerSettings, arguments: list[str]) -> None:
     # Not resolved: every venv's python links to the same base interpreter. The marker
     # stops an environment without torch from re-executing itself for ever.
     if not python.exists() or os.environ.get(_REEXEC_MARKER):
-        raise _fail(EXIT_USAGE, f"torch and verl are not installed here and {python} does not "
-                    "have them; run `make setup` (it creates .venv-trainer)")  # fmt: skip
+        raise _fail(
+            EXIT_USAGE,
+            f"torch and verl are not installed here and {python} does not "
+            "have them; run `make setup` (it creates .venv-trainer)",
+        )
     os.environ[_REEXEC_MARKER] = "1"
     os.execv(str(python), [str(python), "-m", "cobalt.trainer", *arguments])
 

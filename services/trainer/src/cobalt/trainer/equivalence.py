@@ -161,10 +161,17 @@ def tiny_config(
     from transformers import AutoConfig
 
     return AutoConfig.for_model(
-        architecture, vocab_size=VOCAB, hidden_size=64, intermediate_size=128,
-        num_hidden_layers=2, num_attention_heads=heads, num_key_value_heads=kv_heads,
-        max_position_embeddings=128, tie_word_embeddings=False, **overrides,
-    )  # fmt: skip
+        architecture,
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=128,
+        tie_word_embeddings=False,
+        **overrides,
+    )
 
 
 def _model(config: PretrainedConfig, device: torch.device) -> torch.nn.Module:
@@ -172,11 +179,23 @@ def _model(config: PretrainedConfig, device: torch.device) -> torch.nn.Module:
     return read_model(config, torch.float32, device)
 
 
+_UNEVEN_RESPONSES = [
+    [7, 7, 21, 4, 30],
+    [11, 2],
+    [40, 8, 8],
+    [25, 13, 6, 6, 6, 19],
+    [1, 2, 3],
+    [9, 9, 9, 9],
+    [30],
+    [12, 14, 16, 18, 20, 22, 24],
+]
+"""Two groups' worth of responses of uneven length."""
+
+
 def uneven_step() -> Rollouts:
     """Two groups of four with prompts and responses of uneven length."""
     prompts = [[5, 9, 3, 17], [22, 8], [1, 2, 3, 4, 5, 6, 7], [30, 31]]
-    responses = [[7, 7, 21, 4, 30], [11, 2], [40, 8, 8], [25, 13, 6, 6, 6, 19],
-                 [1, 2, 3], [9, 9, 9, 9], [30], [12, 14, 16, 18, 20, 22, 24]]  # fmt: skip
+    responses = [list(r) for r in _UNEVEN_RESPONSES]
     return Rollouts(
         prompt_ids=[prompts[i % 4] for i in range(8)],
         response_ids=responses,
@@ -191,9 +210,7 @@ def two_contexts() -> Rollouts:
     later turn of group 0 (its own, longer prompt) in the same step."""
     first, second = [5, 9, 3, 17, 2], [22, 8, 31]
     later_turn = [*first, 7, 7, 21, 40, 41]
-    responses = [[7, 7, 21, 4, 30], [11, 2], [40, 8, 8], [25, 13, 6, 6, 6, 19],
-                 [1, 2, 3], [9, 9, 9, 9], [30], [12, 14, 16, 18, 20, 22, 24],
-                 [3, 3, 1]]  # fmt: skip
+    responses = [*(list(r) for r in _UNEVEN_RESPONSES), [3, 3, 1]]
     return Rollouts(
         prompt_ids=[first] * 4 + [second] * 4 + [later_turn],
         response_ids=responses,
@@ -228,10 +245,17 @@ def _settings(
     """The checks' step: two groups of four, lr 1e-3, the KL and entropy terms on (every
     term of the loss is compared)."""
     return TrainerHyperparameters(
-        lr=1e-3, weight_decay=0.01, n_samples=4, contexts_per_step=2, updates_per_step=updates,
-        kl_coef=1e-2, entropy_coef=1e-2, max_prompt_tokens=max_prompt,
-        max_response_tokens=max_response, **chosen,
-    )  # fmt: skip
+        lr=1e-3,
+        weight_decay=0.01,
+        n_samples=4,
+        contexts_per_step=2,
+        updates_per_step=updates,
+        kl_coef=1e-2,
+        entropy_coef=1e-2,
+        max_prompt_tokens=max_prompt,
+        max_response_tokens=max_response,
+        **chosen,
+    )
 
 
 def _stepped(
@@ -243,8 +267,9 @@ def _stepped(
     """Metrics, the last update's gradient and the weights after one step."""
     optimizer = make_optimizer(model, settings)
     reference = frozen_copy(model) if settings.kl_coef > 0 else None
-    metrics = train_step(model, reference, optimizer, rollouts, settings, pad_id=PAD,
-                         precision=precision)  # fmt: skip
+    metrics = train_step(
+        model, reference, optimizer, rollouts, settings, pad_id=PAD, precision=precision
+    )
     return metrics, _gradients(model), _weights(model)
 
 
@@ -254,13 +279,17 @@ def _compare_steps(
     theirs: tuple[list[dict[str, float]], dict[str, torch.Tensor], dict[str, torch.Tensor]],
 ) -> None:
     (our_metrics, our_grads, our_weights), (their_metrics, their_grads, their_weights) = (
-        ours, theirs)  # fmt: skip
+        ours,
+        theirs,
+    )
     comparison.differences["gradients"] = difference(our_grads, their_grads)
     comparison.differences["weights"] = difference(our_weights, their_weights)
     for key in METRICS:
         # Each update's metric, the worst update counting.
-        gaps = [scalar_difference(mine[key], other[key])
-                for mine, other in zip(our_metrics, their_metrics, strict=True)]  # fmt: skip
+        gaps = [
+            scalar_difference(mine[key], other[key])
+            for mine, other in zip(our_metrics, their_metrics, strict=True)
+        ]
         comparison.differences[key] = max(gaps, key=lambda d: d.max_abs)
     comparison.facts["pg_clipfrac_gap"] = max(
         abs(mine["pg_clipfrac"] - other["pg_clipfrac"])
@@ -287,15 +316,19 @@ def micro_batch_check(
     start = _weights(_model(config, device))
     one_pass = _stepped(_model(config, device), whole, uneven_step(), precision)
     micro = _stepped(_model(config, device), split, uneven_step(), precision)
-    comparison = Comparison(f"micro-batches of {budget} tokens, {updates} update(s), "
-                            f"prompts {'shared' if share_prompts else 'not shared'}")  # fmt: skip
+    comparison = Comparison(
+        f"micro-batches of {budget} tokens, {updates} update(s), "
+        f"prompts {'shared' if share_prompts else 'not shared'}"
+    )
     _compare_steps(comparison, micro, one_pass)
     comparison.facts["whole_micro_batches"] = max(m["micro_batches"] for m in one_pass[0])
     comparison.facts["split_micro_batches"] = min(m["micro_batches"] for m in micro[0])
-    comparison.facts["unmoved_weights"] = float(sum(
-        torch.equal(weight.cpu(), start[name].cpu()) and "norm" not in name
-        for name, weight in micro[2].items()
-    ))  # fmt: skip
+    comparison.facts["unmoved_weights"] = float(
+        sum(
+            torch.equal(weight.cpu(), start[name].cpu()) and "norm" not in name
+            for name, weight in micro[2].items()
+        )
+    )
     return comparison
 
 
@@ -398,9 +431,11 @@ def shared_step_check(
         hyper = _settings(updates, 10, 7, share_prompts=share, micro_batch_tokens=budget)
         results[share] = _stepped(model, hyper, two_contexts(), precision)
         restored = restored and model.config._attn_implementation != ATTENTION
-    comparison = Comparison(f"shared prompts against a row per response, budget {budget}, "
-                            f"{updates} update(s), checkpointing "
-                            f"{'on' if checkpointing else 'off'}")  # fmt: skip
+    comparison = Comparison(
+        f"shared prompts against a row per response, budget {budget}, "
+        f"{updates} update(s), checkpointing "
+        f"{'on' if checkpointing else 'off'}"
+    )
     _compare_steps(comparison, results[True], results[False])
     comparison.facts["attention_restored"] = float(restored)
     comparison.facts["plain_micro_batches"] = sum(m["micro_batches"] for m in results[False][0])
@@ -427,8 +462,9 @@ def lora_check(
     from cobalt.trainer.precision import load_models
 
     precision = precision or Precision()
-    settings = TrainerHyperparameters(lora_rank=4, lr=1e-2, kl_coef=1e-3, n_samples=2,
-                                      contexts_per_step=2, updates_per_step=1)  # fmt: skip
+    settings = TrainerHyperparameters(
+        lora_rank=4, lr=1e-2, kl_coef=1e-3, n_samples=2, contexts_per_step=2, updates_per_step=1
+    )
     policy, reference = load_models(config, settings, precision, device)
     assert reference is not None
     base = read_model(config, precision.compute_dtype, device)
@@ -471,13 +507,26 @@ def all_checks(
     one setting of each (the CPU dry-run)."""
     micro = ((13, 2, True),) if quick else ((13, 1, False), (24, 2, False), (13, 2, True))
     for budget, updates, share in micro:
-        yield micro_batch_check(config, budget=budget, updates=updates, share_prompts=share,
-                                device=device, precision=precision)  # fmt: skip
+        yield micro_batch_check(
+            config,
+            budget=budget,
+            updates=updates,
+            share_prompts=share,
+            device=device,
+            precision=precision,
+        )
     for chunk_tokens in (5,) if quick else (1, 5, 1_000):
-        yield chunked_check(_model(config, device), chunk_tokens=chunk_tokens, device=device,
-                            precision=precision)  # fmt: skip
+        yield chunked_check(
+            _model(config, device), chunk_tokens=chunk_tokens, device=device, precision=precision
+        )
     yield shared_row_check(config, device=device, precision=precision)
     for checkpointing in (True,) if quick else (False, True):
-        yield shared_step_check(config, budget=17, updates=2, checkpointing=checkpointing,
-                                device=device, precision=precision)  # fmt: skip
+        yield shared_step_check(
+            config,
+            budget=17,
+            updates=2,
+            checkpointing=checkpointing,
+            device=device,
+            precision=precision,
+        )
     yield lora_check(config, device=device, precision=precision)

@@ -91,8 +91,7 @@ class _ChunkLogProbs(torch.autograd.Function):  # type: ignore[misc]
     ) -> tuple[torch.Tensor, torch.Tensor]:
         device = hidden.device.type
         ctx.head = head
-        ctx.autocast = (device, torch.is_autocast_enabled(device),
-                        torch.get_autocast_dtype(device))  # fmt: skip
+        ctx.autocast = (device, torch.is_autocast_enabled(device), torch.get_autocast_dtype(device))
         chosen, normaliser, spread = _statistics(
             head(hidden).float(), targets, entropy=logged_entropy
         )
@@ -107,8 +106,9 @@ class _ChunkLogProbs(torch.autograd.Function):  # type: ignore[misc]
         parameters = ctx.parameters
         device, autocast_on, autocast_dtype = ctx.autocast
         wanted = [hidden.detach().requires_grad_(ctx.needs_input_grad[0])]
-        wanted += [p for p, needs in zip(parameters, ctx.needs_input_grad[4:], strict=True)
-                   if needs]  # fmt: skip
+        wanted += [
+            p for p, needs in zip(parameters, ctx.needs_input_grad[4:], strict=True) if needs
+        ]
         with torch.enable_grad(), torch.autocast(device, autocast_dtype, enabled=autocast_on):
             logits = ctx.head(wanted[0])
         with torch.no_grad():
@@ -236,11 +236,20 @@ def response_token_log_probs(
     handle = decoder.register_forward_hook(score)
     try:
         if layout is None:
-            model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=1,
-                  use_cache=False)  # fmt: skip
+            model(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                logits_to_keep=1,
+                use_cache=False,
+            )
         else:  # no mask: prompt_sharing_attention attends within the layout's segments
-            model(input_ids=input_ids, position_ids=position_ids, logits_to_keep=1,
-                  use_cache=False, prompt_sharing=layout)  # fmt: skip
+            model(
+                input_ids=input_ids,
+                position_ids=position_ids,
+                logits_to_keep=1,
+                use_cache=False,
+                prompt_sharing=layout,
+            )
     finally:
         handle.remove()
     log_probs, entropies = found["values"]

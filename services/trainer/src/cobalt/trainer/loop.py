@@ -197,11 +197,13 @@ class TrainerRun:
         optimizer = make_optimizer(policy, hyper)
         pad_id = _pad_id(policy.config)
         store = CheckpointStore(
-            self.settings.checkpoint_dir, self.job_id, base_model_dir=model_dir,
+            self.settings.checkpoint_dir,
+            self.job_id,
+            base_model_dir=model_dir,
             keep=self.settings.keep_checkpoints,
             serve_dtype=serve_dtype if isinstance(serve_dtype, torch.dtype) else None,
             full_weights_every=self.settings.full_weights_every,
-        )  # fmt: skip
+        )
         publisher = choose_publisher(
             hyper, self.settings, store=store, model=policy, inference=self._replicas()
         )
@@ -236,9 +238,14 @@ class TrainerRun:
                 )
                 claimed = time.perf_counter()
                 updates = train_step(  # c. GRPO
-                    policy, reference, optimizer, rollouts_of(batch), hyper, pad_id=pad_id,
+                    policy,
+                    reference,
+                    optimizer,
+                    rollouts_of(batch),
+                    hyper,
+                    pad_id=pad_id,
                     precision=precision,
-                )  # fmt: skip
+                )
                 trained = time.perf_counter()
                 # d. the weights, then publish, then (every save_every steps) the resume state
                 full_save = step % self.settings.save_every == 0 or step == last
@@ -266,9 +273,13 @@ class TrainerRun:
                 on_rank_zero(partial(self.orchestrator.report_step, self.job_id, report))  # e.
                 logger.info(
                     "job %d step %d: reward %.3f, pass rate %.3f, policy version %d (%.1f s)",
-                    self.job_id, step, metrics["reward_mean"], metrics["pass_rate"], version,
+                    self.job_id,
+                    step,
+                    metrics["reward_mean"],
+                    metrics["pass_rate"],
+                    version,
                     seconds["step"],
-                )  # fmt: skip
+                )
                 if self.on_step is not None:
                     self.on_step(step, version, metrics)
         except JobStopped:
@@ -317,8 +328,12 @@ class TrainerRun:
             on_rank_zero(partial(self._serve, published))
             logger.info(
                 "job %d resumed at step %d, policy version %d; steps %d-%d are replayed",
-                job_id, step, version, step + 1, published.step,
-            )  # fmt: skip
+                job_id,
+                step,
+                version,
+                step + 1,
+                published.step,
+            )
         return step, version
 
     def _serve(self, checkpoint: Checkpoint) -> int:
@@ -355,8 +370,13 @@ class TrainerRun:
             if job.status == TrainingJobStatus.FAILED:
                 raise UpstreamError(f"training job {self.job_id} failed: {job.error}")
             if time.monotonic() > retry_at:
-                logger.info("job %d step %d: starting rounds %d-%d again", self.job_id, step,
-                            step, rounds_started)  # fmt: skip
+                logger.info(
+                    "job %d step %d: starting rounds %d-%d again",
+                    self.job_id,
+                    step,
+                    step,
+                    rounds_started,
+                )
                 for round in range(step, rounds_started + 1):
                     self.orchestrator.start_round(self.job_id, round)
                 retry_at = time.monotonic() + self.settings.round_retry_s

@@ -109,8 +109,14 @@ class MemoryEstimate:
 
     @property
     def total(self) -> int:
-        return (self.sharded_state + self.reference + self.gathered_weights
-                + self.activations + self.logits + self.runtime)  # fmt: skip
+        return (
+            self.sharded_state
+            + self.reference
+            + self.gathered_weights
+            + self.activations
+            + self.logits
+            + self.runtime
+        )
 
     def gib(self) -> dict[str, float]:
         return {name: round(value / GIB, 2) for name, value in asdict(self).items()} | {
@@ -176,14 +182,24 @@ def estimate_peak(
 
 PAPER_MODELS = {
     "Qwen3-8B": ModelShape(
-        parameters=8_190_735_360, hidden=4096, layers=36, intermediate=12288, vocab=151_936,
-        kv_hidden=8 * 128, tied=False,
+        parameters=8_190_735_360,
+        hidden=4096,
+        layers=36,
+        intermediate=12288,
+        vocab=151_936,
+        kv_hidden=8 * 128,
+        tied=False,
     ),
     "R1-Distill-Llama-8B": ModelShape(
-        parameters=8_030_261_248, hidden=4096, layers=32, intermediate=14336, vocab=128_256,
-        kv_hidden=8 * 128, tied=False,
+        parameters=8_030_261_248,
+        hidden=4096,
+        layers=32,
+        intermediate=14336,
+        vocab=128_256,
+        kv_hidden=8 * 128,
+        tied=False,
     ),
-}  # fmt: skip
+}
 """Shapes from the models' config.json (parameter counts as their model cards give)."""
 
 
@@ -204,13 +220,21 @@ def main() -> None:
         adapter = shape.lora_parameters(args.lora_rank) if args.lora_rank else None
         for world in (1, 2, 3, 4, 8):
             estimate = estimate_peak(
-                shape, micro_batch_tokens=args.micro_batch_tokens, world=world, compute_bytes=2,
-                checkpointing=True, runtime_bytes=GPU_RUNTIME_BYTES, lora_parameters=adapter,
-            )  # fmt: skip
+                shape,
+                micro_batch_tokens=args.micro_batch_tokens,
+                world=world,
+                compute_bytes=2,
+                checkpointing=True,
+                runtime_bytes=GPU_RUNTIME_BYTES,
+                lora_parameters=adapter,
+            )
             fits = "fits" if estimate.total <= args.gpu_gib * GIB else "does not fit"
             lora = {"lora_rank": args.lora_rank, "adapter_parameters": adapter} if adapter else {}
-            print(json.dumps({"model": name, "trainer_gpus": world, **lora, **estimate.gib(),
-                              "": fits}))  # fmt: skip
+            print(
+                json.dumps(
+                    {"model": name, "trainer_gpus": world, **lora, **estimate.gib(), "": fits}
+                )
+            )
 
 
 if __name__ == "__main__":

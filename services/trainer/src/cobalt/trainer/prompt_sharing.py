@@ -106,9 +106,11 @@ class PackedLayout:
 
 
 def plan_segments(
-    prompts: Sequence[Sequence[int]], response_lengths: Sequence[int], rows: Sequence[int],
+    prompts: Sequence[Sequence[int]],
+    response_lengths: Sequence[int],
+    rows: Sequence[int],
     budget: int,
-) -> list[list[list[int]]]:  # fmt: skip
+) -> list[list[list[int]]]:
     """`rows` as micro-batches of segments: each segment a list of rows with the same
     prompt (one forward of it), each micro-batch a list of segments packed into one row
     of at most `budget` tokens.
@@ -190,9 +192,15 @@ def prompt_sharing_attention(
             return parts[0] if len(parts) == 1 else torch.cat(parts, dim=2)
 
         out, _ = sdpa_attention_forward(
-            module, query[rows, :, queries], joined(key), joined(value), mask, dropout=dropout,
-            scaling=scaling, is_causal=mask is None,
-        )  # fmt: skip
+            module,
+            query[rows, :, queries],
+            joined(key),
+            joined(value),
+            mask,
+            dropout=dropout,
+            scaling=scaling,
+            is_causal=mask is None,
+        )
         return out  # (1, length, heads, D)
 
     width = query.shape[2]
@@ -209,9 +217,10 @@ def prompt_sharing_attention(
                 # (torch's causal_lower_right would spare CUDA the mask, but its dispatch
                 # refuses the mixed dtypes autocast hands it.)
                 mask = torch.ones(
-                    (length, segment.prompt_tokens + length), dtype=torch.bool,
+                    (length, segment.prompt_tokens + length),
+                    dtype=torch.bool,
                     device=query.device,
-                ).tril(diagonal=segment.prompt_tokens)  # fmt: skip
+                ).tril(diagonal=segment.prompt_tokens)
                 pieces.append(attend(at, slice(start, end), [prompt, slice(start, end)], mask))
         used = segments[-1].end if segments else 0
         if used < width:  # padding after the last segment: zeros, never read

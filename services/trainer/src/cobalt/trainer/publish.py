@@ -75,10 +75,12 @@ def serve_checkpoint(inference: InferenceReplicas | None, checkpoint: Checkpoint
     write_published(
         checkpoint.path.parent.parent,
         PublishedPolicy(
-            job=_job_of(checkpoint), version=checkpoint.policy_version, step=checkpoint.step,
+            job=_job_of(checkpoint),
+            version=checkpoint.policy_version,
+            step=checkpoint.step,
             path=str(checkpoint.policy_dir),
         ),
-    )  # fmt: skip
+    )
     return min(outcome.served.values())
 
 
@@ -122,8 +124,9 @@ class DiskPublisher:
             # or corrupted): write it whole, which it loads without the chain.
             logger.warning(
                 "inference refused the delta of version %d (%s); writing it whole",
-                checkpoint.policy_version, exc,
-            )  # fmt: skip
+                checkpoint.policy_version,
+                exc,
+            )
             return serve_checkpoint(self.inference, self.store.rewrite_full(checkpoint, self.model))
 
 

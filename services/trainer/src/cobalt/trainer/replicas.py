@@ -132,9 +132,12 @@ class InferenceReplicas:
         if newest is None:
             raise Unavailable(
                 "no inference replica answered"
-                + (f" ({'; '.join(errors)})" if errors else f" ({', '.join(self.specs)} "
-                   "resolves to no address)")
-            )  # fmt: skip
+                + (
+                    f" ({'; '.join(errors)})"
+                    if errors
+                    else f" ({', '.join(self.specs)} resolves to no address)"
+                )
+            )
         return newest
 
     def publish(self, version: int, load: LoadOne) -> PublishOutcome:
@@ -149,8 +152,10 @@ class InferenceReplicas:
                 return PublishOutcome(version, served={self.specs[0]: load(client)})
         urls = self.urls()
         if not urls:
-            raise UpstreamError(f"no inference replica to publish version {version} to: "
-                                f"{', '.join(self.specs)} resolves to no address")  # fmt: skip
+            raise UpstreamError(
+                f"no inference replica to publish version {version} to: "
+                f"{', '.join(self.specs)} resolves to no address"
+            )
         deadline = time.monotonic() + self.timeout_s
         pool = concurrent.futures.ThreadPoolExecutor(len(urls), thread_name_prefix="publish")
         futures = {
@@ -172,8 +177,10 @@ class InferenceReplicas:
         for url, reason in failed.items():
             logger.warning(
                 "replica %s is out of rotation until it catches up to version %d: %s",
-                url, version, reason,
-            )  # fmt: skip
+                url,
+                version,
+                reason,
+            )
         if not served:
             raise UpstreamError(
                 f"no inference replica serves version {version}: "

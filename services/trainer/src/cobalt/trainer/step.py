@@ -158,9 +158,11 @@ class PackedBatch:
 
 
 def _response_tensors(
-    responses: Sequence[Sequence[int]], starts: Sequence[int], prompt_ends: Sequence[int],
+    responses: Sequence[Sequence[int]],
+    starts: Sequence[int],
+    prompt_ends: Sequence[int],
     pad_id: int,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(B, T) positions, token ids, mask and predicting positions of responses that start
     at `starts` in their rows, each after a prompt ending at `prompt_ends`."""
     batch, longest = len(responses), max(len(r) for r in responses)
@@ -194,8 +196,15 @@ def pack(rollouts: Rollouts, pad_id: int, rows: Sequence[int] | None = None) -> 
     positions, response_ids, response_mask, predicting = _response_tensors(
         responses, prompt_ends, prompt_ends, pad_id
     )
-    return PackedBatch(input_ids, attention_mask, positions, response_ids, response_mask,
-                       predicting, torch.arange(len(chosen)))  # fmt: skip
+    return PackedBatch(
+        input_ids,
+        attention_mask,
+        positions,
+        response_ids,
+        response_mask,
+        predicting,
+        torch.arange(len(chosen)),
+    )
 
 
 def pack_shared(rollouts: Rollouts, pad_id: int, segments: Sequence[Sequence[int]]) -> PackedBatch:
@@ -226,12 +235,16 @@ def pack_shared(rollouts: Rollouts, pad_id: int, segments: Sequence[Sequence[int
         responses, starts, prompt_ends, pad_id
     )
     return PackedBatch(
-        input_ids=input_ids, attention_mask=torch.ones_like(input_ids),
-        response_positions=positions, response_ids=response_ids, response_mask=response_mask,
+        input_ids=input_ids,
+        attention_mask=torch.ones_like(input_ids),
+        response_positions=positions,
+        response_ids=response_ids,
+        response_mask=response_mask,
         predicting_positions=predicting,
         response_rows=torch.zeros(len(responses), dtype=torch.long),
-        position_ids=layout.position_ids(len(tokens)), layout=layout,
-    )  # fmt: skip
+        position_ids=layout.position_ids(len(tokens)),
+        layout=layout,
+    )
 
 
 def micro_batches(lengths: Sequence[int], rows: Sequence[int], budget: int) -> list[list[int]]:
@@ -264,11 +277,19 @@ def response_log_probs(
     """Log-probability and entropy (B, T) of each response token given everything before
     it, without full-vocabulary logits for every position (logprobs.py)."""
     return response_token_log_probs(
-        model, batch.input_ids, batch.attention_mask, batch.response_positions,
-        batch.response_ids, batch.response_mask, chunk_tokens=chunk_tokens, entropy=entropy,
-        predicting_positions=batch.predicting_positions, response_rows=batch.response_rows,
-        position_ids=batch.position_ids, layout=batch.layout,
-    )  # fmt: skip
+        model,
+        batch.input_ids,
+        batch.attention_mask,
+        batch.response_positions,
+        batch.response_ids,
+        batch.response_mask,
+        chunk_tokens=chunk_tokens,
+        entropy=entropy,
+        predicting_positions=batch.predicting_positions,
+        response_rows=batch.response_rows,
+        position_ids=batch.position_ids,
+        layout=batch.layout,
+    )
 
 
 def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
@@ -348,20 +369,24 @@ def plan_micro_batches(
     if share_prompts:
         lengths = [len(response) for response in rollouts.response_ids]
         return plan_segments(rollouts.prompt_ids, lengths, rows, budget)
-    lengths = [len(p) + len(r) for p, r in zip(rollouts.prompt_ids, rollouts.response_ids,
-                                               strict=True)]  # fmt: skip
+    lengths = [
+        len(p) + len(r) for p, r in zip(rollouts.prompt_ids, rollouts.response_ids, strict=True)
+    ]
     return [[[row] for row in micro] for micro in micro_batches(lengths, rows, budget)]
 
 
 def micro_batch_tokens(rollouts: Rollouts, micro: Micro, *, share_prompts: bool) -> int:
     """Tokens of one forward of `micro`, padding included: what the budget bounds."""
     if share_prompts:
-        return sum(len(rollouts.prompt_ids[segment[0]])
-                   + sum(len(rollouts.response_ids[row]) for row in segment)
-                   for segment in micro)  # fmt: skip
+        return sum(
+            len(rollouts.prompt_ids[segment[0]])
+            + sum(len(rollouts.response_ids[row]) for row in segment)
+            for segment in micro
+        )
     rows = _members(micro)
-    return len(rows) * max(len(rollouts.prompt_ids[r]) + len(rollouts.response_ids[r])
-                           for r in rows)  # fmt: skip
+    return len(rows) * max(
+        len(rollouts.prompt_ids[r]) + len(rollouts.response_ids[r]) for r in rows
+    )
 
 
 def _micro_plans(
@@ -381,8 +406,9 @@ def _micro_plans(
 def _packed(rollouts: Rollouts, micro: Micro | None, pad_id: int, *, shared: bool) -> PackedBatch:
     """A micro-batch's rows; an idle one is a single two-token row that weighs nothing."""
     if micro is None:
-        idle = Rollouts(prompt_ids=[[pad_id]], response_ids=[[pad_id]], rewards=[0.0],
-                        group_ids=[0])  # fmt: skip
+        idle = Rollouts(
+            prompt_ids=[[pad_id]], response_ids=[[pad_id]], rewards=[0.0], group_ids=[0]
+        )
         return pack_shared(idle, pad_id, [[0]]) if shared else pack(idle, pad_id)
     if shared:
         return pack_shared(rollouts, pad_id, micro)
@@ -444,27 +470,33 @@ def _off_policy(
         return {}, {}
     if not settings.recompute_old_log_probs:
         return {}, {}
-    sampler = {row: torch.tensor(list(rollouts.old_log_probs[row]), dtype=torch.float32)
-               for row in rows}  # fmt: skip
+    sampler = {
+        row: torch.tensor(list(rollouts.old_log_probs[row]), dtype=torch.float32) for row in rows
+    }
     corrections = {}
     if correction.active:
         corrections = {row: correction.tokens(old_log_probs[row], sampler[row]) for row in rows}
-    sums, largest = mismatch_sums([old_log_probs[row] for row in rows],
-                                  [sampler[row] for row in rows], correction)  # fmt: skip
+    sums, largest = mismatch_sums(
+        [old_log_probs[row] for row in rows], [sampler[row] for row in rows], correction
+    )
     sums, (largest,) = sum_over_ranks(sums, [largest])
     return corrections, mismatch_metrics(sums, largest)
 
 
 def _kept_tokens(
-    rollouts: Rollouts, plans: Sequence[Sequence[Micro | None]],
-    corrections: dict[int, TokenCorrection], minis: Sequence[Sequence[int]],
-) -> list[float]:  # fmt: skip
+    rollouts: Rollouts,
+    plans: Sequence[Sequence[Micro | None]],
+    corrections: dict[int, TokenCorrection],
+    minis: Sequence[Sequence[int]],
+) -> list[float]:
     """Each mini-batch's response tokens over every rank: those the loss keeps (MIS
     leaves some out: they count in no token-mean), all of them without MIS."""
     if not corrections:
         return [float(sum(len(rollouts.response_ids[row]) for row in rows)) for rows in minis]
-    local = [sum(float(corrections[row].kept.sum()) for micro in plan for row in _members(micro))
-             for plan in plans]  # fmt: skip
+    local = [
+        sum(float(corrections[row].kept.sum()) for micro in plan for row in _members(micro))
+        for plan in plans
+    ]
     return sum_over_ranks(local)[0]
 
 
@@ -491,8 +523,9 @@ def train_step(
     if reference is None and config.kl_coef > 0:
         raise ValueError("kl_coef > 0 needs a reference model (frozen, the starting weights)")
     precision = precision or Precision()
-    lengths = [len(p) + len(r) for p, r in zip(rollouts.prompt_ids, rollouts.response_ids,
-                                               strict=True)]  # fmt: skip
+    lengths = [
+        len(p) + len(r) for p, r in zip(rollouts.prompt_ids, rollouts.response_ids, strict=True)
+    ]
     _refuse_rows_over_budget(lengths, settings.token_budget)
     advantages = episode_advantages(rollouts, torch.ones((len(lengths), 1)))[:, 0]  # (B,)
     advantage_stats = {
@@ -508,15 +541,28 @@ def train_step(
     if any(len(rows) < world for rows in minis):
         raise ValueError(f"a mini-batch has fewer rows than the {world} ranks sharing it")
     shared = settings.share_prompts
-    plans = _micro_plans(rollouts, [rows[rank::world] for rows in minis],
-                         settings.token_budget, share_prompts=shared)  # fmt: skip
+    plans = _micro_plans(
+        rollouts, [rows[rank::world] for rows in minis], settings.token_budget, share_prompts=shared
+    )
     # Every forward below, and the recomputation of checkpointed layers in backward,
     # attends within the packed segments (prompt_sharing.py).
     attention = shared_prompt_attention(policy, reference) if shared else nullcontext()
     with attention:
-        return _updates(policy, reference, optimizer, rollouts, settings, minis, plans,
-                        advantages, advantage_stats, pad_id=pad_id, precision=precision,
-                        config=config, world=world)  # fmt: skip
+        return _updates(
+            policy,
+            reference,
+            optimizer,
+            rollouts,
+            settings,
+            minis,
+            plans,
+            advantages,
+            advantage_stats,
+            pad_id=pad_id,
+            precision=precision,
+            config=config,
+            world=world,
+        )
 
 
 def _updates(
@@ -538,9 +584,16 @@ def _updates(
     """The step's updates over its planned micro-batches (`train_step`, steps 3-4)."""
     device = _model_device(policy)
     chunk, shared = settings.log_prob_chunk_tokens, settings.share_prompts
-    old_log_probs = _old_log_probs(policy, rollouts, plans, pad_id=pad_id, precision=precision,
-                                   chunk_tokens=chunk, shared=shared,
-                                   recompute=settings.recompute_old_log_probs)  # fmt: skip
+    old_log_probs = _old_log_probs(
+        policy,
+        rollouts,
+        plans,
+        pad_id=pad_id,
+        precision=precision,
+        chunk_tokens=chunk,
+        shared=shared,
+        recompute=settings.recompute_old_log_probs,
+    )
     mine = [row for plan in plans for micro in plan for row in _members(micro)]
     corrections, mismatch = _off_policy(rollouts, old_log_probs, mine, settings)
     entropy: EntropyMode = "trained" if config.entropy_coef > 0 else "logged"
@@ -591,8 +644,9 @@ def _updates(
         grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), settings.grad_clip)
         if global_tokens:  # the same on every rank
             optimizer.step()
-        local = {name: total / local_tokens if local_tokens else 0.0
-                 for name, total in sums.items()}  # fmt: skip
+        local = {
+            name: total / local_tokens if local_tokens else 0.0 for name, total in sums.items()
+        }
         update_metrics = all_reduce_token_weighted(local, local_tokens, global_tokens or 1.0)
         # Under FSDP the norm is a DTensor; its full value is the same on every rank.
         norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
@@ -604,9 +658,11 @@ def _updates(
 
 
 def _corrected_mask(
-    response_mask: torch.Tensor, members: Sequence[int],
-    corrections: dict[int, TokenCorrection], width: int,
-) -> tuple[torch.Tensor, torch.Tensor | None]:  # fmt: skip
+    response_mask: torch.Tensor,
+    members: Sequence[int],
+    corrections: dict[int, TokenCorrection],
+    width: int,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The micro-batch's loss mask without the tokens MIS leaves out, and its TIS weights
     (None without TIS); the response mask as it is when the job corrects nothing."""
     if not corrections or not members:

@@ -95,10 +95,14 @@ def broadcast_weights(
         receiving.start()
         device = settings.device if backend == WeightBroadcastBackend.NCCL else "cpu"
         group = open_weight_group(
-            host=settings.weight_broadcast_bind, port=plan.master_port, rank=0,
-            world_size=plan.world_size, backend=backend, device=device,
+            host=settings.weight_broadcast_bind,
+            port=plan.master_port,
+            rank=0,
+            world_size=plan.world_size,
+            backend=backend,
+            device=device,
             timeout_s=settings.weight_broadcast_timeout_s,
-        )  # fmt: skip
+        )
     sent = 0
     for tensor in model.state_dict().values():
         full = _full(tensor.detach())
@@ -111,8 +115,12 @@ def broadcast_weights(
     if "error" in outcome:
         raise UpstreamError(f"weight broadcast of version {version} failed: {outcome['error']}")
     loaded: LoadWeightsResponse = outcome["loaded"]
-    logger.info("policy version %d broadcast (%.2f GB) and loaded in %.2f s", version,
-                sent / 1e9, loaded.load_s)  # fmt: skip
+    logger.info(
+        "policy version %d broadcast (%.2f GB) and loaded in %.2f s",
+        version,
+        sent / 1e9,
+        loaded.load_s,
+    )
     return loaded.version
 
 

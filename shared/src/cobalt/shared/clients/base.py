@@ -319,8 +319,13 @@ class _ClientCore:
             )
             logger.warning(
                 "%s %s: %s; retry %d of %d in %.2fs",
-                self.service, url, reason, attempt + 1, self.retry.max_retries, delay,
-            )  # fmt: skip
+                self.service,
+                url,
+                reason,
+                attempt + 1,
+                self.retry.max_retries,
+                delay,
+            )
             return delay
         if isinstance(outcome, httpx.TransportError):
             raise self._unreachable(outcome, url=url, attempts=attempt + 1) from outcome

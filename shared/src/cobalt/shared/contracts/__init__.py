@@ -61,35 +61,32 @@ if TYPE_CHECKING:
 _MODULE_OF = {
     **dict.fromkeys(
         (
-            "REFERENCE_WALL_S", "BatchExecuteRequest", "BatchExecuteResponse", "CallTest",
-            "Compare", "ExecuteRequest", "ExecuteResponse", "ExecutorInfo", "Limits",
-            "RunCodeRequest", "RunCodeResponse", "RunCodeResult", "StdinTest", "TestCase",
-            "TestResult", "Verdict", "reference_limits",
-        ),
+            "REFERENCE_WALL_S BatchExecuteRequest BatchExecuteResponse CallTest "
+            "Compare ExecuteRequest ExecuteResponse ExecutorInfo Limits "
+            "RunCodeRequest RunCodeResponse RunCodeResult StdinTest TestCase "
+            "TestResult Verdict reference_limits"
+        ).split(),
         "executor",
     ),
     **dict.fromkeys(
         (
-            "POLICY_VERSION_HEADER", "LoadAdapterRequest", "LoadWeightsRequest",
-            "LoadWeightsResponse", "PolicyStatus",
-        ),
+            "POLICY_VERSION_HEADER LoadAdapterRequest LoadWeightsRequest "
+            "LoadWeightsResponse PolicyStatus"
+        ).split(),
         "inference",
     ),
     **dict.fromkeys(
         (
-            "PROGRAM_TEST_MARKER", "DatasetPublic", "DatasetsPublic", "ProblemPublic",
-            "ProblemRow", "ProgramTest", "StoredTest", "TestStyle",
-        ),
+            "PROGRAM_TEST_MARKER DatasetPublic DatasetsPublic ProblemPublic "
+            "ProblemRow ProgramTest StoredTest TestStyle"
+        ).split(),
         "problems",
     ),
     **dict.fromkeys(
-        (
-            "RunKind", "RunStatus", "TrainingGroupStatus", "TrainingJobStatus",
-            "TrajectoryStatus",
-        ),
+        "RunKind RunStatus TrainingGroupStatus TrainingJobStatus TrajectoryStatus".split(),
         "statuses",
     ),
-}  # fmt: skip
+}
 """Each exported name's module under cobalt.shared.contracts."""
 
 __all__ = [

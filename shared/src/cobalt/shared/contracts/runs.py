@@ -40,7 +40,12 @@ MAX_SAMPLES = 1024
 
 
 class _Decoding(SamplingSettings):
-    model_config = ConfigDict(extra="forbid", frozen=False, allow_inf_nan=False)
+    """What both run requests take: the sampling settings, the endpoint's key, the
+    response's length and the history's rules."""
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=False, allow_inf_nan=False, validate_by_name=True
+    )
 
     api_key: SecretStr | None = Field(
         default=None,
@@ -48,7 +53,21 @@ class _Decoding(SamplingSettings):
         description="Key for the model endpoint; sent with the jobs, never stored.",
     )
 
-    max_tokens: int = Field(default=defaults.MAX_RESPONSE_TOKENS, ge=1, le=INT32_MAX)
+    max_tokens: int = Field(
+        default=defaults.MAX_RESPONSE_TOKENS,
+        ge=1,
+        le=INT32_MAX,
+        description="longest response in tokens",
+    )
+    stop_on_pass: bool = Field(
+        default=False, description="end a trajectory once its program passes every public test"
+    )
+    think_cap_chars: int = Field(
+        default=defaults.HISTORY_CAP_CHARS,
+        ge=0,
+        le=INT32_MAX,
+        description="characters of an answer (after </think>) the history keeps",
+    )
 
 
 class RunParams(SamplingSettings):
@@ -91,15 +110,29 @@ class RunParams(SamplingSettings):
 
 
 class SampleRunRequest(_Decoding):
-    """n programs per problem at turn 0 (and, with `turns` > 0, feedback turns after it)."""
+    """n programs per problem at turn 0 (and, with `turns` > 0, feedback turns after it).
 
-    dataset: str = Field(min_length=1, max_length=DATASET_NAME_CHARS)
+    `feedback_turns` counts the turns after turn 0, as a run's `RunParams` does; requests
+    and stored rows name it `turns` (scripts send it)."""
+
+    dataset: str = Field(
+        min_length=1, max_length=DATASET_NAME_CHARS, description="the dataset (`cobalt data list`)"
+    )
     base_url: str = Field(
         min_length=1, max_length=URL_CHARS, description="OpenAI-compatible base URL, up to /v1"
     )
-    model: str = Field(min_length=1, max_length=MODEL_NAME_CHARS)
-    n: int = Field(default=defaults.SAMPLES_PER_PROBLEM, ge=1, le=MAX_SAMPLES)
-    turns: int = Field(default=0, ge=0, le=64, description="feedback turns after turn 0")
+    model: str = Field(
+        min_length=1, max_length=MODEL_NAME_CHARS, description="the model's name at that URL"
+    )
+    n: int = Field(
+        default=defaults.SAMPLES_PER_PROBLEM,
+        ge=1,
+        le=MAX_SAMPLES,
+        description="programs per problem at turn 0",
+    )
+    feedback_turns: int = Field(
+        default=0, ge=0, le=64, alias="turns", description="feedback turns after turn 0"
+    )
     template: str = Field(
         default="default",
         min_length=1,
@@ -110,8 +143,6 @@ class SampleRunRequest(_Decoding):
     limit: int | None = Field(
         default=None, ge=1, le=INT32_MAX, description="only the first N problems"
     )
-    stop_on_pass: bool = False
-    think_cap_chars: int = Field(default=defaults.HISTORY_CAP_CHARS, ge=0, le=INT32_MAX)
     compare: Compare | None = Field(
         default=None,
         description="judge preset; default: the dataset's (its import's `judge`), else cobalt",
@@ -122,10 +153,19 @@ class SampleRunRequest(_Decoding):
 
 
 class RefineRunRequest(_Decoding):
-    """`turns` feedback turns continuing a finished sample run's turn-0 programs."""
+    """`turns` (`feedback_turns`) feedback turns continuing a finished sample run's turn-0
+    programs."""
 
-    from_run: int = Field(ge=1, le=INT32_MAX)
-    turns: int = Field(default=defaults.EVALUATION_FEEDBACK_TURNS, ge=1, le=64)
+    from_run: int = Field(
+        ge=1, le=INT32_MAX, description="the finished sample run whose turn 0 it continues"
+    )
+    feedback_turns: int = Field(
+        default=defaults.EVALUATION_FEEDBACK_TURNS,
+        ge=1,
+        le=64,
+        alias="turns",
+        description="feedback turns after turn 0",
+    )
     base_url: str | None = Field(
         default=None, min_length=1, max_length=URL_CHARS, description="default: the sample run's"
     )
@@ -135,8 +175,6 @@ class RefineRunRequest(_Decoding):
         max_length=MODEL_NAME_CHARS,
         description="default: the sample run's",
     )
-    stop_on_pass: bool = False
-    think_cap_chars: int = Field(default=defaults.HISTORY_CAP_CHARS, ge=0, le=INT32_MAX)
 
 
 class TurnPublic(BaseModel):

@@ -20,8 +20,12 @@ class SamplingSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
-    temperature: float = Field(default=defaults.TEMPERATURE, ge=0, le=2)
-    top_p: float = Field(default=defaults.TOP_P, gt=0, le=1)
+    temperature: float = Field(
+        default=defaults.TEMPERATURE, ge=0, le=2, description="sampling temperature"
+    )
+    top_p: float = Field(
+        default=defaults.TOP_P, gt=0, le=1, description="nucleus sampling's probability mass"
+    )
     seed: int | None = Field(
         default=None, ge=-SEED_MAX - 1, le=SEED_MAX, description="sampling seed (per request)"
     )

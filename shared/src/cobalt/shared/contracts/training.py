@@ -58,9 +58,10 @@ def group_list_key(job_id: int) -> str:
 class TrainerHyperparameters(BaseModel):
     """GRPO's settings (defaults: docs/method.md's paper values), as a job stores them and the
     trainer reads them; `cobalt.trainer.settings.TrainerSettings` adds `COBALT_TRAINER_*`
-    variables on top of the same fields."""
+    variables on top of the same fields. Each field's docstring is its description (the
+    OpenAPI document's and `cobalt train start --help`'s)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
     lr: float = Field(default=defaults.LEARNING_RATE, gt=0)
     """AdamW learning rate, constant (no schedule)."""
@@ -207,7 +208,7 @@ class TrainingMode(StrEnum):
     SINGLE_TURN = "single-turn"
     """Only the bandit dataset's turn-0 contexts (problem alone): single-turn GRPO."""
     MULTI_TURN = "multi-turn"
-    """Online episodes from the turn-0 contexts: up to `turns` turns with the current
+    """Online episodes from the turn-0 contexts: up to `episode_turns` turns with the current
     policy and execution feedback, each episode rewarded by its last turn, the loss on
     every assistant turn (multi-turn online GRPO)."""
     VERPO = "verpo"

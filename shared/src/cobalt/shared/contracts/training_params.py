@@ -66,7 +66,14 @@ __all__ = [
     "training_params",
 ]
 
-_CONFIG = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+_CONFIG = ConfigDict(
+    extra="forbid",
+    frozen=True,
+    allow_inf_nan=False,
+    validate_by_name=True,
+    serialize_by_alias=True,
+)
+"""Attributes say what they count (`episode_turns`); the contract's names stay (`turns`)."""
 
 
 class ContextSelection(BaseModel):
@@ -220,8 +227,13 @@ class EpisodeSettings(BaseModel):
 
     model_config = _CONFIG
 
-    turns: int = Field(
-        default=3, ge=1, le=64, description="episodes: turns per episode, turn 0 too"
+    episode_turns: int = Field(
+        default=3,
+        ge=1,
+        le=64,
+        alias="turns",
+        description="episodes: the most turns an episode has, turn 0 included (stored and "
+        "sent as `turns`)",
     )
     stop_on_pass: bool = Field(
         default=True, description="episodes: end an episode once every public test passes"
@@ -317,6 +329,16 @@ TrainingParamsRequest = Annotated[dict[str, Any], _DocumentedAsAnyMode]
 """`TrainingJobCreate.params`: a mapping, documented as `AnyModeTrainingParams`."""
 
 
+def _names(model: type[BaseModel]) -> set[str]:
+    """The keys `model` reads: its fields' names and their aliases (the stored names)."""
+    return {
+        name
+        for field_name, field in model.model_fields.items()
+        for name in (field_name, field.alias)
+        if name is not None
+    }
+
+
 _MISPLACED: tuple[tuple[type[BaseModel], str], ...] = (
     (EpisodeSettings, "{names}: multi-turn settings, but the job's mode is {mode}"),
     (FormatRules, "{names}: the VeRPO reward reads only the tests' verdicts, no format rules"),
@@ -337,9 +359,9 @@ def training_params(mode: TrainingMode, raw: Mapping[str, Any]) -> TrainingParam
     except ValidationError as exc:
         reason = first_validation_error(exc, where="params")
         raise InvalidInput(f"training parameter {reason}") from exc
-    fields = MODE_PARAMS[mode].model_fields
+    fields = _names(MODE_PARAMS[mode])
     for group, why in _MISPLACED:
-        misplaced = sorted(group.model_fields.keys() & raw.keys() - fields.keys())
+        misplaced = sorted(_names(group) & raw.keys() - fields)
         if misplaced:
             raise InvalidInput(why.format(names=", ".join(misplaced), mode=mode))
     return _ADAPTER.validate_python({**raw, "mode": mode})
@@ -353,7 +375,7 @@ def stored_training_params(
     already typed (`TrainingJobPublic.params`) are checked against `mode` alike."""
     if isinstance(stored, BaseModel):
         stored = stored.model_dump(exclude={"mode"})
-    fields = MODE_PARAMS[TrainingMode(mode)].model_fields
+    fields = _names(MODE_PARAMS[TrainingMode(mode)])
     return _ADAPTER.validate_python(
         {**{k: v for k, v in stored.items() if k in fields}, "mode": mode}
     )

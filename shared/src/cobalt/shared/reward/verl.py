@@ -150,9 +150,13 @@ def compute_score_blocking(
         resources = _LoopResources()
         try:
             return await compute_score(
-                data_source, solution_str, ground_truth, extra_info,
-                _resources_override=resources, **kwargs,
-            )  # fmt: skip
+                data_source,
+                solution_str,
+                ground_truth,
+                extra_info,
+                _resources_override=resources,
+                **kwargs,
+            )
         finally:
             await resources.client.close()
 

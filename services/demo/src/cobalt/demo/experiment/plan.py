@@ -85,8 +85,16 @@ class ExperimentOptions:
     ui_port: int = 8300
 
     def __post_init__(self) -> None:
-        for name in ("pool", "screen_samples", "samples", "steps", "contexts_per_step",
-                     "episode_turns", "max_tokens", "max_context_tokens"):  # fmt: skip
+        for name in (
+            "pool",
+            "screen_samples",
+            "samples",
+            "steps",
+            "contexts_per_step",
+            "episode_turns",
+            "max_tokens",
+            "max_context_tokens",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
         if self.pool < 4:
@@ -154,8 +162,10 @@ def arms_of(options: ExperimentOptions) -> list[Arm]:
     """
     group, per_step, steps = options.group_size, options.contexts_per_step, options.steps
     trainer = {
-        "n_samples": group, "max_response_tokens": options.max_tokens, "lr": options.lr,
-    }  # fmt: skip
+        "n_samples": group,
+        "max_response_tokens": options.max_tokens,
+        "lr": options.lr,
+    }
     common = {"temperature": options.temperature, "max_steps": steps}
     arms = []
     for name in sorted(set(options.arms), key=ARM_NAMES.index):  # base first
@@ -180,10 +190,11 @@ def arms_of(options: ExperimentOptions) -> list[Arm]:
         if mode != TrainingMode.VERPO:
             params["reward_format"] = options.reward_format.value
         params["trainer"] = {
-            **trainer, "contexts_per_step": arm_contexts,
+            **trainer,
+            "contexts_per_step": arm_contexts,
             # Mini-batches must split a step evenly; 2 updates (the paper's) where they can.
             "updates_per_step": 2 if arm_contexts % 2 == 0 else 1,
-        }  # fmt: skip
+        }
         arms.append(Arm(name, mode, arm_steps, arm_contexts, arm_contexts * group * turns, params))
     budgets = {arm.budget for arm in arms if arm.mode is not None}
     assert len(budgets) <= 1, budgets  # by construction above

@@ -45,16 +45,22 @@ def collect(result: ExperimentResult, sessions: sessionmaker[Session]) -> dict[s
     arms = []
     for arm in result.arms:
         entry: dict[str, Any] = {
-            "name": arm.arm.name, "key": arm.key, "mode": arm.arm.mode, "job": arm.job,
-            "runs": dict(arm.runs), "splits": {},
-        }  # fmt: skip
+            "name": arm.arm.name,
+            "key": arm.key,
+            "mode": arm.arm.mode,
+            "job": arm.job,
+            "runs": dict(arm.runs),
+            "splits": {},
+        }
         for split, _ in SPLITS:
             report = stored_report(sessions, arm.runs[split], ks=(1,))
             figures: dict[str, Any] = {
-                "run": arm.runs[split], "problems": report.problems, "samples": report.samples,
+                "run": arm.runs[split],
+                "problems": report.problems,
+                "samples": report.samples,
                 "pass_at_1": report.pass_at_1,
                 "interval": [_interval(i) for i in report.pass_at_1_interval or []],
-            }  # fmt: skip
+            }
             if arm is not base:
                 comparison = compare_runs(sessions, base.runs[split], arm.runs[split])
                 figures["difference"] = comparison.difference

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.analysis.cases import CaseSelection, verdict_counts
 from cobalt.orchestrator.analysis.judge import CATEGORIES
-from cobalt.orchestrator.store import repo_runs
-from cobalt.orchestrator.store.models import HackingCase, JudgeVerdict, Problem
+from cobalt.orchestrator.store import repo_hacking, repo_runs
 from cobalt.shared.contracts.browse import (
     HackingCasePublic,
     HackingCasesPublic,
@@ -37,12 +35,7 @@ def hacking_cases(
     with sessions() as session:
         repo_runs.get_run(session, run_id=run_id)
         verdicts: dict[int, list[JudgeVerdictPublic]] = defaultdict(list)
-        for case_id, judge_model, found in session.execute(
-            select(JudgeVerdict.case_id, JudgeVerdict.judge_model, JudgeVerdict.category)
-            .join(HackingCase, HackingCase.id == JudgeVerdict.case_id)
-            .where(HackingCase.run_id == run_id)
-            .order_by(JudgeVerdict.judge_model)
-        ):
+        for case_id, judge_model, found in repo_hacking.verdicts_of_run(session, run_id=run_id):
             verdicts[case_id].append(
                 JudgeVerdictPublic(
                     judge_model=judge_model, category=found, category_label=_label(found)
@@ -52,7 +45,7 @@ def hacking_cases(
             HackingCasePublic(
                 id=case.id,
                 run_id=case.run_id,
-                problem=external_id,
+                problem=problem.external_id,
                 sample_index=case.sample_index,
                 turn_index=case.turn_index,
                 shown_test=case.shown_test,
@@ -63,12 +56,7 @@ def hacking_cases(
                 hidden_pass_after=case.hidden_pass_after,
                 verdicts=verdicts.get(case.id, []),
             )
-            for case, external_id in session.execute(
-                select(HackingCase, Problem.external_id)
-                .join(Problem, Problem.id == HackingCase.problem_id)
-                .where(HackingCase.run_id == run_id)
-                .order_by(HackingCase.id)
-            )
+            for case, problem in repo_hacking.cases_of_run(session, run_id=run_id)
         ]
         counts = verdict_counts(session, selection=CaseSelection(run_id=run_id))
     unjudged = sum(1 for case in cases if not case.verdicts)

@@ -85,10 +85,16 @@ def run_turns(
     the turn index, a problem id substring, a response substring, hidden pass, and a reward
     component range."""
     filters = TurnFilters(
-        verdict=verdict, tests=tests, turn=turn, problem=problem, text=text,
+        verdict=verdict,
+        tests=tests,
+        turn=turn,
+        problem=problem,
+        text=text,
         hidden_passed=hidden_passed,
-        component=component, minimum=min, maximum=max,
-    )  # fmt: skip
+        component=component,
+        minimum=min,
+        maximum=max,
+    )
     return find_turns(sessions, run_id, filters, offset=offset, limit=limit)
 
 

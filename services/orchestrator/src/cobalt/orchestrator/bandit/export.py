@@ -18,12 +18,11 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cobalt.orchestrator.bandit.options import ExportFormat
-from cobalt.orchestrator.store import repo_bandit
-from cobalt.orchestrator.store.models import BanditDataset, Problem
+from cobalt.orchestrator.store import repo_bandit, repo_datasets
+from cobalt.orchestrator.store.models import BanditDataset
 
 __all__ = ["ExportFormat", "export_bandit_dataset", "rows_of"]
 
@@ -33,12 +32,7 @@ ABILITY = "code"
 def rows_of(session: Session, dataset: BanditDataset) -> list[dict[str, Any]]:
     """A dataset's contexts as verl rows, in the dataset's (shuffled) order."""
     contexts = repo_bandit.contexts_of(session, dataset_id=dataset.id)
-    problems = {
-        p.id: p
-        for p in session.scalars(
-            select(Problem).where(Problem.id.in_({c.problem_id for c in contexts}))
-        )
-    }
+    problems = repo_datasets.problems_by_id(session, ids={c.problem_id for c in contexts})
     rows = []
     for context in contexts:
         problem = problems[context.problem_id]

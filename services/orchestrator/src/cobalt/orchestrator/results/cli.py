@@ -100,10 +100,16 @@ def table(
         write_export(result, table_rows, out, form)
     else:
         shown = Table(
-            "run", "name", "dataset", "model", "problems x n", "Pass@1 turn 0 [95%]",
-            "Pass@1 last [95%]", *(f"{level} (last)" for level in result.difficulties),
+            "run",
+            "name",
+            "dataset",
+            "model",
+            "problems x n",
+            "Pass@1 turn 0 [95%]",
+            "Pass@1 last [95%]",
+            *(f"{level} (last)" for level in result.difficulties),
             title="runs side by side (hidden tests)",
-        )  # fmt: skip
+        )
         for row in result.rows:
             levels = [row.by_difficulty.get(level) for level in result.difficulties]
             shown.add_row(
@@ -114,9 +120,11 @@ def table(
                 f"{row.problems} x {row.samples}",
                 _rate(row.pass_at_1_first, row.pass_at_1_first_interval),
                 _rate(row.pass_at_1_last, row.pass_at_1_last_interval),
-                *("-" if c is None else f"{_rate(c.pass_at_1, c.interval)} ({c.problems})"
-                  for c in levels),
-            )  # fmt: skip
+                *(
+                    "-" if c is None else f"{_rate(c.pass_at_1, c.interval)} ({c.problems})"
+                    for c in levels
+                ),
+            )
         Console().print(shown)
     missing = [row for row in result.rows if row.unevaluated]
     for row in missing:
@@ -178,10 +186,19 @@ def label(
 def print_problems(problems: RunProblemsPublic, unevaluated: str | None) -> None:
     """`cobalt run show ID --problems`: one line per problem."""
     shown = Table(
-        "problem", "difficulty", "outcome", "samples", "turns", "pass turn 0 [95%]",
-        "pass last [95%]", "public last", "reward", "flagged", "failed",
+        "problem",
+        "difficulty",
+        "outcome",
+        "samples",
+        "turns",
+        "pass turn 0 [95%]",
+        "pass last [95%]",
+        "public last",
+        "reward",
+        "flagged",
+        "failed",
         title=f"run {problems.run_id}: {problems.total} problems (hidden tests)",
-    )  # fmt: skip
+    )
     for p in problems.items:
         shown.add_row(
             p.external_id,

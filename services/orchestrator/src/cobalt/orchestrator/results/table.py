@@ -7,14 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.analysis.statistics import bootstrap_pass_at_1
 from cobalt.orchestrator.runs.comparison import problem_counts
 from cobalt.orchestrator.runs.service import run_public
-from cobalt.orchestrator.store import repo_runs
-from cobalt.orchestrator.store.models import Problem
+from cobalt.orchestrator.store import repo_datasets, repo_runs
 from cobalt.shared.contracts.results import DifficultyCell, RunTable, RunTableRow
 from cobalt.shared.contracts.runs import RunParams
 from cobalt.shared.errors import InvalidInput
@@ -24,8 +22,17 @@ __all__ = ["MAX_RUNS", "difficulty_order", "run_table"]
 MAX_RUNS = 50
 """Runs in one table: a page and a terminal stay readable."""
 
-_KNOWN_ORDER = ("introductory", "easy", "interview", "medium", "medium_hard", "hard",
-                "competition", "very_hard", "unknown_difficulty")  # fmt: skip
+_KNOWN_ORDER = (
+    "introductory",
+    "easy",
+    "interview",
+    "medium",
+    "medium_hard",
+    "hard",
+    "competition",
+    "very_hard",
+    "unknown_difficulty",
+)
 
 
 def difficulty_order(names: set[str]) -> list[str]:
@@ -64,11 +71,10 @@ def run_table(sessions: sessionmaker[Session], run_ids: Sequence[int]) -> RunTab
             run = repo_runs.get_run(session, run_id=run_id)
             counts, turns = problem_counts(session, run)
             n = RunParams.model_validate(run.params).n
-            levels = dict(
-                session.execute(
-                    select(Problem.id, Problem.difficulty).where(Problem.id.in_(counts))
-                ).all()
-            )
+            levels = {
+                problem_id: problem.difficulty
+                for problem_id, problem in repo_datasets.problems_by_id(session, ids=counts).items()
+            }
         public = run_public(sessions, run_id)
         if public.dataset not in datasets:
             datasets.append(public.dataset)

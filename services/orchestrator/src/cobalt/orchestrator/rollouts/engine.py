@@ -49,8 +49,8 @@ __all__ = [
 class MultiTurnSpec:
     """How far trajectories go and how their programs are judged."""
 
-    turns: int
-    """Turns per trajectory, turn 0 included."""
+    max_turns: int
+    """The most turns a trajectory has, turn 0 included (a run's feedback turns + 1)."""
     stop_on_pass: bool
     """End a trajectory at its first program that passes every public test."""
     think_cap_chars: int = HISTORY_CAP_CHARS
@@ -204,7 +204,7 @@ async def run_turns(
         await observer.record(TurnBatch(judged, sample_s=sample_s, judge_s=judge_s))
 
     missing = [i for i in range(n) if not trajectories[i].past]
-    if missing and spec.turns > 0:
+    if missing and spec.max_turns > 0:
         started = time.perf_counter()
         samples = await sampler.sample(initial_messages, replace(sampling, n=len(missing)))
         observer.sampled(samples)
@@ -212,7 +212,7 @@ async def run_turns(
             [(i, 0, initial_messages, s) for i, s in zip(missing, samples, strict=True)],
             time.perf_counter() - started,
         )
-    for turn_index in range(1, spec.turns):
+    for turn_index in range(1, spec.max_turns):
         observer.before_turn(turn_index)
         active = [i for i, t in trajectories.items() if t.is_active(turn_index, spec.stop_on_pass)]
         if not active:

@@ -54,7 +54,7 @@ class RolloutSpec:
     def multi_turn(self) -> MultiTurnSpec:
         """The engine's settings: turn 0 and the feedback turns."""
         return MultiTurnSpec(
-            turns=self.feedback_turns + 1,
+            max_turns=self.feedback_turns + 1,
             stop_on_pass=self.stop_on_pass,
             think_cap_chars=self.think_cap_chars,
             limits=self.limits,

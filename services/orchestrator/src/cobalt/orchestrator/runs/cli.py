@@ -14,8 +14,9 @@ cancelled); 2 usage; 3 a service (the model endpoint among them) cannot be reach
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from pydantic import BaseModel, ValidationError
@@ -39,9 +40,9 @@ from cobalt.orchestrator.console import (
     settings_or_exit,
     store_context,
 )
-from cobalt.shared import defaults
+from cobalt.orchestrator.options import OptionGroup, model_options
 from cobalt.shared.cli import interrupted, stopping_on_signals
-from cobalt.shared.contracts.executor import Compare
+from cobalt.shared.contracts.runs import RefineRunRequest, SampleRunRequest
 from cobalt.shared.contracts.statuses import RunStatus, TrajectoryStatus
 from cobalt.shared.errors import InvalidInput, first_validation_error_parts
 
@@ -57,6 +58,7 @@ __all__ = ["run_app"]
 EXIT_RUN_FAILED = 1
 
 _Request = TypeVar("_Request", bound=BaseModel)
+_Command = TypeVar("_Command", bound=Callable[..., Any])
 
 run_app = typer.Typer(
     help="Rollout runs: sample, refine, evaluate, compare; list, show, cancel, resume.",
@@ -260,66 +262,40 @@ def _print_run(public: RunPublic) -> None:
     console.print(table)
 
 
+def _request_options(
+    request: type[BaseModel], *, skip: frozenset[str] = frozenset(), **names: str
+) -> Callable[[_Command], _Command]:
+    """A run request's fields as options defaulting to the model's values (`settings`);
+    the endpoint's key is `--api-key` (env), `--turns` the old `--feedback-turns`."""
+    return model_options(
+        OptionGroup(
+            request,
+            into="settings",
+            unset=False,
+            skip=skip | {"api_key"},
+            names={"think_cap_chars": "think-cap", **names},
+            deprecated={"turns": "feedback_turns"},
+        )
+    )
+
+
 @run_app.command("sample")
+@_request_options(SampleRunRequest, skip=frozenset({"limits"}), compare="judge")
 def sample(
-    dataset: Annotated[str, typer.Option(help="Dataset name (`cobalt data list`).")],
-    base_url: Annotated[str, typer.Option(help="OpenAI-compatible base URL, up to /v1.")],
-    model: Annotated[str, typer.Option(help="Model name at that endpoint.")],
+    settings: dict[str, Any],
     api_key: ApiKeyOption = None,
-    n: Annotated[
-        int, typer.Option(help="Programs per problem at turn 0.")
-    ] = defaults.SAMPLES_PER_PROBLEM,
-    temperature: Annotated[float, typer.Option()] = defaults.TEMPERATURE,
-    top_p: Annotated[float, typer.Option()] = defaults.TOP_P,
-    max_tokens: Annotated[int, typer.Option()] = defaults.MAX_RESPONSE_TOKENS,
-    turns: Annotated[int, typer.Option(help="Feedback turns after turn 0 (0: sampling only).")] = 0,
-    template: Annotated[str, typer.Option(help="Prompt template name or file.")] = "default",
-    limit: Annotated[int | None, typer.Option(help="Only the first N problems.")] = None,
-    seed: Annotated[
-        int | None, typer.Option(help="Sampling seed, if the endpoint takes one.")
-    ] = None,
-    stop_on_pass: Annotated[
-        bool, typer.Option("--stop-on-pass", help="With --turns: end a trajectory on pass.")
-    ] = False,
-    think_cap: Annotated[
-        int, typer.Option(help="Characters of an answer (after </think>) kept in the history.")
-    ] = defaults.HISTORY_CAP_CHARS,
-    judge: Annotated[
-        Compare | None,
-        typer.Option(
-            "--judge",
-            help="Judge preset (default: the dataset's, e.g. lcb for a LiveCodeBench import).",
-        ),
-    ] = None,
     sampling_set: SamplingSetOption = None,
     as_json: JsonOption = False,
     detach: DetachOption = False,
 ) -> None:
     """Sample n programs per problem (turn 0), the start every refine run shares.
 
-    With --turns T the same run goes on with T feedback turns (multi-turn from scratch).
+    With --feedback-turns T the same run goes on with T feedback turns (multi-turn from
+    scratch). Every option but the last four is a field of `SampleRunRequest`.
     """
     from cobalt.orchestrator.runs import service
-    from cobalt.shared.contracts.runs import SampleRunRequest
 
-    request = _request(
-        SampleRunRequest,
-        sampling_set,
-        dataset=dataset,
-        base_url=base_url,
-        model=model,
-        n=n,
-        temperature=temperature,
-        top_p=top_p,
-        max_tokens=max_tokens,
-        turns=turns,
-        template=template,
-        limit=limit,
-        seed=seed,
-        stop_on_pass=stop_on_pass,
-        think_cap_chars=think_cap,
-        compare=judge,
-    )
+    request = _request(SampleRunRequest, sampling_set, **settings)
     store = _store(detach=detach)
     if not store.settings.redis_url:  # the jobs run here, so this process must reach it
         from cobalt.orchestrator.datasets.catalog import dataset_summary
@@ -340,44 +316,20 @@ def sample(
 
 
 @run_app.command("refine")
+@_request_options(RefineRunRequest, from_run="from")
 def refine(
-    from_run: Annotated[int, typer.Option("--from", help="The finished sample run to continue.")],
-    turns: Annotated[
-        int, typer.Option(help="Feedback turns after turn 0.")
-    ] = defaults.EVALUATION_FEEDBACK_TURNS,
-    base_url: Annotated[str | None, typer.Option(help="Default: the sample run's.")] = None,
-    model: Annotated[str | None, typer.Option(help="Default: the sample run's.")] = None,
+    settings: dict[str, Any],
     api_key: ApiKeyOption = None,
-    temperature: Annotated[float | None, typer.Option()] = None,
-    top_p: Annotated[float | None, typer.Option()] = None,
-    max_tokens: Annotated[int | None, typer.Option()] = None,
-    stop_on_pass: Annotated[
-        bool, typer.Option("--stop-on-pass", help="End a trajectory once public tests pass.")
-    ] = False,
-    think_cap: Annotated[
-        int, typer.Option(help="Characters of an answer (after </think>) kept in the history.")
-    ] = defaults.HISTORY_CAP_CHARS,
     sampling_set: SamplingSetOption = None,
     as_json: JsonOption = False,
     detach: DetachOption = False,
 ) -> None:
-    """Feedback turns on top of a sample run's turn 0 (the same turn 0 for every experiment)."""
-    from cobalt.orchestrator.runs import service
-    from cobalt.shared.contracts.runs import RefineRunRequest
+    """Feedback turns on top of a sample run's turn 0 (the same turn 0 for every experiment).
 
-    request = _request(
-        RefineRunRequest,
-        sampling_set,
-        from_run=from_run,
-        turns=turns,
-        base_url=base_url,
-        model=model,
-        temperature=temperature,
-        top_p=top_p,
-        max_tokens=max_tokens,
-        stop_on_pass=stop_on_pass,
-        think_cap_chars=think_cap,
-    )
+    Every option but the last four is a field of `RefineRunRequest`."""
+    from cobalt.orchestrator.runs import service
+
+    request = _request(RefineRunRequest, sampling_set, **settings)
     store = _store(detach=detach)
     with handled():
         run_id = service.create_refine_run(
@@ -432,9 +384,17 @@ def list_runs(
         echo_json({"runs": [r.model_dump(mode="json") for r in runs]})
         return
     table = Table(
-        "id", "name", "kind", "status", "dataset", "model", "policy", "trajectories", "turns",
+        "id",
+        "name",
+        "kind",
+        "status",
+        "dataset",
+        "model",
+        "policy",
+        "trajectories",
+        "turns",
         "created",
-    )  # fmt: skip
+    )
     for r in runs:
         table.add_row(
             str(r.id),
@@ -527,9 +487,13 @@ def compare_runs(
     a, b = comparison.report_a, comparison.report_b
     changes = ("fixed", "broken", "within_noise", "unchanged", "unevaluated")
     table = Table(
-        "turn", f"Pass@1 run {run_a}", f"Pass@1 run {run_b}", "B - A", *changes,
+        "turn",
+        f"Pass@1 run {run_a}",
+        f"Pass@1 run {run_b}",
+        "B - A",
+        *changes,
         title=f"run {run_b} against run {run_a} (hidden tests; [95% intervals])",
-    )  # fmt: skip
+    )
     for turn, counts in enumerate(comparison.counts):
         table.add_row(
             str(turn),

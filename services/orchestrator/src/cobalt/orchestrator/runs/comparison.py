@@ -14,14 +14,13 @@ samples (the 95% Newcombe interval of the difference excludes 0); a smaller move
 
 from __future__ import annotations
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.analysis.statistics import bootstrap_difference, newcombe_difference
 from cobalt.orchestrator.runs.evaluation import per_turn_counts, stored_report
 from cobalt.orchestrator.runs.service import run_public
-from cobalt.orchestrator.store import repo_runs
-from cobalt.orchestrator.store.models import Problem, Run, Turn
+from cobalt.orchestrator.store import repo_datasets, repo_runs
+from cobalt.orchestrator.store.models import Run
 from cobalt.shared.contracts.browse import (
     ComparedProblem,
     ComparedTurn,
@@ -55,18 +54,9 @@ def problem_counts(session: Session, run: Run) -> tuple[dict[int, list[Counted]]
     params = RunParams.model_validate(run.params)
     n, turns = params.n, params.feedback_turns + 1
     outcomes: dict[int, list[list[bool | None]]] = {}
-    evaluable = set(
-        session.scalars(
-            select(Turn.problem_id)
-            .where(Turn.run_id == run.id, Turn.hidden_passed.is_not(None))
-            .distinct()
-        )
-    )
-    for problem_id, sample, hidden in session.execute(
-        select(Turn.problem_id, Turn.sample_index, Turn.hidden_passed)
-        .where(Turn.run_id == run.id)
-        .order_by(Turn.problem_id, Turn.sample_index, Turn.turn_index)
-    ):
+    rows = repo_runs.turn_outcomes(session, run_id=run.id)
+    evaluable = {problem_id for problem_id, *_, hidden in rows if hidden is not None}
+    for problem_id, sample, _, _, hidden in rows:
         if problem_id in evaluable and sample < n:
             outcomes.setdefault(problem_id, [[] for _ in range(n)])[sample].append(hidden)
     by_turn = per_turn_counts(outcomes, turns)
@@ -92,12 +82,7 @@ def compare_runs(sessions: sessionmaker[Session], run_a: int, run_b: int) -> Run
             )
         rates_a, turns_a = problem_counts(session, a)
         rates_b, turns_b = problem_counts(session, b)
-        problems = {
-            p.id: p
-            for p in session.scalars(
-                select(Problem).where(Problem.id.in_(rates_a.keys() | rates_b.keys()))
-            )
-        }
+        problems = repo_datasets.problems_by_id(session, ids=rates_a.keys() | rates_b.keys())
     turns = max(turns_a, turns_b)
     counts = [dict.fromkeys((c.value for c in TurnChange), 0) for _ in range(turns)]
     compared = []

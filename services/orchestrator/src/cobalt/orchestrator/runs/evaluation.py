@@ -21,13 +21,11 @@ from collections.abc import Callable, Sequence
 from math import comb
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.analysis.statistics import bootstrap_pass_at_1
 from cobalt.orchestrator.runs.rewards import mean_reward_per_turn
 from cobalt.orchestrator.store import repo_rewards, repo_runs
-from cobalt.orchestrator.store.models import Problem, Trajectory, TrajectoryStatus, Turn
 from cobalt.shared.contracts.runs import EvaluationReport, RunParams
 
 if TYPE_CHECKING:
@@ -97,20 +95,12 @@ def _pending_plans(
     from cobalt.shared.execution import plan_requests
 
     problems = {
-        p.id: ProblemRow.model_validate(p, from_attributes=True)
-        for p in session.scalars(
-            select(Problem).where(
-                Problem.id.in_(select(Turn.problem_id).where(Turn.run_id == run_id).distinct())
-            )
-        )
+        problem_id: ProblemRow.model_validate(p, from_attributes=True)
+        for problem_id, p in repo_runs.problems_with_turns(session, run_id=run_id).items()
     }
     plans: list[tuple[int, list[PlannedRequest]]] = []
     known: list[tuple[int, list[str], bool]] = []
-    for turn_id, problem_id, code in session.execute(
-        select(Turn.id, Turn.problem_id, Turn.code)
-        .where(Turn.run_id == run_id, Turn.hidden_passed.is_(None))
-        .order_by(Turn.id)
-    ):
+    for turn_id, problem_id, code in repo_runs.turns_without_hidden_results(session, run_id=run_id):
         hidden = problems[problem_id].hidden_tests
         if not hidden:
             continue
@@ -196,9 +186,7 @@ def evaluate_run(
         score_turn_rewards(sessions, run_id, reward_tokens, tokenizer=tokenizer)
     unjudged: dict[int, int] = {}
     with sessions() as session:
-        for problem_id in session.scalars(
-            select(Turn.problem_id).where(Turn.id.in_(unjudged_turns))
-        ):
+        for problem_id in repo_runs.problem_ids_of_turns(session, turn_ids=unjudged_turns):
             unjudged[problem_id] = unjudged.get(problem_id, 0) + 1
     return _report(
         sessions, run_id, params, ks, with_rewards=reward_tokens is not None, unjudged=unjudged
@@ -254,20 +242,22 @@ def _report(
         for problem_id in unjudged:  # a sandbox error is not a failed problem: left out
             hidden.pop(problem_id, None)
             public.pop(problem_id, None)
-        failed = session.scalar(
-            select(func.count(Trajectory.id)).where(
-                Trajectory.run_id == run_id, Trajectory.status == TrajectoryStatus.FAILED.value
-            )
-        )
-    failed_trajectories = int(failed or 0)
+        failed_trajectories = repo_runs.failed_trajectories(session, run_id=run_id)
     mean_reward = mean_reward_per_turn(sessions, run_id, turns) if with_rewards else None
     if not hidden:  # nothing measured: no rate, and the command that would measure it
         return EvaluationReport(
-            run_id=run_id, problems=0, samples=n, turns=turns, pass_at_1=None, pass_at_k={},
-            public_pass_at_1=None, failed_trajectories=failed_trajectories,
-            mean_reward=mean_reward, unevaluated=f"cobalt run evaluate {run_id}",
+            run_id=run_id,
+            problems=0,
+            samples=n,
+            turns=turns,
+            pass_at_1=None,
+            pass_at_k={},
+            public_pass_at_1=None,
+            failed_trajectories=failed_trajectories,
+            mean_reward=mean_reward,
+            unevaluated=f"cobalt run evaluate {run_id}",
             sandbox_errors=sum(unjudged.values()),
-        )  # fmt: skip
+        )
     return EvaluationReport(
         run_id=run_id,
         problems=len(hidden),

@@ -14,12 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.lifecycle import RUN_TRANSITIONS, RunEvent, TrajectoryEvent, run_after
 from cobalt.orchestrator.store import repo_datasets, repo_runs
-from cobalt.orchestrator.store.models import Dataset, Problem, Run, Trajectory, Turn
+from cobalt.orchestrator.store.models import Run, Turn
 from cobalt.orchestrator.store.repo_runs import TurnRow
 from cobalt.shared.contracts.executor import Compare, reference_limits
 from cobalt.shared.contracts.runs import (
@@ -49,13 +48,6 @@ __all__ = [
     "reopen_failed",
     "run_public",
 ]
-
-
-def _problem_ids(session: Session, dataset_id: int, limit: int | None) -> list[int]:
-    query = select(Problem.id).where(Problem.dataset_id == dataset_id).order_by(Problem.id)
-    if limit is not None:
-        query = query.limit(limit)
-    return list(session.scalars(query))
 
 
 def create_sample_run(
@@ -91,7 +83,7 @@ def create_sample_run(
         dataset = repo_datasets.get_dataset(session, name=request.dataset)
         if dataset is None:
             raise NotFound(f"no dataset named {request.dataset!r}; see `cobalt data list`")
-        problem_ids = _problem_ids(session, dataset.id, request.limit)
+        problem_ids = repo_datasets.problem_ids(session, dataset_id=dataset.id, limit=request.limit)
         if not problem_ids:
             raise InvalidInput(f"dataset {request.dataset!r} has no problems")
         # Judged as the dataset's import chose (an LCB or HumanEval import: its official
@@ -132,7 +124,9 @@ def _add_sample_trajectories(session: Session, run: Run) -> None:
     params = RunParams.model_validate(run.params)
     if params.problems is None:
         return  # a run from before deferred creation: created whole
-    problem_ids = _problem_ids(session, run.dataset_id, params.problems)
+    problem_ids = repo_datasets.problem_ids(
+        session, dataset_id=run.dataset_id, limit=params.problems
+    )
     repo_runs.add_sample_trajectories(
         session,
         run_id=run.id,
@@ -202,9 +196,7 @@ def create_refine_run(
             template_sha256=parent.template_sha256,
             total_trajectories=parent.total_trajectories,
         )
-        first_turns = session.scalars(
-            select(Turn).where(Turn.run_id == parent.id, Turn.turn_index == 0)
-        ).all()
+        first_turns = repo_runs.first_turns(session, run_id=parent.id)
         keys = sorted({(t.problem_id, t.sample_index) for t in first_turns})
         repo_runs.ensure_trajectories(session, run_id=run.id, keys=keys)
         copied = [_copy(turn, run.id, request.think_cap_chars) for turn in first_turns]
@@ -227,17 +219,7 @@ def open_problem_ids(sessions: sessionmaker[Session], run_id: int) -> list[int]:
     """Problems of the run with a trajectory still pending or running (the work left)."""
     with sessions() as session:
         repo_runs.get_run(session, run_id=run_id)
-        return list(
-            session.scalars(
-                select(Trajectory.problem_id)
-                .where(
-                    Trajectory.run_id == run_id,
-                    Trajectory.status.in_((TrajectoryStatus.PENDING, TrajectoryStatus.RUNNING)),
-                )
-                .distinct()
-                .order_by(Trajectory.problem_id)
-            )
-        )
+        return repo_runs.open_problem_ids(session, run_id=run_id)
 
 
 def reopen_failed(sessions: sessionmaker[Session], run_id: int) -> int:
@@ -290,8 +272,7 @@ def interrupt_run(sessions: sessionmaker[Session], run_id: int) -> bool:
 
 def completion_tokens(session: Session, run_id: int) -> int:
     """Tokens generated so far in a run (for the tokens/s of the progress display)."""
-    total = session.scalar(select(func.sum(Turn.completion_tokens)).where(Turn.run_id == run_id))
-    return int(total or 0)
+    return repo_runs.completion_tokens(session, run_id=run_id)
 
 
 def run_public(
@@ -314,10 +295,7 @@ def list_runs(sessions: sessionmaker[Session], *, limit: int = 50) -> list[RunPu
 
 def _publics(session: Session, runs: Sequence[Run]) -> list[RunPublic]:
     progress = repo_runs.runs_progress(session, runs=runs)
-    dataset_ids = {run.dataset_id for run in runs}
-    names = dict(
-        session.execute(select(Dataset.id, Dataset.name).where(Dataset.id.in_(dataset_ids))).all()
-    )
+    names = repo_datasets.dataset_names(session, ids={run.dataset_id for run in runs})
     return [
         RunPublic(
             id=run.id,
@@ -349,15 +327,9 @@ def _publics(session: Session, runs: Sequence[Run]) -> list[RunPublic]:
 def _trajectories(session: Session, run: Run) -> list[TrajectoryPublic]:
     from cobalt.orchestrator.rollouts.conversation import messages_of_turns
 
-    names = dict(
-        session.execute(
-            select(Problem.id, Problem.external_id).where(Problem.dataset_id == run.dataset_id)
-        ).all()
-    )
+    names = repo_datasets.external_ids(session, dataset_id=run.dataset_id)
     rows: dict[tuple[int, int], list[Turn]] = {}
-    for turn in session.scalars(
-        select(Turn).where(Turn.run_id == run.id).order_by(Turn.turn_index)
-    ):
+    for turn in repo_runs.turns_of_run(session, run_id=run.id):
         rows.setdefault((turn.problem_id, turn.sample_index), []).append(turn)
     turns = {
         key: [
@@ -368,11 +340,7 @@ def _trajectories(session: Session, run: Run) -> list[TrajectoryPublic]:
         ]
         for key, trajectory in rows.items()
     }
-    trajectories: Sequence[Trajectory] = session.scalars(
-        select(Trajectory)
-        .where(Trajectory.run_id == run.id)
-        .order_by(Trajectory.problem_id, Trajectory.sample_index)
-    ).all()
+    trajectories = repo_runs.trajectories_of(session, run_id=run.id)
     return [
         TrajectoryPublic(
             problem=names.get(t.problem_id, str(t.problem_id)),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,10 @@ __all__ = [
     "iter_problems",
     "list_datasets",
     "problem_difficulties",
+    "problems_by_id",
+    "problem_ids",
+    "dataset_names",
+    "external_ids",
     "problems_slice",
     "stored_rows",
 ]
@@ -115,6 +119,33 @@ def problems_of(session: Session, *, dataset_id: int) -> dict[int, Problem]:
     return {
         p.id: p for p in session.scalars(select(Problem).where(Problem.dataset_id == dataset_id))
     }
+
+
+def problem_ids(session: Session, *, dataset_id: int, limit: int | None = None) -> list[int]:
+    """The dataset's problem ids, ascending (its first `limit` when given)."""
+    query = select(Problem.id).where(Problem.dataset_id == dataset_id).order_by(Problem.id)
+    if limit is not None:
+        query = query.limit(limit)
+    return list(session.scalars(query))
+
+
+def dataset_names(session: Session, *, ids: Iterable[int]) -> dict[int, str]:
+    """The names of the datasets `ids`, by id."""
+    rows = session.execute(select(Dataset.id, Dataset.name).where(Dataset.id.in_(set(ids))))
+    return {dataset_id: name for dataset_id, name in rows}
+
+
+def external_ids(session: Session, *, dataset_id: int) -> dict[int, str]:
+    """The external id of every problem of the dataset, by problem id."""
+    rows = session.execute(
+        select(Problem.id, Problem.external_id).where(Problem.dataset_id == dataset_id)
+    )
+    return {problem_id: external_id for problem_id, external_id in rows}
+
+
+def problems_by_id(session: Session, *, ids: Iterable[int]) -> dict[int, Problem]:
+    """The problems of `ids` (of any dataset), by id."""
+    return {p.id: p for p in session.scalars(select(Problem).where(Problem.id.in_(set(ids))))}
 
 
 def iter_problems(session: Session, *, dataset_id: int, batch: int = 1000) -> Iterator[Problem]:

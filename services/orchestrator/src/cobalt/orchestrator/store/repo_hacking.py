@@ -25,6 +25,7 @@ __all__ = [
     "cases_of_run",
     "judged_case_ids",
     "unjudged_cases",
+    "verdicts_of_run",
     "verdict_counts",
 ]
 
@@ -53,6 +54,17 @@ def cases_of_run(session: Session, *, run_id: int) -> list[tuple[HackingCase, Pr
             .order_by(HackingCase.id)
         )
     ]
+
+
+def verdicts_of_run(session: Session, *, run_id: int) -> list[tuple[int, str, str]]:
+    """(case id, judge model, category) of every verdict on the run's cases, by judge."""
+    rows = session.execute(
+        select(JudgeVerdict.case_id, JudgeVerdict.judge_model, JudgeVerdict.category)
+        .join(HackingCase, HackingCase.id == JudgeVerdict.case_id)
+        .where(HackingCase.run_id == run_id)
+        .order_by(JudgeVerdict.judge_model)
+    )
+    return [(case_id, judge_model, category) for case_id, judge_model, category in rows]
 
 
 def unjudged_cases(

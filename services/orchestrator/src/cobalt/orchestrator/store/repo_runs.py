@@ -46,7 +46,16 @@ __all__ = [
     "PARENT_KIND",
     "RunProgress",
     "TurnRow",
+    "completion_tokens",
+    "failed_trajectories",
+    "first_turns",
+    "open_problem_ids",
+    "turns_of_run",
+    "problem_ids_of_turns",
+    "problems_with_trajectories",
+    "problems_with_turns",
     "trajectories_of",
+    "turns_without_hidden_results",
     "turn_outcomes",
     "turn_rows_of_problem",
     "turns_of_problem",
@@ -511,6 +520,81 @@ def trajectories_of(
     if problem_id is not None:
         query = query.where(Trajectory.problem_id == problem_id)
     return list(session.scalars(query.order_by(Trajectory.problem_id, Trajectory.sample_index)))
+
+
+def first_turns(session: Session, *, run_id: int) -> list[Turn]:
+    """The run's turn-0 rows (what a refine run copies)."""
+    return list(
+        session.scalars(select(Turn).where(Turn.run_id == run_id, Turn.turn_index == 0)).all()
+    )
+
+
+def turns_of_run(session: Session, *, run_id: int) -> list[Turn]:
+    """Every turn of the run, in turn-index order."""
+    return list(
+        session.scalars(select(Turn).where(Turn.run_id == run_id).order_by(Turn.turn_index))
+    )
+
+
+def open_problem_ids(session: Session, *, run_id: int) -> list[int]:
+    """Problems of the run with a trajectory still pending or running, ascending."""
+    return list(
+        session.scalars(
+            select(Trajectory.problem_id)
+            .where(
+                Trajectory.run_id == run_id,
+                Trajectory.status.in_((TrajectoryStatus.PENDING, TrajectoryStatus.RUNNING)),
+            )
+            .distinct()
+            .order_by(Trajectory.problem_id)
+        )
+    )
+
+
+def completion_tokens(session: Session, *, run_id: int) -> int:
+    """Tokens generated so far in the run."""
+    total = session.scalar(select(func.sum(Turn.completion_tokens)).where(Turn.run_id == run_id))
+    return int(total or 0)
+
+
+def problems_with_turns(session: Session, *, run_id: int) -> dict[int, Problem]:
+    """The problems the run has turns of, by id."""
+    turns = select(Turn.problem_id).where(Turn.run_id == run_id).distinct()
+    return {p.id: p for p in session.scalars(select(Problem).where(Problem.id.in_(turns)))}
+
+
+def problems_with_trajectories(session: Session, *, run_id: int) -> dict[int, Problem]:
+    """The problems the run has trajectories of, by id."""
+    trajectories = select(Trajectory.problem_id).where(Trajectory.run_id == run_id)
+    return {p.id: p for p in session.scalars(select(Problem).where(Problem.id.in_(trajectories)))}
+
+
+def turns_without_hidden_results(
+    session: Session, *, run_id: int
+) -> list[tuple[int, int, str | None]]:
+    """(turn id, problem id, program) of the run's turns not yet judged on hidden tests,
+    by turn id."""
+    rows = session.execute(
+        select(Turn.id, Turn.problem_id, Turn.code)
+        .where(Turn.run_id == run_id, Turn.hidden_passed.is_(None))
+        .order_by(Turn.id)
+    )
+    return [(turn_id, problem_id, code) for turn_id, problem_id, code in rows]
+
+
+def problem_ids_of_turns(session: Session, *, turn_ids: Iterable[int]) -> list[int]:
+    """The problem id of each of `turn_ids` (one entry per turn found)."""
+    return list(session.scalars(select(Turn.problem_id).where(Turn.id.in_(set(turn_ids)))))
+
+
+def failed_trajectories(session: Session, *, run_id: int) -> int:
+    """How many of the run's trajectories failed."""
+    failed = session.scalar(
+        select(func.count(Trajectory.id)).where(
+            Trajectory.run_id == run_id, Trajectory.status == TrajectoryStatus.FAILED.value
+        )
+    )
+    return int(failed or 0)
 
 
 def turn_outcomes(

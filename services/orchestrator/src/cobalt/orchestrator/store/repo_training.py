@@ -431,9 +431,10 @@ def claimed_visits(
         )
         .join(TrainingSample, TrainingSample.group_id == TrainingGroup.id)
         .where(TrainingGroup.job_id == job_id, TrainingGroup.step <= through_step)
-        .order_by(TrainingGroup.round, TrainingGroup.id, TrainingSample.sample_index,
-                  TrainingSample.turn)
-    )  # fmt: skip
+        .order_by(
+            TrainingGroup.round, TrainingGroup.id, TrainingSample.sample_index, TrainingSample.turn
+        )
+    )
     episodes: dict[tuple[str, int], dict[int, float]] = {}
     for key, group_id, index, pass_rate in rows:
         episodes.setdefault((key, group_id), {})[index] = float(pass_rate)  # last turn wins

@@ -5,7 +5,7 @@ An episode is the evaluation loop's trajectory, sampled for training by the same
 (`rollouts.engine.run_turns`): turn 0 answers the problem; each later turn sees the
 conversation so far (answers keep their text after `</think>`, capped) plus the feedback
 on the first failing public test, and an episode ends when its program passes every public
-test (`stop_on_pass`) or after `turns` turns. Only what is recorded differs: the turns stay
+test (`stop_on_pass`) or after `max_turns` turns. Only what is recorded differs: the turns stay
 in memory, and nothing is written until the group is scored. Its last program then runs
 on the hidden tests too, and the Cobalt reward of that last response, over all tests, is
 the episode's reward.
@@ -68,8 +68,9 @@ class EpisodeSpec(MultiTurnSpec):
     """How long an episode runs and what its history keeps (the engine's settings, with
     the defaults of the multi-turn baseline)."""
 
-    turns: int = 3
-    """Turns per episode, turn 0 included (the bandit data's runs have 2 feedback turns)."""
+    max_turns: int = 3
+    """The most turns an episode has, turn 0 included (the bandit data's runs have 2
+    feedback turns)."""
     stop_on_pass: bool = True
     """End an episode at its first program that passes every public test."""
     judge_retries: int = JUDGE_RETRIES
@@ -112,7 +113,7 @@ async def sample_episodes(
     template: PromptTemplate,
     spec: EpisodeSpec,
 ) -> EpisodeRecorder:
-    """`params.n` episodes of up to `spec.turns` turns, judged on the public tests only.
+    """`params.n` episodes of up to `spec.max_turns` turns, judged on the public tests only.
 
     Raises:
         ValueError: the context has no tests, fewer than 2 episodes or 0 turns are asked for.
@@ -123,7 +124,7 @@ async def sample_episodes(
         raise ValueError(f"{context.context_key}: the problem has no tests to reward with")
     if params.n < 2:
         raise ValueError("a GRPO group needs n >= 2 episodes")
-    if spec.turns < 1:
+    if spec.max_turns < 1:
         raise ValueError("an episode needs at least one turn")
     recorder = EpisodeRecorder(params.n, sampler.endpoint.base_url)
     await run_turns(
@@ -182,7 +183,7 @@ async def roll_out_episodes(
     spec: EpisodeSpec,
     reward_format: RewardFormat = RewardFormat.REASONING,
 ) -> ScoredGroup:
-    """`params.n` episodes of up to `spec.turns` turns, scored by their last turns.
+    """`params.n` episodes of up to `spec.max_turns` turns, scored by their last turns.
 
     Raises: as `sample_episodes`.
     """

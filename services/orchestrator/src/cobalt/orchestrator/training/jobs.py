@@ -225,6 +225,10 @@ def roll_out_training_group(
                 logger.error("training job %d: %s", job_id, error)
     logger.info(
         "training job %d round %d context %d: group %s at policy version %d",
-        job_id, round, context_id, group_id, version,
-    )  # fmt: skip
+        job_id,
+        round,
+        context_id,
+        group_id,
+        version,
+    )
     return {"group_id": group_id, "samples": len(group.samples) if group_id else 0}

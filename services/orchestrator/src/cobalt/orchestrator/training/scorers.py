@@ -60,7 +60,7 @@ def _episode_arguments(rollout: GroupRollout, params: EpisodeParams) -> dict[str
         "params": rollout.sampling,
         "template": rollout.template,
         "spec": EpisodeSpec(
-            turns=params.turns,
+            max_turns=params.episode_turns,
             stop_on_pass=params.stop_on_pass,
             think_cap_chars=params.think_cap_chars,
             judge_retries=params.judge_retries,

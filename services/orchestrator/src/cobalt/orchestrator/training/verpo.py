@@ -89,7 +89,7 @@ async def roll_out_verpo_episodes(
     spec: EpisodeSpec,
     outcome_weight: float = DEFAULT_OUTCOME_WEIGHT,
 ) -> ScoredGroup:
-    """`params.n` episodes of up to `spec.turns` turns, scored by VeRPO over the group.
+    """`params.n` episodes of up to `spec.max_turns` turns, scored by VeRPO over the group.
 
     Raises: as `training.episodes.sample_episodes`.
     """
