@@ -65,7 +65,9 @@ def tiny_server(tmp_path_factory: pytest.TempPathFactory, tiny_model: Path) -> I
     settings = InferenceSettings(
         model=tiny_model,
         served_name=SERVED_NAME,
-        max_model_len=512,
+        # Every position the tiny model knows: a HumanEval prompt in its tokenizer is longer
+        # than 512 tokens, and tests/demo/test_experiment.py samples such prompts here.
+        max_model_len=1024,
         # float32 end to end, so logprobs can be compared with transformers to 1e-3.
         dtype="float32",
         control_token=CONTROL_TOKEN,

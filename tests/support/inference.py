@@ -97,6 +97,16 @@ class Server:
         with self.control() as client:
             return int(client.get("/v1/policy").json()["version"])
 
+    def serve_starting_weights(self) -> None:
+        """Serve the session's starting weights again (as the next version), after a test
+        that loaded others, for the tests that come next."""
+        with self.control() as client:
+            restored = client.post(
+                "/v1/policy/weights",
+                json={"path": str(self.model_dir), "version": self.version() + 1},
+            )
+        assert restored.status_code == 200, restored.text
+
     def top_logprobs(self, prompt_ids: list[int], k: int = 5) -> dict[int, float]:
         """First generated token's top-k logprobs, keyed by token id."""
         with httpx.Client(timeout=60) as client:

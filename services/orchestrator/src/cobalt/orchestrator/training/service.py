@@ -41,7 +41,6 @@ from cobalt.shared.contracts.training import (
     TrainingJobPublic,
     TrainingJobsPublic,
     TrainingMode,
-    TrainingSamplePublic,
 )
 from cobalt.shared.contracts.training_params import (
     MODE_PARAMS,
@@ -298,24 +297,7 @@ def _step_batch(step: int, claimed: repo_training.ClaimedStep, refills: int) -> 
         dropped_zero_variance=claimed.dropped_zero_variance,
         refill_rounds=refills,
         groups=[
-            TrainingGroupPublic(
-                id=group.id,
-                context_key=group.context_key,
-                policy_version=group.policy_version,
-                phase_seconds=group.phase_seconds,
-                samples=[
-                    TrainingSamplePublic(
-                        sample_index=sample.sample_index,
-                        turn=sample.turn,
-                        prompt_token_ids=sample.prompt_token_ids,
-                        response_token_ids=sample.response_token_ids,
-                        response_logprobs=sample.response_logprobs,
-                        reward=sample.total,
-                        pass_rate=sample.pass_rate,
-                    )
-                    for sample in group.samples
-                ],
-            )
+            TrainingGroupPublic.model_validate(group, from_attributes=True)
             for group in claimed.groups
         ],
     )
