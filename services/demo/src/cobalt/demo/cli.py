@@ -196,13 +196,25 @@ def demo_command(
     """
     try:
         options = DemoOptions(
-            problems=problems, samples=samples, turns=turns, steps=steps,
-            contexts_per_step=contexts_per_step, group_size=group_size, max_tokens=max_tokens,
-            max_context_tokens=max_context_tokens, max_model_len=max_model_len,
-            lr=lr, reward_format=reward_format, work_dir=work_dir, fresh=fresh,
-            inference_url=inference_url, model=model, served_model=served_model,
-            ui_port=ui_port, keep_serving=keep_serving,
-        )  # fmt: skip
+            problems=problems,
+            samples=samples,
+            turns=turns,
+            steps=steps,
+            contexts_per_step=contexts_per_step,
+            group_size=group_size,
+            max_tokens=max_tokens,
+            max_context_tokens=max_context_tokens,
+            max_model_len=max_model_len,
+            lr=lr,
+            reward_format=reward_format,
+            work_dir=work_dir,
+            fresh=fresh,
+            inference_url=inference_url,
+            model=model,
+            served_model=served_model,
+            ui_port=ui_port,
+            keep_serving=keep_serving,
+        )
     except ValueError as exc:
         raise fail_with(EXIT_USAGE, str(exc)) from exc
     from cobalt.demo.pipeline import run_demo

@@ -105,9 +105,12 @@ def _import_problems(
     """Import the demo's subset; returns the dataset's name (re-importing changes nothing)."""
     name = f"humaneval-easiest-{options.problems}"
     report = import_file(
-        sessions=sessions, name=name, fmt="humaneval",
-        path=_easiest_problems(options.problems, paths.root), options=ImportOptions(),
-    )  # fmt: skip
+        sessions=sessions,
+        name=name,
+        fmt="humaneval",
+        path=_easiest_problems(options.problems, paths.root),
+        options=ImportOptions(),
+    )
     if report.inserted + report.unchanged < options.problems:
         raise DemoFailed(f"only {report.inserted + report.unchanged} HumanEval problems imported")
     bar.update(note=f"{name}: {report.inserted + report.unchanged} problems")
@@ -179,10 +182,14 @@ def _roll_out(
     version = policy_version(ctx.endpoints)
     trajectories = options.problems * options.samples
     sample_request = SampleRunRequest(
-        dataset=ctx.dataset, base_url=f"{ctx.endpoints.inference}/v1", model=ctx.served,
-        n=options.samples, limit=options.problems, max_tokens=options.max_tokens,
+        dataset=ctx.dataset,
+        base_url=f"{ctx.endpoints.inference}/v1",
+        model=ctx.served,
+        n=options.samples,
+        limit=options.problems,
+        max_tokens=options.max_tokens,
         temperature=options.temperature,
-    )  # fmt: skip
+    )
     with progress.stage(f"{label}: sampling turn 0", total=trajectories) as bar:
         sample_run = service.create_sample_run(
             ctx.sessions, sample_request, executor=executor_settings(ctx)
@@ -216,10 +223,14 @@ def evaluate_on_hidden_tests(
         ExecutorClient(base_url=ctx.endpoints.executor) as executor,
     ):
         report = evaluate_run(
-            ctx.sessions, run_id, executor, ks=(1,),
+            ctx.sessions,
+            run_id,
+            executor,
+            ks=(1,),
             on_progress=lambda done, total: bar.update(completed=done, total=total),
-            reward_tokens=ctx.reward_tokens, tokenizer=str(ctx.model_dir),
-        )  # fmt: skip
+            reward_tokens=ctx.reward_tokens,
+            tokenizer=str(ctx.model_dir),
+        )
         bar.update(note="Pass@1 " + " ".join(f"{p:.2f}" for p in report.pass_at_1 or []))
     return report
 
@@ -240,9 +251,17 @@ def _baseline_key(options: DemoOptions, paths: DemoPaths, model_dir: Path, serve
     """What makes two baselines the same experiment (then a re-run reuses the first); the
     store is part of it, as the runs' ids only mean something there."""
     return json.dumps(
-        [str(model_dir.resolve()), served, options.problems, options.samples, options.turns,
-         options.max_tokens, options.temperature, paths.database_url],
-    )  # fmt: skip
+        [
+            str(model_dir.resolve()),
+            served,
+            options.problems,
+            options.samples,
+            options.turns,
+            options.max_tokens,
+            options.temperature,
+            paths.database_url,
+        ],
+    )
 
 
 def store_url_or_exit() -> str:
@@ -274,19 +293,25 @@ def _reusable_baseline(paths: DemoPaths, key: str, ctx: RunContext) -> PhaseResu
     except (CobaltError, KeyError, ValueError, SQLAlchemyError):
         return None  # a removed run or a state file of another database: run it again
     return PhaseResult(
-        "before", int(saved["sample_run"]), int(saved["refine_run"]),
-        int(saved["policy_version"]), EvaluationReport.model_validate(saved["report"]),
+        "before",
+        int(saved["sample_run"]),
+        int(saved["refine_run"]),
+        int(saved["policy_version"]),
+        EvaluationReport.model_validate(saved["report"]),
         reused=True,
-    )  # fmt: skip
+    )
 
 
 def _save_baseline(paths: DemoPaths, key: str, phase: PhaseResult) -> None:
     state = {
         "baseline": {
-            "key": key, "sample_run": phase.sample_run, "refine_run": phase.refine_run,
-            "policy_version": phase.policy_version, "report": phase.report.model_dump(mode="json"),
+            "key": key,
+            "sample_run": phase.sample_run,
+            "refine_run": phase.refine_run,
+            "policy_version": phase.policy_version,
+            "report": phase.report.model_dump(mode="json"),
         }
-    }  # fmt: skip
+    }
     paths.state.write_text(json.dumps(state, indent=2), encoding="utf-8")
 
 
@@ -303,14 +328,16 @@ def _build_contexts(
                 return name, count, dict(dataset.counts)
     counter = PromptTokenCounter.from_dir(ctx.model_dir)
     built = build_bandit_dataset(
-        ctx.sessions, run_id=run_id, name=name,
+        ctx.sessions,
+        run_id=run_id,
+        name=name,
         # Contexts longer than this are dropped, never truncated; DemoOptions keeps it plus
         # the response within the served context length.
         options=BuildOptions(
             tokenizer=str(ctx.model_dir), max_prompt_tokens=options.max_context_tokens
         ),
         count_tokens=counter.count,
-    )  # fmt: skip
+    )
     if built.contexts == 0:
         raise DemoFailed(
             f"the bandit builder kept no context from run {run_id} (every problem solved by "
@@ -328,20 +355,27 @@ def _train(
     `finished`), and its trainer process."""
     per_step = min(options.contexts_per_step, available)
     trainer_params = {
-        "n_samples": options.group_size, "contexts_per_step": per_step,
+        "n_samples": options.group_size,
+        "contexts_per_step": per_step,
         # Mini-batches must split a step evenly; 2 updates (the paper's) where they can.
         "updates_per_step": 2 if per_step % 2 == 0 else 1,
-        "max_response_tokens": options.max_tokens, "lr": options.lr,
-    }  # fmt: skip
+        "max_response_tokens": options.max_tokens,
+        "lr": options.lr,
+    }
     request = TrainingJobCreate(
-        name=f"demo-{datetime.now(UTC):%Y%m%d-%H%M%S}", contexts=contexts,
+        name=f"demo-{datetime.now(UTC):%Y%m%d-%H%M%S}",
+        contexts=contexts,
         model=str(ctx.model_dir.resolve()),
-        params={"base_url": f"{ctx.endpoints.inference}/v1", "served_model": ctx.served,
-                "temperature": options.temperature, "trainer": trainer_params,
-                "reward_format": options.reward_format.value,
-                # the job's budget: its last step's report finishes it
-                "max_steps": options.steps},
-    )  # fmt: skip
+        params={
+            "base_url": f"{ctx.endpoints.inference}/v1",
+            "served_model": ctx.served,
+            "temperature": options.temperature,
+            "trainer": trainer_params,
+            "reward_format": options.reward_format.value,
+            # the job's budget: its last step's report finishes it
+            "max_steps": options.steps,
+        },
+    )
     job_id = create_job(ctx.sessions, request)
     # Earlier demos' checkpoints (~2 GB each: weights and AdamW state) only serve to resume
     # jobs the demo never resumes; without this every re-run would add gigabytes.
@@ -460,13 +494,18 @@ def run_demo(
             wait_ready(children, progress)
             ctx = RunContext(
                 settings=OrchestratorSettings(
-                    database_url=paths.database_url, redis_url=None,
+                    database_url=paths.database_url,
+                    redis_url=None,
                     local_concurrency=max(1, min(options.problems, 8)),
                 ),
-                sessions=sessions, endpoints=endpoints, served=served, model_dir=model_dir,
+                sessions=sessions,
+                endpoints=endpoints,
+                served=served,
+                model_dir=model_dir,
                 dataset=dataset,
-                reward_tokens=TokenizerCounter.from_path(model_dir), paths=paths,
-            )  # fmt: skip
+                reward_tokens=TokenizerCounter.from_path(model_dir),
+                paths=paths,
+            )
             result = _loop(options, ctx, progress)
             with progress.stage("writing the report") as bar:
                 result.timings = dict(progress.timings)
@@ -501,10 +540,19 @@ def _loop(options: DemoOptions, ctx: RunContext, progress: DemoProgress) -> Demo
 
     comparison = compare_runs(ctx.sessions, before.refine_run, after.refine_run)
     return DemoResult(
-        change=comparison.difference, change_interval=comparison.difference_interval,
-        options=options, model_dir=ctx.model_dir, served_model=ctx.served, before=before,
-        after=after, bandit_name=name, bandit_contexts=count, bandit_counts=counts,
-        training=training, ui_url=ctx.endpoints.orchestrator,
-        database_url=ctx.paths.database_url, dataset=ctx.dataset,
+        change=comparison.difference,
+        change_interval=comparison.difference_interval,
+        options=options,
+        model_dir=ctx.model_dir,
+        served_model=ctx.served,
+        before=before,
+        after=after,
+        bandit_name=name,
+        bandit_contexts=count,
+        bandit_counts=counts,
+        training=training,
+        ui_url=ctx.endpoints.orchestrator,
+        database_url=ctx.paths.database_url,
+        dataset=ctx.dataset,
         trained_model=trained_policy_dir(ctx.paths.checkpoints, training.id),
-    )  # fmt: skip
+    )

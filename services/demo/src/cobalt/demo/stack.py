@@ -76,9 +76,12 @@ def prepare_model(paths: DemoPaths, bar: StageBar) -> Path:
     log = paths.logs / "prepare-model.log"
     with log.open("wb") as out:
         done = subprocess.run(
-            command, stdout=out, stderr=subprocess.STDOUT, timeout=MODEL_PREPARE_TIMEOUT_S,
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=MODEL_PREPARE_TIMEOUT_S,
             check=False,
-        )  # fmt: skip
+        )
     if done.returncode != 0:
         lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
         reason = next((ln for ln in reversed(lines) if ln.startswith("error:")), "")
@@ -141,11 +144,15 @@ def running_services(
             inference_url = f"http://{HOST}:{inference_port}"
             children.append(
                 inference_process(
-                    model_dir=model_dir, served_name=served, host=HOST, port=inference_port,
-                    log_dir=paths.logs, env={**env, "COBALT_INFERENCE_CONTROL_TOKEN": token},
+                    model_dir=model_dir,
+                    served_name=served,
+                    host=HOST,
+                    port=inference_port,
+                    log_dir=paths.logs,
+                    env={**env, "COBALT_INFERENCE_CONTROL_TOKEN": token},
                     max_model_len=options.max_model_len,
                 )
-            )  # fmt: skip
+            )
         for child in children:
             child.start()
         yield (

@@ -94,15 +94,29 @@ def experiment_command(
     """
     try:
         options = ExperimentOptions(
-            pool=pool, seed=seed, screen_samples=screen_samples, select=select, samples=samples,
-            turns=turns, steps=steps, contexts_per_step=contexts_per_step,
-            group_size=group_size, episode_turns=episode_turns,
+            pool=pool,
+            seed=seed,
+            screen_samples=screen_samples,
+            select=select,
+            samples=samples,
+            turns=turns,
+            steps=steps,
+            contexts_per_step=contexts_per_step,
+            group_size=group_size,
+            episode_turns=episode_turns,
             arms=tuple(a.strip() for a in arms.split(",") if a.strip()),
-            max_tokens=max_tokens, max_context_tokens=max_context_tokens,
-            max_model_len=max_model_len, lr=lr, reward_format=reward_format,
-            temperature=temperature, work_dir=work_dir, model=model, served_model=served_model,
-            inference_url=inference_url, ui_port=ui_port,
-        )  # fmt: skip
+            max_tokens=max_tokens,
+            max_context_tokens=max_context_tokens,
+            max_model_len=max_model_len,
+            lr=lr,
+            reward_format=reward_format,
+            temperature=temperature,
+            work_dir=work_dir,
+            model=model,
+            served_model=served_model,
+            inference_url=inference_url,
+            ui_port=ui_port,
+        )
     except ValueError as exc:
         raise fail_with(EXIT_USAGE, str(exc)) from exc
     from cobalt.demo.experiment.pipeline import run_experiment

@@ -179,10 +179,14 @@ def _evaluated_run(
         return state.runs[key]
     _serve(ctx, weights)
     request = SampleRunRequest(
-        dataset=dataset, base_url=f"{ctx.endpoints.inference}/v1", model=ctx.served,
-        n=samples, turns=options.turns, max_tokens=options.max_tokens,
+        dataset=dataset,
+        base_url=f"{ctx.endpoints.inference}/v1",
+        model=ctx.served,
+        n=samples,
+        turns=options.turns,
+        max_tokens=options.max_tokens,
         temperature=options.temperature,
-    )  # fmt: skip
+    )
     with progress.stage(f"{label}: rollouts") as bar:
         run_id = service.create_sample_run(ctx.sessions, request, executor=executor_settings(ctx))
         carry_out(ctx.settings, ctx.sessions, run_id, ctx.endpoints.executor, bar)
@@ -220,15 +224,18 @@ def _contexts(ctx: RunContext, run_id: int, options: ExperimentOptions) -> tuple
             if dataset.name == name:
                 return name, count
     built = build_bandit_dataset(
-        ctx.sessions, run_id=run_id, name=name,
+        ctx.sessions,
+        run_id=run_id,
+        name=name,
         options=BuildOptions(
             tokenizer=str(ctx.model_dir), max_prompt_tokens=options.max_context_tokens
         ),
         count_tokens=PromptTokenCounter.from_dir(ctx.model_dir).count,
-    )  # fmt: skip
+    )
     if built.contexts == 0:
-        raise DemoFailed(f"the bandit builder kept no context from run {run_id}; "
-                         f"{CONTEXTS_PER_PROBLEM_HINT}")  # fmt: skip
+        raise DemoFailed(
+            f"the bandit builder kept no context from run {run_id}; {CONTEXTS_PER_PROBLEM_HINT}"
+        )
     return name, built.contexts
 
 
@@ -253,11 +260,16 @@ def _trained_job(
             progress.say(f"{arm.name}: reusing training job {job.id}")
             return job.id, weights
     request = TrainingJobCreate(
-        name=key if not tries else f"{key}~{len(tries) + 1}", mode=arm.mode, contexts=contexts,
+        name=key if not tries else f"{key}~{len(tries) + 1}",
+        mode=arm.mode,
+        contexts=contexts,
         model=str(ctx.model_dir.resolve()),
-        params={**arm.params, "base_url": f"{ctx.endpoints.inference}/v1",
-                "served_model": ctx.served},
-    )  # fmt: skip
+        params={
+            **arm.params,
+            "base_url": f"{ctx.endpoints.inference}/v1",
+            "served_model": ctx.served,
+        },
+    )
     job_id = create_job(ctx.sessions, request)
     _serve(ctx, ctx.model_dir)  # every arm starts from the base weights
     run_trainer(ctx, job_id, arm.steps, progress, label=f"{arm.name}: training")
@@ -269,11 +281,15 @@ def _trained_job(
 
 def _stack_options(options: ExperimentOptions) -> DemoOptions:
     return DemoOptions(
-        max_tokens=options.max_tokens, max_context_tokens=options.max_context_tokens,
-        max_model_len=options.max_model_len, work_dir=options.work_dir,
-        inference_url=options.inference_url, model=options.model,
-        served_model=options.served_model, ui_port=options.ui_port,
-    )  # fmt: skip
+        max_tokens=options.max_tokens,
+        max_context_tokens=options.max_context_tokens,
+        max_model_len=options.max_model_len,
+        work_dir=options.work_dir,
+        inference_url=options.inference_url,
+        model=options.model,
+        served_model=options.served_model,
+        ui_port=options.ui_port,
+    )
 
 
 def run_experiment(options: ExperimentOptions, progress: DemoProgress) -> ExperimentResult:
@@ -306,9 +322,14 @@ def run_experiment(options: ExperimentOptions, progress: DemoProgress) -> Experi
                 settings=OrchestratorSettings(
                     database_url=paths.database_url, redis_url=None, local_concurrency=8
                 ),
-                sessions=sessions, endpoints=endpoints, served=served, model_dir=model_dir,
-                dataset="", reward_tokens=TokenizerCounter.from_path(model_dir), paths=paths,
-            )  # fmt: skip
+                sessions=sessions,
+                endpoints=endpoints,
+                served=served,
+                model_dir=model_dir,
+                dataset="",
+                reward_tokens=TokenizerCounter.from_path(model_dir),
+                paths=paths,
+            )
             result = _run_arms(options, ctx, rows, split, progress)
             with progress.stage("writing the report") as bar:
                 result.timings = dict(progress.timings)
@@ -334,10 +355,16 @@ def _run_arms(
     candidates = _import(ctx, f"{prefix}-candidates", rows, split.candidates)
     held_out = _import(ctx, f"{prefix}-held-out", rows, split.held_out)
     screening = _evaluated_run(
-        ctx, state, f"{base_key}:screening", dataset=candidates,
-        samples=options.screen_samples, weights=ctx.model_dir, options=options,
-        progress=progress, label="screening (base, training candidates)",
-    )  # fmt: skip
+        ctx,
+        state,
+        f"{base_key}:screening",
+        dataset=candidates,
+        samples=options.screen_samples,
+        weights=ctx.model_dir,
+        options=options,
+        progress=progress,
+        label="screening (base, training candidates)",
+    )
     rates = problem_rates(ctx, screening)
     training, dropped = select_training_problems(rates, select=options.select)
     if len(training) < 2:
@@ -359,18 +386,32 @@ def _run_arms(
             result.job, weights = _trained_job(ctx, arm, key, contexts, progress)
         for split_name, dataset in (("train", train), ("held_out", held_out)):
             result.runs[split_name] = _evaluated_run(
-                ctx, state, f"{key}:{split_name}:{result.job}", dataset=dataset,
-                samples=options.samples, weights=weights, options=options, progress=progress,
+                ctx,
+                state,
+                f"{key}:{split_name}:{result.job}",
+                dataset=dataset,
+                samples=options.samples,
+                weights=weights,
+                options=options,
+                progress=progress,
                 label=f"{arm.name} on {split_name.replace('_', '-')} problems",
-            )  # fmt: skip
+            )
         results.append(result)
     bandit, count = _contexts(ctx, results[0].runs["train"], options)
     return ExperimentResult(
-        options=options, database_url=ctx.paths.database_url, model_dir=ctx.model_dir,
-        split=split, screening_run=screening, screening_rates=rates,
-        training_problems=training, dropped=dropped, datasets=datasets,
-        bandit_dataset=bandit, bandit_contexts=count, arms=results,
-    )  # fmt: skip
+        options=options,
+        database_url=ctx.paths.database_url,
+        model_dir=ctx.model_dir,
+        split=split,
+        screening_run=screening,
+        screening_rates=rates,
+        training_problems=training,
+        dropped=dropped,
+        datasets=datasets,
+        bandit_dataset=bandit,
+        bandit_contexts=count,
+        arms=results,
+    )
 
 
 def _digest(task_ids: list[str]) -> str:
