@@ -58,6 +58,29 @@ class WeightGroup:
             self._broadcast(tensor)
             yield spec.name, tensor
 
+    def send_bytes(self, *blobs: bytes) -> int:
+        """Broadcast byte strings (rank 0): their lengths, then each as a uint8 tensor (a
+        delta's manifest and payload: `cobalt.shared.weight_delta.broadcast_delta`)."""
+        import torch
+
+        self._broadcast(torch.tensor([len(blob) for blob in blobs], dtype=torch.int64))
+        for blob in blobs:
+            self._broadcast(torch.frombuffer(bytearray(blob), dtype=torch.uint8))
+        return sum(len(blob) for blob in blobs)
+
+    def receive_bytes(self, count: int) -> list[bytes]:
+        """The `count` byte strings rank 0 sends with `send_bytes` (ranks > 0)."""
+        import torch
+
+        lengths = torch.empty(count, dtype=torch.int64)
+        self._broadcast(lengths)
+        received = []
+        for length in lengths.tolist():
+            blob = torch.empty(int(length), dtype=torch.uint8)
+            self._broadcast(blob)
+            received.append(blob.numpy().tobytes())
+        return received
+
     def _broadcast(self, tensor: Any) -> None:
         import torch.distributed as dist
 

@@ -43,9 +43,12 @@ from collections.abc import Iterable, Mapping, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cobalt.shared.checkpoints import POLICY_FILE, read_policy_version
+
+if TYPE_CHECKING:
+    from cobalt.shared.weight_broadcast import WeightGroup
 
 __all__ = [
     "DELTA_FILE",
@@ -56,13 +59,19 @@ __all__ = [
     "PolicyChain",
     "TensorDelta",
     "apply_delta",
+    "apply_delta_payload",
+    "broadcast_delta",
+    "encode_delta",
     "encode_tensor",
     "is_delta_dir",
+    "manifest_json",
     "newest_full_checkpoint",
     "newest_policy",
+    "parse_manifest",
     "read_delta_manifest",
     "read_full_weights",
     "read_tensor_names",
+    "receive_delta",
     "revert_delta",
     "tensor_crc32",
     "write_delta",
@@ -139,17 +148,12 @@ def is_delta_dir(directory: Path) -> bool:
 def read_delta_manifest(directory: Path) -> DeltaManifest:
     path = Path(directory) / DELTA_MANIFEST
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        if raw.get("format") != DELTA_FORMAT:
-            raise DeltaError(f"{path}: format {raw.get('format')!r}, expected {DELTA_FORMAT!r}")
-        tensors = [TensorDelta(**entry) for entry in raw.pop("tensors")]
-        return DeltaManifest(tensors=tensors, **raw)
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         raise DeltaError(f"{directory}: no {DELTA_MANIFEST} (the delta is missing)") from exc
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
-        if isinstance(exc, DeltaError):
-            raise
+    except OSError as exc:
         raise DeltaError(f"{path}: not a delta manifest ({exc!r})") from exc
+    return parse_manifest(text, str(path))
 
 
 def _bytes_of(tensor: Any) -> Any:
@@ -184,17 +188,16 @@ def encode_tensor(previous: Any, current: Any) -> tuple[bytes, int]:
     return zlib.compress(_bytes_of(xor), _ZLIB_LEVEL), changed
 
 
-def write_delta(
-    directory: Path,
+def encode_delta(
     *,
     previous: Mapping[str, Any],
     current: Mapping[str, Any],
     version: int,
     base_version: int,
     full_version: int,
-) -> DeltaManifest:
-    """Write `current` as a delta against `previous` (the tensors of `base_version`) into
-    `directory` (created; the caller adds the policy file and renames it into place)."""
+) -> tuple[DeltaManifest, bytes]:
+    """`current` as a delta against `previous` (the tensors of `base_version`): its
+    manifest and payload, as `write_delta` writes them and a broadcast sends them."""
     if previous.keys() != current.keys():
         missing, extra = previous.keys() - current.keys(), current.keys() - previous.keys()
         raise DeltaError(f"tensors differ: missing {sorted(missing)[:5]}, new {sorted(extra)[:5]}")
@@ -204,14 +207,12 @@ def write_delta(
         blob, changed = encode_tensor(previous[name], current[name])
         return blob, changed, tensor_crc32(current[name])
 
-    directory.mkdir(parents=True, exist_ok=True)
-    digest = hashlib.sha256()
+    blobs: list[bytes] = []
     entries: list[TensorDelta] = []
     offset = 0
-    with ThreadPoolExecutor(_THREADS) as pool, (directory / DELTA_FILE).open("wb") as out:
+    with ThreadPoolExecutor(_THREADS) as pool:
         for name, (blob, changed, crc) in zip(names, pool.map(encode, names), strict=True):
-            out.write(blob)
-            digest.update(blob)
+            blobs.append(blob)
             tensor = current[name]
             entries.append(
                 TensorDelta(
@@ -225,14 +226,56 @@ def write_delta(
                 )
             )
             offset += len(blob)
+    payload = b"".join(blobs)
     manifest = DeltaManifest(
         version=version,
         base_version=base_version,
         full_version=full_version,
-        payload_sha256=digest.hexdigest(),
+        payload_sha256=hashlib.sha256(payload).hexdigest(),
         tensors=entries,
     )
-    (directory / DELTA_MANIFEST).write_text(json.dumps(asdict(manifest)) + "\n", encoding="utf-8")
+    return manifest, payload
+
+
+def manifest_json(manifest: DeltaManifest) -> str:
+    return json.dumps(asdict(manifest))
+
+
+def parse_manifest(text: str, where: str) -> DeltaManifest:
+    """A manifest from its JSON (`where`: the file or sender it came from, for errors)."""
+    try:
+        raw = json.loads(text)
+        if raw.get("format") != DELTA_FORMAT:
+            raise DeltaError(f"{where}: format {raw.get('format')!r}, expected {DELTA_FORMAT!r}")
+        tensors = [TensorDelta(**entry) for entry in raw.pop("tensors")]
+        return DeltaManifest(tensors=tensors, **raw)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        if isinstance(exc, DeltaError):
+            raise
+        raise DeltaError(f"{where}: not a delta manifest ({exc!r})") from exc
+
+
+def write_delta(
+    directory: Path,
+    *,
+    previous: Mapping[str, Any],
+    current: Mapping[str, Any],
+    version: int,
+    base_version: int,
+    full_version: int,
+) -> DeltaManifest:
+    """Write `current` as a delta against `previous` (the tensors of `base_version`) into
+    `directory` (created; the caller adds the policy file and renames it into place)."""
+    manifest, payload = encode_delta(
+        previous=previous,
+        current=current,
+        version=version,
+        base_version=base_version,
+        full_version=full_version,
+    )
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / DELTA_FILE).write_bytes(payload)
+    (directory / DELTA_MANIFEST).write_text(manifest_json(manifest) + "\n", encoding="utf-8")
     return manifest
 
 
@@ -244,12 +287,16 @@ def _payload(directory: Path, manifest: DeltaManifest) -> bytes:
         raise DeltaError(
             f"{path}: cannot read the delta of version {manifest.version} ({exc})"
         ) from exc
+    _check_payload(payload, manifest, str(path))
+    return payload
+
+
+def _check_payload(payload: bytes, manifest: DeltaManifest, where: str) -> None:
     if hashlib.sha256(payload).hexdigest() != manifest.payload_sha256:
         raise DeltaError(
-            f"{path}: checksum mismatch (sha256 differs from the manifest's): the delta of "
+            f"{where}: checksum mismatch (sha256 differs from the manifest's): the delta of "
             f"version {manifest.version} is corrupted or truncated"
         )
-    return payload
 
 
 def apply_delta(
@@ -263,12 +310,32 @@ def apply_delta(
             then as they were.
     """
     manifest = read_delta_manifest(directory)
+    _check_base(manifest, base_version, str(directory))
+    payload = _payload(directory, manifest)
+    return apply_delta_payload(tensors, manifest, payload, base_version=base_version)
+
+
+def _check_base(manifest: DeltaManifest, base_version: int, where: str) -> None:
     if manifest.base_version != base_version:
         raise DeltaError(
-            f"gap: the delta of version {manifest.version} ({directory}) applies to version "
+            f"gap: the delta of version {manifest.version} ({where}) applies to version "
             f"{manifest.base_version}, the weights at hand are version {base_version}"
         )
-    payload = _payload(directory, manifest)
+
+
+def apply_delta_payload(
+    tensors: MutableMapping[str, Any],
+    manifest: DeltaManifest,
+    payload: bytes,
+    *,
+    base_version: int,
+    where: str = "the delta",
+) -> DeltaManifest:
+    """`apply_delta` of a manifest and payload at hand (received by broadcast): the same
+    checks (gap, sha256, fit, crc32) and the same guarantee that a refused delta leaves
+    `tensors` as they were."""
+    _check_base(manifest, base_version, where)
+    _check_payload(payload, manifest, where)
     names = {entry.name for entry in manifest.tensors}
     if names != tensors.keys():
         raise DeltaError(
@@ -305,6 +372,27 @@ def apply_delta(
             f"the weights at hand were not version {base_version}"
         )
     return manifest
+
+
+def broadcast_delta(group: WeightGroup, manifest: DeltaManifest, payload: bytes) -> int:
+    """Send a delta over a weight group (rank 0): its manifest and payload, the same bytes
+    as a delta directory's files; returns the bytes sent."""
+    return group.send_bytes(manifest_json(manifest).encode(), payload)
+
+
+def receive_delta(
+    group: WeightGroup, tensors: MutableMapping[str, Any], *, base_version: int
+) -> DeltaManifest:
+    """Receive a delta from rank 0 and apply it to `tensors` (the weights of
+    `base_version`) with `apply_delta_payload`'s checks.
+
+    Raises:
+        DeltaError: a gap or a checksum mismatch; `tensors` are then as they were.
+    """
+    text, payload = group.receive_bytes(2)
+    where = f"the delta broadcast to rank {group.rank}"
+    manifest = parse_manifest(text.decode("utf-8"), where)
+    return apply_delta_payload(tensors, manifest, payload, base_version=base_version, where=where)
 
 
 def _xor_entry(tensors: MutableMapping[str, Any], payload: bytes, entry: TensorDelta) -> None:
