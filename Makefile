@@ -3,7 +3,7 @@
 #                .venv-trainer (torch + verl) and install system packages
 #   make test    lint + type-check + the whole test suite (starts PostgreSQL/Redis if needed)
 #   make demo    set-up, then the whole Cobalt loop on embedded defaults and an HTML report
-#   make experiment  set-up, then the comparison of training arms and its report (~2 h)
+#   make experiment  set-up, then the comparison of training arms and its report (~50 min)
 #   make images  the container images (podman or docker; docs/deploy.md)
 
 PYTHON ?= $(shell scripts/find-python.sh)
@@ -60,7 +60,7 @@ demo: setup
 	$(BIN)/cobalt demo $(if $(PROBLEMS),--problems $(PROBLEMS)) $(if $(SAMPLES),--samples $(SAMPLES)) \
 		$(if $(TURNS),--turns $(TURNS)) $(if $(STEPS),--steps $(STEPS)) $(DEMO_ARGS)
 
-# The pre-declared comparison of training arms (docs/experiments.md; about 2 hours on 2
+# The pre-declared comparison of training arms (docs/experiments.md; about 47 minutes on 2
 # cores, resumable: run it again after an interruption). Options in EXPERIMENT_ARGS.
 experiment: setup
 	$(BIN)/cobalt experiment $(EXPERIMENT_ARGS)

@@ -90,7 +90,7 @@ def experiment_command(
     HumanEval problems with 95% intervals, in a markdown report with curves.
 
     Interrupted, it resumes: a re-run with the same options reuses every finished run and
-    training job (docs/experiments.md). The defaults take about 2 hours on 2 CPU cores.
+    training job (docs/experiments.md). The defaults take about 47 minutes on 2 CPU cores.
     """
     try:
         options = ExperimentOptions(
