@@ -19,7 +19,10 @@ that configuration's next round: every configuration's policy moves as in traini
 step's wall time counts the weight load, the rollouts, the claim, the update and the
 weight write. `--off-policy` adds a row `off_policy`: the baseline's orchestrator with the
 trainer recomputing the old log-probabilities and truncating the importance weight at
-`--tis-cap`, with its per-step sampler/trainer mismatch printed.
+`--tis-cap`, with its per-step sampler/trainer mismatch printed. The trainer holds one
+configuration's policy at a time (the others wait on disk); that swap is not counted.
+`--inference-url` uses a server already running (`cobalt inference serve`, float32, its
+`--control-token`) instead of starting one.
 
 `--policy simulated` (the default, fast, no model): the OpenAI test server answers each
 "read n, print k n" context right with a probability drawn once per context (`--solved`
@@ -386,12 +389,14 @@ def run_smollm2(
     with ExitStack() as stack:
         trainer = TrainerProcess(logs / "trainer.log")
         stack.callback(trainer.close)
-        started = time.perf_counter()
-        url = stack.enter_context(served_smollm2(model, logs, args.max_model_len))
-        print(f"vLLM ready after {time.perf_counter() - started:.0f} s", flush=True)
+        url = args.inference_url
+        if url is None:
+            started = time.perf_counter()
+            url = stack.enter_context(served_smollm2(model, logs, args.max_model_len))
+            print(f"vLLM ready after {time.perf_counter() - started:.0f} s", flush=True)
         executor = stack.enter_context(local_executor())
         address = ExecutorAddress(executor.base_url, executor.token)
-        control = stack.enter_context(InferenceControlClient(url, token="bench"))
+        control = stack.enter_context(InferenceControlClient(url, token=args.control_token))
         jobs = create_jobs(sessions, args, str(model), f"{url}/v1", SERVED)
         params = configurations(args)
         for tally in tallies.values():
@@ -414,7 +419,9 @@ def run_smollm2(
                 "batch": batch.model_dump(mode="json"),
             })  # fmt: skip
             tally.policy = answer["policy"]
-            tally.seconds.append(time.perf_counter() - started)
+            # Swapping the configurations' policies in and out of the trainer is the
+            # bench's own cost (a trainer holds one job), not the step's.
+            tally.seconds.append(time.perf_counter() - started - answer["swap_s"])
             tally.rollout_seconds.append(rolled - started)
             record(tally, batch)
             mismatch = {k: v for k, v in answer["metrics"].items() if k.startswith("mismatch_")}
@@ -422,7 +429,8 @@ def run_smollm2(
             print(f"step {step} {config}: {tally.informative[-1]}/{len(batch.groups)} "
                   f"informative, {batch.refill_rounds} refills, reward "
                   f"{tally.reward[-1]:.3f}, rollouts {rolled - started:.0f} s, update "
-                  f"{answer['train_s']:.0f} s + write {answer['write_s']:.0f} s, "
+                  f"{answer['train_s']:.0f} s + write {answer['write_s']:.0f} s (swap "
+                  f"{answer['swap_s']:.0f} s not counted), "
                   f"load {os.getloadavg()[0]:.1f}"
                   + (f", {json.dumps(mismatch)}" if mismatch else ""), flush=True)  # fmt: skip
 
@@ -447,6 +455,9 @@ def main() -> None:
         default=Path("~/.cache/cobalt/models/smollm2-135m-instruct"),
         help="a float32 SmolLM2 (cobalt inference prepare-model --dtype float32 --out DIR)",
     )
+    real.add_argument("--inference-url", default=None,
+                      help="a running `cobalt inference serve` of --model (float32)")  # fmt: skip
+    real.add_argument("--control-token", default="bench", help="its control token")
     real.add_argument("--max-tokens", type=int, default=128)
     real.add_argument("--max-model-len", type=int, default=1024)
     real.add_argument("--lr", type=float, default=2e-5, help="the demo's (docs/experiments.md)")
