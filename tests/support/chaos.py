@@ -1,0 +1,284 @@
+"""Fault injection for the chaos suite (tests/chaos): each fault is something a deployment
+meets (a process killed, a server restarted or emptied, a dependency refusing or answering
+errors for a while), injected into instances the test itself started, never the shared
+PostgreSQL or Redis other tests use.
+
+- `PrivateRedis`: a redis-server of the test's own, restarted with its data or empty.
+- `TcpFaultProxy`: a TCP proxy (in front of PostgreSQL) that drops every open connection
+  (a restart: transactions cut mid-way) and refuses new ones for a while (unreachable).
+- `HttpFaultProxy`: an HTTP proxy (in front of the executor or inference) that answers a
+  chosen status (503, 429) for a while, then forwards again.
+- `stall`: SIGSTOP a process group for longer than its clients' timeouts, then SIGCONT.
+- `FaultLog`: when each fault was injected and when the job next made progress.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tests.support.serving import serve_asgi
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def answers(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+    except OSError:
+        return False
+    return True
+
+
+class PrivateRedis:
+    """A redis-server on a port and directory of its own (RDB snapshots on shutdown, so a
+    plain restart keeps the queue; an empty restart deletes the snapshot first)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        directory.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port),
+             "--dir", str(self.directory), "--dbfilename", "dump.rdb", "--save", "",
+             "--appendonly", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while not answers(self.port):
+            assert self.process.poll() is None, "redis-server exited"
+            assert time.monotonic() < deadline, "redis-server did not answer"
+            time.sleep(0.05)
+
+    def stop(self, *, keep_data: bool) -> None:
+        """SHUTDOWN SAVE (the data survives) or a kill -9 with the snapshot deleted."""
+        assert self.process is not None
+        if keep_data:
+            from redis import Redis
+
+            try:
+                Redis.from_url(self.url).shutdown(save=True)
+            except Exception:  # noqa: BLE001  the connection closes as the server exits
+                pass
+        else:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            (self.directory / "dump.rdb").unlink(missing_ok=True)
+        self.process.wait(timeout=30)
+
+    def restart(self, *, empty: bool) -> None:
+        self.stop(keep_data=not empty)
+        self.start()
+
+    def close(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=30)
+
+
+class TcpFaultProxy:
+    """Forwards 127.0.0.1:port to `target_port`; `drop_all` cuts every connection (each
+    side sees a reset, as when the server restarts) and `refuse_for` closes new ones."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self.listener.getsockname()[1])
+        self.refuse_until = 0.0
+        self.open: set[socket.socket] = set()
+        self.lock = threading.Lock()
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if time.monotonic() < self.refuse_until:
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            except OSError:
+                client.close()
+                continue
+            with self.lock:
+                self.open |= {client, upstream}
+            finished = threading.Semaphore(0)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b, finished), daemon=True).start()
+            threading.Thread(
+                target=self._reap, args=(client, upstream, finished), daemon=True
+            ).start()
+
+    def _pipe(
+        self, source: socket.socket, sink: socket.socket, finished: threading.Semaphore
+    ) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for sock in (source, sink):
+                self._shut(sock)
+            finished.release()
+
+    def _reap(
+        self, client: socket.socket, upstream: socket.socket, finished: threading.Semaphore
+    ) -> None:
+        """Close both sockets once both pipes are done: a socket closed while another
+        thread still reads it frees its descriptor for the next connection to reuse, and
+        that thread would then read the new connection's bytes."""
+        finished.acquire()
+        finished.acquire()
+        with self.lock:
+            self.open -= {client, upstream}
+        client.close()
+        upstream.close()
+
+    @staticmethod
+    def _shut(sock: socket.socket) -> None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def drop_all(self) -> None:
+        with self.lock:
+            opened = list(self.open)
+        for sock in opened:
+            self._shut(sock)  # the pipes see the cut and close them
+
+    def refuse_for(self, seconds: float) -> None:
+        self.refuse_until = time.monotonic() + seconds
+        self.drop_all()
+
+    def close(self) -> None:
+        self.closed = True
+        self.listener.close()
+        self.drop_all()
+
+
+@dataclass
+class HttpFaultProxy:
+    """Forwards every request to `target`, except while `fail_for` is in force: then it
+    answers `status` (503, 429 with Retry-After) without forwarding."""
+
+    target: str
+    failing_until: float = 0.0
+    status: int = 503
+    failed: int = 0
+
+    def fail_for(self, seconds: float, status: int) -> None:
+        self.status = status
+        self.failing_until = time.monotonic() + seconds
+
+    def app(self) -> Starlette:
+        client = httpx.AsyncClient(base_url=self.target, timeout=None)
+
+        async def forward(request: Request) -> Response:
+            if time.monotonic() < self.failing_until:
+                self.failed += 1
+                headers = {"Retry-After": "1"} if self.status == 429 else {}
+                return Response(b'{"detail": "injected fault"}', self.status, headers)
+            upstream = await client.request(
+                request.method, request.url.path, params=request.query_params,
+                content=await request.body(),
+                headers={k: v for k, v in request.headers.items() if k != "host"},
+            )  # fmt: skip
+            drop = {"content-length", "transfer-encoding", "content-encoding", "connection"}
+            headers = {k: v for k, v in upstream.headers.items() if k.lower() not in drop}
+            return Response(upstream.content, upstream.status_code, headers)
+
+        methods = ["GET", "POST", "PUT", "DELETE", "PATCH"]
+        return Starlette(routes=[Route("/{path:path}", forward, methods=methods)])
+
+
+@contextmanager
+def serve_http_proxy(target: str) -> Iterator[tuple[HttpFaultProxy, str]]:
+    """An `HttpFaultProxy` to `target` served on a free port; yields it and its URL (with
+    `target`'s path, e.g. /v1, kept)."""
+    parsed = httpx.URL(target)
+    proxy = HttpFaultProxy(target=str(parsed.copy_with(path="/")).rstrip("/"))
+    with serve_asgi(proxy.app()) as url:
+        yield proxy, url + parsed.path.rstrip("/")
+
+
+def stall(pid: int, seconds: float) -> None:
+    """SIGSTOP the process group `pid` leads for `seconds`, then SIGCONT."""
+    os.killpg(pid, signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        os.killpg(pid, signal.SIGCONT)
+
+
+def kill_9(process: subprocess.Popen[Any]) -> None:
+    """kill -9 the process group `process` leads and reap it."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+    process.communicate(timeout=30)
+
+
+@dataclass
+class FaultLog:
+    """Each injected fault's kind and the seconds from it to the job's next progress."""
+
+    recovered_s: dict[str, list[float]] = field(default_factory=dict)
+
+    def record(self, kind: str, seconds: float) -> None:
+        self.recovered_s.setdefault(kind, []).append(seconds)
+
+    def table(self) -> str:
+        lines = ["kind                 injected  survived  p50_s   max_s"]
+        for kind, times in sorted(self.recovered_s.items()):
+            lines.append(
+                f"{kind:<20} {len(times):>8}  {len(times):>8}  "
+                f"{statistics.median(times):6.1f}  {max(times):6.1f}"
+            )
+        return "\n".join(lines)
+
+
+def fault_sequence(kinds: list[str], count: int, seed: int | None) -> list[str]:
+    """Every kind once, in order (seed None), or `count` kinds drawn from a seed."""
+    if seed is None:
+        return list(kinds)
+    draw = random.Random(seed)
+    return [draw.choice(kinds) for _ in range(count)]
+
+
+def wait_until(done: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, f"no {what} within {timeout_s} s"
+        time.sleep(0.1)
