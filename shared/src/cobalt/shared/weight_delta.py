@@ -39,7 +39,7 @@ import os
 import re
 import struct
 import zlib
-from collections.abc import Iterable, Mapping, MutableMapping
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -188,16 +188,12 @@ def encode_tensor(previous: Any, current: Any) -> tuple[bytes, int]:
     return zlib.compress(_bytes_of(xor), _ZLIB_LEVEL), changed
 
 
-def encode_delta(
-    *,
-    previous: Mapping[str, Any],
-    current: Mapping[str, Any],
-    version: int,
-    base_version: int,
-    full_version: int,
-) -> tuple[DeltaManifest, bytes]:
-    """`current` as a delta against `previous` (the tensors of `base_version`): its
-    manifest and payload, as `write_delta` writes them and a broadcast sends them."""
+def _encoded_tensors(
+    previous: Mapping[str, Any], current: Mapping[str, Any]
+) -> Iterator[tuple[TensorDelta, bytes]]:
+    """Each tensor of `current` XOR-encoded against `previous`, in order, with its manifest
+    entry; encoded in a thread pool (zlib and torch release the GIL) and yielded one at a
+    time, so that the disk path streams them and never holds the whole payload."""
     if previous.keys() != current.keys():
         missing, extra = previous.keys() - current.keys(), current.keys() - previous.keys()
         raise DeltaError(f"tensors differ: missing {sorted(missing)[:5]}, new {sorted(extra)[:5]}")
@@ -207,25 +203,39 @@ def encode_delta(
         blob, changed = encode_tensor(previous[name], current[name])
         return blob, changed, tensor_crc32(current[name])
 
-    blobs: list[bytes] = []
-    entries: list[TensorDelta] = []
     offset = 0
     with ThreadPoolExecutor(_THREADS) as pool:
         for name, (blob, changed, crc) in zip(names, pool.map(encode, names), strict=True):
-            blobs.append(blob)
             tensor = current[name]
-            entries.append(
-                TensorDelta(
-                    name=name,
-                    dtype=str(tensor.dtype).removeprefix("torch."),
-                    shape=list(tensor.shape),
-                    offset=offset,
-                    length=len(blob),
-                    changed=changed,
-                    crc32=crc,
-                )
+            entry = TensorDelta(
+                name=name,
+                dtype=str(tensor.dtype).removeprefix("torch."),
+                shape=list(tensor.shape),
+                offset=offset,
+                length=len(blob),
+                changed=changed,
+                crc32=crc,
             )
             offset += len(blob)
+            yield entry, blob
+
+
+def encode_delta(
+    *,
+    previous: Mapping[str, Any],
+    current: Mapping[str, Any],
+    version: int,
+    base_version: int,
+    full_version: int,
+) -> tuple[DeltaManifest, bytes]:
+    """`current` as a delta against `previous` (the tensors of `base_version`): its
+    manifest and payload in memory, as a broadcast sends them (`write_delta` writes the
+    same bytes to disk)."""
+    entries: list[TensorDelta] = []
+    blobs: list[bytes] = []
+    for entry, blob in _encoded_tensors(previous, current):
+        entries.append(entry)
+        blobs.append(blob)
     payload = b"".join(blobs)
     manifest = DeltaManifest(
         version=version,
@@ -266,15 +276,21 @@ def write_delta(
 ) -> DeltaManifest:
     """Write `current` as a delta against `previous` (the tensors of `base_version`) into
     `directory` (created; the caller adds the policy file and renames it into place)."""
-    manifest, payload = encode_delta(
-        previous=previous,
-        current=current,
+    directory.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    entries: list[TensorDelta] = []
+    with (directory / DELTA_FILE).open("wb") as out:
+        for entry, blob in _encoded_tensors(previous, current):
+            out.write(blob)
+            digest.update(blob)
+            entries.append(entry)
+    manifest = DeltaManifest(
         version=version,
         base_version=base_version,
         full_version=full_version,
+        payload_sha256=digest.hexdigest(),
+        tensors=entries,
     )
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / DELTA_FILE).write_bytes(payload)
     (directory / DELTA_MANIFEST).write_text(manifest_json(manifest) + "\n", encoding="utf-8")
     return manifest
 
