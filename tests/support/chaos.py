@@ -34,13 +34,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from cobalt.shared.clients.local_executor import free_port
 from tests.support.serving import serve_asgi
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def answers(port: int) -> bool:
