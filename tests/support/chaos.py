@@ -22,8 +22,8 @@ import statistics
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -199,9 +199,18 @@ class HttpFaultProxy:
         self.failing_until = time.monotonic() + seconds
 
     def app(self) -> Starlette:
-        client = httpx.AsyncClient(base_url=self.target, timeout=None)
+        """The proxy's app; its client to `target` lives as long as the server (lifespan),
+        so its connections close with it instead of at garbage collection."""
+        client: httpx.AsyncClient | None = None
+
+        @asynccontextmanager
+        async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+            nonlocal client
+            async with httpx.AsyncClient(base_url=self.target, timeout=None) as client:
+                yield
 
         async def forward(request: Request) -> Response:
+            assert client is not None
             if time.monotonic() < self.failing_until:
                 self.failed += 1
                 headers = {"Retry-After": "1"} if self.status == 429 else {}
@@ -216,7 +225,9 @@ class HttpFaultProxy:
             return Response(upstream.content, upstream.status_code, headers)
 
         methods = ["GET", "POST", "PUT", "DELETE", "PATCH"]
-        return Starlette(routes=[Route("/{path:path}", forward, methods=methods)])
+        return Starlette(
+            routes=[Route("/{path:path}", forward, methods=methods)], lifespan=lifespan
+        )
 
 
 @contextmanager
