@@ -41,6 +41,7 @@ from tests.support.chaos import (
     answers,
     fault_sequence,
     kill_9,
+    ready,
     serve_http_proxy,
     wait_until,
 )
@@ -61,6 +62,7 @@ KINDS = [
     "postgres-unreachable",
     "trainer-kill",
     "api-kill",
+    "executor-kill",
 ]
 FAULTS = int(os.environ.get("COBALT_CHAOS_FAULTS", "0"))
 SEED = int(os.environ["COBALT_CHAOS_SEED"]) if "COBALT_CHAOS_SEED" in os.environ else None
@@ -84,11 +86,7 @@ def store(database: str) -> Iterator[sessionmaker[Session]]:
 
 
 def test_a_training_job_survives_each_fault_kind(
-    database: str,
-    store: sessionmaker[Session],
-    tiny_model: Path,
-    executor_url: str,
-    tmp_path: Path,
+    database: str, store: sessionmaker[Session], tiny_model: Path, tmp_path: Path
 ) -> None:
     faults = fault_sequence(KINDS, FAULTS, SEED)
     steps = len(faults) + 1
@@ -109,7 +107,28 @@ def test_a_training_job_survives_each_fault_kind(
     # service does) and writes it into each response, so every stored sample says which
     # policy sampled it.
     fake = FakeOpenAI(responder=answer, delay_s=0.1, policy_version=0, mark_version=True)
+    executor_port = free_port()
+    executors: list[subprocess.Popen[str]] = []
+
+    def start_executor() -> None:
+        """`cobalt executor serve` on the test's port, once its sandboxes are ready."""
+        executors.append(
+            cobalt_process(
+                base_env,
+                "executor",
+                "serve",
+                "--port",
+                str(executor_port),
+                "--slots",
+                "2",
+                log=logs / "executor.log",
+            )  # fmt: skip
+        )
+        wait_until(lambda: ready(f"http://127.0.0.1:{executor_port}/readyz"), 90, "executor")
+
     try:
+        start_executor()
+        executor_url = f"http://127.0.0.1:{executor_port}"
         with (
             serve_fake_openai(fake) as model_url,
             serve_http_proxy(model_url) as (model, proxied_model),
@@ -203,6 +222,10 @@ def test_a_training_job_survives_each_fault_kind(
                     kill_9(workers[0])
                     workers[0] = start_worker()
 
+                def restart_executor() -> None:
+                    kill_9(executors[-1])
+                    start_executor()
+
                 def restart_api() -> None:
                     kill_9(apis[-1])
                     apis.append(start_api())
@@ -222,6 +245,7 @@ def test_a_training_job_survives_each_fault_kind(
                     "postgres-unreachable": lambda: postgres.refuse_for(3),
                     "trainer-kill": restart_trainer,
                     "api-kill": restart_api,
+                    "executor-kill": restart_executor,
                 }
                 for kind in faults:
                     before = step()
@@ -236,7 +260,7 @@ def test_a_training_job_survives_each_fault_kind(
                 assert trainers[-1].wait(timeout=PROGRESS_TIMEOUT_S) == 0, trainer_log()
                 shown = api.get(f"/v1/training/jobs/{job}").json()
     finally:
-        for process in [*workers, *trainers, *apis]:
+        for process in [*workers, *trainers, *apis, *executors]:
             kill_9(process)
         postgres.close()
         redis.close()
@@ -264,5 +288,6 @@ def test_a_training_job_survives_each_fault_kind(
             .having(func.count() > 1)
         ).all()
         assert turns == []
-    assert all(process.poll() is not None for process in [*workers, *trainers, *apis])
+    everything = [*workers, *trainers, *apis, *executors]
+    assert all(process.poll() is not None for process in everything)
     assert redis.process is None or redis.process.poll() is not None

@@ -7,7 +7,8 @@ PostgreSQL or Redis other tests use.
 - `TcpFaultProxy`: a TCP proxy (in front of PostgreSQL) that drops every open connection
   (a restart: transactions cut mid-way) and refuses new ones for a while (unreachable).
 - `HttpFaultProxy`: an HTTP proxy (in front of the executor or inference) that answers a
-  chosen status (503, 429) for a while, then forwards again.
+  chosen status (503, 429) for a while, then forwards again; with its target down it
+  answers as a gateway does (503 when the target refused, 502 when it was cut).
 - `stall`: SIGSTOP a process group for longer than its clients' timeouts, then SIGCONT.
 - `FaultLog`: when each fault was injected and when the job next made progress.
 """
@@ -44,6 +45,14 @@ def answers(port: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def ready(url: str) -> bool:
+    """Whether `url` (a readiness path) answers 200 now."""
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 class PrivateRedis:
@@ -215,11 +224,16 @@ class HttpFaultProxy:
                 self.failed += 1
                 headers = {"Retry-After": "1"} if self.status == 429 else {}
                 return Response(b'{"detail": "injected fault"}', self.status, headers)
-            upstream = await client.request(
-                request.method, request.url.path, params=request.query_params,
-                content=await request.body(),
-                headers={k: v for k, v in request.headers.items() if k != "host"},
-            )  # fmt: skip
+            try:
+                upstream = await client.request(
+                    request.method, request.url.path, params=request.query_params,
+                    content=await request.body(),
+                    headers={k: v for k, v in request.headers.items() if k != "host"},
+                )  # fmt: skip
+            except httpx.ConnectError:  # the target is down: nothing was sent
+                return Response(b'{"detail": "no upstream"}', 503)
+            except httpx.TransportError:  # cut mid-request: it may have run
+                return Response(b'{"detail": "upstream failed"}', 502)
             drop = {"content-length", "transfer-encoding", "content-encoding", "connection"}
             headers = {k: v for k, v in upstream.headers.items() if k.lower() not in drop}
             return Response(upstream.content, upstream.status_code, headers)
