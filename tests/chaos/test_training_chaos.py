@@ -43,6 +43,7 @@ from tests.support.chaos import (
     kill_9,
     ready,
     serve_http_proxy,
+    stall,
     wait_until,
 )
 from tests.support.databases import empty_database
@@ -63,9 +64,14 @@ KINDS = [
     "trainer-kill",
     "api-kill",
     "executor-kill",
+    "executor-stall",
 ]
 FAULTS = int(os.environ.get("COBALT_CHAOS_FAULTS", "0"))
 SEED = int(os.environ["COBALT_CHAOS_SEED"]) if "COBALT_CHAOS_SEED" in os.environ else None
+EXECUTOR_TIMEOUT_S = 6
+"""The workers' executor client timeout (COBALT_EXECUTOR_CLIENT_TIMEOUT_S; 300 s by
+default): a judgement takes well under a second here, and executor-stall stops the
+executor for 2 s longer than this."""
 PROGRESS_TIMEOUT_S = 240
 """Longest wait for the next step after a fault (round retry 5 s + a step on 2 busy cores)."""
 
@@ -136,6 +142,7 @@ def test_a_training_job_survives_each_fault_kind(
         ):
             services = {**base_env, "COBALT_DATABASE_URL": proxied_db,
                         "COBALT_EXECUTOR_URL": proxied_executor,
+                        "COBALT_EXECUTOR_CLIENT_TIMEOUT_S": str(EXECUTOR_TIMEOUT_S),
                         "COBALT_REDIS_URL": redis.url}  # fmt: skip
 
             def start_worker() -> subprocess.Popen[str]:
@@ -226,6 +233,12 @@ def test_a_training_job_survives_each_fault_kind(
                     kill_9(executors[-1])
                     start_executor()
 
+                def stall_executor() -> None:
+                    """Stop the executor while a judgement is in flight, past its timeout."""
+                    seen = executor.forwarded
+                    wait_until(lambda: executor.forwarded > seen, 60, "an executor request")
+                    stall(executors[-1].pid, EXECUTOR_TIMEOUT_S + 2)
+
                 def restart_api() -> None:
                     kill_9(apis[-1])
                     apis.append(start_api())
@@ -246,6 +259,7 @@ def test_a_training_job_survives_each_fault_kind(
                     "trainer-kill": restart_trainer,
                     "api-kill": restart_api,
                     "executor-kill": restart_executor,
+                    "executor-stall": stall_executor,
                 }
                 for kind in faults:
                     before = step()

@@ -202,6 +202,8 @@ class HttpFaultProxy:
     failing_until: float = 0.0
     status: int = 503
     failed: int = 0
+    forwarded: int = 0
+    """Requests passed on to `target` so far."""
 
     def fail_for(self, seconds: float, status: int) -> None:
         self.status = status
@@ -224,6 +226,7 @@ class HttpFaultProxy:
                 self.failed += 1
                 headers = {"Retry-After": "1"} if self.status == 429 else {}
                 return Response(b'{"detail": "injected fault"}', self.status, headers)
+            self.forwarded += 1
             try:
                 upstream = await client.request(
                     request.method, request.url.path, params=request.query_params,
