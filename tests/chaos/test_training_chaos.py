@@ -59,12 +59,12 @@ KINDS = [
     "model-503",
     "model-429",
     "executor-503",
+    "executor-stall",
     "postgres-drop",
     "postgres-unreachable",
     "trainer-kill",
     "api-kill",
     "executor-kill",
-    "executor-stall",
 ]
 FAULTS = int(os.environ.get("COBALT_CHAOS_FAULTS", "0"))
 SEED = int(os.environ["COBALT_CHAOS_SEED"]) if "COBALT_CHAOS_SEED" in os.environ else None
@@ -234,9 +234,12 @@ def test_a_training_job_survives_each_fault_kind(
                     start_executor()
 
                 def stall_executor() -> None:
-                    """Stop the executor while a judgement is in flight, past its timeout."""
-                    seen = executor.forwarded
-                    wait_until(lambda: executor.forwarded > seen, 60, "an executor request")
+                    """Stop the executor past its clients' timeout, once a judgement is in
+                    flight (or the job moved on without one: the rounds were judged)."""
+                    seen, before = executor.forwarded, step()
+                    wait_until(
+                        lambda: executor.forwarded > seen or step() > before, 60, "a judgement"
+                    )
                     stall(executors[-1].pid, EXECUTOR_TIMEOUT_S + 2)
 
                 def restart_api() -> None:
