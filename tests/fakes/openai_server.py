@@ -4,7 +4,11 @@ It answers `/v1/chat/completions` with text chosen by a Python function of the r
 messages (the test decides what the "model" writes at each turn), in vLLM's response
 shape: `prompt_token_ids`, per-choice `token_ids` and logprobs, usage, and the
 `x-cobalt-policy-version` header, and says it is vLLM (`owned_by: "vllm"`). It can fail on
-purpose (`fail_next`) and be slow (`delay_s`). With `strict`, it is a provider that knows
+purpose (`fail_next`) and be slow (`delay_s`). Like Cobalt's inference service it answers
+the control path's `GET /v1/policy` and loads (`POST /v1/policy/weights` or `/adapter`:
+the version moves to the one loaded, no weights are read), so a trainer can publish to it;
+`mark_version` writes each response's version into its text, so a test can tell from a
+stored response which policy sampled it. With `strict`, it is a provider that knows
 only OpenAI's request fields: it answers 400 to any other (as OpenAI does to
 `return_token_ids`) and does not claim to be vLLM. It measures our code in isolation; the
 real vLLM path has its own tests.
@@ -56,6 +60,10 @@ class FakeOpenAI:
     requests: list[dict[str, Any]] = field(default_factory=list)
     strict: bool = False
     """Reject request fields OpenAI's API does not have (400), and not claim to be vLLM."""
+    mark_version: bool = False
+    """End every choice's text with `# policy version N`, N the version of its header."""
+    loads: list[int] = field(default_factory=list)
+    """The versions loaded through the control path, in order."""
 
     def app(self) -> FastAPI:
         app = FastAPI()
@@ -66,11 +74,33 @@ class FakeOpenAI:
             card = {"id": self.model, "object": "model", "owned_by": owner}
             return {"object": "list", "data": [card]}
 
+        @app.get("/v1/policy")
+        async def policy() -> dict[str, Any]:
+            return self._policy_status()
+
+        @app.post("/v1/policy/weights")
+        @app.post("/v1/policy/adapter")
+        async def load(request: Request) -> JSONResponse:
+            body = await request.json()
+            version = body.get("version")
+            version = self.policy_version + 1 if version is None else int(version)
+            if version <= self.policy_version:
+                message = f"version {version} does not exceed the serving {self.policy_version}"
+                error = {"type": "Conflict", "message": message, "detail": None}
+                return JSONResponse({"error": error}, status_code=409)
+            self.policy_version = version
+            self.loads.append(version)
+            loaded = {"version": version, "path": body["path"], "load_s": 0.0, "drain_s": 0.0}
+            return JSONResponse(loaded)
+
         @app.post("/v1/chat/completions")
         async def chat(request: Request) -> JSONResponse:
             body = await request.json()
             self.requests.append(body)
-            headers = {"x-cobalt-policy-version": str(self.policy_version)}
+            # One version per request, from its arrival: a load meanwhile does not change it
+            # (the real service drains requests in flight before it loads).
+            version = self.policy_version
+            headers = {"x-cobalt-policy-version": str(version)}
             unknown = sorted(set(body) - OPENAI_FIELDS) if self.strict else []
             if unknown:
                 message = f"Unrecognized request argument supplied: {', '.join(unknown)}"
@@ -101,6 +131,8 @@ class FakeOpenAI:
             choices = []
             for index in range(int(body.get("n") or 1)):
                 text = self.responder(messages, index)
+                if self.mark_version:
+                    text += f"\n# policy version {version}"
                 ids = _token_ids(text)[: int(body.get("max_tokens") or 10**9)]
                 text = text[: len(ids)]
                 choices.append(
@@ -138,6 +170,14 @@ class FakeOpenAI:
             )
 
         return app
+
+    def _policy_status(self) -> dict[str, Any]:
+        """The control path's status (`PolicyStatus`) of what this fake serves."""
+        return {
+            "version": self.policy_version, "served_name": self.model, "weights_path": "/fake",
+            "state": "serving", "loaded_at": "2026-01-01T00:00:00Z", "loads": len(self.loads),
+            "failed_loads": 0,
+        }  # fmt: skip
 
 
 @contextmanager

@@ -13,7 +13,13 @@ from pydantic import SecretStr
 from cobalt.orchestrator.rollouts.runtime import RolloutRuntime
 from cobalt.orchestrator.worker import runtime as runtime_module
 from cobalt.orchestrator.worker.runtime import close_runtime, runtime
-from cobalt.shared.clients import ExecutorAddress, ModelEndpoint
+from cobalt.shared.clients import (
+    AsyncExecutorClient,
+    ExecutorAddress,
+    ExecutorClient,
+    ExecutorClientSettings,
+    ModelEndpoint,
+)
 
 
 def _endpoint(url: str = "http://127.0.0.1:9/v1", key: str | None = None) -> ModelEndpoint:
@@ -41,6 +47,31 @@ def test_jobs_share_one_client_per_endpoint_and_key() -> None:
         first, again, other_key, executor, executor_again = rt.run(clients)
         assert first is again and first is not other_key
         assert executor is executor_again
+    finally:
+        rt.close()
+
+
+def test_an_executor_client_has_the_configured_timeout_and_retries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """COBALT_EXECUTOR_CLIENT_TIMEOUT_S and _MAX_RETRIES reach the jobs' asyncio clients
+    (they had the defaults, 300 s, whatever was set: a stalled executor held a worker's
+    job for 5 minutes)."""
+    monkeypatch.setenv("COBALT_EXECUTOR_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("COBALT_EXECUTOR_CLIENT_TIMEOUT_S", "7")
+    monkeypatch.setenv("COBALT_EXECUTOR_CLIENT_MAX_RETRIES", "2")
+    address = ExecutorClientSettings().address()
+    assert address is not None
+    with ExecutorClient.from_settings(ExecutorClientSettings()) as sync_client:
+        assert sync_client.address() == address
+    rt = RolloutRuntime()
+    try:
+
+        async def client() -> AsyncExecutorClient:
+            return await rt.executor_client(address)
+
+        built = rt.run(client)
+        assert built._client.timeout.read == 7 and built.retry.max_retries == 2
     finally:
         rt.close()
 

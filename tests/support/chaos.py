@@ -7,7 +7,8 @@ PostgreSQL or Redis other tests use.
 - `TcpFaultProxy`: a TCP proxy (in front of PostgreSQL) that drops every open connection
   (a restart: transactions cut mid-way) and refuses new ones for a while (unreachable).
 - `HttpFaultProxy`: an HTTP proxy (in front of the executor or inference) that answers a
-  chosen status (503, 429) for a while, then forwards again.
+  chosen status (503, 429) for a while, then forwards again; with its target down it
+  answers as a gateway does (503 when the target refused, 502 when it was cut).
 - `stall`: SIGSTOP a process group for longer than its clients' timeouts, then SIGCONT.
 - `FaultLog`: when each fault was injected and when the job next made progress.
 """
@@ -22,8 +23,8 @@ import statistics
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,14 @@ def answers(port: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def ready(url: str) -> bool:
+    """Whether `url` (a readiness path) answers 200 now."""
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 class PrivateRedis:
@@ -193,30 +202,49 @@ class HttpFaultProxy:
     failing_until: float = 0.0
     status: int = 503
     failed: int = 0
+    forwarded: int = 0
+    """Requests passed on to `target` so far."""
 
     def fail_for(self, seconds: float, status: int) -> None:
         self.status = status
         self.failing_until = time.monotonic() + seconds
 
     def app(self) -> Starlette:
-        client = httpx.AsyncClient(base_url=self.target, timeout=None)
+        """The proxy's app; its client to `target` lives as long as the server (lifespan),
+        so its connections close with it instead of at garbage collection."""
+        client: httpx.AsyncClient | None = None
+
+        @asynccontextmanager
+        async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+            nonlocal client
+            async with httpx.AsyncClient(base_url=self.target, timeout=None) as client:
+                yield
 
         async def forward(request: Request) -> Response:
+            assert client is not None
             if time.monotonic() < self.failing_until:
                 self.failed += 1
                 headers = {"Retry-After": "1"} if self.status == 429 else {}
                 return Response(b'{"detail": "injected fault"}', self.status, headers)
-            upstream = await client.request(
-                request.method, request.url.path, params=request.query_params,
-                content=await request.body(),
-                headers={k: v for k, v in request.headers.items() if k != "host"},
-            )  # fmt: skip
+            self.forwarded += 1
+            try:
+                upstream = await client.request(
+                    request.method, request.url.path, params=request.query_params,
+                    content=await request.body(),
+                    headers={k: v for k, v in request.headers.items() if k != "host"},
+                )  # fmt: skip
+            except httpx.ConnectError:  # the target is down: nothing was sent
+                return Response(b'{"detail": "no upstream"}', 503)
+            except httpx.TransportError:  # cut mid-request: it may have run
+                return Response(b'{"detail": "upstream failed"}', 502)
             drop = {"content-length", "transfer-encoding", "content-encoding", "connection"}
             headers = {k: v for k, v in upstream.headers.items() if k.lower() not in drop}
             return Response(upstream.content, upstream.status_code, headers)
 
         methods = ["GET", "POST", "PUT", "DELETE", "PATCH"]
-        return Starlette(routes=[Route("/{path:path}", forward, methods=methods)])
+        return Starlette(
+            routes=[Route("/{path:path}", forward, methods=methods)], lifespan=lifespan
+        )
 
 
 @contextmanager

@@ -3,11 +3,13 @@ CLI and workers as subprocesses, and the stored turns read back."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -106,16 +108,27 @@ def json_out(done: subprocess.CompletedProcess[str] | Invoked) -> dict[str, Any]
     return result
 
 
-def worker(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
+def cobalt_process(
+    env: dict[str, str], *args: str, log: Path | None = None
+) -> subprocess.Popen[str]:
+    """`cobalt ARGS` started in its own process group (so a test can kill it); its output
+    is piped, or appended to `log` (a long run fills no pipe nobody reads)."""
+    command = [sys.executable, "-c", "from cobalt.shared.commands import main; main()"]
+    with contextlib.ExitStack() as files:
+        out = subprocess.PIPE if log is None else files.enter_context(log.open("a"))
+        return subprocess.Popen(
+            [*command, *args],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+
+
+def worker(env: dict[str, str], *args: str, log: Path | None = None) -> subprocess.Popen[str]:
     """`cobalt worker ARGS` started in its own process group (so a test can kill it)."""
-    return subprocess.Popen(
-        [sys.executable, "-c", "from cobalt.shared.commands import main; main()", "worker", *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+    return cobalt_process(env, "worker", *args, log=log)
 
 
 def turns_of(sessions: sessionmaker[Session], run_id: int) -> list[Turn]:

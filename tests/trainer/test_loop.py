@@ -18,7 +18,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, Qwen2ForCausalLM
 
-from cobalt.shared.clients import InferenceControlClient, TrainingClient
+from cobalt.shared.clients import InferenceControlClient, RetryPolicy, TrainingClient
 from cobalt.shared.contracts.inference import BroadcastWeightsRequest
 from cobalt.shared.contracts.training import (
     RoundStarted,
@@ -28,7 +28,7 @@ from cobalt.shared.contracts.training import (
     TrainingJobPublic,
     TrainingSamplePublic,
 )
-from cobalt.shared.errors import InvalidInput, UpstreamError
+from cobalt.shared.errors import InvalidInput, Unavailable, UpstreamError
 from cobalt.shared.weight_broadcast import open_weight_group
 from cobalt.trainer import loop as loop_module
 from cobalt.trainer.arrivals import RedisArrivals
@@ -217,6 +217,47 @@ def test_each_step_is_claimed_trained_checkpointed_and_reported(
     changed = weights(latest.policy_dir)
     start = weights(model_dir)
     assert any(not torch.equal(changed[name], start[name]) for name in start)
+
+
+@pytest.mark.parametrize("patience_s", [30.0, 0.0], ids=["waited-out", "no-patience"])
+def test_an_orchestrator_outage_mid_job_is_waited_out_up_to_the_trainer_s_patience(
+    model_dir: Path, tmp_path: Path, patience_s: float
+) -> None:
+    """After step 1 the orchestrator answers 503 (its database unreachable) and refuses
+    connections, six calls in all, beyond the client's own retries (none here): the trainer
+    asks again until it answers and trains step 2; with `orchestrator_outage_s` 0 the same
+    outage ends it with `Unavailable` (the CLI's exit 3)."""
+    fake = FakeOrchestrator(model_dir)
+    failed: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if fake.reports and len(failed) < 6:
+            failed.append(request.url.path)
+            if len(failed) % 2:
+                raise httpx.ConnectError("connection refused", request=request)
+            return httpx.Response(503, json={"error": {"message": "database unreachable"}})
+        return fake.handler(request)
+
+    client = TrainingClient(
+        "http://orchestrator",
+        transport=httpx.MockTransport(handler),
+        retry=RetryPolicy(max_retries=0),
+    )
+    settings = TrainerSettings(
+        checkpoint_dir=tmp_path / "ckpt", inference_url=None, poll_interval_s=0.01,
+        orchestrator_outage_s=patience_s,
+    )  # fmt: skip
+    run = TrainerRun(settings, JOB, client, inference=None)
+    if patience_s == 0:
+        with pytest.raises(Unavailable):
+            run.run(max_steps=2)
+        assert len(failed) == 1 and [r.step for r in fake.reports] == [1]
+        return
+    assert run.run(max_steps=2) == 2
+    assert len(failed) == 6 and [(r.step, r.policy_version) for r in fake.reports] == [
+        (1, 1),
+        (2, 2),
+    ]
 
 
 def test_a_job_s_off_policy_correction_reaches_the_step_and_its_report(

@@ -17,6 +17,7 @@ from cobalt.orchestrator.api.app import create_app
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.shared.contracts.training import group_list_key
 from tests.fakes.openai_server import FakeOpenAI
+from tests.support.chaos import PrivateRedis
 from tests.support.runs import REDIS_URL, worker
 from tests.support.serving import serve_asgi
 from tests.support.training import bandit_dataset
@@ -173,3 +174,27 @@ def test_a_round_that_fails_in_the_api_process_fails_the_job(
         time.sleep(0.1)
     assert "round 1" in job["error"] and "cannot reach the model endpoint" in job["error"]
     assert job["groups"] == {"ready": 0, "consumed": 0, "stale": 0, "dropped": 0}
+
+
+def test_a_round_asked_for_while_redis_is_down_answers_503_and_queues_once_it_is_back(
+    sessions: sessionmaker[Session], store_url: str, policy_dir: Path, tmp_path: Path
+) -> None:
+    """Redis restarting: the API says 503 (the trainer asks again), not 500; nothing is
+    lost, and asking again once Redis answers queues the round."""
+    from redis import Redis
+
+    bandit_dataset(sessions)
+    redis = PrivateRedis(tmp_path / "redis")
+    try:
+        with serve(store_url, redis.url) as base, httpx.Client(base_url=base, timeout=60) as api:
+            job_id = api.post("/v1/training/jobs", json=job_body("http://x/v1", policy_dir))
+            path = f"/v1/training/jobs/{job_id.json()['id']}/rounds/1"
+            down = api.post(path)
+            assert down.status_code == 503, down.text
+            assert "COBALT_REDIS_URL" in down.json()["error"]["message"]
+            redis.start()
+            assert api.post(path).json()["queued"] is True
+        with Redis.from_url(redis.url) as queue:
+            assert queue.llen("rq:queue:cobalt-rollouts") == 2
+    finally:
+        redis.close()

@@ -24,7 +24,10 @@
 4. Teardown: on `stop` (the job was stopped), after the job's step budget (its
    `max_steps`/`epochs`: the report of the last step finishes the job; no round past it is
    started), after this process's `--steps`/`--until-step`, or on an error (re-raised
-   after the metrics server closes). A finished job's trainer has nothing to do.
+   after the metrics server closes). An orchestrator that is unreachable or answers 503
+   once the loop runs (its API restarting, its database failing over) is waited out for
+   `orchestrator_outage_s` before that is an error. A finished job's trainer has nothing
+   to do.
 
 Exactly once: a step's samples are fixed by the ledger at claim time, and a step counts
 once reported after its weights are published. A trainer killed anywhere resumes from its
@@ -51,7 +54,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -64,7 +67,7 @@ from cobalt.shared.contracts.training import (
     TrainingJobPublic,
 )
 from cobalt.shared.contracts.training_params import stored_training_params
-from cobalt.shared.errors import Conflict, UpstreamError
+from cobalt.shared.errors import Conflict, Unavailable, UpstreamError
 from cobalt.trainer.allocator import set_mmap_threshold
 from cobalt.trainer.arrivals import GroupArrivals, group_arrivals
 from cobalt.trainer.checkpoint import (
@@ -84,6 +87,8 @@ from cobalt.trainer.step import Rollouts, make_optimizer, train_step
 __all__ = ["JobStopped", "TrainerRun", "rollouts_of", "step_metrics"]
 
 logger = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 
 class JobStopped(Exception):
@@ -270,7 +275,8 @@ class TrainerRun:
                     seconds["resume_state_write"] = store.writer.last_write_s
                 metrics = step_metrics(batch, updates, seconds, claim.current_version)
                 report = StepReport(step=step, policy_version=version, metrics=metrics)
-                on_rank_zero(partial(self.orchestrator.report_step, self.job_id, report))  # e.
+                send_report = partial(self.orchestrator.report_step, self.job_id, report)
+                on_rank_zero(partial(self._patiently, send_report))  # e.
                 logger.info(
                     "job %d step %d: reward %.3f, pass rate %.3f, policy version %d (%.1f s)",
                     self.job_id,
@@ -297,8 +303,33 @@ class TrainerRun:
         self, step: int, claim: StepClaim, first_round: int, last_round: int
     ) -> StepBatch:
         for round in range(first_round, last_round + 1):
-            self.orchestrator.start_round(self.job_id, round)
+            self._patiently(partial(self.orchestrator.start_round, self.job_id, round))
         return self._wait_for(step, claim, last_round)
+
+    def _patiently(self, call: Callable[[], _T]) -> _T:
+        """`call` to the orchestrator, sent again while it is unavailable (unreachable or
+        503: its API restarting, its database failing over) for up to
+        `orchestrator_outage_s`, a polling interval apart (each try is the client's own
+        retries with backoff); every call of the training API is safe to repeat.
+
+        Raises:
+            Unavailable: the outage lasted longer.
+        """
+        deadline = time.monotonic() + self.settings.orchestrator_outage_s
+        while True:
+            try:
+                return call()
+            except Unavailable as exc:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise
+                logger.warning(
+                    "job %d: the orchestrator is unavailable (%s); trying again for %.0f s more",
+                    self.job_id,
+                    exc.message,
+                    left,
+                )
+                time.sleep(min(self.settings.poll_interval_s, left))
 
     def _serving_version(self, job: TrainingJobPublic) -> int:
         replicas = self._replicas()
@@ -359,12 +390,14 @@ class TrainerRun:
         retry_at = time.monotonic() + self.settings.round_retry_s
         while True:
             try:
-                batch = self.orchestrator.claim_step(self.job_id, step, claim)
+                batch = self._patiently(
+                    partial(self.orchestrator.claim_step, self.job_id, step, claim)
+                )
             except Conflict as exc:
                 raise JobStopped(str(exc)) from exc
             if batch.ready:
                 return batch
-            job = self.orchestrator.job(self.job_id)
+            job = self._patiently(partial(self.orchestrator.job, self.job_id))
             if job.status in (TrainingJobStatus.STOPPED, TrainingJobStatus.FINISHED):
                 raise JobStopped(f"training job {self.job_id} is {job.status}")
             if job.status == TrainingJobStatus.FAILED:
@@ -378,7 +411,7 @@ class TrainerRun:
                     rounds_started,
                 )
                 for round in range(step, rounds_started + 1):
-                    self.orchestrator.start_round(self.job_id, round)
+                    self._patiently(partial(self.orchestrator.start_round, self.job_id, round))
                 retry_at = time.monotonic() + self.settings.round_retry_s
             if time.monotonic() > deadline:
                 raise UpstreamError(

@@ -40,6 +40,12 @@ class TrainerSettings(CobaltSettings):
     orchestrator_token: SecretStr | None = None
     """Bearer token for the orchestrator: its COBALT_ORCHESTRATOR_WRITE_TOKEN (the trainer
     starts rounds, claims and reports steps), if it has one."""
+    orchestrator_outage_s: float = Field(default=300.0, ge=0)
+    """Once the job is set up, how long the trainer waits out an orchestrator it cannot
+    reach or that answers 503 (its API restarting, its database failing over): each call is
+    sent again, after the client's own retries, until this many seconds have passed since
+    that call first failed; then it exits "unreachable" (code 3) and a restart resumes. At
+    start the client's retries alone apply, so a wrong URL fails within seconds."""
     inference_url: str | None = "http://127.0.0.1:8000"
     """The inference service's root (its control path loads the new weights); several
     replicas: their roots separated by commas, or `dns+http://NAME:PORT` for a Kubernetes

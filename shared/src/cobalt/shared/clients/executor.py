@@ -67,6 +67,10 @@ class ExecutorAddress:
 
     url: str
     token: str | None = None
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    """Seconds to wait for one response (COBALT_EXECUTOR_CLIENT_TIMEOUT_S)."""
+    max_retries: int = DEFAULT_MAX_RETRIES
+    """Attempts after the first one (COBALT_EXECUTOR_CLIENT_MAX_RETRIES)."""
 
     def __repr__(self) -> str:  # the token is a secret
         return f"ExecutorAddress(url={self.url!r})"
@@ -101,7 +105,9 @@ class ExecutorClientSettings(CobaltSettings):
         if not self.url:
             return None
         token = self.auth_token.get_secret_value() if self.auth_token else None
-        return ExecutorAddress(self.url, token)
+        return ExecutorAddress(
+            self.url, token, timeout_s=self.client_timeout_s, max_retries=self.client_max_retries
+        )
 
     def retry(self) -> RetryPolicy:
         """The retry policy with the configured number of retries."""
@@ -143,6 +149,17 @@ class ExecutorClient(ServiceClient):
             transport=transport,
             retry=settings.retry(),
             sleep=sleep,
+        )
+
+    def address(self) -> ExecutorAddress:
+        """This executor with this client's token, timeout and retries, for the jobs
+        (and their asyncio clients) that call it."""
+        read_timeout = self._client.timeout.read
+        return ExecutorAddress(
+            self.base_url,
+            self.token,
+            timeout_s=DEFAULT_TIMEOUT_S if read_timeout is None else read_timeout,
+            max_retries=self.retry.max_retries,
         )
 
     def execute(self, request: ExecuteRequest) -> ExecuteResponse:

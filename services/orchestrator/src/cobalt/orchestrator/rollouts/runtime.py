@@ -35,7 +35,7 @@ import openai
 
 from cobalt.orchestrator.rollouts.replicas import ReplicaRouter, ReplicaSampler
 from cobalt.orchestrator.rollouts.sampling import ChatSampler, openai_client_for
-from cobalt.shared.clients import AsyncExecutorClient, ExecutorAddress, ModelEndpoint
+from cobalt.shared.clients import AsyncExecutorClient, ExecutorAddress, ModelEndpoint, RetryPolicy
 from cobalt.shared.clients.inference import probe_endpoint
 from cobalt.shared.errors import Unavailable
 
@@ -217,12 +217,16 @@ class RolloutRuntime:
         """The open client for `executor` (call on this loop)."""
 
         def build() -> tuple[Any, _CloseFn]:
-            client = AsyncExecutorClient(base_url=executor.url, token=executor.token)
+            client = AsyncExecutorClient(
+                base_url=executor.url,
+                token=executor.token,
+                timeout=executor.timeout_s,
+                retry=RetryPolicy(max_retries=executor.max_retries),
+            )
             return client, client.close
 
-        client: AsyncExecutorClient = await self._executors.get(
-            (executor.url, executor.token), build
-        )
+        key = (executor.url, executor.token, executor.timeout_s, executor.max_retries)
+        client: AsyncExecutorClient = await self._executors.get(key, build)
         return client
 
     def close(self) -> None:

@@ -124,7 +124,6 @@ def _carry_out(
     from cobalt.orchestrator.runs import service
     from cobalt.orchestrator.worker.carry_out import carry_out_run
     from cobalt.orchestrator.worker.runtime import runtime
-    from cobalt.shared.clients import ExecutorAddress
 
     sessions = store.sessions()
     settings = store.settings
@@ -150,7 +149,7 @@ def _carry_out(
                     sessions,
                     run_id,
                     api_key=api_key,
-                    executor=ExecutorAddress(executor.base_url, executor.token),
+                    executor=executor.address(),
                     on_job_done=lambda _problem, _error: tick.refresh(),
                 )
             tick()

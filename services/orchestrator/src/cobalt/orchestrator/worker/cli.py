@@ -48,7 +48,7 @@ def worker_command(
         install_job_context,
         runtime,
     )
-    from cobalt.shared.clients import ExecutorAddress, ReferenceEndpointSettings
+    from cobalt.shared.clients import ReferenceEndpointSettings
 
     settings = settings_or_exit()
     if not settings.redis_url:
@@ -73,7 +73,7 @@ def worker_command(
         install_job_context(
             JobContext(
                 settings,
-                executor=ExecutorAddress(executor.base_url, executor.token),
+                executor=executor.address(),
                 vllm_extensions=ReferenceEndpointSettings().vllm_extensions,
             )
         )

@@ -15,6 +15,7 @@ from collections.abc import Collection
 
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.worker.jobs import Work
+from cobalt.shared.errors import Unavailable
 
 __all__ = ["QUEUE_NAME", "enqueue", "worker_queue"]
 
@@ -33,24 +34,38 @@ def worker_queue(settings: OrchestratorSettings) -> object:
 
 def enqueue(settings: OrchestratorSettings, work: Collection[Work], api_key: str | None) -> int:
     """Put each call on the queue under its id; returns how many were enqueued. The model's
-    API key travels with the job (in Redis), never into the database."""
+    API key travels with the job (in Redis), never into the database.
+
+    Raises:
+        Unavailable: Redis cannot be reached (restarting, loading its data): nothing is
+            lost, the database holds the work; asking again enqueues it (same ids).
+    """
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
     from rq import Queue, Retry
 
     queue = worker_queue(settings)
     assert isinstance(queue, Queue)
-    for call in work:
-        retry = None
-        if settings.job_retries:
-            intervals = list(call.retry_intervals_s or [0])[: max(1, settings.job_retries)]
-            retry = Retry(max=settings.job_retries, interval=intervals)
-        queue.enqueue(
-            call.function,
-            *call.args,
-            api_key=api_key,
-            job_id=call.queue_id,
-            retry=retry,
-            job_timeout=settings.job_timeout_s,
-            result_ttl=24 * 3600,
-            failure_ttl=7 * 24 * 3600,
-        )
+    try:
+        with queue.connection:
+            for call in work:
+                retry = None
+                if settings.job_retries:
+                    intervals = list(call.retry_intervals_s or [0])[: max(1, settings.job_retries)]
+                    retry = Retry(max=settings.job_retries, interval=intervals)
+                queue.enqueue(
+                    call.function,
+                    *call.args,
+                    api_key=api_key,
+                    job_id=call.queue_id,
+                    retry=retry,
+                    job_timeout=settings.job_timeout_s,
+                    result_ttl=24 * 3600,
+                    failure_ttl=7 * 24 * 3600,
+                )
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        raise Unavailable(
+            f"the rollout queue (Redis, COBALT_REDIS_URL) is unreachable: {exc}; nothing "
+            "was lost, retry shortly"
+        ) from exc
     return len(work)
