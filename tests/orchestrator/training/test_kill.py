@@ -46,13 +46,19 @@ def slow_model(filtered: bool) -> Iterator[str]:
         yield url
 
 
-def trainer(env: dict[str, str], job_id: int) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [str(TRAINER_PYTHON), "-m", "cobalt.trainer", "serve", "--job", str(job_id),
-         "--until-step", str(STEPS)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,
-    )  # fmt: skip
+def trainer(env: dict[str, str], job_id: int, log: Path) -> subprocess.Popen[str]:
+    """The trainer process, its output appended to `log`: a pipe nobody reads while the
+    test polls would fill (a line per poll) and block the trainer mid-step."""
+    with log.open("a") as out:
+        return subprocess.Popen(
+            [str(TRAINER_PYTHON), "-m", "cobalt.trainer", "serve", "--job", str(job_id),
+             "--until-step", str(STEPS)],
+            env=env, stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        )  # fmt: skip
+
+
+def tail(log: Path) -> str:
+    return log.read_text(errors="replace")[-3000:]
 
 
 def kill_9(process: subprocess.Popen[str]) -> None:
@@ -60,10 +66,10 @@ def kill_9(process: subprocess.Popen[str]) -> None:
     process.communicate(timeout=30)
 
 
-def wait_for_step(api: httpx.Client, job_id: int, step: int, process: Any) -> None:
+def wait_for_step(api: httpx.Client, job_id: int, step: int, process: Any, log: Path) -> None:
     deadline = time.monotonic() + 300
     while api.get(f"/v1/training/jobs/{job_id}").json()["step"] < step:
-        assert process.poll() is None, process.communicate()[0][-3000:]
+        assert process.poll() is None, tail(log)
         assert time.monotonic() < deadline
         time.sleep(0.1)
 
@@ -118,7 +124,12 @@ def test_kill_9_and_resume_consume_what_an_uninterrupted_run_does(
         "COBALT_REDIS_URL": REDIS_URL,
     }
     settings = OrchestratorSettings(database_url=store_url, redis_url=REDIS_URL)
-    workers = [worker(services), worker(services)]
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    workers = [
+        worker(services, log=logs / "worker-0.log"),
+        worker(services, log=logs / "worker-1.log"),
+    ]
     try:
         with serve_asgi(create_app(settings)) as url, httpx.Client(base_url=url) as api:
             params: dict[str, Any] = {
@@ -147,19 +158,19 @@ def test_kill_9_and_resume_consume_what_an_uninterrupted_run_does(
                 "COBALT_TRAINER_ROUND_RETRY_S": "5",
                 "COBALT_TRAINER_SAVE_EVERY": str(SAVE_EVERY),
             }
-            straight = trainer(env, jobs[0])
-            output, _ = straight.communicate(timeout=600)
-            assert straight.returncode == 0, output[-3000:]
+            straight = trainer(env, jobs[0], logs / "trainer-straight.log")
+            straight.wait(timeout=600)
+            assert straight.returncode == 0, tail(logs / "trainer-straight.log")
 
-            killed = trainer(env, jobs[1])
-            wait_for_step(api, jobs[1], 4, killed)
+            killed = trainer(env, jobs[1], logs / "trainer-killed.log")
+            wait_for_step(api, jobs[1], 4, killed, logs / "trainer-killed.log")
             kill_9(killed)  # in step 5, after step 3's resume state: claiming, training, saving
             killed_at = latest_checkpoint_step(tmp_path / "checkpoints", jobs[1])
             kill_9(workers[0])  # and a worker, perhaps in the middle of a rollout
-            workers[0] = worker(services)
-            resumed = trainer(env, jobs[1])
-            output, _ = resumed.communicate(timeout=600)
-            assert resumed.returncode == 0, output[-3000:]
+            workers[0] = worker(services, log=logs / "worker-0.log")
+            resumed = trainer(env, jobs[1], logs / "trainer-resumed.log")
+            resumed.wait(timeout=600)
+            assert resumed.returncode == 0, tail(logs / "trainer-resumed.log")
             shown = [api.get(f"/v1/training/jobs/{job}").json() for job in jobs]
     finally:
         for process in workers:

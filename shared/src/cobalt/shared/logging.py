@@ -40,3 +40,12 @@ def configure_logging(level: str = "INFO", *, json_lines: bool = False) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    # httpx logs every request at INFO: a trainer polling its job 4 times a second, or a
+    # worker judging each program, would bury what matters. Its lines stay at DEBUG.
+    quiet = logging.DEBUG if root.level <= logging.DEBUG else logging.WARNING
+    for name in _PER_REQUEST_LOGGERS:
+        logging.getLogger(name).setLevel(quiet)
+
+
+_PER_REQUEST_LOGGERS = ("httpx", "httpcore")
+"""Client libraries that log one INFO line per HTTP request."""
