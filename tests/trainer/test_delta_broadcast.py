@@ -47,18 +47,23 @@ def digests(tensors: dict[str, torch.Tensor]) -> dict[str, str]:
     }  # noqa: E501
 
 
+def gloo_group(port: int, rank: int) -> Any:
+    """One end of a two-process weight group over gloo on this machine."""
+    return open_weight_group(
+        host="127.0.0.1",
+        port=port,
+        rank=rank,
+        world_size=2,
+        backend="gloo",
+        device="cpu",
+        timeout_s=120,
+    )
+
+
 def receiver(ports: list[int], results: Any) -> None:
     """Rank 1, one group per scenario: the weights of version 4 (3 in the gap scenario)."""
     for scenario, port in zip(SCENARIOS, ports, strict=True):
-        group = open_weight_group(
-            host="127.0.0.1",
-            port=port,
-            rank=1,
-            world_size=2,
-            backend="gloo",
-            device="cpu",
-            timeout_s=120,
-        )
+        group = gloo_group(port, rank=1)
         tensors = weights(1)
         before = digests(tensors)
         base = BASE_VERSION - 1 if scenario == "gap" else BASE_VERSION
@@ -86,15 +91,7 @@ def test_a_broadcast_delta_rebuilds_the_weights_and_a_gap_or_corruption_is_refus
     child.start()
     try:
         for scenario, port in zip(SCENARIOS, ports, strict=True):
-            group = open_weight_group(
-                host="127.0.0.1",
-                port=port,
-                rank=0,
-                world_size=2,
-                backend="gloo",
-                device="cpu",
-                timeout_s=120,
-            )
+            group = gloo_group(port, rank=0)
             sent = payload
             if scenario == "corrupted":  # a flipped byte on the way
                 sent = bytes([payload[0] ^ 0xFF]) + payload[1:]
