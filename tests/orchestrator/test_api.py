@@ -61,6 +61,39 @@ def test_runs_through_the_api(
     assert [r["id"] for r in api.get("/v1/runs").json()] == [refine["id"], run["id"]]
 
 
+def test_a_refine_body_inherits_what_it_leaves_out(
+    api: httpx.Client, sessions: sessionmaker[Session], fake_model: tuple[FakeOpenAI, str]
+) -> None:
+    """A key the body leaves out is the sample run's; one it sends overrides, even at the
+    default (0.6 is `temperature`'s)."""
+    dataset = add_doubles(sessions)
+    fake, url = fake_model
+    chosen = {"temperature": 0.2, "top_p": 0.5, "max_tokens": 321}
+    body = {"dataset": dataset, "base_url": url, "model": "fake-model", "n": 1, **chosen}
+    sample = wait_finished(api, api.post("/v1/runs", json=body).json()["id"])
+    assert sample["status"] == "finished", sample
+    fake.requests.clear()
+
+    left_out = api.post("/v1/runs/refine", json={"from_run": sample["id"], "turns": 1})
+    assert left_out.status_code == 202, left_out.text
+    refine = wait_finished(api, left_out.json()["id"])
+    assert refine["status"] == "finished", refine
+    assert {key: refine["params"][key] for key in chosen} == chosen
+    assert refine["params"]["turns"] == 1
+    sent = {(r["temperature"], r["top_p"], r["max_tokens"]) for r in fake.requests}
+    assert sent == {(0.2, 0.5, 321)} and len(fake.requests) == 2
+    fake.requests.clear()
+
+    at_default = api.post(
+        "/v1/runs/refine", json={"from_run": sample["id"], "turns": 1, "temperature": 0.6}
+    )
+    refine = wait_finished(api, at_default.json()["id"])
+    assert {key: refine["params"][key] for key in chosen} == {**chosen, "temperature": 0.6}
+    assert {(r["temperature"], r["top_p"], r["max_tokens"]) for r in fake.requests} == {
+        (0.6, 0.5, 321)
+    }
+
+
 def test_api_errors_use_the_envelope(
     api: httpx.Client, sessions: sessionmaker[Session], fake_model: tuple[FakeOpenAI, str]
 ) -> None:

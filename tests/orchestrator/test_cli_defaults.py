@@ -3,13 +3,16 @@
 The options of `cobalt train start`, `cobalt run sample` and `cobalt run refine` are
 generated from the models (`cobalt.orchestrator.options`): `train start` leaves unset
 options to the job's parameters (its options default to None) and shows the model's
-default in each option's help; `run sample` and `run refine` default their options to the
-request models' values. Every field is an option, so none of them escapes the check.
+default in each option's help; `run sample` defaults its options to the request model's
+values; `run refine` sends only the options given, showing `[inherited]` for those its
+sample run then supplies and the model's default for its own. Every field is an option, so
+none of them escapes the check.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,10 +20,20 @@ import typer
 from pydantic import BaseModel, Field
 from typer.testing import CliRunner
 
-from cobalt.orchestrator.options import OptionGroup, model_options, shown_default
+from cobalt.orchestrator.options import (
+    SHOWN_INHERITED,
+    OptionGroup,
+    model_options,
+    shown_default,
+)
 from cobalt.orchestrator.runs.cli import run_app
 from cobalt.orchestrator.training.cli import train_app
-from cobalt.shared.contracts.runs import RefineRunRequest, SampleRunRequest
+from cobalt.shared.contracts.runs import (
+    INHERITED_BY_REFINE,
+    REFINE_OWN_SETTINGS,
+    RefineRunRequest,
+    SampleRunRequest,
+)
 from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.shared.contracts.training_params import AnyModeTrainingParams
 from tests.support.cli import cobalt_here
@@ -48,13 +61,20 @@ def fields(*models: type[BaseModel]) -> set[str]:
     return {name for model in models for name in model.model_fields} - DECLARED
 
 
+def field_options(
+    app: typer.Typer, name: str, models: tuple[type[BaseModel], ...]
+) -> Iterator[tuple[Any, Any]]:
+    """Each option of command `name` that is a field of `models`, with the field's default."""
+    for param in command(app, name).params:
+        assert param.name is not None
+        known, default = model_default(models, param.name)
+        if known:
+            yield param, default
+
+
 def test_train_start_shows_each_setting_s_model_default() -> None:
     checked, options = [], set()
-    for param in command(train_app, "start").params:
-        assert param.name is not None
-        known, default = model_default(TRAINING_MODELS, param.name)
-        if not known:
-            continue
+    for param, default in field_options(train_app, "start", TRAINING_MODELS):
         options.add(param.name)
         assert param.default is None, f"--{param.name}: unset must leave it to the job"
         if default is None:
@@ -69,20 +89,51 @@ def test_train_start_shows_each_setting_s_model_default() -> None:
     )
 
 
-def test_run_commands_default_to_their_request_models() -> None:
-    expected = {"sample": {"temperature", "top_p", "feedback_turns"}, "refine": {"feedback_turns"}}
-    for name, model in (("sample", SampleRunRequest), ("refine", RefineRunRequest)):
-        checked, options = [], set()
-        for param in command(run_app, name).params:
-            assert param.name is not None
-            known, default = model_default((model,), param.name)
-            if not known:
-                continue
-            options.add(param.name)
-            assert param.default == default, (name, param.name, param.default, default)
-            checked.append(param.name)
-        assert options - DECLARED == fields(model)
-        assert expected[name] | {"stop_on_pass", "think_cap_chars"} <= set(checked), checked
+def test_run_sample_defaults_to_its_request_model() -> None:
+    checked, options = [], set()
+    for param, default in field_options(run_app, "sample", (SampleRunRequest,)):
+        options.add(param.name)
+        assert param.default == default, (param.name, param.default, default)
+        checked.append(param.name)
+    assert options - DECLARED == fields(SampleRunRequest)
+    assert {"temperature", "top_p", "feedback_turns", "stop_on_pass", "think_cap_chars"} <= set(
+        checked
+    ), checked
+
+
+def test_run_refine_sends_only_what_was_given() -> None:
+    """Unset, an inherited option is the sample run's ([inherited] in its help), an own one
+    the model's default (shown in its help, so a drift from the model shows there)."""
+    inherited, own, options = set(), set(), set()
+    for param, default in field_options(run_app, "refine", (RefineRunRequest,)):
+        options.add(param.name)
+        help_text = getattr(param, "help", "") or ""
+        if param.name == "from_run":
+            assert param.required, "--from names the sample run: no default"
+            continue
+        assert param.default is None, f"--{param.name}: unset must leave it to the service"
+        if param.name in INHERITED_BY_REFINE:
+            assert SHOWN_INHERITED in help_text and shown_default(default) not in help_text
+            inherited.add(param.name)
+        elif default is not None:
+            assert shown_default(default) in help_text, (param.name, default, help_text)
+            own.add(param.name)
+    assert options - DECLARED == fields(RefineRunRequest)
+    assert {"temperature", "top_p", "seed", "max_tokens", "think_cap_chars"} <= inherited
+    assert inherited == INHERITED_BY_REFINE and own == set(REFINE_OWN_SETTINGS)
+
+
+def test_run_refine_help_says_unset_options_are_inherited() -> None:
+    shown = CliRunner().invoke(run_app, ["refine", "--help"], env={"COLUMNS": "200"})
+    assert shown.exit_code == 0, shown.output
+    rows = {row.split()[1]: row for row in shown.output.splitlines() if "  --" in row}
+    assert "[inherited]" in rows["--temperature"] and "0.6" not in rows["--temperature"]
+    assert "[inherited]" in rows["--max-tokens"]
+    turns = f"[{RefineRunRequest.model_fields['feedback_turns'].default}]"
+    assert turns in rows["--feedback-turns"] and "[inherited]" not in rows["--feedback-turns"]
+    assert "sample run's unless given" in " ".join(shown.output.split())
+    missing = CliRunner().invoke(run_app, ["refine", "--temperature", "0.2"])
+    assert missing.exit_code == 2 and "--from" in missing.output
 
 
 def test_the_old_turns_option_still_reads_with_a_warning(tmp_path: Path) -> None:

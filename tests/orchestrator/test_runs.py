@@ -14,9 +14,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from cobalt.orchestrator.rollouts.conversation import messages_of_turns
+from cobalt.orchestrator.runs import service
 from cobalt.orchestrator.worker.jobs import JobResources, run_problem
 from cobalt.orchestrator.worker.runtime import job_context
 from cobalt.shared.clients import ExecutorAddress
+from cobalt.shared.defaults import EVALUATION_FEEDBACK_TURNS
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.cli import cobalt_here
 from tests.support.runs import (
@@ -124,6 +126,51 @@ def test_sample_refine_evaluate(
     assert shown["trajectories"][0]["turns"][1]["hidden_passed"] is True
     listed = json_out(cobalt(cli_env, "run", "list", "--json"))
     assert {r["id"] for r in listed["runs"]} == {sample_id, refine_id}
+
+
+def decoding_sent(fake: FakeOpenAI) -> set[tuple[float, float, int, int | None]]:
+    """The (temperature, top_p, max_tokens, seed) of every request the model received."""
+    return {(r["temperature"], r["top_p"], r["max_tokens"], r.get("seed")) for r in fake.requests}
+
+
+def test_a_refine_run_takes_its_sample_run_s_settings_unless_given(
+    dataset: str,
+    fake_model: tuple[FakeOpenAI, str],
+    cli_env: dict[str, str],
+    sessions: sessionmaker[Session],
+) -> None:
+    """Options not given are the sample run's, not the defaults `--help` would show; a
+    given one overrides only itself."""
+    fake, url = fake_model
+    sampled = run_sample(
+        cli_env, dataset, url, "fake-model", "--n", "1", "--temperature", "0.2",
+        "--top-p", "0.5", "--max-tokens", "321", "--seed", "5", "--think-cap", "30", "--json",
+    )  # fmt: skip
+    sample_id = json_out(sampled)["run_id"]
+    first = turns_of(sessions, sample_id)
+    assert all(len(t.stored_response) <= 30 < len(t.raw_response) for t in first)
+    fake.requests.clear()
+
+    inheriting = json_out(cobalt(cli_env, "run", "refine", "--from", str(sample_id), "--json"))
+    params = service.run_public(sessions, inheriting["run_id"]).params
+    assert (params.temperature, params.top_p, params.max_tokens, params.seed) == (0.2, 0.5, 321, 5)
+    assert params.think_cap_chars == 30 and params.n == 1
+    # The refine run's own settings are not the sample run's (it had no feedback turns).
+    assert (params.feedback_turns, params.stop_on_pass) == (EVALUATION_FEEDBACK_TURNS, False)
+    assert decoding_sent(fake) == {(0.2, 0.5, 321, 5)} and len(fake.requests) == 2 * 8
+    # Turn 0's history is cut to the sample run's cap, as the sample run's own was.
+    zero = [t for t in turns_of(sessions, inheriting["run_id"]) if t.turn_index == 0]
+    assert [t.stored_response for t in zero] == [t.stored_response for t in first]
+    fake.requests.clear()
+
+    hotter = cobalt(
+        cli_env, "run", "refine", "--from", str(sample_id), "--temperature", "0.9",
+        "--feedback-turns", "1", "--json",
+    )  # fmt: skip
+    params = service.run_public(sessions, json_out(hotter)["run_id"]).params
+    assert (params.temperature, params.top_p, params.max_tokens, params.seed) == (0.9, 0.5, 321, 5)
+    assert params.feedback_turns == 1
+    assert decoding_sent(fake) == {(0.9, 0.5, 321, 5)}
 
 
 def test_a_retried_job_writes_no_turn_twice(

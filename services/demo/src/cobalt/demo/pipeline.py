@@ -195,12 +195,8 @@ def _roll_out(
             ctx.sessions, sample_request, executor=executor_settings(ctx)
         )
         carry_out(ctx.settings, ctx.sessions, sample_run, ctx.endpoints.executor, bar)
-    refine_request = RefineRunRequest(
-        from_run=sample_run,
-        turns=options.turns,
-        max_tokens=options.max_tokens,
-        temperature=options.temperature,
-    )
+    # Decoding settings left out: a refine run takes its sample run's.
+    refine_request = RefineRunRequest(from_run=sample_run, turns=options.turns)
     total = trajectories * (options.turns + 1)
     with progress.stage(f"{label}: {options.turns} feedback turns", total=total) as bar:
         refine_run = service.create_refine_run(

@@ -6,7 +6,9 @@ line from its config): a new field is an option of every command that takes its 
 hands the command each group's chosen values as one mapping (by field name). A group
 either leaves unset options out (`unset=True`: the option defaults to None and the model,
 or the service that validates the mapping, supplies the default; `--help` shows the
-model's), or defaults every option to the model's default (`unset=False`).
+model's, or `[inherited]` for a field the service takes from elsewhere when unset), or
+defaults every option to the model's default (`unset=False`). A required field is a
+required option either way.
 
 Everything here is pydantic and typer, which every command module loads anyway
 (tests/test_cli_startup.py).
@@ -28,7 +30,7 @@ import typer
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-__all__ = ["OptionGroup", "model_options", "shown_default"]
+__all__ = ["SHOWN_INHERITED", "OptionGroup", "model_options", "shown_default"]
 
 _Command = TypeVar("_Command", bound=Callable[..., Any])
 
@@ -43,6 +45,10 @@ class OptionGroup:
     unset: bool = True
     """Options default to None and unset ones are left out (the model's default then
     applies); False: each option defaults to its field's default and is always passed."""
+    inherited: frozenset[str] = frozenset()
+    """Fields that, left unset, the service takes from elsewhere rather than from the
+    model's default (a refine run: its sample run's): `--help` shows `[inherited]`. Only
+    with `unset=True`, which alone tells a given option from one left out."""
     skip: frozenset[str] = frozenset()
     """Fields the command declares itself (or that are no option: nested models)."""
     names: Mapping[str, str] = field(default_factory=dict)
@@ -52,6 +58,10 @@ class OptionGroup:
     """Field -> the environment variable an unset option reads."""
     deprecated: Mapping[str, str] = field(default_factory=dict)
     """Old option name -> field: still taken (hidden from `--help`), with a warning."""
+
+
+SHOWN_INHERITED = r"\[inherited]"
+"""What `--help` shows in place of the default of an `OptionGroup.inherited` option."""
 
 
 def shown_default(value: Any) -> str:
@@ -83,9 +93,11 @@ def _cli_type(annotation: Any) -> tuple[Any, str] | None:
     return None
 
 
-def _help(info: FieldInfo, default: Any, extra: str) -> str:
+def _help(info: FieldInfo, default: Any, extra: str, *, inherited: bool = False) -> str:
     text = re.sub(r"\s+", " ", info.description or "").strip()
     shown = "" if default is None else f" {shown_default(default)}"
+    if inherited:
+        shown = f" {SHOWN_INHERITED}"
     return f"{text}{extra}{shown}".strip()
 
 
@@ -99,6 +111,11 @@ class _Generated:
 
 
 def _option_parameters(group: OptionGroup) -> list[tuple[inspect.Parameter, _Generated]]:
+    if (group.inherited and not group.unset) or group.inherited - set(group.model.model_fields):
+        raise TypeError(
+            f"{group.model.__name__}: inherited options need unset=True and must be fields "
+            f"({sorted(group.inherited)})"
+        )
     made = []
     for name, info in group.model.model_fields.items():
         option_type = _cli_type(info.annotation)
@@ -110,11 +127,11 @@ def _option_parameters(group: OptionGroup) -> list[tuple[inspect.Parameter, _Gen
         declarations = [f"--{option}/--no-{option}" if cli_type is bool else f"--{option}"]
         typer_option = typer.Option(
             *declarations,
-            help=_help(info, default, extra),
+            help=_help(info, default, extra, inherited=name in group.inherited),
             envvar=group.envvars.get(name),
             show_default=False,
         )
-        required = info.is_required() and not group.unset
+        required = info.is_required()
         parameter_default: Any = (
             inspect.Parameter.empty if required else None if group.unset else default
         )

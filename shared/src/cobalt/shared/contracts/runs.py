@@ -24,6 +24,8 @@ from cobalt.shared.contracts.statuses import RunKind, RunStatus, TrajectoryStatu
 
 __all__ = [
     "EvaluationReport",
+    "INHERITED_BY_REFINE",
+    "REFINE_OWN_SETTINGS",
     "RefineRunRequest",
     "RunParams",
     "RunPublic",
@@ -154,7 +156,15 @@ class SampleRunRequest(_Decoding):
 
 class RefineRunRequest(_Decoding):
     """`turns` (`feedback_turns`) feedback turns continuing a finished sample run's turn-0
-    programs."""
+    programs.
+
+    A setting the request leaves out (not in `model_fields_set`: a JSON body without the
+    key, a CLI option not given) is the sample run's (`INHERITED_BY_REFINE`); one it gives,
+    even at the default shown here, overrides it. `REFINE_OWN_SETTINGS` are the refine
+    run's own and take the defaults below. Every field is flat: the run is judged with the
+    sample run's `limits` and `compare`, which no request changes (its feedback turns are
+    judged as the turn 0 they continue), so no nested object has to be merged.
+    """
 
     from_run: int = Field(
         ge=1, le=INT32_MAX, description="the finished sample run whose turn 0 it continues"
@@ -175,6 +185,17 @@ class RefineRunRequest(_Decoding):
         max_length=MODEL_NAME_CHARS,
         description="default: the sample run's",
     )
+
+
+REFINE_OWN_SETTINGS = frozenset({"feedback_turns", "stop_on_pass"})
+"""A refine run's stored settings that are not its sample run's: unset, they take
+`RefineRunRequest`'s defaults (a sample run mostly has no feedback turns to go by)."""
+
+INHERITED_BY_REFINE = (
+    frozenset(RunParams.model_fields) & frozenset(RefineRunRequest.model_fields)
+) - REFINE_OWN_SETTINGS
+"""The stored settings (decoding, response length, history cap) a refine run takes from
+its sample run unless its request gives them; a new sampling setting joins by itself."""
 
 
 class TurnPublic(BaseModel):

@@ -42,7 +42,7 @@ from cobalt.orchestrator.console import (
 )
 from cobalt.orchestrator.options import OptionGroup, model_options
 from cobalt.shared.cli import interrupted, stopping_on_signals
-from cobalt.shared.contracts.runs import RefineRunRequest, SampleRunRequest
+from cobalt.shared.contracts.runs import INHERITED_BY_REFINE, RefineRunRequest, SampleRunRequest
 from cobalt.shared.contracts.statuses import RunStatus, TrajectoryStatus
 from cobalt.shared.errors import InvalidInput, first_validation_error_parts
 
@@ -262,15 +262,23 @@ def _print_run(public: RunPublic) -> None:
 
 
 def _request_options(
-    request: type[BaseModel], *, skip: frozenset[str] = frozenset(), **names: str
+    request: type[BaseModel],
+    *,
+    skip: frozenset[str] = frozenset(),
+    inherited: frozenset[str] | None = None,
+    **names: str,
 ) -> Callable[[_Command], _Command]:
-    """A run request's fields as options defaulting to the model's values (`settings`);
-    the endpoint's key is `--api-key` (env), `--turns` the old `--feedback-turns`."""
+    """A run request's fields as options (`settings`); the endpoint's key is `--api-key`
+    (env), `--turns` the old `--feedback-turns`.
+
+    Each option defaults to the model's value, or, with `inherited`, is sent only when
+    given (those fields are then another run's unless given; the others the model's)."""
     return model_options(
         OptionGroup(
             request,
             into="settings",
-            unset=False,
+            unset=inherited is not None,
+            inherited=inherited or frozenset(),
             skip=skip | {"api_key"},
             names={"think_cap_chars": "think-cap", **names},
             deprecated={"turns": "feedback_turns"},
@@ -315,7 +323,7 @@ def sample(
 
 
 @run_app.command("refine")
-@_request_options(RefineRunRequest, from_run="from")
+@_request_options(RefineRunRequest, inherited=INHERITED_BY_REFINE, from_run="from")
 def refine(
     settings: dict[str, Any],
     api_key: ApiKeyOption = None,
@@ -325,7 +333,10 @@ def refine(
 ) -> None:
     """Feedback turns on top of a sample run's turn 0 (the same turn 0 for every experiment).
 
-    Every option but the last four is a field of `RefineRunRequest`."""
+    Options shown as inherited (and --base-url, --model) are the sample run's
+    unless given, as are its limits, judge, template and n; a given option (or
+    --set pair) overrides only itself. Every option but the last four is a
+    field of `RefineRunRequest`."""
     from cobalt.orchestrator.runs import service
 
     request = _request(RefineRunRequest, sampling_set, **settings)

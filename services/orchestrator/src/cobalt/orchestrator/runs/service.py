@@ -22,6 +22,8 @@ from cobalt.orchestrator.store.models import Run, Turn
 from cobalt.orchestrator.store.repo_runs import TurnRow
 from cobalt.shared.contracts.executor import Compare, reference_limits
 from cobalt.shared.contracts.runs import (
+    INHERITED_BY_REFINE,
+    REFINE_OWN_SETTINGS,
     RefineRunRequest,
     RunParams,
     RunPublic,
@@ -162,8 +164,13 @@ def create_refine_run(
 ) -> int:
     """A refine run that shares turn 0 with a finished sample run (its rows are copied).
 
-    Its programs are judged with the sample run's limits, so those must be within
-    `executor`'s maximums (raises as `create_sample_run`).
+    It takes the sample run's settings (`INHERITED_BY_REFINE`: temperature, top_p, seed,
+    max_tokens, think_cap_chars; and its endpoint, model, template, limits, judge and n)
+    except those `request` sets: a field is set when the client gave it
+    (`model_fields_set`), even at its default, so a run sampled at temperature 0.2 is
+    refined at 0.2 unless the request names another. Its programs are judged with the
+    sample run's limits, so those must be within `executor`'s maximums (raises as
+    `create_sample_run`).
     """
     from cobalt.orchestrator.runs.executor_limits import executor_maximums
 
@@ -180,8 +187,9 @@ def create_refine_run(
             maximums.refuse_above(inherited.limits, chosen_by=f"sample run {parent.id}")
         params = RunParams.model_validate(
             {
-                **inherited.model_dump(exclude={"feedback_turns", "stop_on_pass"}),
-                **request.model_dump(exclude={"from_run", "base_url", "model"}, exclude_none=True),
+                **inherited.model_dump(exclude=set(REFINE_OWN_SETTINGS)),
+                **request.model_dump(include=set(REFINE_OWN_SETTINGS)),
+                **request.model_dump(include=set(INHERITED_BY_REFINE), exclude_unset=True),
             }
         )
         run = repo_runs.create_run(
@@ -199,7 +207,7 @@ def create_refine_run(
         first_turns = repo_runs.first_turns(session, run_id=parent.id)
         keys = sorted({(t.problem_id, t.sample_index) for t in first_turns})
         repo_runs.ensure_trajectories(session, run_id=run.id, keys=keys)
-        copied = [_copy(turn, run.id, request.think_cap_chars) for turn in first_turns]
+        copied = [_copy(turn, run.id, params.think_cap_chars) for turn in first_turns]
         repo_runs.insert_turns(session, rows=copied)
         return run.id
 
