@@ -9,7 +9,8 @@ Real processes and servers of the test's own: `cobalt orchestrator serve`, `coba
 processes, the trainer in .venv-trainer (each killed with -9 and restarted), a private
 redis-server (restarted with its data and empty), a TCP proxy in front of the session's
 PostgreSQL database (connections dropped mid-transaction, then refused), HTTP proxies in
-front of the executor and the model (503 and 429 for a while). The deterministic test
+front of the executor and the model (503 and 429 for a while), and the trainer's checkpoint
+volume on a tmpfs of the test's own (filled up, remounted read-only). The deterministic test
 model stands in for vLLM, with the inference service's control path: the trainer
 publishes each version to it, and it writes the version it serves into every response
 (the inference-kill case needs the real server and is not covered here). Each process's
@@ -17,9 +18,11 @@ output goes to a file under the test's tmp_path (logs/), shown when the trainer 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -49,6 +52,7 @@ from tests.support.chaos import (
 from tests.support.databases import empty_database
 from tests.support.runs import cobalt_process, worker
 from tests.support.training import TRAINER_PYTHON, answer, bandit_dataset
+from tests.support.volumes import can_mount, small_volume
 
 pytestmark = pytest.mark.slow
 
@@ -65,7 +69,11 @@ KINDS = [
     "trainer-kill",
     "api-kill",
     "executor-kill",
+    "checkpoint-full",
+    "checkpoint-read-only",
 ]
+CHECKPOINT_KINDS = ("checkpoint-full", "checkpoint-read-only")
+"""On a tmpfs of the test's own (tests/support/volumes.py), where it can mount one."""
 FAULTS = int(os.environ.get("COBALT_CHAOS_FAULTS", "0"))
 SEED = int(os.environ["COBALT_CHAOS_SEED"]) if "COBALT_CHAOS_SEED" in os.environ else None
 EXECUTOR_TIMEOUT_S = 6
@@ -74,6 +82,11 @@ default): a judgement takes well under a second here, and executor-stall stops t
 executor for 2 s longer than this."""
 PROGRESS_TIMEOUT_S = 240
 """Longest wait for the next step after a fault (round retry 5 s + a step on 2 busy cores)."""
+CHECKPOINT_OUTAGE_S = 8
+"""The trainer's COBALT_TRAINER_CHECKPOINT_OUTAGE_S: checkpoint-read-only is fixed within
+it (the trainer goes on), checkpoint-full outlasts it (the trainer exits 1, is started
+again once the volume has room, and resumes)."""
+VOLUME_BYTES = 256 * 1024 * 1024
 
 
 @pytest.fixture
@@ -94,7 +107,12 @@ def store(database: str) -> Iterator[sessionmaker[Session]]:
 def test_a_training_job_survives_each_fault_kind(
     database: str, store: sessionmaker[Session], tiny_model: Path, tmp_path: Path
 ) -> None:
-    faults = fault_sequence(KINDS, FAULTS, SEED)
+    cannot_mount = can_mount(tmp_path)
+    kinds = KINDS
+    if cannot_mount is not None:
+        warnings.warn(f"checkpoint volume faults left out: {cannot_mount}", stacklevel=1)
+        kinds = [kind for kind in KINDS if kind not in CHECKPOINT_KINDS]
+    faults = fault_sequence(kinds, FAULTS, SEED)
     steps = len(faults) + 1
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -115,6 +133,13 @@ def test_a_training_job_survives_each_fault_kind(
     fake = FakeOpenAI(responder=answer, delay_s=0.1, policy_version=0, mark_version=True)
     executor_port = free_port()
     executors: list[subprocess.Popen[str]] = []
+    checkpoints = tmp_path / "checkpoints"
+    cleanup = contextlib.ExitStack()
+    volume = (
+        cleanup.enter_context(small_volume(checkpoints, VOLUME_BYTES))
+        if cannot_mount is None
+        else None
+    )
 
     def start_executor() -> None:
         """`cobalt executor serve` on the test's port, once its sandboxes are ready."""
@@ -174,7 +199,8 @@ def test_a_training_job_survives_each_fault_kind(
                 ).json()["id"]  # fmt: skip
                 env = {**base_env, "COBALT_TRAINER_ORCHESTRATOR_URL": url,
                        "COBALT_TRAINER_INFERENCE_URL": model_url.removesuffix("/v1"),
-                       "COBALT_TRAINER_CHECKPOINT_DIR": str(tmp_path / "checkpoints"),
+                       "COBALT_TRAINER_CHECKPOINT_DIR": str(checkpoints),
+                       "COBALT_TRAINER_CHECKPOINT_OUTAGE_S": str(CHECKPOINT_OUTAGE_S),
                        "COBALT_TRAINER_POLL_INTERVAL_S": "0.05",
                        "COBALT_TRAINER_ROUND_RETRY_S": "5",
                        "COBALT_TRAINER_SAVE_EVERY": "1"}  # fmt: skip
@@ -250,6 +276,33 @@ def test_a_training_job_survives_each_fault_kind(
                     kill_9(trainers[-1])
                     start_trainer()
 
+                def refusals() -> int:
+                    """Writes the current trainer found the checkpoint volume refusing."""
+                    log = logs / f"trainer-{len(trainers) - 1}.log"
+                    return log.read_text().count("the checkpoint volume at")
+
+                def fill_checkpoint_volume() -> None:
+                    """Full for longer than the trainer waits: it exits 1 saying why, and
+                    is started again once the volume has room."""
+                    assert volume is not None
+                    volume.fill()
+                    code = trainers[-1].wait(timeout=PROGRESS_TIMEOUT_S)
+                    assert code == 1, trainer_log()
+                    assert "No space left on device" in trainer_log()
+                    volume.free()
+                    start_trainer()
+
+                def make_checkpoint_volume_read_only() -> None:
+                    """Read-only until the trainer's write was refused, then writable
+                    again within its wait: it goes on by itself."""
+                    assert volume is not None
+                    seen = refusals()
+                    volume.read_only()
+                    try:
+                        wait_until(lambda: refusals() > seen, PROGRESS_TIMEOUT_S, "a refusal")
+                    finally:
+                        volume.writable()
+
                 inject: dict[str, Callable[[], None]] = {
                     "worker-kill": restart_worker,
                     "redis-restart": lambda: redis.restart(empty=False),
@@ -263,6 +316,8 @@ def test_a_training_job_survives_each_fault_kind(
                     "api-kill": restart_api,
                     "executor-kill": restart_executor,
                     "executor-stall": stall_executor,
+                    "checkpoint-full": fill_checkpoint_volume,
+                    "checkpoint-read-only": make_checkpoint_volume_read_only,
                 }
                 for kind in faults:
                     before = step()
@@ -276,11 +331,15 @@ def test_a_training_job_survives_each_fault_kind(
                     log.record(kind, time.monotonic() - injected)
                 assert trainers[-1].wait(timeout=PROGRESS_TIMEOUT_S) == 0, trainer_log()
                 shown = api.get(f"/v1/training/jobs/{job}").json()
+                # No write the faults cut short left its partial output behind.
+                partial = [p.name for p in checkpoints.rglob("*") if "partial" in p.name]
+                assert partial == []
     finally:
         for process in [*workers, *trainers, *apis, *executors]:
             kill_9(process)
         postgres.close()
         redis.close()
+        cleanup.close()
     print(log.table())  # the figures docs/benchmarks.md's Reliability section quotes
 
     assert shown["step"] == steps

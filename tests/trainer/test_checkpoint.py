@@ -3,6 +3,7 @@ weights every step and the resume state every `save_every` steps in the backgrou
 
 from __future__ import annotations
 
+import errno
 import json
 import random
 from pathlib import Path
@@ -224,12 +225,12 @@ def test_a_failed_resume_state_write_is_raised_by_the_next_wait(
 ) -> None:
     _, optimizer, checkpoints, saved = first_step_saved(tmp_path, tiny_model)
 
-    def disk_full(*args: object, **kwargs: object) -> None:
-        raise OSError(28, "No space left on device")
+    def disk_broken(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EIO, "Input/output error")
 
     # Settings are stored as plain data, so nothing in them can fail the write any more;
-    # the disk can.
-    monkeypatch.setattr(torch, "save", disk_full)
+    # the disk can. (A full or read-only volume is waited out instead: test_volume.py.)
+    monkeypatch.setattr(torch, "save", disk_broken)
     checkpoints.save_state(saved, model=tiny_model, optimizer=optimizer, settings={})
     with pytest.raises(RuntimeError, match="writing a resume state failed"):
         checkpoints.wait()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from functools import partial
@@ -15,11 +16,16 @@ import httpx
 import pytest
 
 from cobalt.shared.checkpoints import read_published
-from cobalt.shared.clients import InferenceControlClient
+from cobalt.shared.clients import InferenceControlClient, RetryPolicy
 from cobalt.shared.contracts.training import TrainerHyperparameters
-from cobalt.shared.errors import InvalidInput, UpstreamError
+from cobalt.shared.errors import InvalidInput, Unavailable, UpstreamError
 from cobalt.trainer.checkpoint import Checkpoint
-from cobalt.trainer.publish import check_publishable, load_into_replica, serve_checkpoint
+from cobalt.trainer.publish import (
+    Patience,
+    check_publishable,
+    load_into_replica,
+    serve_checkpoint,
+)
 from cobalt.trainer.replicas import InferenceReplicas
 from cobalt.trainer.settings import TrainerSettings
 
@@ -27,14 +33,19 @@ from cobalt.trainer.settings import TrainerSettings
 class Replica:
     """A control path: status, and loads that succeed, conflict once, or hang."""
 
-    def __init__(self, *, version: int = 0, busy_once: bool = False) -> None:
+    def __init__(self, *, version: int = 0, busy_once: bool = False, down_for: int = 0) -> None:
         self.version = version
         self.busy_once = busy_once
+        self.down_for = down_for
+        """Refuse this many connections first (a server restarting)."""
         self.hang = threading.Event()
         self.hanging = False
         self.loads: list[int] = []
 
     def handler(self, request: httpx.Request) -> httpx.Response:
+        if self.down_for > 0:
+            self.down_for -= 1
+            raise httpx.ConnectError("connection refused", request=request)
         if request.method == "GET":
             status = {"version": self.version, "served_name": "policy", "weights_path": "/w",
                       "state": "serving", "loaded_at": "2026-11-24T00:00:00Z", "loads": 0,
@@ -57,7 +68,10 @@ class Replica:
 def replicas(fleet: dict[str, Replica], timeout_s: float = 5.0) -> InferenceReplicas:
     def open_client(url: str, timeout: float) -> InferenceControlClient:
         transport = httpx.MockTransport(fleet[url].handler)
-        return InferenceControlClient(url, transport=transport, timeout=timeout)
+        # No retries of the client's own: each refusal reaches the publish's patience.
+        return InferenceControlClient(
+            url, transport=transport, timeout=timeout, retry=RetryPolicy(max_retries=0)
+        )
 
     return InferenceReplicas(list(fleet), timeout_s=timeout_s, open_client=open_client)
 
@@ -82,7 +96,7 @@ def test_every_replica_loads_the_version_and_the_publish_is_recorded(step: Check
         "http://a:8000": Replica(version=6),
         "http://b:8000": Replica(version=6, busy_once=True),
     }
-    assert serve_checkpoint(replicas(fleet), step) == 7
+    assert serve_checkpoint(replicas(fleet), step, patience=Patience()) == 7
     assert [r.loads for r in fleet.values()] == [[7], [7]]
     published = read_published(step.path.parent.parent)
     assert published is not None
@@ -107,8 +121,33 @@ def test_no_replica_serving_the_version_fails_the_publish(step: Checkpoint) -> N
     slow = Replica(version=6)
     slow.hanging = True
     with released(slow), pytest.raises(UpstreamError, match="no inference replica serves"):
-        serve_checkpoint(replicas({"http://slow:8000": slow, "http://gone:8000": slow}, 0.3), step)
+        serve_checkpoint(
+            replicas({"http://slow:8000": slow, "http://gone:8000": slow}, 0.3),
+            step,
+            patience=Patience(),
+        )
     assert read_published(step.path.parent.parent) is None
+
+
+def test_a_publish_waits_out_an_inference_service_that_is_down_for_a_while(
+    step: Checkpoint, caplog: pytest.LogCaptureFixture
+) -> None:
+    restarting = Replica(version=6, down_for=3)
+    with caplog.at_level(logging.WARNING, logger="cobalt.trainer.outages"):
+        served = serve_checkpoint(
+            replicas({"http://a:8000": restarting}), step, patience=Patience(inference_s=30)
+        )
+    assert served == 7 and restarting.loads == [7]
+    assert caplog.text.count("the inference service is unavailable") == 3
+    published = read_published(step.path.parent.parent)
+    assert published is not None and published.version == 7
+
+
+def test_a_publish_gives_up_on_an_inference_service_down_for_longer(step: Checkpoint) -> None:
+    down = Replica(version=6, down_for=1000)
+    with pytest.raises(Unavailable):
+        serve_checkpoint(replicas({"http://a:8000": down}), step, patience=Patience(0.5))
+    assert down.loads == [] and read_published(step.path.parent.parent) is None
 
 
 def test_a_replica_already_on_a_newer_version_keeps_it(step: Checkpoint) -> None:

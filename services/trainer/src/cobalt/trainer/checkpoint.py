@@ -57,6 +57,7 @@ draws no random numbers: sampling happened in vLLM, dropout is off).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -65,7 +66,9 @@ import re
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial as bind
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +88,7 @@ from cobalt.shared.checkpoints import POLICY_FILE, read_policy_version, write_po
 from cobalt.shared.weight_delta import DELTA_MANIFEST, read_tensor_names, write_delta
 from cobalt.trainer.distributed import rank_and_size
 from cobalt.trainer.lora import is_adapter_dir
+from cobalt.trainer.volume import CheckpointVolumeError, write_patiently
 
 __all__ = [
     "POLICY_DIR",
@@ -96,6 +100,7 @@ __all__ = [
     "latest_checkpoint",
     "latest_weights",
     "load_checkpoint",
+    "partial_of",
     "save_checkpoint",
 ]
 
@@ -127,6 +132,20 @@ class Checkpoint:
     def state_file(self) -> Path:
         """The full resume state (present every `save_every` steps)."""
         return self.path / STATE_FILE
+
+
+def partial_of(path: Path) -> Callable[[], None]:
+    """What deletes a failed write's partial output at `path` (a file or a directory),
+    ignoring errors: on a read-only volume it cannot go, and the next try replaces it."""
+
+    def discard() -> None:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+
+    return discard
 
 
 def job_checkpoint_root(root: Path, job_id: int) -> Path:
@@ -193,9 +212,11 @@ class ResumeStateWriter:
     land in step order. A write that failed raises from the next `start` or `wait`.
     """
 
-    def __init__(self, job_root: Path, *, keep: int) -> None:
+    def __init__(self, job_root: Path, *, keep: int, outage_s: float = 300.0) -> None:
         self.job_root = job_root
         self.keep = keep
+        self.outage_s = outage_s
+        """How long a write waits out a volume that refuses it (volume.py)."""
         self.lock = threading.Lock()
         """Held while deleting old steps: the writer thread and the step both prune."""
         self.writing: int | None = None
@@ -221,15 +242,27 @@ class ResumeStateWriter:
             self._thread = None
         if self._error is not None:
             error, self._error = self._error, None
+            if isinstance(error, CheckpointVolumeError):  # already says what and why
+                raise error
             raise RuntimeError(f"writing a resume state failed: {error}") from error
 
     def _write(self, step: int, state: dict[str, Any]) -> None:
         began = time.perf_counter()
-        try:
-            directory = self.job_root / f"step-{step}"
-            partial = directory / _PARTIAL_STATE
+        directory = self.job_root / f"step-{step}"
+        partial = directory / _PARTIAL_STATE
+
+        def write() -> None:
             torch.save(state, partial)
             os.replace(partial, directory / STATE_FILE)
+
+        try:
+            write_patiently(
+                write,
+                directory=self.job_root,
+                outage_s=self.outage_s,
+                what=f"step {step}'s resume state",
+                clean_up=partial_of(partial),
+            )
             self.last_write_s = time.perf_counter() - began
         except BaseException as exc:  # handed to the step that waits next
             self._error = exc
@@ -278,12 +311,15 @@ class CheckpointStore:
     full_weights_every: int = 1
     """Write the full weights every this many versions and a delta against the previous
     version otherwise (see the module docstring); 1: full weights every step."""
+    outage_s: float = 300.0
+    """How long each write waits out a volume that refuses it (full, read-only: volume.py)
+    before it raises `CheckpointVolumeError`."""
 
     def __post_init__(self) -> None:
         if self.keep < 2:
             raise ValueError("keep at least 2 checkpoints: the serving one must outlive the next")
         self.job_root = job_checkpoint_root(self.root, self.job_id)
-        self.writer = ResumeStateWriter(self.job_root, keep=self.keep)
+        self.writer = ResumeStateWriter(self.job_root, keep=self.keep, outage_s=self.outage_s)
         self._published: _Published | None = None
         """Rank 0: the last weights written, in the serving dtype (deltas are made against
         them); kept only with `full_weights_every` > 1."""
@@ -306,7 +342,13 @@ class CheckpointStore:
                 logger.info("step %d: policy directory of version %d kept", step, policy_version)
                 self._published = None  # its weights are not these: the next write is full
             else:
-                self._write_policy(final, step, policy_version, model, weights)
+                write_patiently(
+                    bind(self._write_policy, final, step, policy_version, model, weights),
+                    directory=self.job_root,
+                    outage_s=self.outage_s,
+                    what=f"step {step}'s weights",
+                    clean_up=partial_of(self.job_root / f".step-{step}.partial"),
+                )
             self.writer.prune()
         if world > 1:
             dist.barrier()  # no rank goes on (and no inference load starts) before it is whole
@@ -413,11 +455,24 @@ class CheckpointStore:
                 "cannot write them whole again"
             )
         partial = self.job_root / f".step-{checkpoint.step}.full"
-        shutil.rmtree(partial, ignore_errors=True)
-        converted = self.serve_dtype is not None
-        self._write_full(partial / POLICY_DIR, model, base.tensors, converted=converted)
-        write_policy_version(
-            partial / POLICY_DIR, checkpoint.policy_version, step=checkpoint.step, job=self.job_id
+
+        def write() -> None:
+            shutil.rmtree(partial, ignore_errors=True)
+            converted = self.serve_dtype is not None
+            self._write_full(partial / POLICY_DIR, model, base.tensors, converted=converted)
+            write_policy_version(
+                partial / POLICY_DIR,
+                checkpoint.policy_version,
+                step=checkpoint.step,
+                job=self.job_id,
+            )
+
+        write_patiently(
+            write,
+            directory=self.job_root,
+            outage_s=self.outage_s,
+            what=f"step {checkpoint.step}'s full weights",
+            clean_up=partial_of(partial),
         )
         stale = self.job_root / f".step-{checkpoint.step}.replaced"
         shutil.rmtree(stale, ignore_errors=True)

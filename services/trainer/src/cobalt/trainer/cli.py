@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cobalt.shared.checkout import checkout_python
-from cobalt.shared.cli import EXIT_UNREACHABLE, EXIT_USAGE, interrupted, settings_or_exit
+from cobalt.shared.cli import (
+    EXIT_FAILED,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    interrupted,
+    settings_or_exit,
+)
 from cobalt.shared.cli import fail as _fail
 from cobalt.shared.errors import CobaltError, Unavailable, UpstreamError
 from cobalt.shared.logging import configure_logging
@@ -170,6 +176,7 @@ def _run(
     from cobalt.trainer.loop import JobStopped, TrainerRun
     from cobalt.trainer.metrics import StepGauges
     from cobalt.trainer.replicas import InferenceReplicas
+    from cobalt.trainer.volume import CheckpointVolumeError
 
     gauges = StepGauges(job_id)
     # Under torchrun the ranks share one host's ports: rank 0 serves the metrics.
@@ -209,6 +216,8 @@ def _run(
             ) from None
         except (Unavailable, UpstreamError) as exc:
             raise _fail(EXIT_UNREACHABLE, str(exc)) from exc
+        except CheckpointVolumeError as exc:  # not the caller's mistake: the volume's
+            raise _fail(EXIT_FAILED, f"training job {job_id}: {exc}") from exc
         except CobaltError as exc:
             raise _fail(EXIT_USAGE, str(exc)) from exc
         finally:

@@ -67,7 +67,7 @@ from cobalt.shared.contracts.training import (
     TrainingJobPublic,
 )
 from cobalt.shared.contracts.training_params import stored_training_params
-from cobalt.shared.errors import Conflict, Unavailable, UpstreamError
+from cobalt.shared.errors import Conflict, UpstreamError
 from cobalt.trainer.allocator import set_mmap_threshold
 from cobalt.trainer.arrivals import GroupArrivals, group_arrivals
 from cobalt.trainer.checkpoint import (
@@ -78,8 +78,14 @@ from cobalt.trainer.checkpoint import (
     load_checkpoint,
 )
 from cobalt.trainer.distributed import init_from_env, on_rank_zero
+from cobalt.trainer.outages import through_outage
 from cobalt.trainer.precision import Precision, compute_choice, load_models
-from cobalt.trainer.publish import check_publishable, choose_publisher, serve_checkpoint
+from cobalt.trainer.publish import (
+    Patience,
+    check_publishable,
+    choose_publisher,
+    serve_checkpoint,
+)
 from cobalt.trainer.replicas import InferenceReplicas
 from cobalt.trainer.settings import TrainerSettings, job_hyperparameters
 from cobalt.trainer.step import Rollouts, make_optimizer, train_step
@@ -208,6 +214,7 @@ class TrainerRun:
             keep=self.settings.keep_checkpoints,
             serve_dtype=serve_dtype if isinstance(serve_dtype, torch.dtype) else None,
             full_weights_every=self.settings.full_weights_every,
+            outage_s=self.settings.checkpoint_outage_s,
         )
         publisher = choose_publisher(
             hyper, self.settings, store=store, model=policy, inference=self._replicas()
@@ -307,29 +314,18 @@ class TrainerRun:
         return self._wait_for(step, claim, last_round)
 
     def _patiently(self, call: Callable[[], _T]) -> _T:
-        """`call` to the orchestrator, sent again while it is unavailable (unreachable or
-        503: its API restarting, its database failing over) for up to
-        `orchestrator_outage_s`, a polling interval apart (each try is the client's own
-        retries with backoff); every call of the training API is safe to repeat.
+        """`call` to the orchestrator, waited through an outage (its API restarting, its
+        database failing over) of up to `orchestrator_outage_s` (outages.py).
 
         Raises:
             Unavailable: the outage lasted longer.
         """
-        deadline = time.monotonic() + self.settings.orchestrator_outage_s
-        while True:
-            try:
-                return call()
-            except Unavailable as exc:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise
-                logger.warning(
-                    "job %d: the orchestrator is unavailable (%s); trying again for %.0f s more",
-                    self.job_id,
-                    exc.message,
-                    left,
-                )
-                time.sleep(min(self.settings.poll_interval_s, left))
+        return through_outage(
+            call,
+            outage_s=self.settings.orchestrator_outage_s,
+            interval_s=self.settings.poll_interval_s,
+            what=f"job {self.job_id}: the orchestrator",
+        )
 
     def _serving_version(self, job: TrainingJobPublic) -> int:
         replicas = self._replicas()
@@ -368,7 +364,7 @@ class TrainerRun:
         return step, version
 
     def _serve(self, checkpoint: Checkpoint) -> int:
-        return serve_checkpoint(self._replicas(), checkpoint)
+        return serve_checkpoint(self._replicas(), checkpoint, patience=Patience.of(self.settings))
 
     def _replicas(self) -> InferenceReplicas | None:
         if isinstance(self.inference, InferenceControlClient):

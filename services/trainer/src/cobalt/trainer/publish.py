@@ -25,16 +25,18 @@ from typing import Protocol
 
 import torch
 
-from cobalt.shared.checkpoints import PublishedPolicy, write_published
+from cobalt.shared.checkpoints import PUBLISHED_FILE, PublishedPolicy, write_published
 from cobalt.shared.clients import InferenceControlClient
 from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.shared.errors import InvalidInput
 from cobalt.shared.weight_delta import is_delta_dir
-from cobalt.trainer.checkpoint import Checkpoint, CheckpointStore
+from cobalt.trainer.checkpoint import Checkpoint, CheckpointStore, partial_of
 from cobalt.trainer.distributed import on_rank_zero
 from cobalt.trainer.lora import is_adapter_dir
+from cobalt.trainer.outages import through_outage
 from cobalt.trainer.replicas import InferenceReplicas
 from cobalt.trainer.settings import TrainerSettings
+from cobalt.trainer.volume import write_patiently
 from cobalt.trainer.weight_sync import broadcast_weights
 
 __all__ = [
@@ -44,6 +46,7 @@ __all__ = [
     "check_publishable",
     "choose_publisher",
     "load_into_replica",
+    "Patience",
     "serve_checkpoint",
 ]
 
@@ -60,7 +63,22 @@ class WeightPublisher(Protocol):
         ...
 
 
-def serve_checkpoint(inference: InferenceReplicas | None, checkpoint: Checkpoint) -> int:
+@dataclass(frozen=True, slots=True)
+class Patience:
+    """How long a publish waits out what it depends on (settings.py): the inference
+    service down (outages.py), the checkpoint volume refusing the record (volume.py)."""
+
+    inference_s: float = 0.0
+    volume_s: float = 0.0
+
+    @classmethod
+    def of(cls, settings: TrainerSettings) -> Patience:
+        return cls(settings.inference_outage_s, settings.checkpoint_outage_s)
+
+
+def serve_checkpoint(
+    inference: InferenceReplicas | None, checkpoint: Checkpoint, *, patience: Patience
+) -> int:
     """Have every inference replica serve the checkpoint's weights (replicas.py), then
     record it as the job's newest published policy (`published.json` at the checkpoint
     root: a replica that starts later, or missed this publish, loads it before it answers
@@ -71,15 +89,27 @@ def serve_checkpoint(inference: InferenceReplicas | None, checkpoint: Checkpoint
     """
     if inference is None:
         return checkpoint.policy_version
-    outcome = inference.publish(checkpoint.policy_version, partial(load_into_replica, checkpoint))
-    write_published(
-        checkpoint.path.parent.parent,
-        PublishedPolicy(
-            job=_job_of(checkpoint),
-            version=checkpoint.policy_version,
-            step=checkpoint.step,
-            path=str(checkpoint.policy_dir),
+    outcome = through_outage(
+        partial(
+            inference.publish, checkpoint.policy_version, partial(load_into_replica, checkpoint)
         ),
+        outage_s=patience.inference_s,
+        interval_s=1.0,
+        what="the inference service",
+    )
+    root = checkpoint.path.parent.parent
+    record = PublishedPolicy(
+        job=_job_of(checkpoint),
+        version=checkpoint.policy_version,
+        step=checkpoint.step,
+        path=str(checkpoint.policy_dir),
+    )
+    write_patiently(
+        partial(write_published, root, record),
+        directory=root,
+        outage_s=patience.volume_s,
+        what=f"the record of version {checkpoint.policy_version}",
+        clean_up=partial_of(root / f".{PUBLISHED_FILE}.partial"),
     )
     return min(outcome.served.values())
 
@@ -107,6 +137,7 @@ class DiskPublisher:
     store: CheckpointStore
     model: torch.nn.Module
     inference: InferenceReplicas | None
+    patience: Patience = Patience()
 
     def write(self, *, step: int, policy_version: int, full_save: bool) -> Checkpoint:
         return self.store.save_weights(step=step, policy_version=policy_version, model=self.model)
@@ -116,7 +147,7 @@ class DiskPublisher:
 
     def _serve(self, checkpoint: Checkpoint) -> int:
         try:
-            return serve_checkpoint(self.inference, checkpoint)
+            return serve_checkpoint(self.inference, checkpoint, patience=self.patience)
         except InvalidInput as exc:
             if not is_delta_dir(checkpoint.policy_dir):
                 raise
@@ -127,7 +158,8 @@ class DiskPublisher:
                 checkpoint.policy_version,
                 exc,
             )
-            return serve_checkpoint(self.inference, self.store.rewrite_full(checkpoint, self.model))
+            rewritten = self.store.rewrite_full(checkpoint, self.model)
+            return serve_checkpoint(self.inference, rewritten, patience=self.patience)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +204,7 @@ def choose_publisher(
     """
     check_publishable(hyper, settings)
     if settings.weight_broadcast is None:
-        return DiskPublisher(store, model, inference)
+        return DiskPublisher(store, model, inference, Patience.of(settings))
     return BroadcastPublisher(store, model, inference, settings)
 
 

@@ -46,6 +46,16 @@ class TrainerSettings(CobaltSettings):
     sent again, after the client's own retries, until this many seconds have passed since
     that call first failed; then it exits "unreachable" (code 3) and a restart resumes. At
     start the client's retries alone apply, so a wrong URL fails within seconds."""
+    inference_outage_s: float = Field(default=600.0, ge=0)
+    """How long a publish waits out an inference service it cannot reach (one replica
+    restarting: loading an 8B model takes minutes), asking again every second; longer, the
+    trainer exits "unreachable" (code 3) and a restart resumes. A replica back in time
+    loads the version it missed (with COBALT_INFERENCE_CHECKPOINT_DIR, by itself)."""
+    checkpoint_outage_s: float = Field(default=300.0, ge=0)
+    """How long the trainer waits out a checkpoint volume that refuses its writes (full,
+    read-only, over quota), trying each write again with backoff: the trained step is kept
+    in memory and goes on once the volume takes it. Longer, it exits 1 naming the volume
+    and the reason, and a restart after the fix resumes from the newest resume state."""
     inference_url: str | None = "http://127.0.0.1:8000"
     """The inference service's root (its control path loads the new weights); several
     replicas: their roots separated by commas, or `dns+http://NAME:PORT` for a Kubernetes
