@@ -62,8 +62,8 @@ from cobalt.inference.launcher import (
     server_environment,
 )
 from cobalt.inference.settings import InferenceSettings
-from cobalt.shared.clients.local_executor import free_port
 from cobalt.shared.cpu_dtype import choose_cpu_dtype
+from cobalt.shared.ports import free_port
 
 PROMPT = [(7 * i + 3) % 1500 + 10 for i in range(32)]
 

@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
 from cobalt.orchestrator.store.models import TrainingGroup, Turn
-from cobalt.shared.clients.local_executor import free_port
+from cobalt.shared.ports import free_port
 from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
 from tests.support.chaos import (
     FaultLog,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -89,13 +88,6 @@ def build_images(*names: str) -> None:
         f"scripts/build-images.sh {' '.join(names)} failed:\n"
         f"{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
     )
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_until(

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
+from cobalt.shared.ports import free_port
 from tests.containers import engine as containers
 from tests.containers.engine import ROOT, Engine
 from tests.support.runs import wait_finished
@@ -118,8 +119,8 @@ def stack() -> Iterator[Stack]:
         "COBALT_INFERENCE_CONTROL_TOKEN": secrets.token_hex(12),
         "COBALT_ORCHESTRATOR_WRITE_TOKEN": secrets.token_hex(12),
         "COBALT_ORCHESTRATOR_READ_TOKEN": secrets.token_hex(12),
-        "ORCHESTRATOR_HOST_PORT": str(containers.free_port()),
-        "INFERENCE_HOST_PORT": str(containers.free_port()),
+        "ORCHESTRATOR_HOST_PORT": str(free_port()),
+        "INFERENCE_HOST_PORT": str(free_port()),
         "INFERENCE_MODEL": MODEL,
         "INFERENCE_CPU_KV_CACHE_GB": "1",
         "EXECUTOR_SLOTS": "2",

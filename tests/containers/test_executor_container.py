@@ -29,12 +29,12 @@ from typing import Any
 import httpx
 import pytest
 
+from cobalt.shared.ports import free_port
 from tests.containers.engine import (
     Engine,
     answers_200,
     build_images,
     find_engine,
-    free_port,
     wait_until,
 )
 from tests.containers.kube import Translation, translate

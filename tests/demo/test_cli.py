@@ -12,7 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cobalt.demo.processes import free_port, port_is_free
+from cobalt.demo.processes import port_is_free
+from cobalt.shared.ports import free_port
 from tests.support.cli import cobalt_here
 from tests.support.up import COBALT, cobalt_up
 

@@ -21,10 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from cobalt.demo.processes import free_port, port_is_free
+from cobalt.demo.processes import port_is_free
 from cobalt.orchestrator.runs.evaluation import stored_report
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker
 from cobalt.orchestrator.training.service import job_public
+from cobalt.shared.ports import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -37,12 +37,12 @@ from cobalt.demo.experiment.plan import (
     select_training_problems,
     split_pool,
 )
-from cobalt.demo.processes import free_port
 from cobalt.orchestrator.runs.comparison import compare_runs
 from cobalt.orchestrator.runs.evaluation import stored_report
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker
 from cobalt.orchestrator.store.models import Dataset, Problem, Run
 from cobalt.orchestrator.training.service import job_public, list_jobs
+from cobalt.shared.ports import free_port
 from tests.support.inference import CONTROL_TOKEN, Server
 
 COBALT = str(Path(sys.executable).parent / "cobalt")

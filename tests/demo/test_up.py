@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cobalt.demo.processes import free_port
 from cobalt.demo.up import UpPlan
+from cobalt.shared.ports import free_port
 
 
 @pytest.fixture

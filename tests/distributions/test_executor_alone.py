@@ -26,6 +26,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from cobalt.shared.ports import free_port
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,7 +80,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def server(venv: Path) -> Iterator[str]:
     """`cobalt executor serve` from the venv, on a free port, until /readyz says 200."""
-    port = _free_port()
+    port = free_port()
     env = {
         key: value
         for key, value in os.environ.items()
@@ -118,15 +120,6 @@ def server(venv: Path) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=30)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _ready(url: str) -> bool:

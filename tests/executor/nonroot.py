@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -23,6 +22,7 @@ import httpx
 import pytest
 
 import cobalt.executor
+from cobalt.shared.ports import free_port
 
 NONROOT_UID = 61990
 """The server's uid in shared-uid mode: outside every per-slot range (61000 + slot)."""
@@ -40,13 +40,6 @@ def _system_python() -> str:
         if os.access(candidate, os.X_OK) and not candidate.startswith(sys.prefix):
             return candidate
     raise RuntimeError(f"the non-root executor tests need /usr/bin/{wanted} (the venv's version)")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _unreadable_by_nonroot(*paths: str) -> list[str]:
@@ -127,7 +120,7 @@ def nonroot_executor(log: Path, cgroups: list[Path] | None = None, **env: str) -
             f"uid {NONROOT_UID} cannot read {', '.join(closed)}: clone the project under a "
             "directory other users can enter (not a 0700 home) to run the shared-uid tests"
         )
-    port = _free_port()
+    port = free_port()
     environment = {
         "HOME": "/tmp",
         "PATH": "/usr/bin:/bin",

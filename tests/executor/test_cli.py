@@ -19,6 +19,7 @@ from cobalt.executor.pool import SandboxPool
 from cobalt.executor.settings import ExecutorSettings
 from cobalt.shared.commands import app
 from cobalt.shared.contracts import ExecuteResponse
+from cobalt.shared.ports import free_port
 
 TOKEN = "cli-test-token"
 DOUBLE = "print(int(input()) * 2)\n"
@@ -310,9 +311,7 @@ def test_remote_refusal_exits_2(tmp_path: Path, executor_url: str) -> None:
 
 def test_unreachable_executor_exits_3(tmp_path: Path) -> None:
     program, tests = write_case(tmp_path, [{"stdin": "21", "expected_stdout": "42"}])
-    with socket.socket() as probe:  # a port nothing listens on once this closes
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # nothing listens there
     env: dict[str, str | None] = {**LOCAL_ENV, "COBALT_EXECUTOR_CLIENT_MAX_RETRIES": "0"}
 
     result = invoke(program, "--tests", tests, "--url", f"http://127.0.0.1:{port}", env=env)

@@ -23,6 +23,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from cobalt.shared.ports import free_port
+
 TOKEN = "request-path-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 RESPONSE_BYTES = 200_000
@@ -86,17 +88,10 @@ class Server:
         return total / 1024
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     log = tmp_path_factory.mktemp("request-path") / "server.log"
-    port = _free_port()
+    port = free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("COBALT_")},
         "COBALT_EXECUTOR_PORT": str(port),

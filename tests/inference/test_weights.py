@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import pytest
 
 from cobalt.shared.checkpoints import write_policy_version
 from cobalt.shared.contracts.inference import POLICY_VERSION_HEADER
+from cobalt.shared.ports import free_port
 from tests.support.inference import (
     CONTROL_TOKEN,
     PROBE,
@@ -132,9 +132,7 @@ def test_failure_inside_vllm_restores_the_previous_weights(
 
 def broadcast(server: Server, directory: Path, version: int) -> dict[str, object]:
     """Send `directory`'s tensors to the server's workers over gloo, as the trainer does."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     return run_model_tool(
         "broadcast", server.url, CONTROL_TOKEN, str(directory), str(version), str(port)
     )

@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 from typer.testing import CliRunner
 
-from cobalt.shared.clients.local_executor import free_port
 from cobalt.shared.commands import app
+from cobalt.shared.ports import free_port
 
 
 def problem(external_id: str, outputs: list[str]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from cobalt.shared.clients.local_executor import free_port
+from cobalt.shared.ports import free_port
 from tests.fakes.openai_server import OPENAI_FIELDS, FakeOpenAI, serve_fake_openai
 from tests.support.cli import cobalt_here
 from tests.support.runs import add_doubles, cobalt, json_out, run_sample, scripted, turns_of

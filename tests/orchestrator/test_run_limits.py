@@ -19,7 +19,7 @@ from cobalt.orchestrator.api.app import create_app
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.models import Run, Trajectory
 from cobalt.shared.clients import ExecutorClientSettings
-from cobalt.shared.clients.local_executor import free_port
+from cobalt.shared.ports import free_port
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.cli import cobalt_here
 from tests.support.runs import add_doubles, wait_finished

@@ -7,7 +7,6 @@ instead of waited.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -34,6 +33,7 @@ from cobalt.shared.errors import (
     Unavailable,
     UpstreamError,
 )
+from cobalt.shared.ports import free_port
 from tests.support.scripted_server import DROP, Reply, error_reply, scripted_server
 
 POLICY = {
@@ -168,9 +168,7 @@ def test_an_idempotent_call_is_retried_after_a_dropped_connection(call: Call) ->
 
 
 def test_nobody_listening_is_unavailable_after_every_retry(call: Call) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]  # closed again: connections are refused
+    port = free_port()  # nothing listens there: connections are refused
     client, sleeps = connect(call, f"http://127.0.0.1:{port}")
     with client, pytest.raises(Unavailable, match=f"{DEFAULT_MAX_RETRIES + 1} attempts") as e:
         call.send(client)

@@ -35,7 +35,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from cobalt.shared.clients.local_executor import free_port
+from cobalt.shared.ports import free_port
 from tests.support.serving import serve_asgi
 
 

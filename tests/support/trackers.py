@@ -10,10 +10,11 @@ tmp/wandb. Each reader returns {metric: {step: value}}.
 from __future__ import annotations
 
 import json
-import socket
 import struct
 from pathlib import Path
 from typing import Any
+
+from cobalt.shared.ports import free_port
 
 _WANDB_BLOCK = 32768  # the transaction log is written in blocks, LevelDB's log format
 _WANDB_HEADER = 7  # ":W&B", a 2-byte magic and a version byte
@@ -39,9 +40,7 @@ def offline_trackers(root: Path) -> dict[str, str]:
 
 def unreachable_mlflow() -> dict[str, str]:
     """MLflow pointed at a local port nothing listens on, failing at once (no retries)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     return {
         "MLFLOW_TRACKING_URI": f"http://127.0.0.1:{port}",
         "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",

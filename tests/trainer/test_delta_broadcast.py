@@ -7,22 +7,16 @@ from __future__ import annotations
 
 import hashlib
 import multiprocessing
-import socket
 from typing import Any
 
 import torch
 
+from cobalt.shared.ports import free_port
 from cobalt.shared.weight_broadcast import open_weight_group
 from cobalt.shared.weight_delta import DeltaError, broadcast_delta, encode_delta, receive_delta
 
 SCENARIOS = ("intact", "gap", "corrupted")
 BASE_VERSION = 4
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def weights(step: int) -> dict[str, torch.Tensor]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import socket
 import threading
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ from cobalt.shared.contracts.training import (
     TrainingSamplePublic,
 )
 from cobalt.shared.errors import InvalidInput, Unavailable, UpstreamError
+from cobalt.shared.ports import free_port
 from cobalt.shared.weight_broadcast import open_weight_group
 from cobalt.trainer import loop as loop_module
 from cobalt.trainer.arrivals import RedisArrivals
@@ -397,9 +397,7 @@ def test_weights_broadcast_over_gloo_reach_the_server_every_step(
 ) -> None:
     """The broadcast path's CPU twin through the whole loop: every step's weights cross
     the group; the policy directory is written only with the resume state."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     fake, inference = FakeOrchestrator(model_dir), FakeInference(broadcast="gloo")
     run = trainer(
         fake, tmp_path / "ckpt", inference, save_every=2, weight_broadcast="gloo",

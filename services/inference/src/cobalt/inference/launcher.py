@@ -12,7 +12,6 @@ import contextlib
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -25,6 +24,7 @@ from cobalt.shared.checkout import checkout_python
 from cobalt.shared.clients import base as clients_base
 from cobalt.shared.cpu_dtype import DtypeChoice, choose_cpu_dtype
 from cobalt.shared.errors import Unavailable
+from cobalt.shared.ports import free_port
 
 __all__ = [
     "CONTROL_MIDDLEWARE",
@@ -220,13 +220,6 @@ def _log_tail(log_path: Path | None, lines: int = 15) -> str:
     return "; last log lines:\n" + "\n".join(text[-lines:])
 
 
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @contextlib.contextmanager
 def running_server(
     settings: InferenceSettings,
@@ -241,7 +234,7 @@ def running_server(
     `port=None` picks a free port. Used by tests, benchmarks and demos, so they start the
     server exactly as a user does (through the CLI).
     """
-    port = port or _free_port(settings.host)
+    port = port or free_port(settings.host)
     # Settings travel as COBALT_INFERENCE_* variables, the way users configure it.
     command = [str(inference_python(settings)), "-m", "cobalt.inference.cli", "serve"]
     command += ["--port", str(port)]

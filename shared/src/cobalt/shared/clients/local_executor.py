@@ -16,7 +16,6 @@ import contextlib
 import logging
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,12 +25,12 @@ from pathlib import Path
 from cobalt.shared.clients.base import wait_until_ready
 from cobalt.shared.clients.executor import ExecutorClient
 from cobalt.shared.errors import Unavailable
+from cobalt.shared.ports import free_port
 
 __all__ = [
     "DEFAULT_READY_TIMEOUT_S",
     "DEFAULT_STOP_TIMEOUT_S",
     "cobalt_command",
-    "free_port",
     "local_executor",
 ]
 
@@ -53,14 +52,6 @@ def cobalt_command() -> list[str]:
     if script.is_file() and os.access(script, os.X_OK):
         return [str(script)]
     return [sys.executable, "-c", "from cobalt.shared.commands import main; main()"]
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on right now (another process may take it before us)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _tail(path: Path, lines: int = 5) -> str:
