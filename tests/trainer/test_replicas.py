@@ -14,13 +14,15 @@ from pathlib import Path
 
 import httpx
 import pytest
+from transformers import Qwen2ForCausalLM
 
 from cobalt.shared.checkpoints import read_published
 from cobalt.shared.clients import InferenceControlClient, RetryPolicy
 from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.shared.errors import InvalidInput, Unavailable, UpstreamError
-from cobalt.trainer.checkpoint import Checkpoint
+from cobalt.trainer.checkpoint import Checkpoint, CheckpointStore
 from cobalt.trainer.publish import (
+    DiskPublisher,
     Patience,
     check_publishable,
     load_into_replica,
@@ -28,6 +30,7 @@ from cobalt.trainer.publish import (
 )
 from cobalt.trainer.replicas import InferenceReplicas
 from cobalt.trainer.settings import TrainerSettings
+from tests.trainer.test_checkpoint import base_dir
 
 
 class Replica:
@@ -155,6 +158,28 @@ def test_a_replica_already_on_a_newer_version_keeps_it(step: Checkpoint) -> None
     outcome = replicas(fleet).publish(7, partial(load_into_replica, step))
     assert outcome.served == {"http://a:8000": 9, "http://b:8000": 7}
     assert fleet["http://a:8000"].loads == []
+
+
+def test_a_replica_found_behind_gets_the_newest_weights_and_one_that_is_down_is_left(
+    tiny_model: Qwen2ForCausalLM, tmp_path: Path
+) -> None:
+    store = CheckpointStore(
+        tmp_path / "checkpoints", 4, base_model_dir=base_dir(tmp_path, tiny_model)
+    )
+    store.save_weights(step=1, policy_version=1, model=tiny_model)
+    newest = store.save_weights(step=2, policy_version=2, model=tiny_model)
+    fleet = {
+        "http://a:8000": Replica(version=2),
+        "http://restarted:8000": Replica(version=0),  # back on its base weights
+        "http://down:8000": Replica(version=0, down_for=1000),
+    }
+    publisher = DiskPublisher(store, tiny_model, replicas(fleet, 1.0))
+    assert publisher.catch_up(2) == {"http://restarted:8000": 0}
+    assert fleet["http://restarted:8000"].loads == [2]
+    assert fleet["http://a:8000"].loads == [] and fleet["http://down:8000"].loads == []
+    published = read_published(tmp_path / "checkpoints")
+    assert published is not None and published.path == str(newest.policy_dir)
+    assert publisher.catch_up(2) == {}  # nothing behind any more
 
 
 def test_the_status_is_the_newest_replicas() -> None:

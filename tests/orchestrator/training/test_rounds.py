@@ -14,12 +14,12 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.settings import OrchestratorSettings
-from cobalt.orchestrator.store.models import TrainingSample
+from cobalt.orchestrator.store.models import TrainingJob, TrainingSample
 from cobalt.orchestrator.training import service
 from cobalt.orchestrator.worker.carry_out import schedule_round
 from cobalt.shared.clients import ExecutorAddress
 from cobalt.shared.contracts.training import StepClaim, StepReport, TrainingJobCreate
-from cobalt.shared.errors import Conflict, InvalidInput
+from cobalt.shared.errors import Conflict, InvalidInput, Unavailable
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.training import WRONG, groups, start_job
 
@@ -85,6 +85,32 @@ def test_the_trainer_claims_and_reports_a_step(
     assert [s.step for s in shown.steps] == [1] and shown.steps[0].metrics == {"reward_mean": 0.1}
     assert shown.groups == {"ready": 0, "consumed": 2, "stale": 0, "dropped": 0}
     assert service.list_jobs(sessions).items[0].steps == []
+
+
+def test_a_group_from_a_server_behind_the_job_is_refused_and_rolled_out_once_it_caught_up(
+    sessions: sessionmaker[Session],
+    store_url: str,
+    executor_url: str,
+    model: tuple[FakeOpenAI, str],
+    policy_dir: Path,
+) -> None:
+    fake, url = model
+    job_id = start_job(sessions, url, policy_dir)
+    with sessions.begin() as session:  # the trainer has reported version 9
+        job = session.get(TrainingJob, job_id)
+        assert job is not None
+        job.policy_version = 9
+    settings = OrchestratorSettings(database_url=store_url, redis_url=None)
+    executor = ExecutorAddress(executor_url)
+    # The server restarted on older weights (7): its groups could never be trained on.
+    with pytest.raises(Unavailable, match="served policy version 7, behind training job"):
+        schedule_round(settings, job_id, 1, executor=executor)
+    assert groups(sessions) == []  # nothing holds the round's slots
+    fake.policy_version = 9  # the trainer loaded the current weights into it
+    schedule_round(settings, job_id, 1, executor=executor)
+    assert [g.policy_version for g in groups(sessions)] == [9, 9]
+    claim = StepClaim(groups=2, current_version=9, max_staleness=0)
+    assert service.claim_step(sessions, job_id, 1, claim).ready
 
 
 def test_round_slices_wrap_and_bad_jobs_are_refused(

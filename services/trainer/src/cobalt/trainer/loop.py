@@ -11,7 +11,9 @@
    a. rollouts: rounds up to `step + max_staleness` are started (the workers sample at the
       version being served, execute and score, and write the ledger);
    b. claim step k's groups from the ledger (the same groups on every ask, so a trainer
-      killed anywhere in step k trains on exactly them after resume); wait until ready;
+      killed anywhere in step k trains on exactly them after resume); wait until ready,
+      meanwhile loading the current weights into a replica found behind them (restarted
+      on its base weights: its samples are refused as stale, publish.py `catch_up`);
    c. GRPO: `step.train_step` on exactly the sampled token ids, the sampler's logprobs as
       the ratio's denominator (or, with `recompute_old_log_probs`, the trainer's own,
       compared with the sampler's and optionally correcting for them: offpolicy.py);
@@ -82,6 +84,7 @@ from cobalt.trainer.outages import through_outage
 from cobalt.trainer.precision import Precision, compute_choice, load_models
 from cobalt.trainer.publish import (
     Patience,
+    WeightPublisher,
     check_publishable,
     choose_publisher,
     serve_checkpoint,
@@ -95,6 +98,11 @@ __all__ = ["JobStopped", "TrainerRun", "rollouts_of", "step_metrics"]
 logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+
+CATCH_UP_EVERY_S = 10.0
+"""While a step waits for rollouts, how often rank 0 looks for an inference replica behind
+the policy's version (restarted on its base weights) and loads the current weights into
+it (publish.py `catch_up`)."""
 
 
 class JobStopped(Exception):
@@ -174,6 +182,8 @@ class TrainerRun:
     """Called after each reported step with (step, policy version, metrics)."""
     arrivals: GroupArrivals | None = None
     """How rank 0 waits for rollouts (default: from the settings, see arrivals.py)."""
+    publisher: WeightPublisher | None = None
+    """How each step's weights reach inference (chosen by `run`: publish.py)."""
 
     def run(
         self, *, resume: bool = True, max_steps: int | None = None, until_step: int | None = None
@@ -216,7 +226,7 @@ class TrainerRun:
             full_weights_every=self.settings.full_weights_every,
             outage_s=self.settings.checkpoint_outage_s,
         )
-        publisher = choose_publisher(
+        publisher = self.publisher = choose_publisher(
             hyper, self.settings, store=store, model=policy, inference=self._replicas()
         )
         step, version = 0, on_rank_zero(lambda: self._serving_version(job))
@@ -384,6 +394,7 @@ class TrainerRun:
             )
         deadline = time.monotonic() + self.settings.step_timeout_s
         retry_at = time.monotonic() + self.settings.round_retry_s
+        catch_up_at = time.monotonic() + CATCH_UP_EVERY_S
         while True:
             try:
                 batch = self._patiently(
@@ -398,6 +409,10 @@ class TrainerRun:
                 raise JobStopped(f"training job {self.job_id} is {job.status}")
             if job.status == TrainingJobStatus.FAILED:
                 raise UpstreamError(f"training job {self.job_id} failed: {job.error}")
+            if time.monotonic() > catch_up_at and self.publisher is not None:
+                catch_up_at = time.monotonic() + CATCH_UP_EVERY_S
+                if self.publisher.catch_up(claim.current_version):
+                    retry_at = time.monotonic()  # what they sampled was refused: again now
             if time.monotonic() > retry_at:
                 logger.info(
                     "job %d step %d: starting rounds %d-%d again",

@@ -19,7 +19,7 @@ checkpoint directory, or only its name) and `send` (the inference service serves
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Protocol
 
@@ -28,9 +28,9 @@ import torch
 from cobalt.shared.checkpoints import PUBLISHED_FILE, PublishedPolicy, write_published
 from cobalt.shared.clients import InferenceControlClient
 from cobalt.shared.contracts.training import TrainerHyperparameters
-from cobalt.shared.errors import InvalidInput
+from cobalt.shared.errors import CobaltError, InvalidInput
 from cobalt.shared.weight_delta import is_delta_dir
-from cobalt.trainer.checkpoint import Checkpoint, CheckpointStore, partial_of
+from cobalt.trainer.checkpoint import Checkpoint, CheckpointStore, latest_weights, partial_of
 from cobalt.trainer.distributed import on_rank_zero
 from cobalt.trainer.lora import is_adapter_dir
 from cobalt.trainer.outages import through_outage
@@ -60,6 +60,11 @@ class WeightPublisher(Protocol):
 
     def send(self, checkpoint: Checkpoint) -> None:
         """Have the inference service serve `checkpoint`'s weights (every rank calls)."""
+        ...
+
+    def catch_up(self, version: int) -> dict[str, int]:
+        """Rank 0 alone, while a step waits for rollouts: bring the replicas that serve
+        an older version than `version` back to it; returns those found behind."""
         ...
 
 
@@ -143,11 +148,44 @@ class DiskPublisher:
         return self.store.save_weights(step=step, policy_version=policy_version, model=self.model)
 
     def send(self, checkpoint: Checkpoint) -> None:
-        on_rank_zero(partial(self._serve, checkpoint))
+        on_rank_zero(partial(self._serve, checkpoint, self.patience))
 
-    def _serve(self, checkpoint: Checkpoint) -> int:
+    def catch_up(self, version: int) -> dict[str, int]:
+        """A replica restarted on its base weights serves version 0 (or a replica missed
+        publishes): without COBALT_INFERENCE_CHECKPOINT_DIR nothing else reloads it, and
+        the workers refuse its samples as stale, so the step would wait for ever. Such
+        replicas are published the newest policy directory again, in one try (the next
+        look tries again)."""
+        if self.inference is None:
+            return {}
+        behind = self.inference.behind(version)
+        if not behind:
+            return {}
+        newest = latest_weights(self.store.root, self.store.job_id)
+        if newest is None or newest.policy_version != version:
+            logger.warning(
+                "inference replicas %s serve older versions than the policy's %d, and no "
+                "policy directory of that version is on disk to load into them",
+                behind,
+                version,
+            )
+            return behind
+        logger.warning(
+            "inference replicas %s serve older versions than the policy's %d (restarted?): "
+            "loading step %d's weights into them",
+            behind,
+            version,
+            newest.step,
+        )
         try:
-            return serve_checkpoint(self.inference, checkpoint, patience=self.patience)
+            self._serve(newest, replace(self.patience, inference_s=0.0))
+        except CobaltError as exc:
+            logger.warning("the catch-up of version %d failed for now: %s", version, exc)
+        return behind
+
+    def _serve(self, checkpoint: Checkpoint, patience: Patience) -> int:
+        try:
+            return serve_checkpoint(self.inference, checkpoint, patience=patience)
         except InvalidInput as exc:
             if not is_delta_dir(checkpoint.policy_dir):
                 raise
@@ -159,7 +197,7 @@ class DiskPublisher:
                 exc,
             )
             rewritten = self.store.rewrite_full(checkpoint, self.model)
-            return serve_checkpoint(self.inference, rewritten, patience=self.patience)
+            return serve_checkpoint(self.inference, rewritten, patience=patience)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +215,22 @@ class BroadcastPublisher:
                 step=step, policy_version=policy_version, model=self.model
             )
         return Checkpoint(self.store.job_root / f"step-{step}", step, policy_version)
+
+    def catch_up(self, version: int) -> dict[str, int]:
+        """A broadcast is a collective of every rank, which rank 0 cannot start alone
+        while it waits: a replica that fell behind is named, and catches up at the next
+        publish (or by COBALT_INFERENCE_CHECKPOINT_DIR from the resume states)."""
+        if self.inference is None:
+            return {}
+        behind = self.inference.behind(version)
+        if behind:
+            logger.warning(
+                "inference replicas %s serve older versions than the policy's %d; a weight "
+                "broadcast cannot reach them before the next step",
+                behind,
+                version,
+            )
+        return {}
 
     def send(self, checkpoint: Checkpoint) -> None:
         broadcast_weights(

@@ -111,6 +111,21 @@ class InferenceReplicas:
             )
         return self._client(self.specs[0], self.timeout_s)
 
+    def behind(self, version: int) -> dict[str, int]:
+        """The replicas that answer with an older version than `version` (url -> the one
+        they serve): restarted on their base weights, or past a publish they missed. One
+        that does not answer is down, not behind, and is not listed."""
+        found: dict[str, int] = {}
+        for url in self.urls():
+            try:
+                with self._client(url, self.timeout_s) as client:
+                    serving = client.status().version
+            except CobaltError:
+                continue
+            if serving < version:
+                found[url] = serving
+        return found
+
     def status(self) -> PolicyStatus:
         """The status of the replica serving the newest version (where the job goes on).
 

@@ -2,7 +2,10 @@
 
 `roll_out_training_group` loads the context and its problem, samples and scores the group
 (`rollout.roll_out_group`, or an episode mode's loop) and writes it to the ledger in one
-transaction. The ledger's unique key (job, context, round) makes a retried job harmless.
+transaction. The ledger's unique key (job, context, round) makes a retried job harmless. A group
+sampled by a server already further behind the job's reported policy version than
+`max_staleness` (a server restarted on its base weights) is not recorded: it could never
+be trained on, and would hold its slot for good; the job fails and is rolled out again.
 
 Infrastructure errors are not rewards: responses the sandbox failed to judge are masked by
 the scorer; a group left with fewer than two is written as `dropped` with its reason, and
@@ -46,7 +49,7 @@ from cobalt.shared.contracts.training_params import (
     EpisodeParams,
     stored_training_params,
 )
-from cobalt.shared.errors import InvalidInput, NotFound
+from cobalt.shared.errors import InvalidInput, NotFound, Unavailable
 from cobalt.shared.reward import TokenizerCounter
 
 __all__ = ["budget_error", "feedback_template", "roll_out_training_group"]
@@ -182,6 +185,18 @@ def roll_out_training_group(
 
     group = runtime.run(roll_out)
     version = group.policy_version if group.policy_version is not None else scheduled_version
+    if scheduled_version - version > params.max_staleness:
+        # Stale on arrival: every claim from now on would expire it, and its (context,
+        # round) slot would never be sampled again. Not recorded; the job fails and is
+        # retried (RQ, then the trainer's round retry) once the trainer has loaded the
+        # current weights into the server (its catch-up).
+        raise Unavailable(
+            f"the inference service served policy version {version}, "
+            f"behind training job {job_id}'s version {scheduled_version} by more than its "
+            f"max_staleness {params.max_staleness} (restarted on its base weights?); the "
+            f"group of context {context_id}, round {round} is not recorded and is rolled "
+            "out again"
+        )
     key: dict[str, Any] = {
         "job_id": job_id,
         "context_key": group_context.context_key,
