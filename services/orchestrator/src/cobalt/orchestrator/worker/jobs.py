@@ -83,9 +83,18 @@ def run_problem(
     *,
     resources: JobResources | None = None,
 ) -> dict[str, int]:
-    """One problem of one run (`runs.jobs.roll_out_run_problem`)."""
-    used = resources or JobResources.of_process(api_key)
-    return _call(roll_out_run_problem, (run_id, problem_id), used)
+    """One problem of one run (`runs.jobs.roll_out_run_problem`); a job off the queue holds
+    its lease meanwhile, so run recovery (`worker.recovery`) knows a live worker has it."""
+    if resources is not None:
+        return _call(roll_out_run_problem, (run_id, problem_id), resources)
+    used = JobResources.of_process(api_key)
+    interval_s = used.settings.run_recovery_interval_s
+    if not used.settings.redis_url or not interval_s:
+        return _call(roll_out_run_problem, (run_id, problem_id), used)
+    from cobalt.orchestrator.worker.recovery import held_lease  # it imports this module
+
+    with held_lease(used.settings.redis_url, problem_queue_id(run_id, problem_id), interval_s):
+        return _call(roll_out_run_problem, (run_id, problem_id), used)
 
 
 def run_group(
