@@ -12,7 +12,8 @@ PostgreSQL or Redis other tests use.
 - `stall`: SIGSTOP a process group for longer than its clients' timeouts, then SIGCONT.
 - `ChaosDeployment` (`chaos_deployment`): the parts both chaos tests break, started
   behind those proxies (`cobalt executor serve`, `cobalt orchestrator serve`, two
-  `cobalt worker` processes), and `faults`, how each kind is injected into them.
+  `cobalt worker` processes, a worker that exits started again as a restart policy
+  would), and `faults`, how each kind is injected into them.
 - `FaultLog`: when each fault was injected and when the job next made progress.
 """
 
@@ -355,6 +356,8 @@ class ChaosDeployment:
     executors: list[subprocess.Popen[str]] = field(default_factory=list)
     processes: list[subprocess.Popen[str]] = field(default_factory=list)
     """Every process started, the killed ones included."""
+    workers_lock: threading.Lock = field(default_factory=threading.Lock)
+    closing: threading.Event = field(default_factory=threading.Event)
 
     def start_executor(self) -> None:
         """`cobalt executor serve` on the deployment's port, once its sandboxes are ready."""
@@ -372,6 +375,16 @@ class ChaosDeployment:
         self.processes.append(started)
         return started
 
+    def restart_exited_workers(self) -> None:
+        """A restart policy's work (compose's `restart:`, a Deployment), in a thread until
+        the deployment closes: a worker that exited (`cobalt worker` exits 3 when it starts
+        while the executor is not ready) is started again."""
+        while not self.closing.wait(0.5):
+            with self.workers_lock:
+                for exited in [w for w in self.workers if w.poll() is not None]:
+                    self.workers.remove(exited)
+                    self.start_worker()
+
     def start_api(self) -> None:
         """`cobalt orchestrator serve` on the deployment's port, once it answers."""
         port = self.url.rsplit(":", 1)[1]
@@ -387,8 +400,9 @@ class ChaosDeployment:
         (executor-stall waits for a judgement in flight, or progress, before it stalls)."""
 
         def restart_worker() -> None:
-            kill_9(self.workers.pop(0))
-            self.start_worker()
+            with self.workers_lock:
+                kill_9(self.workers.pop(0))
+                self.start_worker()
 
         def restart_executor() -> None:
             kill_9(self.executors[-1])
@@ -462,10 +476,14 @@ def chaos_deployment(
             deployment.start_executor()
             deployment.start_worker()
             deployment.start_worker()
+            threading.Thread(target=deployment.restart_exited_workers, daemon=True).start()
             deployment.start_api()
             yield deployment
     finally:
-        for process in deployment.processes if deployment else []:
-            kill_9(process)
+        if deployment is not None:
+            deployment.closing.set()
+            with deployment.workers_lock:
+                for process in deployment.processes:
+                    kill_9(process)
         postgres.close()
         redis.close()

@@ -12,7 +12,9 @@ of a pending or running run with an open trajectory, the problem is in hand when
 waits on the queue (queued, scheduled for a retry, deferred) or a live worker holds its
 lease (`held_lease`: a Redis key the job's worker refreshes every interval and that
 lapses three intervals after it died; it is written again after Redis comes back
-empty). Otherwise it is lost, and once it has been seen lost for two intervals (longer
+empty). Otherwise it is lost (a retry scheduled for a time more than two intervals past
+is lost too: RQ's scheduler runs in one worker, and after that worker is killed RQ hands
+it to another only minutes later), and once it has been seen lost for two intervals (longer
 than a live worker takes to write its lease again) its job is queued again under the same
 id, with the API key the lost job carried if its record is left. The job resumes from the
 turns already stored, which are written once each (`insert_turns`). A job RQ gave up on
@@ -96,6 +98,7 @@ def recover_lost_jobs(
     """One sweep (module docstring): queue again the jobs lost for two intervals, fail the
     runs whose job RQ gave up on; returns the queue ids queued again."""
     from rq.job import Job, JobStatus
+    from rq.registry import ScheduledJobRegistry
 
     from cobalt.orchestrator.worker import queue
 
@@ -107,16 +110,26 @@ def recover_lost_jobs(
             work[call.queue_id] = (run_id, call)
     ids = list(work)
     jobs = Job.fetch_many(ids, connection=redis) if ids else []
+    scheduled = ScheduledJobRegistry(queue.QUEUE_NAME, connection=redis)
     with redis.pipeline(transaction=False) as pipe:
         for queue_id in ids:
             pipe.exists(lease_key(queue_id))
-        leased = pipe.execute()
-    waiting = {JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED}
+            pipe.zscore(scheduled.key, queue_id)
+        answers = pipe.execute()
+    now_s, micros = redis.time()
+    now = now_s + micros / 1e6
+    grace_s = settings.run_recovery_interval_s * GRACE_INTERVALS
     lost: dict[str, Job | None] = {}
     gave_up: dict[int, str] = {}
-    for queue_id, job, held in zip(ids, jobs, leased, strict=True):
+    for queue_id, job, held, due_at in zip(ids, jobs, answers[::2], answers[1::2], strict=True):
         status = job.get_status(refresh=False) if job is not None else None
-        if held or status in waiting:
+        # A retry is due at its scheduled time; the scheduler (a process of one worker)
+        # moves it to the queue. Its worker killed, RQ only hands the scheduler to another
+        # worker minutes later: a retry overdue by the grace is as good as lost.
+        overdue = due_at is None or now - float(due_at) > grace_s
+        if held or status in (JobStatus.QUEUED, JobStatus.DEFERRED):
+            continue
+        if status == JobStatus.SCHEDULED and not overdue:
             continue
         if job is not None and status == JobStatus.FAILED:
             run_id = work[queue_id][0]
@@ -128,9 +141,6 @@ def recover_lost_jobs(
     for run_id, error in gave_up.items():
         logger.warning("run %d: %s", run_id, error)
         service.fail_run(sessions, run_id, f"{error}; `cobalt run resume {run_id}` queues it again")
-    now_s, micros = redis.time()
-    now = now_s + micros / 1e6
-    grace_s = settings.run_recovery_interval_s * GRACE_INTERVALS
     seen = {_text(k): float(v) for k, v in redis.hgetall(SUSPECTS_KEY).items()}
     due = {q: job for q, job in lost.items() if now - seen.get(q, now) >= grace_s}
     with redis.pipeline(transaction=False) as pipe:
@@ -139,6 +149,8 @@ def recover_lost_jobs(
             pipe.hdel(SUSPECTS_KEY, *gone)
         for queue_id in lost.keys() - seen.keys():
             pipe.hset(SUSPECTS_KEY, queue_id, now)
+        if due:  # queued now: a scheduler coming back must not queue them a second time
+            pipe.zrem(scheduled.key, *due)
         pipe.execute()
     by_key: dict[str | None, list[Work]] = {}
     for queue_id, job in due.items():

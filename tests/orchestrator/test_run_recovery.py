@@ -1,0 +1,163 @@
+"""Run recovery (`worker.recovery`): a run's jobs the queue lost (their worker killed,
+Redis emptied) are queued again from the database's open trajectories, and only those:
+not a job waiting on the queue, not one a live worker holds the lease of."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from redis import Redis
+from rq import Queue
+from rq.job import Job, JobStatus
+from sqlalchemy.orm import Session, sessionmaker
+
+from cobalt.orchestrator.settings import OrchestratorSettings
+from cobalt.orchestrator.store.models import Run
+from cobalt.orchestrator.worker.queue import QUEUE_NAME
+from cobalt.orchestrator.worker.recovery import held_lease, recover_lost_jobs
+from tests.fakes.openai_server import FakeOpenAI
+from tests.support.chaos import kill_9, wait_until
+from tests.support.runs import REDIS_URL, json_out, keys_and_answers, run_sample, worker
+
+INTERVAL_S = 0.2
+
+
+@pytest.fixture
+def redis(rq_env: dict[str, str]) -> Iterator[Redis]:
+    with Redis.from_url(REDIS_URL) as connection:
+        yield connection
+
+
+def test_jobs_lost_with_redis_are_queued_again_once_seen_lost_for_the_grace(
+    pg_dataset: str,
+    fake_model: tuple[FakeOpenAI, str],
+    rq_env: dict[str, str],
+    pg_sessions: sessionmaker[Session],
+    postgresql_url: str,
+    redis: Redis,
+) -> None:
+    run_id = json_out(
+        run_sample(rq_env, pg_dataset, fake_model[1], "fake-model", "--n", "2", "--detach",
+                   "--json")
+    )["run_id"]  # fmt: skip
+    settings = OrchestratorSettings(
+        database_url=postgresql_url, redis_url=REDIS_URL, run_recovery_interval_s=INTERVAL_S
+    )
+    queue = Queue(QUEUE_NAME, connection=redis)
+    ids = sorted(queue.job_ids)
+    assert len(ids) == 2
+    assert recover_lost_jobs(settings, pg_sessions, redis) == []  # both wait on the queue
+
+    redis.flushdb()  # Redis restarted empty: the queue and the job records are gone
+    first, second = ids
+    with held_lease(REDIS_URL, first, INTERVAL_S):  # a live worker still rolls `first` out
+        assert recover_lost_jobs(settings, pg_sessions, redis) == []  # lost, not for long yet
+        time.sleep(INTERVAL_S * 2.5)
+        assert recover_lost_jobs(settings, pg_sessions, redis) == [second]
+    assert queue.job_ids == [second]
+    assert recover_lost_jobs(settings, pg_sessions, redis) == []  # it waits on the queue now
+
+    # The lease of `first` is gone (its job ended without finishing its trajectories).
+    recover_lost_jobs(settings, pg_sessions, redis)
+    time.sleep(INTERVAL_S * 2.5)
+    assert recover_lost_jobs(settings, pg_sessions, redis) == [first]
+    assert sorted(queue.job_ids) == ids
+    with pg_sessions() as session:
+        assert session.get(Run, run_id).status == "pending"  # type: ignore[union-attr]
+
+
+def test_a_retry_no_scheduler_queued_is_queued_again_and_only_once(
+    pg_dataset: str,
+    fake_model: tuple[FakeOpenAI, str],
+    rq_env: dict[str, str],
+    pg_sessions: sessionmaker[Session],
+    postgresql_url: str,
+    redis: Redis,
+) -> None:
+    """RQ's scheduler runs in one worker; killed with it, the retries it would have queued
+    wait in the scheduled registry until RQ hands the scheduler on, minutes later."""
+    json_out(run_sample(rq_env, pg_dataset, fake_model[1], "fake-model", "--detach", "--json"))
+    queue = Queue(QUEUE_NAME, connection=redis)
+    settings = OrchestratorSettings(
+        database_url=postgresql_url, redis_url=REDIS_URL, run_recovery_interval_s=INTERVAL_S
+    )
+    retried, waiting = sorted(queue.job_ids)
+    job = Job.fetch(retried, connection=redis)
+    queue.remove(retried)
+    job.set_status(JobStatus.SCHEDULED)
+    queue.scheduled_job_registry.schedule(job, datetime.now(UTC) + timedelta(seconds=60))
+    assert recover_lost_jobs(settings, pg_sessions, redis) == []  # due in a minute
+    queue.scheduled_job_registry.schedule(job, datetime.now(UTC) - timedelta(seconds=5))
+    assert recover_lost_jobs(settings, pg_sessions, redis) == []  # overdue: lost from now
+    time.sleep(INTERVAL_S * 2.5)
+    assert recover_lost_jobs(settings, pg_sessions, redis) == [retried]
+    assert sorted(queue.job_ids) == [retried, waiting]
+    assert queue.scheduled_job_registry.get_job_ids() == []  # no scheduler queues it again
+
+
+def test_a_job_rq_gave_up_on_fails_its_run_with_the_reason(
+    pg_dataset: str,
+    fake_model: tuple[FakeOpenAI, str],
+    rq_env: dict[str, str],
+    pg_sessions: sessionmaker[Session],
+    postgresql_url: str,
+    redis: Redis,
+) -> None:
+    run_id = json_out(
+        run_sample(rq_env, pg_dataset, fake_model[1], "fake-model", "--detach", "--json")
+    )["run_id"]  # fmt: skip
+    queue = Queue(QUEUE_NAME, connection=redis)
+    given_up = Job.fetch(sorted(queue.job_ids)[0], connection=redis)
+    given_up.set_status(JobStatus.FAILED)
+    settings = OrchestratorSettings(
+        database_url=postgresql_url, redis_url=REDIS_URL, run_recovery_interval_s=INTERVAL_S
+    )
+    assert recover_lost_jobs(settings, pg_sessions, redis) == []
+    with pg_sessions() as session:
+        run = session.get(Run, run_id)
+        assert run is not None and run.status == "failed"
+        assert f"job {given_up.id} failed" in (run.error or "")
+        assert f"cobalt run resume {run_id}" in (run.error or "")
+
+
+def test_a_killed_workers_job_is_finished_by_another_without_a_resume(
+    pg_dataset: str,
+    fake_model: tuple[FakeOpenAI, str],
+    rq_env: dict[str, str],
+    pg_sessions: sessionmaker[Session],
+) -> None:
+    fake, url = fake_model
+    fake.delay_s = 0.4  # every model call takes a while, so the kill lands mid-job
+    run_id = json_out(
+        run_sample(rq_env, pg_dataset, url, "fake-model", "--n", "2", "--turns", "3",
+                   "--detach", "--json")
+    )["run_id"]  # fmt: skip
+    env = {**rq_env, "COBALT_RUN_RECOVERY_INTERVAL_S": str(INTERVAL_S)}
+    victim = worker(env)
+    try:
+        wait_until(lambda: len(keys_and_answers(pg_sessions, run_id)) >= 3, 120, "a turn")
+        kill_9(victim)  # its job stays "started" in RQ, held by no one
+        before = keys_and_answers(pg_sessions, run_id)
+        assert len(before) < 2 * 2 * 4, "the kill should land mid-run"
+        finisher = worker(env)
+        try:
+
+            def ended() -> bool:
+                with pg_sessions() as session:
+                    return session.get(Run, run_id).status != "running"  # type: ignore[union-attr]
+
+            wait_until(ended, 120, "the run's end")
+        finally:
+            kill_9(finisher)
+    finally:
+        kill_9(victim)
+    with pg_sessions() as session:
+        assert session.get(Run, run_id).status == "finished"  # type: ignore[union-attr]
+    after = keys_and_answers(pg_sessions, run_id)
+    assert sorted(after) == [
+        (p, s, t) for p in sorted({k[0] for k in after}) for s in range(2) for t in range(4)
+    ]
+    assert {k: after[k] for k in before} == before  # what was written stays as written
