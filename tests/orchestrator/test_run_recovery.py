@@ -1,23 +1,30 @@
 """Run recovery (`worker.recovery`): a run's jobs the queue lost (their worker killed,
-Redis emptied) are queued again from the database's open trajectories, and only those:
-not a job waiting on the queue, not one a live worker holds the lease of."""
+Redis emptied, their retry never queued) are queued again from the database's open
+trajectories, and only those: not a job waiting on the queue, not one a live worker holds
+the lease of. And a failed job RQ will retry leaves its trajectories open."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 import pytest
+import rq
 from redis import Redis
 from rq import Queue
 from rq.job import Job, JobStatus
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.settings import OrchestratorSettings
+from cobalt.orchestrator.store import repo_runs
 from cobalt.orchestrator.store.models import Run
+from cobalt.orchestrator.worker.jobs import JobResources, run_problem
 from cobalt.orchestrator.worker.queue import QUEUE_NAME
 from cobalt.orchestrator.worker.recovery import held_lease, recover_lost_jobs
+from cobalt.shared.clients import ExecutorAddress
+from cobalt.shared.errors import CobaltError
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.chaos import kill_9, wait_until
 from tests.support.runs import REDIS_URL, json_out, keys_and_answers, run_sample, worker
@@ -161,3 +168,36 @@ def test_a_killed_workers_job_is_finished_by_another_without_a_resume(
         (p, s, t) for p in sorted({k[0] for k in after}) for s in range(2) for t in range(4)
     ]
     assert {k: after[k] for k in before} == before  # what was written stays as written
+
+
+@pytest.mark.parametrize("retries_left", [1, 0])
+def test_a_failed_job_rq_will_retry_leaves_its_trajectories_pending(
+    retries_left: int,
+    pg_dataset: str,
+    fake_model: tuple[FakeOpenAI, str],
+    rq_env: dict[str, str],
+    pg_sessions: sessionmaker[Session],
+    postgresql_url: str,
+    executor_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Failed, the trajectories of the run's last open problem would end the run (failed)
+    while RQ still retries the job, and the retry that finishes them would leave it so."""
+    fake, url = fake_model
+    run_id = json_out(run_sample(rq_env, pg_dataset, url, "fake-model", "--detach", "--json"))[
+        "run_id"
+    ]
+    fake.fail_next = [400] * 10  # refused outright: no client retry
+    monkeypatch.setattr(rq, "get_current_job", lambda: SimpleNamespace(retries_left=retries_left))
+    settings = OrchestratorSettings(database_url=postgresql_url, redis_url=REDIS_URL)
+    resources = JobResources.here(settings, ExecutorAddress(executor_url), api_key=None)
+    with pg_sessions() as session:
+        problem_id = repo_runs.open_problem_ids(session, run_id=run_id)[0]
+    with pytest.raises(CobaltError):
+        run_problem(run_id, problem_id, resources=resources)
+    with pg_sessions() as session:
+        statuses = {
+            t.status for t in repo_runs.trajectories_of(session, run_id=run_id)
+            if t.problem_id == problem_id
+        }  # fmt: skip
+    assert statuses == ({"pending"} if retries_left else {"failed"})

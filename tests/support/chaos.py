@@ -36,7 +36,7 @@ from typing import Any
 import httpx
 from sqlalchemy.engine import make_url
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
@@ -249,9 +249,13 @@ class HttpFaultProxy:
                 return Response(b'{"detail": "injected fault"}', self.status, headers)
             self.forwarded += 1
             try:
+                body = await request.body()
+            except ClientDisconnect:  # the client gave up (its timeout) before sending it all
+                return Response(b"", 499)
+            try:
                 upstream = await client.request(
                     request.method, request.url.path, params=request.query_params,
-                    content=await request.body(),
+                    content=body,
                     headers={k: v for k, v in request.headers.items() if k != "host"},
                 )  # fmt: skip
             except httpx.ConnectError:  # the target is down: nothing was sent

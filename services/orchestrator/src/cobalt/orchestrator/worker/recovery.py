@@ -97,8 +97,8 @@ def recover_lost_jobs(
 ) -> list[str]:
     """One sweep (module docstring): queue again the jobs lost for two intervals, fail the
     runs whose job RQ gave up on; returns the queue ids queued again."""
+    from rq import Queue
     from rq.job import Job, JobStatus
-    from rq.registry import ScheduledJobRegistry
 
     from cobalt.orchestrator.worker import queue
 
@@ -110,7 +110,7 @@ def recover_lost_jobs(
             work[call.queue_id] = (run_id, call)
     ids = list(work)
     jobs = Job.fetch_many(ids, connection=redis) if ids else []
-    scheduled = ScheduledJobRegistry(queue.QUEUE_NAME, connection=redis)
+    scheduled = Queue(queue.QUEUE_NAME, connection=redis).scheduled_job_registry
     with redis.pipeline(transaction=False) as pipe:
         for queue_id in ids:
             pipe.exists(lease_key(queue_id))
