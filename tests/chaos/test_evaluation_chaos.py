@@ -21,7 +21,6 @@ import math
 import os
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,6 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.store import repo_datasets
-from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
 from cobalt.orchestrator.store.models import Run, Trajectory, Turn
 from cobalt.shared.contracts import ProblemRow, StdinTest
 from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
@@ -42,7 +40,6 @@ from tests.support.chaos import (
     fault_sequence,
     wait_until,
 )
-from tests.support.databases import empty_database
 from tests.support.runs import NO_CODE, RIGHT, WRONG
 
 pytestmark = pytest.mark.slow
@@ -111,21 +108,6 @@ def add_problems(sessions: sessionmaker[Session], count: int) -> str:
             session, dataset_id=created.id, rows=[r.model_dump(mode="json") for r in rows]
         )
     return "chaos-doubles"
-
-
-@pytest.fixture
-def database(tmp_path: Path) -> Iterator[str]:
-    with empty_database("postgresql", tmp_path) as url:
-        upgrade_database(url)
-        yield url
-
-
-@pytest.fixture
-def store(database: str) -> Iterator[sessionmaker[Session]]:
-    """Sessions on the database directly (not through the fault proxy): the truth."""
-    engine = make_engine(database)
-    yield make_sessionmaker(engine)
-    engine.dispose()
 
 
 def test_an_evaluation_run_survives_each_fault_kind(

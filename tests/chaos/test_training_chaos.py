@@ -5,8 +5,10 @@ trained sample sampled by the policy version its group is stamped with, no dupli
 and every process the test started gone. docs/deploy.md ("When a part fails mid-job")
 says what each fault does to a deployment.
 
-Real processes and servers of the test's own: `cobalt orchestrator serve`, `cobalt worker`
-processes, the trainer in .venv-trainer (each killed with -9 and restarted), a private
+Real processes and servers of the test's own (tests/support/chaos.py's `chaos_deployment`,
+shared with test_evaluation_chaos.py, plus the trainer): `cobalt orchestrator serve`,
+`cobalt worker` processes, the trainer in .venv-trainer (each killed with -9 and
+restarted), a private
 redis-server (restarted with its data and empty), a TCP proxy in front of the session's
 PostgreSQL database (connections dropped mid-transaction, then refused), HTTP proxies in
 front of the executor and the model (503 and 429 for a while). The deterministic test
@@ -20,7 +22,6 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,6 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
 from cobalt.orchestrator.store.models import TrainingGroup, Turn
 from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
 from tests.support.chaos import (
@@ -40,7 +40,6 @@ from tests.support.chaos import (
     kill_9,
     wait_until,
 )
-from tests.support.databases import empty_database
 from tests.support.training import TRAINER_PYTHON, answer, bandit_dataset
 
 pytestmark = pytest.mark.slow
@@ -55,21 +54,6 @@ default): a judgement takes well under a second here, and executor-stall stops t
 executor for 2 s longer than this."""
 PROGRESS_TIMEOUT_S = 240
 """Longest wait for the next step after a fault (round retry 5 s + a step on 2 busy cores)."""
-
-
-@pytest.fixture
-def database(tmp_path: Path) -> Iterator[str]:
-    with empty_database("postgresql", tmp_path) as url:
-        upgrade_database(url)
-        yield url
-
-
-@pytest.fixture
-def store(database: str) -> Iterator[sessionmaker[Session]]:
-    """Sessions on the database directly (not through the fault proxy)."""
-    engine = make_engine(database)
-    yield make_sessionmaker(engine)
-    engine.dispose()
 
 
 def test_a_training_job_survives_each_fault_kind(

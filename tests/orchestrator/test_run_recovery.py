@@ -38,21 +38,29 @@ def redis(rq_env: dict[str, str]) -> Iterator[Redis]:
         yield connection
 
 
+@pytest.fixture
+def settings(postgresql_url: str) -> OrchestratorSettings:
+    """The queue and database of `rq_env`, swept every INTERVAL_S."""
+    return OrchestratorSettings(
+        database_url=postgresql_url, redis_url=REDIS_URL, run_recovery_interval_s=INTERVAL_S
+    )
+
+
+def detached_run(rq_env: dict[str, str], dataset: str, url: str, *options: str) -> int:
+    """A run of the two "doubles" problems queued (no worker yet): two jobs on the queue."""
+    done = run_sample(rq_env, dataset, url, "fake-model", *options, "--detach", "--json")
+    return int(json_out(done)["run_id"])
+
+
 def test_jobs_lost_with_redis_are_queued_again_once_seen_lost_for_the_grace(
     pg_dataset: str,
     fake_model: tuple[FakeOpenAI, str],
     rq_env: dict[str, str],
     pg_sessions: sessionmaker[Session],
-    postgresql_url: str,
+    settings: OrchestratorSettings,
     redis: Redis,
 ) -> None:
-    run_id = json_out(
-        run_sample(rq_env, pg_dataset, fake_model[1], "fake-model", "--n", "2", "--detach",
-                   "--json")
-    )["run_id"]  # fmt: skip
-    settings = OrchestratorSettings(
-        database_url=postgresql_url, redis_url=REDIS_URL, run_recovery_interval_s=INTERVAL_S
-    )
+    run_id = detached_run(rq_env, pg_dataset, fake_model[1], "--n", "2")
     queue = Queue(QUEUE_NAME, connection=redis)
     ids = sorted(queue.job_ids)
     assert len(ids) == 2
@@ -81,16 +89,13 @@ def test_a_retry_no_scheduler_queued_is_queued_again_and_only_once(
     fake_model: tuple[FakeOpenAI, str],
     rq_env: dict[str, str],
     pg_sessions: sessionmaker[Session],
-    postgresql_url: str,
+    settings: OrchestratorSettings,
     redis: Redis,
 ) -> None:
     """RQ's scheduler runs in one worker; killed with it, the retries it would have queued
     wait in the scheduled registry until RQ hands the scheduler on, minutes later."""
-    json_out(run_sample(rq_env, pg_dataset, fake_model[1], "fake-model", "--detach", "--json"))
+    detached_run(rq_env, pg_dataset, fake_model[1])
     queue = Queue(QUEUE_NAME, connection=redis)
-    settings = OrchestratorSettings(
-        database_url=postgresql_url, redis_url=REDIS_URL, run_recovery_interval_s=INTERVAL_S
-    )
     retried, waiting = sorted(queue.job_ids)
     job = Job.fetch(retried, connection=redis)
     queue.remove(retried)
@@ -110,18 +115,13 @@ def test_a_job_rq_gave_up_on_fails_its_run_with_the_reason(
     fake_model: tuple[FakeOpenAI, str],
     rq_env: dict[str, str],
     pg_sessions: sessionmaker[Session],
-    postgresql_url: str,
+    settings: OrchestratorSettings,
     redis: Redis,
 ) -> None:
-    run_id = json_out(
-        run_sample(rq_env, pg_dataset, fake_model[1], "fake-model", "--detach", "--json")
-    )["run_id"]  # fmt: skip
+    run_id = detached_run(rq_env, pg_dataset, fake_model[1])
     queue = Queue(QUEUE_NAME, connection=redis)
     given_up = Job.fetch(sorted(queue.job_ids)[0], connection=redis)
     given_up.set_status(JobStatus.FAILED)
-    settings = OrchestratorSettings(
-        database_url=postgresql_url, redis_url=REDIS_URL, run_recovery_interval_s=INTERVAL_S
-    )
     assert recover_lost_jobs(settings, pg_sessions, redis) == []
     with pg_sessions() as session:
         run = session.get(Run, run_id)
@@ -138,10 +138,7 @@ def test_a_killed_workers_job_is_finished_by_another_without_a_resume(
 ) -> None:
     fake, url = fake_model
     fake.delay_s = 0.4  # every model call takes a while, so the kill lands mid-job
-    run_id = json_out(
-        run_sample(rq_env, pg_dataset, url, "fake-model", "--n", "2", "--turns", "3",
-                   "--detach", "--json")
-    )["run_id"]  # fmt: skip
+    run_id = detached_run(rq_env, pg_dataset, url, "--n", "2", "--turns", "3")
     env = {**rq_env, "COBALT_RUN_RECOVERY_INTERVAL_S": str(INTERVAL_S)}
     victim = worker(env)
     try:
@@ -177,19 +174,16 @@ def test_a_failed_job_rq_will_retry_leaves_its_trajectories_pending(
     fake_model: tuple[FakeOpenAI, str],
     rq_env: dict[str, str],
     pg_sessions: sessionmaker[Session],
-    postgresql_url: str,
+    settings: OrchestratorSettings,
     executor_url: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Failed, the trajectories of the run's last open problem would end the run (failed)
     while RQ still retries the job, and the retry that finishes them would leave it so."""
     fake, url = fake_model
-    run_id = json_out(run_sample(rq_env, pg_dataset, url, "fake-model", "--detach", "--json"))[
-        "run_id"
-    ]
+    run_id = detached_run(rq_env, pg_dataset, url)
     fake.fail_next = [400] * 10  # refused outright: no client retry
     monkeypatch.setattr(rq, "get_current_job", lambda: SimpleNamespace(retries_left=retries_left))
-    settings = OrchestratorSettings(database_url=postgresql_url, redis_url=REDIS_URL)
     resources = JobResources.here(settings, ExecutorAddress(executor_url), api_key=None)
     with pg_sessions() as session:
         problem_id = repo_runs.open_problem_ids(session, run_id=run_id)[0]
