@@ -8,10 +8,9 @@ says what each fault does to a deployment.
 Real processes and servers of the test's own (tests/support/chaos.py's `chaos_deployment`,
 shared with test_evaluation_chaos.py, plus the trainer): `cobalt orchestrator serve`,
 `cobalt worker` processes, the trainer in .venv-trainer (each killed with -9 and
-restarted), a private
-redis-server (restarted with its data and empty), a TCP proxy in front of the session's
-PostgreSQL database (connections dropped mid-transaction, then refused), HTTP proxies in
-front of the executor and the model (503 and 429 for a while). The deterministic test
+restarted), a private redis-server (restarted with its data and empty), a TCP proxy in
+front of the session's PostgreSQL database (connections dropped mid-transaction, then
+refused), HTTP proxies in front of the executor and the model (503 and 429 for a while). The deterministic test
 model stands in for vLLM, with the inference service's control path: the trainer
 publishes each version to it, and it writes the version it serves into every response
 (the inference-kill case needs the real server and is not covered here). Each process's
