@@ -56,9 +56,10 @@ PROGRESS_TIMEOUT_S = 120
 job found and queued again)."""
 SAMPLES = 2
 FEEDBACK_TURNS = 2
-TURN_S = 2.0
-"""Roughly what one fault costs the run (its injection and the turns after it): the run
-is made long enough that every fault lands while it is in flight."""
+PROBLEMS_PER_FAULT = 3
+"""A fault and the turns after it take 2-3 s, while the two workers finish about a
+problem a second between them: with this many problems a fault (and 10 more), every fault
+lands while the run is in flight, which the test checks."""
 ANSWERS = (WRONG, RIGHT, NO_CODE)
 
 
@@ -114,9 +115,7 @@ def test_an_evaluation_run_survives_each_fault_kind(
     database: str, store: sessionmaker[Session], tmp_path: Path
 ) -> None:
     faults = fault_sequence(SHARED_KINDS, FAULTS, SEED)
-    # Two workers take a problem each; its 3 turns take about a second. The run outlasts
-    # the faults by a margin, so the last one still lands mid-run.
-    problems = max(16, int(len(faults) * TURN_S * 2 / 1.2) + 8)
+    problems = 10 + PROBLEMS_PER_FAULT * len(faults)
     dataset = add_problems(store, problems)
     log = FaultLog()
     fake = FakeOpenAI(responder=answer, delay_s=0.15)

@@ -10,10 +10,11 @@ shared with test_evaluation_chaos.py, plus the trainer): `cobalt orchestrator se
 `cobalt worker` processes, the trainer in .venv-trainer (each killed with -9 and
 restarted), a private redis-server (restarted with its data and empty), a TCP proxy in
 front of the session's PostgreSQL database (connections dropped mid-transaction, then
-refused), HTTP proxies in front of the executor and the model (503 and 429 for a while). The deterministic test
-model stands in for vLLM, with the inference service's control path: the trainer
-publishes each version to it, and it writes the version it serves into every response
-(the inference-kill case needs the real server and is not covered here). Each process's
+refused), HTTP proxies in front of the executor and the model (503 and 429 for a while).
+The deterministic test model stands in for vLLM, with the inference service's control
+path: the trainer publishes each version to it, and it writes the version it serves
+into every response (the inference-kill case needs the real server and is not covered
+here). Each process's
 output goes to a file under the test's tmp_path (logs/), shown when the trainer fails."""
 
 from __future__ import annotations
