@@ -5,16 +5,18 @@ trained sample sampled by the policy version its group is stamped with, no dupli
 and every process the test started gone. docs/deploy.md ("When a part fails mid-job")
 says what each fault does to a deployment.
 
-Real processes and servers of the test's own: `cobalt orchestrator serve`, `cobalt worker`
-processes, the trainer in .venv-trainer (each killed with -9 and restarted), a private
-redis-server (restarted with its data and empty), a TCP proxy in front of the session's
-PostgreSQL database (connections dropped mid-transaction, then refused), HTTP proxies in
-front of the executor and the model (503 and 429 for a while), and the trainer's checkpoint
-volume on a tmpfs of the test's own (filled up, remounted read-only). The deterministic test
-model stands in for vLLM, with the inference service's control path: the trainer
-publishes each version to it, and it writes the version it serves into every response
-(the inference-kill case needs the real server and is not covered here). Each process's
-output goes to a file under the test's tmp_path (logs/), shown when the trainer fails."""
+Real processes and servers of the test's own (tests/support/chaos.py's `chaos_deployment`,
+shared with test_evaluation_chaos.py, plus the trainer): `cobalt orchestrator serve`,
+`cobalt worker` processes, the trainer in .venv-trainer (each killed with -9 and
+restarted), a private redis-server (restarted with its data and empty), a TCP proxy in
+front of the session's PostgreSQL database (connections dropped mid-transaction, then
+refused), HTTP proxies in front of the executor and the model (503 and 429 for a while),
+and the trainer's checkpoint volume on a tmpfs of the test's own (filled up, remounted
+read-only). The deterministic test model stands in for vLLM, with the inference
+service's control path: the trainer publishes each version to it, and it writes the
+version it serves into every response (the inference-kill case needs the real server:
+test_inference_chaos.py). Each process's output goes to a file under the test's tmp_path
+(logs/), shown when the trainer fails."""
 
 from __future__ import annotations
 
@@ -23,57 +25,34 @@ import os
 import subprocess
 import time
 import warnings
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from sqlalchemy import func, select
-from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
 from cobalt.orchestrator.store.models import TrainingGroup, Turn
-from cobalt.shared.ports import free_port
 from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
 from tests.support.chaos import (
+    SHARED_KINDS,
     FaultLog,
-    PrivateRedis,
-    TcpFaultProxy,
-    answers,
+    chaos_deployment,
     fault_sequence,
     kill_9,
-    ready,
-    serve_http_proxy,
-    stall,
     wait_until,
 )
-from tests.support.databases import empty_database
-from tests.support.runs import cobalt_process, worker
 from tests.support.training import TRAINER_PYTHON, answer, bandit_dataset
 from tests.support.volumes import can_mount, small_volume
 
 pytestmark = pytest.mark.slow
 
-KINDS = [
-    "worker-kill",
-    "redis-restart",
-    "redis-restart-empty",
-    "model-503",
-    "model-429",
-    "executor-503",
-    "executor-stall",
-    "postgres-drop",
-    "postgres-unreachable",
-    "trainer-kill",
-    "api-kill",
-    "executor-kill",
-    "checkpoint-full",
-    "checkpoint-read-only",
-]
-CHECKPOINT_KINDS = ("checkpoint-full", "checkpoint-read-only")
+CHECKPOINT_KINDS = ["checkpoint-full", "checkpoint-read-only"]
 """On a tmpfs of the test's own (tests/support/volumes.py), where it can mount one."""
+KINDS = [*SHARED_KINDS[:9], "trainer-kill", *SHARED_KINDS[9:], *CHECKPOINT_KINDS]
+"""The shared kinds (tests/support/chaos.py), with the trainer killed among them, and the
+trainer's checkpoint volume full and read-only."""
 FAULTS = int(os.environ.get("COBALT_CHAOS_FAULTS", "0"))
 SEED = int(os.environ["COBALT_CHAOS_SEED"]) if "COBALT_CHAOS_SEED" in os.environ else None
 EXECUTOR_TIMEOUT_S = 6
@@ -89,21 +68,6 @@ again once the volume has room, and resumes)."""
 VOLUME_BYTES = 256 * 1024 * 1024
 
 
-@pytest.fixture
-def database(tmp_path: Path) -> Iterator[str]:
-    with empty_database("postgresql", tmp_path) as url:
-        upgrade_database(url)
-        yield url
-
-
-@pytest.fixture
-def store(database: str) -> Iterator[sessionmaker[Session]]:
-    """Sessions on the database directly (not through the fault proxy)."""
-    engine = make_engine(database)
-    yield make_sessionmaker(engine)
-    engine.dispose()
-
-
 def test_a_training_job_survives_each_fault_kind(
     database: str, store: sessionmaker[Session], tiny_model: Path, tmp_path: Path
 ) -> None:
@@ -114,81 +78,29 @@ def test_a_training_job_survives_each_fault_kind(
         kinds = [kind for kind in KINDS if kind not in CHECKPOINT_KINDS]
     faults = fault_sequence(kinds, FAULTS, SEED)
     steps = len(faults) + 1
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    redis = PrivateRedis(tmp_path / "redis")
-    redis.start()
-    pg_port = make_url(database).port or 5432
-    postgres = TcpFaultProxy(pg_port)
-    proxied_db = make_url(database).set(port=postgres.port).render_as_string(hide_password=False)
+    checkpoints = tmp_path / "checkpoints"
     bandit_dataset(store)
-    base_env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
     log = FaultLog()
-    workers: list[subprocess.Popen[str]] = []
     trainers: list[subprocess.Popen[str]] = []
-    apis: list[subprocess.Popen[str]] = []
     # The model serves the version the trainer last published to it (as Cobalt's inference
     # service does) and writes it into each response, so every stored sample says which
     # policy sampled it.
     fake = FakeOpenAI(responder=answer, delay_s=0.1, policy_version=0, mark_version=True)
-    executor_port = free_port()
-    executors: list[subprocess.Popen[str]] = []
-    checkpoints = tmp_path / "checkpoints"
-    cleanup = contextlib.ExitStack()
-    volume = (
-        cleanup.enter_context(small_volume(checkpoints, VOLUME_BYTES))
-        if cannot_mount is None
-        else None
-    )
-
-    def start_executor() -> None:
-        """`cobalt executor serve` on the test's port, once its sandboxes are ready."""
-        executors.append(
-            cobalt_process(
-                base_env,
-                "executor",
-                "serve",
-                "--port",
-                str(executor_port),
-                "--slots",
-                "2",
-                log=logs / "executor.log",
-            )  # fmt: skip
-        )
-        wait_until(lambda: ready(f"http://127.0.0.1:{executor_port}/readyz"), 90, "executor")
-
-    try:
-        start_executor()
-        executor_url = f"http://127.0.0.1:{executor_port}"
-        with (
-            serve_fake_openai(fake) as model_url,
-            serve_http_proxy(model_url) as (model, proxied_model),
-            serve_http_proxy(executor_url) as (executor, proxied_executor),
-        ):
-            services = {**base_env, "COBALT_DATABASE_URL": proxied_db,
-                        "COBALT_EXECUTOR_URL": proxied_executor,
-                        "COBALT_EXECUTOR_CLIENT_TIMEOUT_S": str(EXECUTOR_TIMEOUT_S),
-                        "COBALT_REDIS_URL": redis.url}  # fmt: skip
-
-            def start_worker() -> subprocess.Popen[str]:
-                return worker(services, log=logs / "workers.log")
-
-            workers = [start_worker(), start_worker()]
-            url = f"http://127.0.0.1:{free_port()}"
-
-            def start_api() -> subprocess.Popen[str]:
-                """`cobalt orchestrator serve` on the test's port, once it answers."""
-                port = url.rsplit(":", 1)[1]
-                started = cobalt_process(
-                    services, "orchestrator", "serve", "--port", port, log=logs / "api.log"
-                )
-                wait_until(lambda: answers(int(port)), 60, "orchestrator API")
-                return started
-
-            apis = [start_api()]
-            with httpx.Client(base_url=url) as api:
+    with (
+        contextlib.ExitStack() as mounted,
+        serve_fake_openai(fake) as model_url,
+        chaos_deployment(
+            database, model_url, tmp_path, executor_timeout_s=EXECUTOR_TIMEOUT_S
+        ) as deployment,
+    ):
+        volume = None
+        if cannot_mount is None:
+            volume = mounted.enter_context(small_volume(checkpoints, VOLUME_BYTES))
+        logs = deployment.logs
+        try:
+            with httpx.Client(base_url=deployment.url) as api:
                 params: dict[str, Any] = {
-                    "base_url": proxied_model, "served_model": "fake-model",
+                    "base_url": deployment.model_url, "served_model": "fake-model",
                     "trainer": {"n_samples": 3, "contexts_per_step": 1,
                                 "updates_per_step": 1, "lr": 1e-3},
                 }  # fmt: skip
@@ -197,7 +109,7 @@ def test_a_training_job_survives_each_fault_kind(
                     json={"name": "chaos", "contexts": "ctx", "model": str(tiny_model),
                           "params": params},
                 ).json()["id"]  # fmt: skip
-                env = {**base_env, "COBALT_TRAINER_ORCHESTRATOR_URL": url,
+                env = {**deployment.base_env, "COBALT_TRAINER_ORCHESTRATOR_URL": deployment.url,
                        "COBALT_TRAINER_INFERENCE_URL": model_url.removesuffix("/v1"),
                        "COBALT_TRAINER_CHECKPOINT_DIR": str(checkpoints),
                        "COBALT_TRAINER_CHECKPOINT_OUTAGE_S": str(CHECKPOINT_OUTAGE_S),
@@ -251,27 +163,6 @@ def test_a_training_job_survives_each_fault_kind(
                 start_trainer()
                 wait_until(lambda: progressed(0), PROGRESS_TIMEOUT_S, "first step")
 
-                def restart_worker() -> None:
-                    kill_9(workers[0])
-                    workers[0] = start_worker()
-
-                def restart_executor() -> None:
-                    kill_9(executors[-1])
-                    start_executor()
-
-                def stall_executor() -> None:
-                    """Stop the executor past its clients' timeout, once a judgement is in
-                    flight (or the job moved on without one: the rounds were judged)."""
-                    seen, before = executor.forwarded, step()
-                    wait_until(
-                        lambda: executor.forwarded > seen or step() > before, 60, "a judgement"
-                    )
-                    stall(executors[-1].pid, EXECUTOR_TIMEOUT_S + 2)
-
-                def restart_api() -> None:
-                    kill_9(apis[-1])
-                    apis.append(start_api())
-
                 def restart_trainer() -> None:
                     kill_9(trainers[-1])
                     start_trainer()
@@ -303,19 +194,9 @@ def test_a_training_job_survives_each_fault_kind(
                     finally:
                         volume.writable()
 
-                inject: dict[str, Callable[[], None]] = {
-                    "worker-kill": restart_worker,
-                    "redis-restart": lambda: redis.restart(empty=False),
-                    "redis-restart-empty": lambda: redis.restart(empty=True),
-                    "model-503": lambda: model.fail_for(3, 503),
-                    "model-429": lambda: model.fail_for(3, 429),
-                    "executor-503": lambda: executor.fail_for(3, 503),
-                    "postgres-drop": postgres.drop_all,
-                    "postgres-unreachable": lambda: postgres.refuse_for(3),
+                inject = {
+                    **deployment.faults(step),
                     "trainer-kill": restart_trainer,
-                    "api-kill": restart_api,
-                    "executor-kill": restart_executor,
-                    "executor-stall": stall_executor,
                     "checkpoint-full": fill_checkpoint_volume,
                     "checkpoint-read-only": make_checkpoint_volume_read_only,
                 }
@@ -334,12 +215,9 @@ def test_a_training_job_survives_each_fault_kind(
                 # No write the faults cut short left its partial output behind.
                 partial = [p.name for p in checkpoints.rglob("*") if "partial" in p.name]
                 assert partial == []
-    finally:
-        for process in [*workers, *trainers, *apis, *executors]:
-            kill_9(process)
-        postgres.close()
-        redis.close()
-        cleanup.close()
+        finally:
+            for process in trainers:
+                kill_9(process)
     print(log.table())  # the figures docs/benchmarks.md's Reliability section quotes
 
     assert shown["step"] == steps
@@ -364,6 +242,5 @@ def test_a_training_job_survives_each_fault_kind(
             .having(func.count() > 1)
         ).all()
         assert turns == []
-    everything = [*workers, *trainers, *apis, *executors]
-    assert all(process.poll() is not None for process in everything)
-    assert redis.process is None or redis.process.poll() is not None
+    assert all(process.poll() is not None for process in [*deployment.processes, *trainers])
+    assert deployment.redis.process is None or deployment.redis.process.poll() is not None

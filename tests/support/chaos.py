@@ -10,6 +10,10 @@ PostgreSQL or Redis other tests use.
   chosen status (503, 429) for a while, then forwards again; with its target down it
   answers as a gateway does (503 when the target refused, 502 when it was cut).
 - `stall`: SIGSTOP a process group for longer than its clients' timeouts, then SIGCONT.
+- `ChaosDeployment` (`chaos_deployment`): the parts both chaos tests break, started
+  behind those proxies (`cobalt executor serve`, `cobalt orchestrator serve`, two
+  `cobalt worker` processes, a worker that exits started again as a restart policy
+  would), and `faults`, how each kind is injected into them.
 - `FaultLog`: when each fault was injected and when the job next made progress.
 """
 
@@ -30,13 +34,30 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from sqlalchemy.engine import make_url
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from cobalt.shared.ports import free_port
+from tests.support.runs import cobalt_process, worker
 from tests.support.serving import serve_asgi
+
+SHARED_KINDS = [
+    "worker-kill",
+    "redis-restart",
+    "redis-restart-empty",
+    "model-503",
+    "model-429",
+    "executor-503",
+    "executor-stall",
+    "postgres-drop",
+    "postgres-unreachable",
+    "api-kill",
+    "executor-kill",
+]
+"""The fault kinds `ChaosDeployment.faults` injects (a test adds its own, trainer-kill)."""
 
 
 def answers(port: int) -> bool:
@@ -228,9 +249,13 @@ class HttpFaultProxy:
                 return Response(b'{"detail": "injected fault"}', self.status, headers)
             self.forwarded += 1
             try:
+                body = await request.body()
+            except ClientDisconnect:  # the client gave up (its timeout) before sending it all
+                return Response(b"", 499)
+            try:
                 upstream = await client.request(
                     request.method, request.url.path, params=request.query_params,
-                    content=await request.body(),
+                    content=body,
                     headers={k: v for k, v in request.headers.items() if k != "host"},
                 )  # fmt: skip
             except httpx.ConnectError:  # the target is down: nothing was sent
@@ -305,3 +330,164 @@ def wait_until(done: Callable[[], bool], timeout_s: float, what: str) -> None:
     while not done():
         assert time.monotonic() < deadline, f"no {what} within {timeout_s} s"
         time.sleep(0.1)
+
+
+@dataclass
+class ChaosDeployment:
+    """A deployment of the test's own, every part behind a fault proxy: PostgreSQL (TCP),
+    the executor and the model (HTTP), a private Redis; `cobalt executor serve`,
+    `cobalt orchestrator serve` and `cobalt worker` processes started on them, each one's
+    output appended to a file under `logs`. Every process it started is in `processes`."""
+
+    logs: Path
+    base_env: dict[str, str]
+    """The test's environment without any COBALT_ variable."""
+    services: dict[str, str]
+    """What the API and workers run with: the proxies' and the private Redis's URLs."""
+    redis: PrivateRedis
+    postgres: TcpFaultProxy
+    model: HttpFaultProxy
+    executor: HttpFaultProxy
+    executor_port: int
+    executor_timeout_s: float
+    url: str
+    """The orchestrator API's base URL."""
+    model_url: str
+    """The model's URL behind its proxy (up to /v1), for the job's requests."""
+    workers: list[subprocess.Popen[str]] = field(default_factory=list)
+    """The workers started and not killed since."""
+    apis: list[subprocess.Popen[str]] = field(default_factory=list)
+    executors: list[subprocess.Popen[str]] = field(default_factory=list)
+    processes: list[subprocess.Popen[str]] = field(default_factory=list)
+    """Every process started, the killed ones included."""
+    workers_lock: threading.Lock = field(default_factory=threading.Lock)
+    closing: threading.Event = field(default_factory=threading.Event)
+
+    def start_executor(self) -> None:
+        """`cobalt executor serve` on the deployment's port, once its sandboxes are ready."""
+        started = cobalt_process(
+            self.base_env, "executor", "serve", "--port", str(self.executor_port),
+            "--slots", "2", log=self.logs / "executor.log",
+        )  # fmt: skip
+        self.executors.append(started)
+        self.processes.append(started)
+        wait_until(lambda: ready(f"http://127.0.0.1:{self.executor_port}/readyz"), 90, "executor")
+
+    def start_worker(self) -> subprocess.Popen[str]:
+        started = worker(self.services, log=self.logs / "workers.log")
+        self.workers.append(started)
+        self.processes.append(started)
+        return started
+
+    def restart_exited_workers(self) -> None:
+        """A restart policy's work (compose's `restart:`, a Deployment), in a thread until
+        the deployment closes: a worker that exited (`cobalt worker` exits 3 when it starts
+        while the executor is not ready) is started again."""
+        while not self.closing.wait(0.5):
+            with self.workers_lock:
+                for exited in [w for w in self.workers if w.poll() is not None]:
+                    self.workers.remove(exited)
+                    self.start_worker()
+
+    def start_api(self) -> None:
+        """`cobalt orchestrator serve` on the deployment's port, once it answers."""
+        port = self.url.rsplit(":", 1)[1]
+        started = cobalt_process(
+            self.services, "orchestrator", "serve", "--port", port, log=self.logs / "api.log"
+        )
+        self.apis.append(started)
+        self.processes.append(started)
+        wait_until(lambda: answers(int(port)), 60, "orchestrator API")
+
+    def faults(self, progress: Callable[[], int]) -> dict[str, Callable[[], None]]:
+        """How each of `SHARED_KINDS` is injected; `progress` counts the job's progress
+        (executor-stall waits for a judgement in flight, or progress, before it stalls)."""
+
+        def restart_worker() -> None:
+            with self.workers_lock:
+                kill_9(self.workers.pop(0))
+                self.start_worker()
+
+        def restart_executor() -> None:
+            kill_9(self.executors[-1])
+            self.start_executor()
+
+        def stall_executor() -> None:
+            """Stop the executor past its clients' timeout, once a judgement is in flight
+            (or the job moved on without one: the judgements were done)."""
+            seen, before = self.executor.forwarded, progress()
+            wait_until(
+                lambda: self.executor.forwarded > seen or progress() > before, 60, "a judgement"
+            )
+            stall(self.executors[-1].pid, self.executor_timeout_s + 2)
+
+        def restart_api() -> None:
+            kill_9(self.apis[-1])
+            self.start_api()
+
+        return {
+            "worker-kill": restart_worker,
+            "redis-restart": lambda: self.redis.restart(empty=False),
+            "redis-restart-empty": lambda: self.redis.restart(empty=True),
+            "model-503": lambda: self.model.fail_for(3, 503),
+            "model-429": lambda: self.model.fail_for(3, 429),
+            "executor-503": lambda: self.executor.fail_for(3, 503),
+            "executor-stall": stall_executor,
+            "postgres-drop": self.postgres.drop_all,
+            "postgres-unreachable": lambda: self.postgres.refuse_for(3),
+            "api-kill": restart_api,
+            "executor-kill": restart_executor,
+        }
+
+
+@contextmanager
+def chaos_deployment(
+    database: str,
+    model_url: str,
+    tmp_path: Path,
+    *,
+    executor_timeout_s: float,
+    settings: dict[str, str] | None = None,
+) -> Iterator[ChaosDeployment]:
+    """A `ChaosDeployment` on `database` (its PostgreSQL behind the TCP proxy) and the model
+    at `model_url` (behind an HTTP proxy), with the executor, two workers and the API
+    started; `settings` adds COBALT_ variables for the API and workers. Every process it
+    started is killed (-9) and reaped on the way out, Redis and the proxies closed."""
+    logs = tmp_path / "logs"
+    logs.mkdir(exist_ok=True)
+    redis = PrivateRedis(tmp_path / "redis")
+    redis.start()
+    postgres = TcpFaultProxy(make_url(database).port or 5432)
+    proxied_db = make_url(database).set(port=postgres.port).render_as_string(hide_password=False)
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
+    executor_port = free_port()
+    deployment: ChaosDeployment | None = None
+    try:
+        with (
+            serve_http_proxy(model_url) as (model, proxied_model),
+            serve_http_proxy(f"http://127.0.0.1:{executor_port}") as (executor, proxied_executor),
+        ):
+            services = {**base_env, "COBALT_DATABASE_URL": proxied_db,
+                        "COBALT_EXECUTOR_URL": proxied_executor,
+                        "COBALT_EXECUTOR_CLIENT_TIMEOUT_S": str(executor_timeout_s),
+                        "COBALT_REDIS_URL": redis.url, **(settings or {})}  # fmt: skip
+            deployment = ChaosDeployment(
+                logs=logs, base_env=base_env, services=services, redis=redis,
+                postgres=postgres, model=model, executor=executor,
+                executor_port=executor_port, executor_timeout_s=executor_timeout_s,
+                url=f"http://127.0.0.1:{free_port()}", model_url=proxied_model,
+            )  # fmt: skip
+            deployment.start_executor()
+            deployment.start_worker()
+            deployment.start_worker()
+            threading.Thread(target=deployment.restart_exited_workers, daemon=True).start()
+            deployment.start_api()
+            yield deployment
+    finally:
+        if deployment is not None:
+            deployment.closing.set()
+            with deployment.workers_lock:
+                for process in deployment.processes:
+                    kill_9(process)
+        postgres.close()
+        redis.close()

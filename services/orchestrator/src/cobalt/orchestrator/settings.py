@@ -34,6 +34,9 @@ class OrchestratorSettings(CobaltSettings):
     """Times RQ retries a failed or abandoned rollout job (it resumes from stored turns)."""
     job_timeout_s: int = Field(default=6 * 3600, ge=10)
     """Longest one job (all turns of one problem) may run on a worker."""
+    run_recovery_interval_s: float = Field(default=10.0, ge=0)
+    """How often `cobalt worker` processes look for runs' jobs the queue lost (a worker
+    killed, Redis emptied) and queue them again from the database; 0: never."""
     orchestrator_host: str = "127.0.0.1"
     """Address `cobalt orchestrator serve` listens on: this machine only unless told (the
     container images set 0.0.0.0, with tokens)."""

@@ -31,7 +31,13 @@ from cobalt.shared.contracts import ProblemRow
 from cobalt.shared.contracts.runs import RunParams
 from cobalt.shared.errors import CobaltError, Conflict, NotFound
 
-__all__ = ["DatabaseTurnStore", "finish_run_if_done", "roll_out_run_problem", "spec_of_run"]
+__all__ = [
+    "DatabaseTurnStore",
+    "finish_run_if_done",
+    "reopen_problem",
+    "roll_out_run_problem",
+    "spec_of_run",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -189,6 +195,13 @@ def _move_problem(
         repo_runs.move_trajectories(
             session, run_id=run_id, problem_id=problem_id, event=event, error=error
         )
+
+
+def reopen_problem(sessions: sessionmaker[Session], run_id: int, problem_id: int) -> None:
+    """The problem's failed (or running) trajectories back to pending: its job failed but
+    will be tried again, so the run must not count them as ended (it would be marked
+    failed, and stay so after the retry finished them)."""
+    _move_problem(sessions, run_id, problem_id, TrajectoryEvent.REOPEN)
 
 
 def finish_run_if_done(sessions: sessionmaker[Session], run_id: int) -> str | None:

@@ -50,6 +50,7 @@ __all__ = [
     "failed_trajectories",
     "first_turns",
     "open_problem_ids",
+    "open_problems_of_active_runs",
     "turns_of_run",
     "problem_ids_of_turns",
     "problems_with_trajectories",
@@ -549,6 +550,22 @@ def open_problem_ids(session: Session, *, run_id: int) -> list[int]:
             .order_by(Trajectory.problem_id)
         )
     )
+
+
+def open_problems_of_active_runs(session: Session) -> list[tuple[int, int]]:
+    """(run, problem) for every problem with a trajectory still pending or running, of
+    every run that is pending or running (the work the queue should hold), ascending."""
+    rows = session.execute(
+        select(Trajectory.run_id, Trajectory.problem_id)
+        .join(Run, Run.id == Trajectory.run_id)
+        .where(
+            Run.status.in_((RunStatus.PENDING, RunStatus.RUNNING)),
+            Trajectory.status.in_((TrajectoryStatus.PENDING, TrajectoryStatus.RUNNING)),
+        )
+        .distinct()
+        .order_by(Trajectory.run_id, Trajectory.problem_id)
+    )
+    return [(run_id, problem_id) for run_id, problem_id in rows]
 
 
 def completion_tokens(session: Session, *, run_id: int) -> int:

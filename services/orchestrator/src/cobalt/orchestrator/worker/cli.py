@@ -9,6 +9,9 @@ cancelled, its trajectories go back to pending with every stored turn kept, and 
 fails with `JobInterrupted`, so RQ puts it back on the queue for another worker (without
 spending one of its COBALT_JOB_RETRIES). The run itself goes on. A second Ctrl-C is RQ's
 cold shutdown.
+
+Each worker also looks, every COBALT_RUN_RECOVERY_INTERVAL_S, for runs' jobs the queue
+lost (their worker killed, Redis emptied) and queues them again (`worker.recovery`).
 """
 
 from __future__ import annotations
@@ -42,11 +45,13 @@ def worker_command(
     from rq import SimpleWorker, Worker
 
     from cobalt.orchestrator.worker.queue import QUEUE_NAME
+    from cobalt.orchestrator.worker.recovery import RunRecovery
     from cobalt.orchestrator.worker.runtime import (
         JobContext,
         close_runtime,
         install_job_context,
         runtime,
+        sessions_for,
     )
     from cobalt.shared.clients import ReferenceEndpointSettings
 
@@ -78,7 +83,8 @@ def worker_command(
             )
         )
         try:
-            worker.work(burst=burst, with_scheduler=True)
+            with RunRecovery(settings, sessions_for(settings.database_url)):
+                worker.work(burst=burst, with_scheduler=True)
         finally:
             close_runtime()
     if StopsItsJob.stopped:

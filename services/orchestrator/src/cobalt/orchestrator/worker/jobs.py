@@ -12,6 +12,7 @@ that carry out a run or a round, whichever way they are then carried out
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -20,7 +21,7 @@ from pydantic import SecretStr
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.rollouts.runtime import JobInterrupted, RolloutRuntime
-from cobalt.orchestrator.runs.jobs import roll_out_run_problem
+from cobalt.orchestrator.runs.jobs import reopen_problem, roll_out_run_problem
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.training.jobs import roll_out_training_group
 from cobalt.orchestrator.training.service import due_refill
@@ -39,6 +40,8 @@ __all__ = [
 ]
 
 _Result = TypeVar("_Result")
+
+logger = logging.getLogger(__name__)
 
 RUN_RETRY_INTERVALS_S = (10, 30, 60)
 """Waits before a run job's retries (RQ retries up to COBALT_JOB_RETRIES times)."""
@@ -83,9 +86,28 @@ def run_problem(
     *,
     resources: JobResources | None = None,
 ) -> dict[str, int]:
-    """One problem of one run (`runs.jobs.roll_out_run_problem`)."""
+    """One problem of one run (`runs.jobs.roll_out_run_problem`); a job off the queue holds
+    its lease meanwhile, so run recovery (`worker.recovery`) knows a live worker has it.
+    A job that fails while RQ will try it again leaves its trajectories pending, not
+    failed: the run is not over (`runs.jobs.reopen_problem`)."""
     used = resources or JobResources.of_process(api_key)
-    return _call(roll_out_run_problem, (run_id, problem_id), used)
+    interval_s = used.settings.run_recovery_interval_s
+    try:
+        if resources is not None or not used.settings.redis_url or not interval_s:
+            return _call(roll_out_run_problem, (run_id, problem_id), used)
+        from cobalt.orchestrator.worker.recovery import held_lease  # it imports this module
+
+        with held_lease(used.settings.redis_url, problem_queue_id(run_id, problem_id), interval_s):
+            return _call(roll_out_run_problem, (run_id, problem_id), used)
+    except JobInterrupted:
+        raise
+    except Exception:
+        if _retried():
+            try:
+                reopen_problem(used.sessions, run_id, problem_id)
+            except Exception as exc:  # noqa: BLE001  the database down too: they stay open
+                logger.warning("run %d problem %d not reopened: %s", run_id, problem_id, exc)
+        raise
 
 
 def run_group(
@@ -138,6 +160,14 @@ def _wake_trainer(redis_url: str, job_id: int, group_id: int) -> None:
         pipe.rpush(key, group_id)
         pipe.ltrim(key, -GROUP_LIST_MAX, -1)
         pipe.execute()
+
+
+def _retried() -> bool:
+    """Whether RQ will try the job failing now again (it has retries left)."""
+    from rq import get_current_job
+
+    job = get_current_job()
+    return job is not None and (job.retries_left or 0) > 0
 
 
 def _keep_retry() -> None:
