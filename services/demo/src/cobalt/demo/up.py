@@ -4,12 +4,16 @@ The same services as docker-compose.yml and k8s/ (executor, inference, orchestra
 rollout workers, trainer), each started through the `cobalt` command with the user's
 `COBALT_*` settings. PostgreSQL and Redis are used when configured, never started: this is
 for machines that have them (or for SQLite and in-process jobs, the embedded default).
-If one service exits, the others are stopped and the exit names it; Ctrl-C stops them all.
+A service that exits is started again, as compose's `restart:` and a Deployment would
+(`RestartPolicy`: after 1 s, doubling to 30 s; the trainer only when it failed, since
+exiting 0 means its job is done); one that keeps exiting (5 times in 10 minutes: a bad
+setting, a port taken) stops them all, and the exit names it. Ctrl-C stops them all.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,12 +34,24 @@ from cobalt.inference.settings import InferenceSettings
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.shared.errors import first_validation_error
 
-__all__ = ["UpPlan", "run_up"]
+__all__ = ["RestartPolicy", "UpPlan", "run_up"]
 
 READY_TIMEOUT_S = 120.0
 INFERENCE_READY_TIMEOUT_S = 900.0
 """vLLM on CPU takes 40-130 s, and a first start also converts the default model."""
 POLL_INTERVAL_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class RestartPolicy:
+    """When `cobalt up` starts an exited service again, and when it gives up."""
+
+    allowed: int = 5
+    """Restarts of one service within `window_s`; one more exit stops everything."""
+    window_s: float = 600.0
+    first_delay_s: float = 1.0
+    """Wait before the first restart, doubled for each restart in the window."""
+    max_delay_s: float = 30.0
 
 
 @dataclass
@@ -168,10 +184,23 @@ def run_up(plan: UpPlan, say: Callable[[str], None]) -> None:
             child.stop()
 
 
-def _watch(children: list[ChildProcess], say: Callable[[str], None]) -> None:
-    """Return never; raise as soon as a service (other than a finished trainer) exits."""
+def _watch(
+    children: list[ChildProcess],
+    say: Callable[[str], None],
+    policy: RestartPolicy = RestartPolicy(),
+    stop: threading.Event | None = None,
+) -> None:
+    """Watch the services until `stop` is set (never, from `run_up`): start each one that
+    exited again after the policy's delay (a trainer that finished its job, exit 0, is
+    left alone); raise once one has exited more often than the policy allows."""
+    stop = stop or threading.Event()
+    restarts: dict[str, list[float]] = {}
+    """Service -> when it was restarted, within the window."""
+    due: dict[str, float] = {}
+    """Service -> when it is started again."""
     trainer_done = False
-    while True:
+    while not stop.is_set():
+        now = time.monotonic()
         for child in children:
             if child.is_running():
                 continue
@@ -180,5 +209,23 @@ def _watch(children: list[ChildProcess], say: Callable[[str], None]) -> None:
                     say("the trainer finished its job; the other services keep running")
                     trainer_done = True
                 continue
-            raise child.failure(f"exited with code {child.returncode}")
-        time.sleep(POLL_INTERVAL_S)
+            if child.name in due:
+                if now >= due[child.name]:
+                    del due[child.name]
+                    child.start()
+                    say(f"the {child.name} started again")
+                continue
+            recent = [t for t in restarts.get(child.name, []) if now - t < policy.window_s]
+            if len(recent) >= policy.allowed:
+                raise child.failure(
+                    f"exited with code {child.returncode} again, after {len(recent)} restarts "
+                    f"within {policy.window_s:.0f} s; not restarted"
+                )
+            delay = min(policy.first_delay_s * 2 ** len(recent), policy.max_delay_s)
+            restarts[child.name] = [*recent, now]
+            due[child.name] = now + delay
+            say(
+                f"the {child.name} exited with code {child.returncode}; starting it again in "
+                f"{delay:g} s (log {child.log_path})"
+            )
+        stop.wait(POLL_INTERVAL_S)
