@@ -30,11 +30,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.inference.launcher import running_server
-from cobalt.inference.settings import InferenceSettings
 from cobalt.orchestrator.store.models import TrainingGroup
 from cobalt.shared.ports import free_port
 from tests.support.chaos import chaos_deployment, wait_until
-from tests.support.inference import CONTROL_TOKEN, SERVED_NAME
+from tests.support.inference import CONTROL_TOKEN, SERVED_NAME, own_server_settings
 from tests.support.training import TRAINER_PYTHON, bandit_dataset
 
 pytestmark = pytest.mark.slow
@@ -72,17 +71,7 @@ def test_a_training_job_survives_its_inference_server_killed_and_restarted(
     logs = tmp_path / "logs"
     logs.mkdir()
     port = free_port()
-    settings = InferenceSettings(
-        model=tiny_model,
-        served_name=SERVED_NAME,
-        max_model_len=512,
-        dtype="float32",
-        cpu_kv_cache_gb=1,
-        control_token=CONTROL_TOKEN,
-        startup_timeout_s=300,
-        load_timeout_s=60,
-        drain_timeout_s=30,
-    )
+    settings = own_server_settings(tiny_model)  # no checkpoint_dir: the default deployment
     servers = contextlib.ExitStack()
     trainer: subprocess.Popen[str] | None = None
     with servers:

