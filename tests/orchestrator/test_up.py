@@ -12,7 +12,8 @@ import pytest
 from redis import Redis
 from rq import Worker
 
-from cobalt.demo.processes import free_port, port_is_free
+from cobalt.demo.processes import port_is_free
+from cobalt.shared.ports import free_port
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.runs import REDIS_URL, wait_finished
 from tests.support.up import cobalt_up
