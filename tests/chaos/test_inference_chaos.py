@@ -26,15 +26,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.inference.launcher import running_server
-from cobalt.orchestrator.store.models import TrainingGroup
 from cobalt.shared.ports import free_port
 from tests.support.chaos import chaos_deployment, wait_until
 from tests.support.inference import CONTROL_TOKEN, SERVED_NAME, own_server_settings
-from tests.support.training import TRAINER_PYTHON, bandit_dataset
+from tests.support.training import TRAINER_PYTHON, bandit_dataset, consumed_groups
 
 pytestmark = pytest.mark.slow
 
@@ -132,12 +130,7 @@ def test_a_training_job_survives_its_inference_server_killed_and_restarted(
     assert "serve older versions than the policy's" in trained  # it caught the server up
     assert shown["step"] == STEPS and shown["policy_version"] == STEPS
     assert shown["groups"]["stale"] == 0  # none recorded from the restarted server's base
-    with store() as session:
-        consumed = session.scalars(
-            select(TrainingGroup)
-            .where(TrainingGroup.job_id == job, TrainingGroup.status == "consumed")
-            .order_by(TrainingGroup.step)
-        ).all()
+    consumed = consumed_groups(store, job)
     assert [g.step for g in consumed] == list(range(1, STEPS + 1))
     assert all(g.policy_version == g.step - 1 for g in consumed), [
         (g.step, g.policy_version) for g in consumed

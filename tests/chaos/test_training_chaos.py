@@ -33,7 +33,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from cobalt.orchestrator.store.models import TrainingGroup, Turn
+from cobalt.orchestrator.store.models import Turn
 from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
 from tests.support.chaos import (
     SHARED_KINDS,
@@ -43,7 +43,7 @@ from tests.support.chaos import (
     kill_9,
     wait_until,
 )
-from tests.support.training import TRAINER_PYTHON, answer, bandit_dataset
+from tests.support.training import TRAINER_PYTHON, answer, bandit_dataset, consumed_groups
 from tests.support.volumes import can_mount, small_volume
 
 pytestmark = pytest.mark.slow
@@ -222,12 +222,8 @@ def test_a_training_job_survives_each_fault_kind(
 
     assert shown["step"] == steps
     assert [s["step"] for s in shown["steps"]] == list(range(1, steps + 1))
+    consumed = consumed_groups(store, job)
     with store() as session:
-        consumed = session.scalars(
-            select(TrainingGroup)
-            .where(TrainingGroup.job_id == job, TrainingGroup.status == "consumed")
-            .order_by(TrainingGroup.step)
-        ).all()
         assert [group.step for group in consumed] == list(range(1, steps + 1))
         # Each trained sample was sampled by the version its group is stamped with: the
         # one the model's response header named, read back from the response itself.

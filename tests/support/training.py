@@ -91,6 +91,19 @@ def start_job(
     return service.create_job(sessions, request)
 
 
+def consumed_groups(sessions: sessionmaker[Session], job_id: int) -> list[TrainingGroup]:
+    """The groups job `job_id`'s steps trained on, in step order, their samples loaded."""
+    with sessions() as session:
+        found = session.scalars(
+            select(TrainingGroup)
+            .where(TrainingGroup.job_id == job_id, TrainingGroup.status == "consumed")
+            .order_by(TrainingGroup.step)
+        ).all()
+        for group in found:
+            group.samples  # load them before the session closes  # noqa: B018
+        return list(found)
+
+
 def groups(sessions: sessionmaker[Session]) -> list[TrainingGroup]:
     with sessions() as session:
         found = session.scalars(select(TrainingGroup).order_by(TrainingGroup.id)).all()

@@ -12,6 +12,7 @@ that carry out a run or a round, whichever way they are then carried out
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -91,13 +92,15 @@ def run_problem(
     A job that fails while RQ will try it again leaves its trajectories pending, not
     failed: the run is not over (`runs.jobs.reopen_problem`)."""
     used = resources or JobResources.of_process(api_key)
-    interval_s = used.settings.run_recovery_interval_s
-    try:
-        if resources is not None or not used.settings.redis_url or not interval_s:
-            return _call(roll_out_run_problem, (run_id, problem_id), used)
-        from cobalt.orchestrator.worker.recovery import held_lease  # it imports this module
+    from cobalt.orchestrator.worker.recovery import held_lease  # it imports this module
 
-        with held_lease(used.settings.redis_url, problem_queue_id(run_id, problem_id), interval_s):
+    interval_s = used.settings.run_recovery_interval_s
+    redis_url = used.settings.redis_url
+    lease: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    if resources is None and redis_url is not None and interval_s:  # a job off the queue
+        lease = held_lease(redis_url, problem_queue_id(run_id, problem_id), interval_s)
+    try:
+        with lease:
             return _call(roll_out_run_problem, (run_id, problem_id), used)
     except JobInterrupted:
         raise
