@@ -59,6 +59,12 @@ class ExecutorMetrics:
             ["verdict"],
             registry=self.registry,
         )
+        self.compile_seconds = Histogram(
+            "cobalt_executor_compile_seconds",
+            "Wall time of one compilation (compiled languages, once per request).",
+            buckets=_REQUEST_BUCKETS,
+            registry=self.registry,
+        )
         self.rejected = Counter(
             "cobalt_executor_rejected_requests",
             "Requests refused before running, by reason.",

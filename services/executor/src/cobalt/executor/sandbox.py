@@ -16,6 +16,7 @@ returns raw evidence (`RawRun`); `judge.py` turns that into a verdict.
 from __future__ import annotations
 
 import atexit
+import base64
 import functools
 import json
 import logging
@@ -96,6 +97,8 @@ class SandboxConfig:
     """How long a jail may take to reset after a test before it is replaced."""
     max_tests_per_slot: int = 5000
     cgroups: CgroupMode = "auto"
+    languages: str = "all"
+    """Languages offered besides Python (`languages.offered_toolchains`)."""
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,10 @@ class SandboxJob:
     """One test to run: the program, how to call it, and its limits."""
 
     code: str
-    mode: Literal["stdin", "call", "check"]
+    mode: Literal["stdin", "call", "check", "exec", "compile"]
+    """Python's three test kinds, or another language's: `exec` runs `argv` (a compiled
+    program or a runtime on its source), `compile` runs the compiler (`argv`) once per
+    request and reports the `artifacts` it left (languages.py)."""
     stdin: bytes = b""
     """The program's input; for a check test, the check's source (read by the check
     process only, after the program's process has let go of stdin)."""
@@ -122,6 +128,16 @@ class SandboxJob:
     harnessed: bool = False
     """`code` is a preset harness's trailer (`presets.harnessed_program`): the harness runs
     in its namespace first."""
+    argv: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    files: tuple[tuple[str, bytes, int], ...] = ()
+    """(relative path, contents, mode) written into the test's working directory first."""
+    artifacts: tuple[str, ...] = ()
+    address_space_mb: int = 0
+    """`exec` and `compile`: RLIMIT_AS beyond `memory_mb` (the runtime's reservations)."""
+    record_bytes: int = 0
+    """Cap on the harness record (0: `output_bytes` and a little more); a compilation's
+    record carries what the compiler made."""
 
 
 @dataclass
@@ -203,6 +219,8 @@ def bwrap_command(
         cmd += ["--setenv", key, value]
     for path in interpreter.read_only_dirs:
         cmd += ["--ro-bind", path, path]
+    for source, target in interpreter.toolchain_binds:
+        cmd += ["--ro-bind", source, target]
     for target, link in interpreter.symlinks:
         cmd += ["--symlink", target, link]
     cmd += ["--proc", "/proc"]
@@ -474,6 +492,7 @@ class SandboxSlot:
                 "args": job.args,
                 "kwargs": job.kwargs,
                 "preset": job.preset,
+                **(_native_payload(job) if job.mode in ("exec", "compile") else {}),
                 **(checker_payload(self.interpreter.version) if job.mode == "check" else {}),
                 **(harness_payload(self.interpreter.version) if job.harnessed else {}),
                 "limits": {
@@ -482,6 +501,7 @@ class SandboxSlot:
                     "fsize_bytes": self.config.file_size_mb << 20,
                     "nofile": self.config.nofile,
                     "nproc": self.config.nproc,
+                    "address_space_bytes": (job.memory_mb + job.address_space_mb) << 20,
                 },
             }
         ).encode()
@@ -638,6 +658,18 @@ class SandboxSlot:
             return None
         reply: dict[str, Any] = json.loads(message)
         return reply
+
+
+def _native_payload(job: SandboxJob) -> dict[str, Any]:
+    """The command fields of another language's compile or run (see `_zygote._write_files`)."""
+    return {
+        "argv": list(job.argv),
+        "env": job.env,
+        "artifacts": list(job.artifacts),
+        "files": [
+            [name, base64.b64encode(contents).decode(), mode] for name, contents, mode in job.files
+        ],
+    }
 
 
 def _child_setup(

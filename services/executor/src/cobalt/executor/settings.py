@@ -66,6 +66,17 @@ class ExecutorSettings(CobaltSettings):
     refuses to start without them, `off` never uses them. See docs/executor.md."""
     unsafe_no_sandbox: bool = False
     """Run without bubblewrap (rlimits and seccomp only). Never for untrusted code."""
+    languages: str = "all"
+    """Languages offered besides Python: `all` whose toolchain is installed, or a
+    comma-separated list (`python`: a Python-only executor). See docs/executor.md."""
+    compile_wall_s: float = Field(default=30.0, gt=0, le=600)
+    """Wall-clock limit of one compilation (compiled languages compile once per request)."""
+    compile_memory_mb: int = Field(default=2048, ge=64)
+    """Memory limit of one compilation (a compiler's own data and the jail's files)."""
+    compile_output_kb: int = Field(default=1024, ge=1)
+    """Compiler messages allowed; past it the compiler is stopped (a compile error)."""
+    max_files_kb: int = Field(default=16384, ge=0)
+    """Total decoded size of a /run_code request's `files` (SandboxFusion's field)."""
     readiness_timeout_s: float = Field(default=10.0, gt=0)
     """How long the readiness canary may take on an idle executor before it counts as broken."""
     readiness_interval_s: float = Field(default=10.0, gt=0)
@@ -89,4 +100,5 @@ class ExecutorSettings(CobaltSettings):
             nofile=self.nofile,
             file_size_mb=self.file_size_mb,
             cgroups=self.cgroups,
+            languages=self.languages,
         )

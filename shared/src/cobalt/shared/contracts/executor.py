@@ -17,9 +17,11 @@ __all__ = [
     "BatchExecuteResponse",
     "CallTest",
     "Compare",
+    "Compilation",
     "ExecuteRequest",
     "ExecuteResponse",
     "ExecutorInfo",
+    "LanguageInfo",
     "LimitAboveMaximum",
     "Limits",
     "MAX_LIMIT_SETTINGS",
@@ -50,6 +52,8 @@ class Verdict(StrEnum):
     OUTPUT_LIMIT = "output_limit"
     SANDBOX_ERROR = "sandbox_error"
     SKIPPED = "skipped"
+    COMPILE_ERROR = "compile_error"
+    """The program (a compiled language's) did not compile: no test of it ran."""
 
 
 class Compare(StrEnum):
@@ -297,7 +301,13 @@ class ExecuteRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     code: str = Field(max_length=MAX_CODE_CHARS)
-    language: Literal["python"] = "python"
+    language: str = Field(
+        default="python",
+        min_length=1,
+        max_length=64,
+        description="python, or another language this executor lists in GET /v1/info "
+        "(SandboxFusion's names: cpp, c, java, nodejs/javascript, go, rust); others get a 422",
+    )
     tests: list[TestCase] = Field(min_length=1, max_length=MAX_TESTS_PER_REQUEST)
     compare: Compare = Compare.COBALT
     limits: Limits = Field(default_factory=Limits)
@@ -338,6 +348,21 @@ class TestResult(BaseModel):
     )
 
 
+class Compilation(BaseModel):
+    """How a compiled language's program compiled (once per request)."""
+
+    status: Literal["ok", "error"]
+    output: str = Field(
+        default="", description="the compiler's messages (stdout then stderr), capped"
+    )
+    wall_ms: float = 0.0
+    reason: str = Field(
+        default="",
+        description="why an error is one when not the compiler's exit status "
+        "(its time, memory or output limit)",
+    )
+
+
 class ExecuteResponse(BaseModel):
     """Per-test results in the order of the request's tests, plus the summary."""
 
@@ -346,6 +371,11 @@ class ExecuteResponse(BaseModel):
     total: int
     pass_rate: float
     executor_version: str
+    compilation: Compilation | None = Field(
+        default=None,
+        description="a compiled language's compilation (null for Python and interpreted "
+        "languages); when its status is error every test is compile_error",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> ExecuteResponse:
@@ -368,6 +398,15 @@ class BatchExecuteResponse(BaseModel):
     results: list[ExecuteResponse]
 
 
+class LanguageInfo(BaseModel):
+    """One language a deployment runs (its toolchain was found at start-up)."""
+
+    name: str
+    aliases: list[str] = Field(default_factory=list)
+    compiled: bool = False
+    test_kinds: list[str] = Field(default_factory=lambda: ["stdin"])
+
+
 class ExecutorInfo(BaseModel):
     """What this executor offers: languages, default and maximum limits, capacity."""
 
@@ -386,6 +425,11 @@ class ExecutorInfo(BaseModel):
     max_body_bytes: int
     sandbox: str
     python: str
+    language_details: list[LanguageInfo] = Field(
+        default_factory=list,
+        description="each language in `languages`: its other accepted names, whether it "
+        "compiles, the test kinds it takes (absent from executors before 2026-12)",
+    )
 
 
 # --- SandboxFusion compatibility (`POST /run_code`) -------------------------------------
