@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import signal
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +30,7 @@ from cobalt.shared.text import truncate_middle
 
 __all__ = [
     "Build",
+    "BuildCache",
     "compile_error_result",
     "compile_job",
     "interpreted_build",
@@ -176,3 +180,55 @@ def run_job_fields(toolchain: Toolchain, build: Build, memory_mb: int) -> dict[s
         "files": build.files,
         "address_space_mb": toolchain.language.address_space_mb,
     }
+
+
+class BuildCache:
+    """Recent builds by what they were built from (language, source, files), so that a
+    program sent once per test (verl's way) compiles once, not once per request.
+
+    Only what the source alone decides is kept: a successful build, or the compiler's
+    own rejection; a compilation stopped by a limit (which load can cause) is not, nor a
+    sandbox failure. Bounded by the bytes of the files held; least recently used first out.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._builds: OrderedDict[str, tuple[Build, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+
+    @staticmethod
+    def key(toolchain: Toolchain, code: str, files: tuple[WorkFile, ...]) -> str:
+        digest = hashlib.sha256()
+        for part in (toolchain.language.name, *toolchain.compile, code):
+            digest.update(part.encode("utf-8", "surrogatepass") + b"\0")
+        for name, contents, mode in files:
+            digest.update(f"{name}\0{mode}\0{len(contents)}\0".encode("utf-8", "surrogatepass"))
+            digest.update(contents)
+        return digest.hexdigest()
+
+    def get(self, key: str) -> Build | None:
+        with self._lock:
+            entry = self._builds.get(key)
+            if entry is None:
+                return None
+            self._builds.move_to_end(key)
+            self.hits += 1
+            return entry[0]
+
+    def put(self, key: str, build: Build) -> None:
+        compilation = build.compilation
+        if compilation is None or compilation.reason:
+            return  # a sandbox failure, or stopped by a limit: not the source's doing
+        size = sum(len(contents) for _, contents, _ in build.files) + len(compilation.output)
+        if size > self.max_bytes:
+            return
+        with self._lock:
+            if key in self._builds:
+                return
+            self._builds[key] = (build, size)
+            self._bytes += size
+            while self._bytes > self.max_bytes:
+                _, (_, dropped) = self._builds.popitem(last=False)
+                self._bytes -= dropped

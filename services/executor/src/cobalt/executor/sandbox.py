@@ -492,7 +492,7 @@ class SandboxSlot:
                 "args": job.args,
                 "kwargs": job.kwargs,
                 "preset": job.preset,
-                **(_native_payload(job) if job.mode in ("exec", "compile") else {}),
+                **_native_payload(job),
                 **(checker_payload(self.interpreter.version) if job.mode == "check" else {}),
                 **(harness_payload(self.interpreter.version) if job.harnessed else {}),
                 "limits": {
@@ -661,15 +661,16 @@ class SandboxSlot:
 
 
 def _native_payload(job: SandboxJob) -> dict[str, Any]:
-    """The command fields of another language's compile or run (see `_zygote._write_files`)."""
-    return {
-        "argv": list(job.argv),
-        "env": job.env,
-        "artifacts": list(job.artifacts),
-        "files": [
+    """The command fields of the files to write first (any mode; see
+    `_zygote._write_files`) and of another language's compile or run."""
+    payload: dict[str, Any] = {}
+    if job.files:
+        payload["files"] = [
             [name, base64.b64encode(contents).decode(), mode] for name, contents, mode in job.files
-        ],
-    }
+        ]
+    if job.mode in ("exec", "compile"):
+        payload.update(argv=list(job.argv), env=job.env, artifacts=list(job.artifacts))
+    return payload
 
 
 def _child_setup(

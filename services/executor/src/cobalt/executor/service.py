@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from cobalt.executor.admission import Admission
 from cobalt.executor.compiled import (
     Build,
+    BuildCache,
     compile_error_result,
     compile_job,
     interpreted_build,
@@ -168,6 +169,8 @@ class ExecutorService:
         self.settings = settings
         self.pool = pool
         self.metrics = metrics
+        self.builds = BuildCache(settings.build_cache_mb << 20)
+        """Recent builds of compiled programs (compiled.BuildCache)."""
         self._threads = ThreadPoolExecutor(
             max_workers=len(pool.slots), thread_name_prefix="sandbox"
         )
@@ -335,11 +338,17 @@ class ExecutorService:
             memory_mb=s.compile_memory_mb,
             output_kb=s.compile_output_kb,
         )
+        key = BuildCache.key(toolchain, request.code, files)
+        cached = self.builds.get(key)
+        if cached is not None:
+            return cached
         job = replace(compile_job(toolchain, request.code, limits, files), abandoned=abandoned)
         loop = asyncio.get_running_loop()
         raw = await loop.run_in_executor(self._threads, self.pool.run, job)
         self.metrics.compile_seconds.observe(raw.wall_ms / 1000)
-        return read_build(toolchain, raw, job, limits, files)
+        build = read_build(toolchain, raw, job, limits, files)
+        self.builds.put(key, build)
+        return build
 
     def _unbuilt_results(self, request: ExecuteRequest, build: Build) -> list[TestResult]:
         """Every test's result when the program could not be built (reported once)."""

@@ -75,6 +75,9 @@ class ExecutorSettings(CobaltSettings):
     """Memory limit of one compilation (a compiler's own data and the jail's files)."""
     compile_output_kb: int = Field(default=1024, ge=1)
     """Compiler messages allowed; past it the compiler is stopped (a compile error)."""
+    build_cache_mb: int = Field(default=256, ge=0)
+    """Recent builds of compiled programs kept, so the same program sent again (one
+    request per test) is not compiled again; 0 turns it off."""
     max_files_kb: int = Field(default=16384, ge=0)
     """Total decoded size of a /run_code request's `files` (SandboxFusion's field)."""
     readiness_timeout_s: float = Field(default=10.0, gt=0)
