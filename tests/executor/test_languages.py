@@ -10,6 +10,7 @@ per test: C compiles fastest, and every compiled language runs through the same 
 from __future__ import annotations
 
 import base64
+import os
 import string
 from typing import Any
 
@@ -415,3 +416,36 @@ def test_run_code_compiles_cpp_and_reports_a_compile_error_as_failed(
     ).json()
     assert bad["status"] == "Failed" and bad["run_result"] is None
     assert "nope" in bad["compile_result"]["stderr"]
+
+
+# --- the optional Python package set -----------------------------------------------------
+
+DIST_PACKAGES = "/usr/lib/python3/dist-packages"
+
+
+@pytest.mark.skipif(
+    not os.path.isdir(os.path.join(DIST_PACKAGES, "numpy")),
+    reason="Debian's python3-numpy is not installed (scripts/install-system-packages.sh)",
+)
+def test_the_package_set_is_importable_only_where_a_deployment_enables_it(
+    executor_client: TestClient,
+) -> None:
+    program = (
+        "import importlib.util, numpy\n"
+        "print(int(numpy.arange(int(input())).sum()),"
+        " all(importlib.util.find_spec(m) for m in ('pandas', 'sympy')))"
+    )
+    test = {"stdin": "5", "expected_stdout": "10 True"}
+    default = execute(executor_client, program, [test])
+    assert verdicts(default) == ["runtime_error"]
+    assert "No module named 'numpy'" in default["results"][0]["feedback"]
+    settings = ExecutorSettings(slots=1, python_packages=DIST_PACKAGES, python_preload="numpy")
+    pool = SandboxPool(settings.sandbox_config())
+    pool.start()
+    try:
+        assert pool.slots[0].zygote_info["preloaded"] == ["numpy"]
+        with TestClient(create_app(settings, pool=pool)) as client:
+            body = execute(client, program, [test, test])
+            assert verdicts(body) == ["accepted", "accepted"], body
+    finally:
+        pool.close()

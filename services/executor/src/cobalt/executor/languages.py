@@ -59,7 +59,7 @@ class CompileLimits:
     output_kb: int = 1024
     """Compiler messages (stdout and stderr) kept and allowed: a flood of errors past it
     stops the compiler and is a compile error."""
-    artifact_mb: int = 64
+    artifact_mb: int = 32
     """What the compiler may leave for the runs (the binary, class files)."""
 
 

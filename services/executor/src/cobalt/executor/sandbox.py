@@ -99,6 +99,10 @@ class SandboxConfig:
     cgroups: CgroupMode = "auto"
     languages: str = "all"
     """Languages offered besides Python (`languages.offered_toolchains`)."""
+    python_packages: str = ""
+    """A directory of third-party packages Python programs may import ("": none)."""
+    python_preload: tuple[str, ...] = ()
+    """Modules the zygote imports once, so that tests importing them pay nothing."""
 
 
 @dataclass(frozen=True)
@@ -215,8 +219,14 @@ def bwrap_command(
         "--cap-add",
         "CAP_SYS_RESOURCE",
     ]
-    for key, value in SANDBOX_ENV.items():
+    for key, value in {**SANDBOX_ENV, **python_packages_env(config)}.items():
         cmd += ["--setenv", key, value]
+    if config.python_packages:
+        cmd += ["--ro-bind", config.python_packages, config.python_packages]
+        # Debian's numpy finds its BLAS through /etc/alternatives symlinks; pandas (pytz)
+        # reads the time zone database.
+        for path in ("/etc/alternatives", "/usr/share/zoneinfo"):
+            cmd += ["--ro-bind-try", path, path]
     for path in interpreter.read_only_dirs:
         cmd += ["--ro-bind", path, path]
     for source, target in interpreter.toolchain_binds:
@@ -450,7 +460,7 @@ class SandboxSlot:
 
     def _unsafe_env(self) -> dict[str, str]:
         root = self._private_workroot()
-        return {**SANDBOX_ENV, "HOME": root, "TMPDIR": root}
+        return {**SANDBOX_ENV, **python_packages_env(self.config), "HOME": root, "TMPDIR": root}
 
     def close(self) -> None:
         """Stop the jail: SIGKILL its process group, which bwrap's PID namespace follows."""
@@ -658,6 +668,18 @@ class SandboxSlot:
             return None
         reply: dict[str, Any] = json.loads(message)
         return reply
+
+
+def python_packages_env(config: SandboxConfig) -> dict[str, str]:
+    """The jail's environment for the optional package set: its directory on Python's
+    path (the zygote runs without site, so dist-packages is not there otherwise) and the
+    modules the zygote imports before it forks tests."""
+    env: dict[str, str] = {}
+    if config.python_packages:
+        env["PYTHONPATH"] = config.python_packages
+    if config.python_preload:
+        env["COBALT_PRELOAD"] = ",".join(config.python_preload)
+    return env
 
 
 def _native_payload(job: SandboxJob) -> dict[str, Any]:

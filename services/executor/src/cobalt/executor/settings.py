@@ -80,6 +80,13 @@ class ExecutorSettings(CobaltSettings):
     request per test) is not compiled again; 0 turns it off."""
     max_files_kb: int = Field(default=16384, ge=0)
     """Total decoded size of a /run_code request's `files` (SandboxFusion's field)."""
+    python_packages: str = ""
+    """A directory of third-party packages Python programs may import, bound read-only in
+    every jail (e.g. /usr/lib/python3/dist-packages with Debian's python3-numpy,
+    python3-pandas and python3-sympy); empty: the standard library only."""
+    python_preload: str = ""
+    """Comma-separated modules of that set the zygote imports once, so tests importing
+    them pay nothing (costs memory per slot; see docs/executor.md)."""
     readiness_timeout_s: float = Field(default=10.0, gt=0)
     """How long the readiness canary may take on an idle executor before it counts as broken."""
     readiness_interval_s: float = Field(default=10.0, gt=0)
@@ -89,6 +96,12 @@ class ExecutorSettings(CobaltSettings):
     def _sane(self) -> ExecutorSettings:
         if self.python.find("/.pyenv/shims/") >= 0:
             raise ValueError("COBALT_EXECUTOR_PYTHON must not be a pyenv shim")
+        if self.python_packages and not os.path.isdir(self.python_packages):
+            raise ValueError(
+                f"COBALT_EXECUTOR_PYTHON_PACKAGES={self.python_packages!r} is not a directory"
+            )
+        if self.python_packages and not os.path.isabs(self.python_packages):
+            raise ValueError("COBALT_EXECUTOR_PYTHON_PACKAGES must be an absolute path")
         return self
 
     def sandbox_config(self) -> SandboxConfig:
@@ -104,4 +117,6 @@ class ExecutorSettings(CobaltSettings):
             file_size_mb=self.file_size_mb,
             cgroups=self.cgroups,
             languages=self.languages,
+            python_packages=self.python_packages,
+            python_preload=tuple(filter(None, (m.strip() for m in self.python_preload.split(",")))),
         )

@@ -439,7 +439,7 @@ MAX_RUN_CODE_FILES = 64
 
 
 class RunCodeRequest(BaseModel):
-    """SandboxFusion's run_code request, the subset that makes sense for Python.
+    """SandboxFusion's run_code request, in the languages this executor runs.
 
     Fields SandboxFusion has and this executor does not use are accepted and ignored, so
     its clients work unchanged; every field is bounded (the body's size caps the rest).
@@ -454,11 +454,12 @@ class RunCodeRequest(BaseModel):
         }
     )
 
-    code: str = Field(max_length=MAX_CODE_CHARS, description="the Python program to run")
+    code: str = Field(max_length=MAX_CODE_CHARS, description="the program to run")
     language: str = Field(
         default="python",
         max_length=64,
-        description="'python' or 'python3'; anything else is refused (422)",
+        description="'python', 'python3' or another language GET /v1/info lists "
+        "(cpp, c, java, nodejs, go, rust where installed); anything else is refused (422)",
     )
     stdin: str | None = Field(
         default=None, max_length=MAX_TEXT_CHARS, description="fed to the program's stdin"
@@ -467,7 +468,8 @@ class RunCodeRequest(BaseModel):
         default=10.0,
         ge=0,
         le=600,
-        description="accepted for compatibility; Python has no compile step",
+        description="accepted for compatibility; compilations run under the executor's "
+        "COBALT_EXECUTOR_COMPILE_WALL_S",
     )
     run_timeout: float = Field(
         default=10.0,
@@ -486,12 +488,15 @@ class RunCodeRequest(BaseModel):
     files: dict[str, str | None] = Field(
         default_factory=dict,
         max_length=MAX_RUN_CODE_FILES,
-        description="not supported: a non-empty value is refused (422)",
+        description="files written into the program's working directory first: relative "
+        "path to base64 contents (null: empty), COBALT_EXECUTOR_MAX_FILES_KB decoded in all; "
+        "a path outside the directory is refused (422)",
     )
     fetch_files: list[str] = Field(
         default_factory=list,
         max_length=MAX_RUN_CODE_FILES,
-        description="not supported: a non-empty value is refused (422)",
+        description="refused when non-empty (422): the sandbox has no network and keeps "
+        "no file after a run",
     )
 
 

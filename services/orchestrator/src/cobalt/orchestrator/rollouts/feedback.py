@@ -65,6 +65,7 @@ _VERDICT_LABELS = {
     Verdict.OUTPUT_LIMIT: "output limit exceeded",
     Verdict.SANDBOX_ERROR: "the sandbox failed to run it",
     Verdict.SKIPPED: "not run",
+    Verdict.COMPILE_ERROR: "compile error",
 }
 
 

@@ -67,8 +67,9 @@ async def run_code(request: Request, service: ServiceDep) -> RunCodeResponse:
     when the sandbox itself failed. `run_result` holds the evidence: `status`
     (`Finished` or `TimeLimitExceeded`), `execution_time` in seconds, `return_code`
     (negative: killed by that signal; null at the time limit), `stdout` and `stderr`
-    (capped at COBALT_EXECUTOR_MAX_OUTPUT_KB and the response's byte budget). Only
-    Python runs; `files` and `fetch_files` are refused (422).
+    (capped at COBALT_EXECUTOR_MAX_OUTPUT_KB and the response's byte budget). Any
+    language `GET /v1/info` lists runs (a compiled one reports `compile_result`);
+    `files` are written into the working directory; `fetch_files` is refused (422).
     """
     parsed = await read_body(request, RunCodeRequest)
     return await unless_disconnected(request, service.run_code(parsed))
