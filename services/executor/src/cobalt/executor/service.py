@@ -45,7 +45,7 @@ from cobalt.executor.presets import (
     harnessed_program,
 )
 from cobalt.executor.readiness import Readiness, ReadyState
-from cobalt.executor.response_budget import ResponseBudget
+from cobalt.executor.response_budget import ResponseBudget, truncate_to_json_bytes
 from cobalt.executor.sandbox import RawRun, SandboxJob
 from cobalt.executor.settings import ExecutorSettings
 from cobalt.executor.values import dumps_value
@@ -285,12 +285,14 @@ class ExecutorService:
         # Set when the request fails or is cancelled (its client went away): tests not yet
         # started are skipped instead of running for nobody.
         abandoned = threading.Event()
+        results: list[TestResult] = []
         try:
             build = await self._build(request, deadline, abandoned)
             if build is not None and build.failure is not None:
                 results = self._unbuilt_results(request, build)
+                if shares is not None:
+                    results = [shares.take(result) for result in results]
             elif request.stop_on_first_failure:
-                results: list[TestResult] = []
                 for test in request.tests:
                     if results and results[-1].verdict is not Verdict.ACCEPTED:
                         results.append(skipped("Not run: an earlier test failed."))
@@ -315,7 +317,7 @@ class ExecutorService:
             total=len(results),
             pass_rate=passed / len(results),
             executor_version=EXECUTOR_VERSION,
-            compilation=build.compilation if build is not None else None,
+            compilation=_capped(build.compilation if build else None, shares, len(results)),
         )
 
     async def _build(
@@ -544,6 +546,23 @@ def _request_bytes(request: ExecuteRequest) -> int:
             size += len(test.check)
         size += 256
     return size
+
+
+COMPILATION_SHARE = 4
+"""A compilation's messages take at most 1/4 of its response's byte budget."""
+
+
+def _capped(
+    compilation: Compilation | None, shares: ResponseBudget | None, tests: int
+) -> Compilation | None:
+    """The compilation with its messages cut to its share of the response's budget."""
+    if compilation is None or shares is None:
+        return compilation
+    limit = shares.fair_share * tests // COMPILATION_SHARE
+    output = truncate_to_json_bytes(compilation.output, limit)
+    if output == compilation.output:
+        return compilation
+    return compilation.model_copy(update={"output": output})
 
 
 def _compilation_as_sandboxfusion(compilation: Compilation) -> RunCodeResult:
