@@ -128,18 +128,27 @@ def humaneval_check_workload() -> Workload:
 # --- baseline: a fresh bubblewrap + python per test ------------------------------------
 
 
-def tuned_baseline_command(python: str) -> list[str]:
-    """A fresh jail per test, tuned: minimal binds and `python3 -I -S` (no site import)."""
-    interpreter = describe_interpreter(python)
+def fresh_jail_command(
+    interpreter: Any, env: dict[str, str], binds: tuple[tuple[str, str], ...] = ()
+) -> list[str]:
+    """bubblewrap options of a fresh jail with our minimal layout (the program to follow)."""
     cmd = ["bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session"]
     cmd += ["--clearenv"]
-    for key, value in SANDBOX_ENV.items():
+    for key, value in env.items():
         cmd += ["--setenv", key, value]
     for path in interpreter.read_only_dirs:
         cmd += ["--ro-bind", path, path]
+    for host, jail in binds:
+        cmd += ["--ro-bind", host, jail]
     for target, link in interpreter.symlinks:
         cmd += ["--symlink", target, link]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp"]
+    return cmd + ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+
+
+def tuned_baseline_command(python: str) -> list[str]:
+    """A fresh jail per test, tuned: minimal binds and `python3 -I -S` (no site import)."""
+    interpreter = describe_interpreter(python)
+    cmd = fresh_jail_command(interpreter, SANDBOX_ENV) + ["--chdir", "/tmp"]
     return cmd + [interpreter.path, "-I", "-S", "-c"]
 
 
@@ -757,21 +766,6 @@ if __name__ == "__main__":
 
 # --- languages: each toolchain against its own fresh process per test ----------------------
 
-ADD_PROGRAMS = {
-    "python": "a, b = map(int, input().split())\nprint(a + b)\n",
-    "cpp": '#include <iostream>\nint main(){long a,b;std::cin>>a>>b;std::cout<<a+b<<"\\n";}\n',
-    "c": '#include <stdio.h>\nint main(){long a,b;scanf("%ld %ld",&a,&b);printf("%ld\\n",a+b);}\n',
-    "java": "import java.util.*;\npublic class Main{public static void main(String[] x){"
-    "Scanner s=new Scanner(System.in);System.out.println(s.nextLong()+s.nextLong());}}\n",
-    "nodejs": 'const v=require("fs").readFileSync(0,"utf8").trim().split(/\\s+/).map(Number);'
-    "console.log(v[0]+v[1]);\n",
-    "go": 'package main\nimport "fmt"\nfunc main(){var a,b int;fmt.Scan(&a,&b);fmt.Println(a+b)}\n',
-    "rust": "use std::io::*;fn main(){let mut s=String::new();stdin().read_to_string(&mut s)"
-    ".unwrap();let v:Vec<i64>=s.split_whitespace().map(|x|x.parse().unwrap()).collect();"
-    'println!("{}",v[0]+v[1]);}\n',
-}
-"""A program per language that adds the two numbers on its stdin."""
-
 
 def _fresh_language_baseline(
     toolchain: Any, python: str, code: str, tests: list[tuple[str, str]], workers: int
@@ -793,17 +787,8 @@ def _fresh_language_baseline(
         subprocess.run(toolchain.compile, cwd=work, check=True, env=host_env)
     for entry in os.listdir(work):
         os.chmod(os.path.join(work, entry), 0o755)
-    cmd = ["bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session"]
-    cmd += ["--clearenv"]
-    for key, value in env.items():
-        cmd += ["--setenv", key, value]
-    for path in interpreter.read_only_dirs:
-        cmd += ["--ro-bind", path, path]
-    for host, jail in toolchain_binds([toolchain] if toolchain else []):
-        cmd += ["--ro-bind", host, jail]
-    for target, link in interpreter.symlinks:
-        cmd += ["--symlink", target, link]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    binds = toolchain_binds([toolchain] if toolchain else [])
+    cmd = fresh_jail_command(interpreter, env, binds)
     cmd += ["--ro-bind", work, "/tmp/run", "--chdir", "/tmp/run"]
     if toolchain is None:
         cmd += [interpreter.path, "-I", "-S", "main.py"]
@@ -833,16 +818,16 @@ def languages(settings: ExecutorSettings, port: int, requests: int, tests: int) 
     """Per language: the executor's tests/s and jail CPU per test on `requests` requests of
     `tests` add-two-numbers tests (its build cached after a first, warming request, whose
     compile time is reported), against a fresh jail running that language's runtime."""
-    from cobalt.executor.languages import offered_toolchains
+    from cobalt.executor.languages import PYTHON_EXAMPLE, offered_toolchains
 
     toolchains = {t.language.name: t for t in offered_toolchains(settings.languages)}
     rows = []
     with ServerProcess(settings, port) as server:
         assert server.process is not None
         for name in ["python", *toolchains]:
+            program = toolchains[name].language.example if name in toolchains else PYTHON_EXAMPLE
             items = [
-                (ADD_PROGRAMS[name], [(f"{i} {j}", str(i + j)) for j in range(tests)])
-                for i in range(requests)
+                (program, [(f"{i} {j}", str(i + j)) for j in range(tests)]) for i in range(requests)
             ]
             workload = Workload(name, items)
             warm = httpx.post(

@@ -33,6 +33,7 @@ __all__ = [
     "COMPILE_LIMITS",
     "LANGUAGES",
     "PYTHON",
+    "PYTHON_EXAMPLE",
     "CompileLimits",
     "Language",
     "Toolchain",
@@ -48,13 +49,15 @@ logger = logging.getLogger(__name__)
 
 PYTHON = "python"
 """The zygote's own language (not an entry below: it runs without exec)."""
+PYTHON_EXAMPLE = "a, b = map(int, input().split())\nprint(a + b)\n"
+"""Python's add-two-numbers program (see `Language.example`)."""
 
 
 @dataclass(frozen=True)
 class CompileLimits:
     """Limits of the one compilation per request (not a test's: compilers need more)."""
 
-    wall_s: float = 20.0
+    wall_s: float = 30.0
     memory_mb: int = 2048
     output_kb: int = 1024
     """Compiler messages (stdout and stderr) kept and allowed: a flood of errors past it
@@ -90,6 +93,9 @@ class Language:
     dirs: tuple[str, ...] = ()
     """Further directories (glob patterns) the toolchain reads."""
     env: Mapping[str, str] = field(default_factory=dict)
+    example: str = ""
+    """A program that prints the sum of the two integers on its stdin: the toolchain's
+    smoke test (tests/executor/test_languages.py, bench/executor.py --languages)."""
     address_space_mb: int = 256
     """Address space allowed beyond the test's memory limit (RLIMIT_AS): what the runtime
     reserves without using (the JVM's code cache and class space, V8's cages, Go's
@@ -107,6 +113,7 @@ GCC_TOOLS = ("as", "ld")
 LANGUAGES: tuple[Language, ...] = (
     Language(
         name="cpp",
+        example='#include <iostream>\nint main(){long a,b;std::cin>>a>>b;std::cout<<a+b<<"\\n";}\n',
         source="main.cpp",
         compile=("g++", "-std=gnu++17", "-O2", "-pipe", "-o", "main", "main.cpp"),
         artifacts=("main",),
@@ -117,6 +124,8 @@ LANGUAGES: tuple[Language, ...] = (
     ),
     Language(
         name="c",
+        example='#include <stdio.h>\nint main(){long a,b;scanf("%ld %ld",&a,&b);'
+        'printf("%ld\\n",a+b);}\n',
         source="main.c",
         compile=("gcc", "-std=gnu11", "-O2", "-pipe", "-o", "main", "main.c", "-lm"),
         artifacts=("main",),
@@ -127,6 +136,8 @@ LANGUAGES: tuple[Language, ...] = (
     ),
     Language(
         name="java",
+        example="import java.util.*;\npublic class Main{public static void main(String[] x){"
+        "Scanner s=new Scanner(System.in);System.out.println(s.nextLong()+s.nextLong());}}\n",
         source="Main.java",
         compile=(
             "javac",
@@ -160,6 +171,8 @@ LANGUAGES: tuple[Language, ...] = (
     ),
     Language(
         name="nodejs",
+        example='const v=require("fs").readFileSync(0,"utf8").trim().split(/\\s+/).map(Number);'
+        "console.log(v[0]+v[1]);\n",
         source="main.js",
         run=("node", "--max-old-space-size={memory_mb}", "--stack-size=65500", "main.js"),
         aliases=("javascript", "js", "node"),
@@ -167,6 +180,8 @@ LANGUAGES: tuple[Language, ...] = (
     ),
     Language(
         name="go",
+        example='package main\nimport "fmt"\n'
+        "func main(){var a,b int;fmt.Scan(&a,&b);fmt.Println(a+b)}\n",
         source="main.go",
         compile=("go", "build", "-o", "main", "main.go"),
         artifacts=("main",),
@@ -185,6 +200,9 @@ LANGUAGES: tuple[Language, ...] = (
     ),
     Language(
         name="rust",
+        example="use std::io::*;fn main(){let mut s=String::new();stdin().read_to_string(&mut s)"
+        ".unwrap();let v:Vec<i64>=s.split_whitespace().map(|x|x.parse().unwrap()).collect();"
+        'println!("{}",v[0]+v[1]);}\n',
         source="main.rs",
         compile=("rustc", "--edition=2021", "-O", "-o", "main", "main.rs"),
         artifacts=("main",),
