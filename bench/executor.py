@@ -760,10 +760,6 @@ def _mean(results: list[Result]) -> Result:
     )
 
 
-if __name__ == "__main__":
-    main()
-
-
 # --- languages: each toolchain against its own fresh process per test ----------------------
 
 
@@ -788,7 +784,9 @@ def _fresh_language_baseline(
     for entry in os.listdir(work):
         os.chmod(os.path.join(work, entry), 0o755)
     binds = toolchain_binds([toolchain] if toolchain else [])
-    cmd = fresh_jail_command(interpreter, env, binds)
+    # The program as the namespace's init: bwrap waits for it, so its CPU time (and its
+    # children's) reaches this process's RUSAGE_CHILDREN.
+    cmd = fresh_jail_command(interpreter, env, binds) + ["--as-pid-1"]
     cmd += ["--ro-bind", work, "/tmp/run", "--chdir", "/tmp/run"]
     if toolchain is None:
         cmd += [interpreter.path, "-I", "-S", "main.py"]
@@ -876,3 +874,7 @@ def _run_language(url: str, workload: Workload, language: str, in_flight: int) -
         return (time.perf_counter() - started) * 1000, int(body["passed"])
 
     return _measure(one, workload.programs, in_flight, workload.tests)
+
+
+if __name__ == "__main__":
+    main()
