@@ -442,3 +442,17 @@ def test_the_package_set_is_importable_only_where_a_deployment_enables_it(
             assert verdicts(body) == ["accepted", "accepted"], body
     finally:
         pool.close()
+
+
+@pytest.mark.parametrize("language", ["java", "go"])
+def test_jvm_and_go_threads_fit_both_uid_modes(executor_http: Any, language: str) -> None:
+    """The JVM and Go's runtime start many threads (RLIMIT_NPROC counts them per slot uid
+    as root, per jail user namespace when the slots share the server's uid)."""
+    if language not in OFFERED:
+        pytest.skip(f"{language}'s toolchain is not installed")
+    tests = [{"stdin": "20 22", "expected_stdout": "42"}, {"stdin": "1 1", "expected_stdout": "3"}]
+    response = executor_http.post(
+        "/v1/execute", json={"code": ADD[language], "language": language, "tests": tests}
+    )
+    assert response.status_code == 200, response.text
+    assert verdicts(response.json()) == ["accepted", "wrong_answer"], response.json()
