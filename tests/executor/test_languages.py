@@ -10,7 +10,9 @@ per test: C compiles fastest, and every compiled language runs through the same 
 from __future__ import annotations
 
 import base64
+import json
 import os
+import posixpath
 import string
 from typing import Any
 
@@ -21,12 +23,20 @@ from hypothesis import strategies as st
 
 from cobalt.executor.app import create_app
 from cobalt.executor.compare import outputs_match
+from cobalt.executor.compiled import Build, BuildCache, compile_job, read_build
 from cobalt.executor.errors import UnsupportedFeature
-from cobalt.executor.languages import LANGUAGES, available_languages, find_language
+from cobalt.executor.languages import (
+    LANGUAGES,
+    CompileLimits,
+    available_languages,
+    find_language,
+)
 from cobalt.executor.pool import SandboxPool
+from cobalt.executor.sandbox import RawRun
 from cobalt.executor.settings import ExecutorSettings
 from cobalt.executor.workfiles import check_file_name, decode_files
 from cobalt.shared.contracts import Compare
+from cobalt.shared.contracts.executor import Compilation
 from cobalt.shared.errors import InvalidInput
 from tests.executor.helpers import execute, verdicts
 from tests.support.attacks import JAIL_PROBE, PROBE_LIMITS, TOKEN, probe_failure
@@ -456,3 +466,58 @@ def test_jvm_and_go_threads_fit_both_uid_modes(executor_http: Any, language: str
     )
     assert response.status_code == 200, response.text
     assert verdicts(response.json()) == ["accepted", "wrong_answer"], response.json()
+
+
+# --- builds: what a compilation reports, and what is cached ----------------------------
+
+
+def _compiled_raw(files: dict[str, str], exit_status: int = 0) -> RawRun:
+    record = json.dumps({"status": "compiled", "files": files})
+    return RawRun(
+        nonce="n" * 32, status=exit_status, started=True, record=f"{'n' * 32} {record}\n".encode()
+    )
+
+
+@given(
+    st.dictionaries(
+        st.text(max_size=20), st.just(base64.b64encode(b"\x7fELF").decode()), max_size=3
+    )
+)
+def test_a_build_record_only_ever_names_files_inside_the_working_directory(
+    files: dict[str, str],
+) -> None:
+    toolchain = next(iter(available_languages()), None)
+    if toolchain is None:
+        return
+    limits = CompileLimits()
+    job = compile_job(toolchain, "x", limits)
+    build = read_build(toolchain, _compiled_raw(files), job, limits)
+    for name, _, _ in build.files:
+        assert not name.startswith("/") and ".." not in name.split("/")
+        assert posixpath.normpath(posixpath.join("/tmp/run", name)).startswith("/tmp/run/")
+    if build.failure is None:
+        assert {name for name, _, _ in build.files} == set(files)
+
+
+def test_the_build_cache_keeps_what_the_source_decides_within_its_bound() -> None:
+    toolchain = next(iter(available_languages()), None)
+    if toolchain is None:
+        pytest.skip("no toolchain installed")
+    cache = BuildCache(max_bytes=3000)
+    ok = Build(toolchain=toolchain, files=(("main", b"x" * 1000, 0o755),),
+               compilation=Compilation(status="ok"))  # fmt: skip
+    stopped = Build(compilation=Compilation(status="error", reason="time limit"))
+    rejected = Build(compilation=Compilation(status="error", output="error: x"))
+    keys = [BuildCache.key(toolchain, f"code {i}", ()) for i in range(5)]
+    cache.put(keys[0], ok)
+    cache.put(keys[1], stopped)
+    cache.put(keys[2], rejected)
+    assert (
+        cache.get(keys[0]) is ok and cache.get(keys[1]) is None and cache.get(keys[2]) is rejected
+    )
+    for key in keys[3:]:
+        cache.put(key, ok)
+    assert cache.get(keys[0]) is None, "the least recently used build is dropped first"
+    assert BuildCache.key(toolchain, "a", ()) != BuildCache.key(
+        toolchain, "a", (("f", b"", 0o644),)
+    )

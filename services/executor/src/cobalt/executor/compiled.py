@@ -112,6 +112,10 @@ def read_build(
         reason = f"the compiler's output exceeded {limits.output_kb} KiB"
     elif raw.slot_died:
         reason = "the compiler terminated its sandbox"
+    elif raw.exit_code != 0:
+        # The harness ends 0 whatever the compiler did; anything else is a compilation
+        # stopped from outside (its request abandoned), never the source's verdict.
+        reason = "the compilation was stopped before it finished"
     if reason:
         return _failed(messages, wall_ms, reason)
     record = parse_record(raw.record, raw.nonce)
