@@ -82,7 +82,8 @@ class Language:
     compile: tuple[str, ...] = ()
     """Empty: interpreted, the source itself is what runs."""
     artifacts: tuple[str, ...] = ()
-    """Glob patterns (in the working directory) of what compilation leaves for the runs."""
+    """What compilation leaves for the runs, in the working directory: file names, or
+    `*.ext` for every file with that ending."""
     aliases: tuple[str, ...] = ()
     """Other names clients use (SandboxFusion's, Judge0's)."""
     tools: tuple[str, ...] = ()
