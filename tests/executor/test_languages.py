@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from cobalt.executor.app import create_app
 from cobalt.executor.compare import outputs_match
 from cobalt.executor.compiled import Build, BuildCache, compile_job, read_build
-from cobalt.executor.errors import UnsupportedFeature
+from cobalt.executor.errors import SandboxUnavailable, UnsupportedFeature
 from cobalt.executor.languages import (
     LANGUAGES,
     CompileLimits,
@@ -73,6 +73,15 @@ def test_sandboxfusion_and_judge_names_are_accepted(alias: str, name: str) -> No
     if name in OFFERED:
         assert toolchain is not None and toolchain.language.name == name
     assert find_language("python3", ()) is None
+
+
+def test_a_deployment_naming_an_unknown_language_does_not_start() -> None:
+    settings = ExecutorSettings(slots=1, languages="python,cobol")
+    with pytest.raises(SandboxUnavailable, match="COBALT_EXECUTOR_LANGUAGES.*'cobol'"):
+        SandboxPool(settings.sandbox_config())
+    assert (
+        SandboxPool(ExecutorSettings(slots=1, languages="python").sandbox_config()).toolchains == ()
+    )
 
 
 def test_an_unknown_or_missing_language_is_refused_naming_it() -> None:
