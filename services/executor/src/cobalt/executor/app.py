@@ -6,9 +6,11 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from cobalt.executor.api.client_errors import ClientErrorLog
+from cobalt.executor.api.deps import PATH_TOKEN_PREFIX, require_path_token, require_token
 from cobalt.executor.api.routes import execute, ops, sandboxfusion
 from cobalt.executor.bodies import BodyParser, add_body_schemas
 from cobalt.executor.errors import FileDescriptorsExhausted
@@ -84,8 +86,20 @@ def create_app(settings: ExecutorSettings, *, pool: SandboxPool | None = None) -
         piece_timeout_s=settings.body_timeout_s,
         total_timeout_s=settings.body_deadline_s,
     )
+    # Outside every other middleware: it sees each 4xx, the body guard's included.
+    app.add_middleware(ClientErrorLog)
     app.include_router(execute.router)
-    app.include_router(sandboxfusion.router)
+    app.include_router(sandboxfusion.router, dependencies=[Depends(require_token)])
+    app.include_router(sandboxfusion.probes)
+    # The same routes with the token in the path, for clients that send no header
+    # (left out of the OpenAPI document: the same operations as at the root).
+    for routes in (sandboxfusion.router, sandboxfusion.probes):
+        app.include_router(
+            routes,
+            prefix=PATH_TOKEN_PREFIX,
+            dependencies=[Depends(require_path_token)],
+            include_in_schema=False,
+        )
     app.include_router(ops.router)
     add_body_schemas(app, [ExecuteRequest, BatchExecuteRequest, RunCodeRequest])
     serve_api_docs(app)

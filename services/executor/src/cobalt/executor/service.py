@@ -18,7 +18,12 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from cobalt.executor.admission import Admission
-from cobalt.executor.errors import FileDescriptorsExhausted, LimitTooHigh, UnsupportedFeature
+from cobalt.executor.errors import (
+    FileDescriptorsExhausted,
+    LimitTooHigh,
+    QueueTimeout,
+    UnsupportedFeature,
+)
 from cobalt.executor.judge import judge, sandbox_error, skipped
 from cobalt.executor.metrics import ExecutorMetrics
 from cobalt.executor.pool import SandboxPool
@@ -50,7 +55,12 @@ from cobalt.shared.contracts import (
     TestResult,
     Verdict,
 )
-from cobalt.shared.contracts.executor import MaxLimits, limits_above_maximum
+from cobalt.shared.contracts.executor import (
+    MAX_LIMIT_SETTINGS,
+    LimitAboveMaximum,
+    MaxLimits,
+    limits_above_maximum,
+)
 from cobalt.shared.errors import InvalidInput, Overloaded, first_validation_error
 from cobalt.shared.version import __version__
 
@@ -246,6 +256,27 @@ class ExecutorService:
             self.metrics.rejected.labels(reason="queue_full").inc()
             raise
 
+    async def wait_for_room(self, hold_s: float) -> None:
+        """Wait up to `hold_s` for the queue to have room, for clients that retry only a
+        timeout (SandboxFusion's): past it, the queue-full refusal as a 504.
+
+        Raises:
+            QueueTimeout: the queue stayed full for `hold_s`.
+        """
+        if self.admission.has_room():
+            return
+        try:
+            await asyncio.wait_for(self.admission.wait_for_room(), hold_s)
+        except TimeoutError:
+            try:
+                self.admission.check_room()
+            except Overloaded as full:
+                self.metrics.rejected.labels(reason="queue_full").inc()
+                raise QueueTimeout(
+                    f"{full.message} (held {hold_s:g} s, COBALT_EXECUTOR_RUN_CODE_QUEUE_WAIT_S)",
+                    retry_after_s=full.retry_after_s,
+                ) from None
+
     async def _run_program(self, request: ExecuteRequest, response_bytes: int) -> ExecuteResponse:
         async with self.admission.admitted(len(request.tests), _request_bytes(request)):
             shares = ResponseBudget(response_bytes, len(request.tests))
@@ -362,6 +393,7 @@ class ExecutorService:
             )
         if request.files or request.fetch_files:
             raise UnsupportedFeature("files and fetch_files are not supported by this executor")
+        self._check_sandboxfusion_timeouts(request)
         # SandboxFusion runs without a memory limit when given -1; we apply our maximum.
         # Tiny limits are raised to what an interpreter needs to start at all.
         memory_mb = (
@@ -386,7 +418,7 @@ class ExecutorService:
             # through is still the caller's input, never a server error.
             raise InvalidInput(first_validation_error(exc)) from exc
         self.validate(probe)
-        self._check_room()
+        await self.wait_for_room(self.settings.run_code_queue_wait_s)
         shares = ResponseBudget(self.settings.max_response_bytes, 1)
         abandoned = threading.Event()
         try:
@@ -394,10 +426,28 @@ class ExecutorService:
                 result = await self._run_test(
                     probe.tests[0], probe, time.monotonic() + 3600, abandoned, shares
                 )
+        except FileDescriptorsExhausted as exc:
+            abandoned.set()
+            # A 503 is a failed program to verl; a 504 it retries.
+            raise QueueTimeout(exc.message, retry_after_s=exc.retry_after_s) from exc
         except BaseException:
             abandoned.set()  # the client went away: the running program is stopped
             raise
         return _as_sandboxfusion(result)
+
+    def _check_sandboxfusion_timeouts(self, request: RunCodeRequest) -> None:
+        """Refuse a `run_timeout` or `compile_timeout` above this executor's maximum
+        wall time, naming the client's own field (not `limits.wall_s`).
+
+        Raises:
+            LimitTooHigh: either timeout is above COBALT_EXECUTOR_MAX_WALL_S.
+        """
+        maximum = self.settings.max_wall_s
+        for field in ("run_timeout", "compile_timeout"):
+            value = getattr(request, field)
+            if value > maximum:
+                above = LimitAboveMaximum(field, value, maximum, MAX_LIMIT_SETTINGS["wall_s"])
+                raise LimitTooHigh(above.message(), detail=above.detail())
 
     # --- introspection --------------------------------------------------------------
 

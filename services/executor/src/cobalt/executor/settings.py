@@ -44,6 +44,10 @@ class ExecutorSettings(CobaltSettings):
     body_deadline_s: float = Field(default=120.0, gt=0)
     """The whole request body must arrive within this many seconds of the request's head
     (408 after it), however steadily it drips."""
+    run_code_queue_wait_s: float = Field(default=10.0, ge=0, le=600)
+    """How long `/run_code` holds a request while the queue is full before it answers 504
+    with Retry-After (the status SandboxFusion's clients retry; verl scores a 429 as a
+    failed program). 10 s fits verl's own deadline (compile + run timeout + 10 s)."""
     max_tests_per_request: int = Field(default=2000, ge=1)
     max_wall_s: float = Field(default=60.0, gt=0)
     """Highest per-test wall-clock limit a request may ask for."""

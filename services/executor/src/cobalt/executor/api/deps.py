@@ -8,8 +8,12 @@ from fastapi import Depends, Request
 
 from cobalt.executor.service import ExecutorService
 from cobalt.shared.auth import AccessTokens, bearer_access
+from cobalt.shared.errors import Unauthorized
 
-__all__ = ["ServiceDep", "require_token"]
+__all__ = ["PATH_TOKEN_PREFIX", "ServiceDep", "require_path_token", "require_token"]
+
+PATH_TOKEN_PREFIX = "/t/{token}"
+"""Where the token-in-the-path routes live (`http://host:port/t/<token>/run_code`)."""
 
 
 # Dependencies are `async def` on purpose: FastAPI runs plain `def` dependencies in a
@@ -30,3 +34,14 @@ def _tokens(request: Request) -> AccessTokens:
 
 require_token = bearer_access(_tokens, settings_hint="COBALT_EXECUTOR_AUTH_TOKEN")
 """Check the bearer token when the executor is configured with one."""
+
+
+async def require_path_token(request: Request, token: str) -> None:
+    """Check the token a `/t/<token>/...` path carries, for clients that cannot send a
+    header (no SandboxFusion client can): their endpoint is `http://host:port/t/<token>`."""
+    tokens = _tokens(request)
+    if tokens.enforced and tokens.scope_of(token) is None:
+        raise Unauthorized(
+            "wrong token in the path /t/<token>/ (the token is the server's "
+            "COBALT_EXECUTOR_AUTH_TOKEN)"
+        )
