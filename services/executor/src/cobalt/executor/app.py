@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -11,9 +12,10 @@ from fastapi.responses import JSONResponse
 
 from cobalt.executor.api.client_errors import ClientErrorLog
 from cobalt.executor.api.deps import PATH_TOKEN_PREFIX, require_path_token, require_token
-from cobalt.executor.api.routes import execute, ops, sandboxfusion
+from cobalt.executor.api.routes import execute, judge0, ops, sandboxfusion
 from cobalt.executor.bodies import BodyParser, add_body_schemas
 from cobalt.executor.errors import FileDescriptorsExhausted
+from cobalt.executor.judge0 import Judge0Batch, Judge0Submission, SubmissionStore, run_when_room
 from cobalt.executor.metrics import ExecutorMetrics
 from cobalt.executor.pool import SandboxPool
 from cobalt.executor.service import ExecutorService
@@ -49,6 +51,12 @@ def create_app(settings: ExecutorSettings, *, pool: SandboxPool | None = None) -
             sandboxes.start()
         service = ExecutorService(settings=settings, pool=sandboxes, metrics=ExecutorMetrics())
         app.state.service = service
+        judge0_store = SubmissionStore(
+            max_submissions=settings.judge0_max_submissions,
+            ttl_s=settings.judge0_result_ttl_s,
+            run=functools.partial(run_when_room, service.execute, service.admission.wait_for_room),
+        )
+        app.state.judge0 = judge0_store
         app.state.body_parser = body_parser
         await asyncio.to_thread(body_parser.warm_up)
         # One canary before serving, so /readyz is right from the first call.
@@ -58,6 +66,7 @@ def create_app(settings: ExecutorSettings, *, pool: SandboxPool | None = None) -
             yield
         finally:
             watcher.cancel()
+            judge0_store.close()
             body_parser.close()
             service.close()
             if own_pool:
@@ -100,7 +109,10 @@ def create_app(settings: ExecutorSettings, *, pool: SandboxPool | None = None) -
             dependencies=[Depends(require_path_token)],
             include_in_schema=False,
         )
+    app.include_router(judge0.router)
     app.include_router(ops.router)
-    add_body_schemas(app, [ExecuteRequest, BatchExecuteRequest, RunCodeRequest])
+    add_body_schemas(
+        app, [ExecuteRequest, BatchExecuteRequest, RunCodeRequest, Judge0Submission, Judge0Batch]
+    )
     serve_api_docs(app)
     return app

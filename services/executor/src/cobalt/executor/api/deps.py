@@ -10,7 +10,13 @@ from cobalt.executor.service import ExecutorService
 from cobalt.shared.auth import AccessTokens, bearer_access
 from cobalt.shared.errors import Unauthorized
 
-__all__ = ["PATH_TOKEN_PREFIX", "ServiceDep", "require_path_token", "require_token"]
+__all__ = [
+    "PATH_TOKEN_PREFIX",
+    "ServiceDep",
+    "require_header_token",
+    "require_path_token",
+    "require_token",
+]
 
 PATH_TOKEN_PREFIX = "/t/{token}"
 """Where the token-in-the-path routes live (`http://host:port/t/<token>/run_code`)."""
@@ -44,4 +50,21 @@ async def require_path_token(request: Request, token: str) -> None:
         raise Unauthorized(
             "wrong token in the path /t/<token>/ (the token is the server's "
             "COBALT_EXECUTOR_AUTH_TOKEN)"
+        )
+
+
+async def require_header_token(request: Request) -> None:
+    """Check Judge0's `X-Auth-Token` header, or else the bearer token (the `judge0` SDK
+    sends whichever headers its client is given)."""
+    tokens = _tokens(request)
+    if not tokens.enforced:
+        return
+    given = request.headers.get("x-auth-token")
+    if given is None:
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        given = given if scheme.lower() == "bearer" else ""
+    if tokens.scope_of(given.strip()) is None:
+        raise Unauthorized(
+            "missing or wrong token: send 'X-Auth-Token: <token>' or 'Authorization: Bearer "
+            "<token>' (the token is the server's COBALT_EXECUTOR_AUTH_TOKEN)"
         )
