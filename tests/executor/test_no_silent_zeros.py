@@ -144,6 +144,16 @@ def test_the_token_in_the_path_opens_run_code(guarded_client: TestClient) -> Non
     assert response.status_code == 200, response.text
     assert response.json()["run_result"]["stdout"] == "5\n"
     assert guarded_client.get(f"/t/{TOKEN}/v1/ping").json() == "pong"
+    scalebox = {
+        "completion": "```python\nprint(int(input()) + 1)\n```",
+        "config": {
+            "language": "python",
+            "provided_data": {"test_cases": {"input": ["1"], "output": ["2"]}},
+        },
+    }
+    batch = guarded_client.post(f"/t/{TOKEN}/common_evaluate_batch", json=scalebox)
+    assert batch.status_code == 200 and batch.json()["accepted"] is True, batch.text
+    assert guarded_client.post("/common_evaluate_batch", json=scalebox).status_code == 401
 
 
 @pytest.mark.parametrize("path", ["/t/wrong/run_code", "/t//run_code", "/run_code"])

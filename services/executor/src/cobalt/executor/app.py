@@ -12,12 +12,13 @@ from fastapi.responses import JSONResponse
 
 from cobalt.executor.api.client_errors import ClientErrorLog
 from cobalt.executor.api.deps import PATH_TOKEN_PREFIX, require_path_token, require_token
-from cobalt.executor.api.routes import execute, judge0, ops, sandboxfusion
+from cobalt.executor.api.routes import execute, judge0, ops, sandboxfusion, scalebox
 from cobalt.executor.bodies import BodyParser, add_body_schemas
 from cobalt.executor.errors import FileDescriptorsExhausted
 from cobalt.executor.judge0 import Judge0Batch, Judge0Submission, SubmissionStore, run_when_room
 from cobalt.executor.metrics import ExecutorMetrics
 from cobalt.executor.pool import SandboxPool
+from cobalt.executor.scalebox import ScaleBoxRequest
 from cobalt.executor.service import ExecutorService
 from cobalt.executor.settings import ExecutorSettings
 from cobalt.shared.connections import RequestBodyGuard
@@ -98,11 +99,12 @@ def create_app(settings: ExecutorSettings, *, pool: SandboxPool | None = None) -
     # Outside every other middleware: it sees each 4xx, the body guard's included.
     app.add_middleware(ClientErrorLog)
     app.include_router(execute.router)
-    app.include_router(sandboxfusion.router, dependencies=[Depends(require_token)])
+    for guarded in (sandboxfusion.router, scalebox.router):
+        app.include_router(guarded, dependencies=[Depends(require_token)])
     app.include_router(sandboxfusion.probes)
     # The same routes with the token in the path, for clients that send no header
     # (left out of the OpenAPI document: the same operations as at the root).
-    for routes in (sandboxfusion.router, sandboxfusion.probes):
+    for routes in (sandboxfusion.router, scalebox.router, sandboxfusion.probes):
         app.include_router(
             routes,
             prefix=PATH_TOKEN_PREFIX,
@@ -112,7 +114,15 @@ def create_app(settings: ExecutorSettings, *, pool: SandboxPool | None = None) -
     app.include_router(judge0.router)
     app.include_router(ops.router)
     add_body_schemas(
-        app, [ExecuteRequest, BatchExecuteRequest, RunCodeRequest, Judge0Submission, Judge0Batch]
+        app,
+        [
+            ExecuteRequest,
+            BatchExecuteRequest,
+            RunCodeRequest,
+            Judge0Submission,
+            Judge0Batch,
+            ScaleBoxRequest,
+        ],
     )
     serve_api_docs(app)
     return app

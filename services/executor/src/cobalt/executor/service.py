@@ -64,7 +64,7 @@ from cobalt.shared.contracts.executor import (
 from cobalt.shared.errors import InvalidInput, Overloaded, first_validation_error
 from cobalt.shared.version import __version__
 
-__all__ = ["EXECUTOR_VERSION", "ExecutorService", "job_for_test"]
+__all__ = ["EXECUTOR_VERSION", "ExecutorService", "as_run_code_response", "job_for_test"]
 
 logger = logging.getLogger(__name__)
 
@@ -433,7 +433,7 @@ class ExecutorService:
         except BaseException:
             abandoned.set()  # the client went away: the running program is stopped
             raise
-        return _as_sandboxfusion(result)
+        return as_run_code_response(result)
 
     def _check_sandboxfusion_timeouts(self, request: RunCodeRequest) -> None:
         """Refuse a `run_timeout` or `compile_timeout` above this executor's maximum
@@ -499,7 +499,8 @@ def _request_bytes(request: ExecuteRequest) -> int:
     return size
 
 
-def _as_sandboxfusion(result: TestResult) -> RunCodeResponse:
+def as_run_code_response(result: TestResult) -> RunCodeResponse:
+    """A test's result as SandboxFusion reports a run (`/run_code`, ScaleBox's `exec_info`)."""
     if result.verdict is Verdict.SANDBOX_ERROR:
         return RunCodeResponse(status="SandboxError", message=result.feedback)
     timed_out = result.verdict is Verdict.TIME_LIMIT
