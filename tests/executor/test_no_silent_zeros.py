@@ -177,6 +177,18 @@ def test_the_path_token_never_reaches_the_log_or_the_metrics(
     assert redact_path(f"/t/{TOKEN}/run_code") == "/t/***/run_code"
 
 
+def test_uvicorns_access_log_hides_the_path_token(
+    guarded_client: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    # uvicorn logs each request as (client, method, path, version, status).
+    access = logging.getLogger("uvicorn.access")
+    with caplog.at_level(logging.INFO, logger="uvicorn.access"):
+        access.info(
+            '%s - "%s %s HTTP/%s" %d', "127.0.0.1:1", "POST", f"/t/{TOKEN}/run_code", "1.1", 200
+        )
+    assert TOKEN not in caplog.text and "/t/***/run_code" in caplog.text
+
+
 def test_ping_is_open(guarded_client: TestClient) -> None:
     assert guarded_client.get("/v1/ping").json() == "pong"
 

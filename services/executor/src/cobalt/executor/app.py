@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from cobalt.executor.api.client_errors import ClientErrorLog
+from cobalt.executor.api.client_errors import ClientErrorLog, hide_path_tokens_in_access_log
 from cobalt.executor.api.deps import PATH_TOKEN_PREFIX, require_path_token, require_token
 from cobalt.executor.api.routes import execute, judge0, ops, sandboxfusion, scalebox
 from cobalt.executor.bodies import BodyParser, add_body_schemas
@@ -98,6 +98,7 @@ def create_app(settings: ExecutorSettings, *, pool: SandboxPool | None = None) -
     )
     # Outside every other middleware: it sees each 4xx, the body guard's included.
     app.add_middleware(ClientErrorLog)
+    hide_path_tokens_in_access_log()
     app.include_router(execute.router)
     for guarded in (sandboxfusion.router, scalebox.router):
         app.include_router(guarded, dependencies=[Depends(require_token)])

@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cobalt.executor.api.deps import PATH_TOKEN_PREFIX
 
-__all__ = ["ClientErrorLog", "redact_path"]
+__all__ = ["ClientErrorLog", "hide_path_tokens_in_access_log", "redact_path"]
 
 logger = logging.getLogger(__name__)
 
@@ -90,3 +90,25 @@ def _envelope(body: bytes) -> tuple[str, str]:
         return str(error["type"])[:64], str(error["message"])[:1000]
     except (ValueError, KeyError, TypeError):
         return "http_error", body[:200].decode("utf-8", "replace")
+
+
+class _PathTokenFilter(logging.Filter):
+    """Hides the token of a `/t/<token>/...` path in uvicorn's access log lines."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                _PATH_TOKEN.sub("/t/***", arg) if isinstance(arg, str) else arg
+                for arg in record.args
+            )
+        return True
+
+
+_ACCESS_FILTER = _PathTokenFilter()
+
+
+def hide_path_tokens_in_access_log() -> None:
+    """Install the filter on uvicorn's access logger, once per process."""
+    access = logging.getLogger("uvicorn.access")
+    if _ACCESS_FILTER not in access.filters:
+        access.addFilter(_ACCESS_FILTER)
