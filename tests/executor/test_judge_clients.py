@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,6 +31,7 @@ from sandbox_fusion import RunCodeRequest, RunStatus
 
 from cobalt.executor.pool import SandboxPool
 from cobalt.executor.settings import ExecutorSettings
+from tests.executor.helpers import fill_one_test_queue
 from tests.support.serving import serve_executor
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -213,19 +212,6 @@ print(json.dumps(out), flush=True)
 """
 
 
-def _fill_queue(url: str, seconds: float) -> threading.Thread:
-    body = {"code": f"import time\ntime.sleep({seconds})", "run_timeout": seconds + 5}
-    thread = threading.Thread(
-        target=httpx.post, args=(f"{url}/run_code",), kwargs={"json": body, "timeout": 60}
-    )
-    thread.start()
-    deadline = time.monotonic() + 20
-    while "cobalt_executor_pending_tests 1.0" not in httpx.get(f"{url}/metrics").text:
-        assert time.monotonic() < deadline, "the filler never held the queue"
-        time.sleep(0.02)
-    return thread
-
-
 @pytest.mark.skipif(not TRAINER_PYTHON.exists(), reason="no .venv-trainer (make setup builds it)")
 def test_verl_scores_right_and_retries_a_full_queue(
     executor_url: str, sandbox_pool: SandboxPool
@@ -255,7 +241,7 @@ def test_verl_scores_right_and_retries_a_full_queue(
             assert verl.stdout is not None and verl.stdin is not None
             ready = verl.stdout.readline()  # verl imported, both programs scored
             if ready.strip() == "ready":
-                filler = _fill_queue(tiny_url, 2)
+                filler = fill_one_test_queue(tiny_url, 2)
                 verl.stdin.write("go\n")
                 verl.stdin.flush()
                 filler.join()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import threading
 import time
 from collections.abc import Iterator
 
@@ -27,6 +26,7 @@ from cobalt.executor.api.client_errors import redact_path
 from cobalt.executor.app import create_app
 from cobalt.executor.pool import SandboxPool
 from cobalt.executor.settings import ExecutorSettings
+from tests.executor.helpers import fill_one_test_queue
 from tests.support.serving import serve_executor
 
 TOKEN = "path-token-s3cret"
@@ -58,22 +58,8 @@ def tiny_queue_url(sandbox_pool: SandboxPool) -> Iterator[str]:
         yield url
 
 
-def _fill_queue(url: str, seconds: float) -> threading.Thread:
-    """Hold the one-test queue with a program that sleeps `seconds`; returns once it runs."""
-    body = {"code": f"import time\ntime.sleep({seconds})", "run_timeout": seconds + 5}
-    thread = threading.Thread(
-        target=httpx.post, args=(f"{url}/run_code",), kwargs={"json": body, "timeout": 60}
-    )
-    thread.start()
-    deadline = time.monotonic() + 20
-    while "cobalt_executor_pending_tests 1.0" not in httpx.get(f"{url}/metrics").text:
-        assert time.monotonic() < deadline, "the filler never held the queue"
-        time.sleep(0.02)
-    return thread
-
-
 def test_a_full_queue_holds_run_code_then_runs_it(tiny_queue_url: str) -> None:
-    filler = _fill_queue(tiny_queue_url, 0.5)
+    filler = fill_one_test_queue(tiny_queue_url, 0.5)
     started = time.monotonic()
     response = httpx.post(f"{tiny_queue_url}/run_code", json={"code": "print(6 * 7)"}, timeout=30)
     filler.join()
@@ -83,7 +69,7 @@ def test_a_full_queue_holds_run_code_then_runs_it(tiny_queue_url: str) -> None:
 
 
 def test_a_queue_full_past_the_hold_is_a_504_with_retry_after(tiny_queue_url: str) -> None:
-    filler = _fill_queue(tiny_queue_url, 4)
+    filler = fill_one_test_queue(tiny_queue_url, 2.5)
     started = time.monotonic()
     response = httpx.post(f"{tiny_queue_url}/run_code", json={"code": "print(1)"}, timeout=30)
     waited = time.monotonic() - started
