@@ -14,9 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cobalt.executor.app import create_app
-from cobalt.executor.judge0 import DEFAULT_FIELDS, JUDGE0_LANGUAGES, STATUSES
+from cobalt.executor.judge0 import DEFAULT_FIELDS, JUDGE0_LANGUAGES, STATUSES, status_of
 from cobalt.executor.pool import SandboxPool
 from cobalt.executor.settings import ExecutorSettings
+from cobalt.shared.contracts import TestResult, Verdict
 
 
 def b64(text: str) -> str:
@@ -175,3 +176,22 @@ def test_no_submission_becomes_a_5xx(
     assert response.status_code < 500, response.text
     if response.status_code == 201 and fields in (None, "*"):
         assert response.json()["status"]["id"] in STATUSES
+
+
+@given(
+    verdict=st.sampled_from(list(Verdict)),
+    exit_code=st.none() | st.integers(-300, 300),
+    signal=st.none() | st.integers(0, 64),
+    has_expected=st.booleans(),
+)
+def test_every_verdict_has_a_judge0_status(
+    verdict: Verdict, exit_code: int | None, signal: int | None, has_expected: bool
+) -> None:
+    result = TestResult(verdict=verdict, exit_code=exit_code, signal=signal)
+    status, _ = status_of(result, has_expected)
+    assert status in STATUSES and status not in (1, 2)  # a finished run is never queued
+    assert (status == 3) == (
+        verdict is Verdict.ACCEPTED or (verdict is Verdict.WRONG_ANSWER and not has_expected)
+    )
+    if verdict is Verdict.RUNTIME_ERROR and signal:
+        assert status in (7, 8, 9, 10, 12)

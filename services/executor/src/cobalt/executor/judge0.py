@@ -46,16 +46,22 @@ from cobalt.shared.errors import (
 )
 
 __all__ = [
+    "DEFAULT_FIELDS",
     "JUDGE0_LANGUAGES",
     "JUDGE0_VERSION",
     "MAX_BATCH_SUBMISSIONS",
     "STATUSES",
+    "Decoded",
+    "Judge0Batch",
     "Judge0Language",
     "Judge0Submission",
     "SubmissionStore",
     "SubmissionsFull",
     "decode_submission",
     "judge0_result",
+    "offered_languages",
+    "run_when_room",
+    "status_of",
 ]
 
 logger = logging.getLogger(__name__)
@@ -84,7 +90,7 @@ JUDGE0_LANGUAGES: tuple[Judge0Language, ...] = (
     Judge0Language(54, "C++ (GCC)", "cpp", "main.cpp"),
     Judge0Language(52, "C++ (GCC, the SDK's LanguageAlias.CPP)", "cpp", "main.cpp"),
     Judge0Language(62, "Java (OpenJDK)", "java", "Main.java"),
-    Judge0Language(63, "JavaScript (Node.js)", "javascript", "script.js"),
+    Judge0Language(63, "JavaScript (Node.js)", "nodejs", "script.js"),
     Judge0Language(60, "Go", "go", "main.go"),
     Judge0Language(73, "Rust", "rust", "main.rs"),
 )
@@ -241,6 +247,8 @@ def decode_submission(
                 output_kb=default.output_kb,
             ),
             stream_chars=default.output_kb * 1024,
+            # A compile error's messages come back in the test's stderr, cut to this.
+            feedback_chars=100_000,
         )
     except ValidationError as exc:
         raise InvalidInput(first_validation_error(exc)) from exc
