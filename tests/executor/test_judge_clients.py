@@ -198,13 +198,17 @@ VERL_SCRIPT = r"""
 import json, logging, sys
 logging.basicConfig(level=logging.WARNING)
 from verl.utils.reward_score.sandbox_fusion import compute_score
-from verl.utils.reward_score.sandbox_fusion.utils import call_sandbox_api
+from verl.utils.reward_score.sandbox_fusion.utils import call_sandbox_api, check_correctness
 
 args = json.loads(sys.argv[1])
 out = {}
 for name, code in args["programs"].items():
     score, _ = compute_score(args["url"], None, 1024, "```python\n" + code + "```", args["tests"])
     out[name] = score
+for language, (right, wrong) in args["other_languages"].items():  # verl's language argument
+    for name, code in (("right", right), ("wrong", wrong)):
+        results, _ = check_correctness(args["url"], args["tests"], code, 10, 1024, language)
+        out[f"{language} {name}"] = results
 print("ready", flush=True)
 sys.stdin.readline()  # the parent has filled the other executor's queue
 out["overloaded"] = call_sandbox_api(args["overloaded_url"], "print(7)", None, 1, 3, 1024, "python")
@@ -223,12 +227,17 @@ def test_verl_scores_right_and_retries_a_full_queue(
         slots=sandbox_pool.config.slots, max_pending_tests=1, run_code_queue_wait_s=0.5
     )
     tests = {"inputs": ["21\n", "5\n"], "outputs": ["42\n", "10\n"]}
+    # C++ and Java through verl's `language` where this deployment runs them.
+    offered = httpx.get(f"{executor_url}/v1/info").json()["languages"]
     with serve_executor(tiny, sandbox_pool) as tiny_url:
         args = {
             "url": f"{executor_url}/run_code",
             "programs": {"right": DOUBLE, "wrong": OFF_BY_ONE},
             "tests": tests,
             "overloaded_url": f"{tiny_url}/run_code",
+            "other_languages": {
+                lang: PROGRAMS[lang] for lang in ("cpp", "java") if lang in offered
+            },
         }
         with subprocess.Popen(
             [str(TRAINER_PYTHON), "-c", VERL_SCRIPT, json.dumps(args)],
@@ -249,6 +258,9 @@ def test_verl_scores_right_and_retries_a_full_queue(
     assert verl.returncode == 0, stderr[-3000:]
     out = json.loads(stdout.strip().splitlines()[-1])
     assert out["right"] == 1.0 and out["wrong"] == 0.0, out
+    for language in args["other_languages"]:
+        assert out[f"{language} right"] == [True, True], out
+        assert out[f"{language} wrong"] == [False, False], out
     response, error = out["overloaded"]
     assert error is None, error
     assert response["status"] == "Success" and response["run_result"]["stdout"] == "7\n"
