@@ -159,7 +159,7 @@ def test_the_path_token_never_reaches_the_log_or_the_metrics(
         guarded_client.post("/t/not-the-token-xyz/no-such-route", json={})
     assert "not-the-token-xyz" not in caplog.text
     assert "not-the-token-xyz" not in guarded_client.get("/metrics").text
-    assert "/t/{token}/run_code" in caplog.text and "/t/***/no-such-route" in caplog.text
+    assert "/t/{token}/run_code" in caplog.text and "unrouted /t/***/no-such-route" in caplog.text
     assert redact_path(f"/t/{TOKEN}/run_code") == "/t/***/run_code"
 
 
@@ -203,6 +203,15 @@ def test_each_4xx_is_logged_with_its_reason_and_counted_by_kind(
         assert after.get(key, 0) == before.get(key, 0) + 1, (key, after)
     assert "refused POST /run_code -> 422 unsupported: language 'cobol'" in caplog.text
     assert "refused POST /run_code -> 422 limit_too_high: run_timeout is 61" in caplog.text
+
+
+def test_a_body_refused_by_the_guard_is_counted_too(sandbox_pool: SandboxPool) -> None:
+    # The body guard answers 413 itself, before any route: the count sits outside it.
+    settings = ExecutorSettings(slots=sandbox_pool.config.slots, max_body_bytes=1024)
+    with TestClient(create_app(settings, pool=sandbox_pool)) as client:
+        response = client.post("/run_code", content=b'{"code": "' + b"x" * 4000 + b'"}')
+        assert response.status_code == 413
+        assert client_errors(client) == {("unrouted", "413", "payload_too_large"): 1.0}
 
 
 JSON_VALUES = st.recursive(

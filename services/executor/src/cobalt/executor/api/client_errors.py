@@ -26,7 +26,9 @@ logger = logging.getLogger(__name__)
 
 ERROR_BODY_BYTES = 16 << 10
 """How much of an error response is kept to read its envelope (envelopes are small)."""
-UNMATCHED = "unmatched"
+UNROUTED = "unrouted"
+"""The route label of a response no route gave: a path no route has, or a body the guard
+refused before routing (its log line has the path)."""
 _PATH_TOKEN = re.compile(r"^/t/[^/]*")
 _LOGGED_PATH_CHARS = 200
 
@@ -69,7 +71,7 @@ def _record(scope: Scope, status: int, body: bytes) -> None:
     route = getattr(scope.get("route"), "path", None)
     if route is not None and "token" in scope.get("path_params", {}):
         route = PATH_TOKEN_PREFIX + route  # the route object is the one served at the root
-    where = route or f"{UNMATCHED} {redact_path(str(scope.get('path', '')))}"
+    where = route or f"{UNROUTED} {redact_path(str(scope.get('path', '')))}"
     logger.info(
         "refused %s %s -> %d %s: %s", scope.get("method", ""), where, status, error_type, message
     )
@@ -77,7 +79,7 @@ def _record(scope: Scope, status: int, body: bytes) -> None:
     service = getattr(state, "service", None)
     if service is not None:
         service.metrics.client_errors.labels(
-            route=route or UNMATCHED, status=str(status), type=error_type
+            route=route or UNROUTED, status=str(status), type=error_type
         ).inc()
 
 
