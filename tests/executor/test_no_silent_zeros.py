@@ -15,6 +15,7 @@ import logging
 import re
 import time
 from collections.abc import Iterator
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -173,6 +174,15 @@ def test_uvicorns_access_log_hides_the_path_token(
             '%s - "%s %s HTTP/%s" %d', "127.0.0.1:1", "POST", f"/t/{TOKEN}/run_code", "1.1", 200
         )
     assert TOKEN not in caplog.text and "/t/***/run_code" in caplog.text
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(token=st.text(min_size=1, max_size=40).filter(lambda t: t != TOKEN))
+def test_no_other_path_token_opens_run_code(guarded_client: TestClient, token: str) -> None:
+    # Never runs the program: 401, or 404 where the token's characters make another path.
+    path = f"/t/{quote(token, safe='')}/run_code"
+    response = guarded_client.post(path, json={"code": "print('opened')"})
+    assert response.status_code in (401, 404), (token, response.text)
 
 
 def test_ping_is_open(guarded_client: TestClient) -> None:

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cobalt.executor.scalebox import extract_code
 
@@ -91,3 +93,37 @@ def test_code_is_the_last_block_of_the_language() -> None:
     assert extract_code(text, "python") == "second\n"
     assert extract_code("```\nplain\n```", "python") == "plain\n"
     assert extract_code("print(1)", "python") == "print(1)"
+
+
+CASE_VALUES = st.none() | st.integers() | st.text(max_size=12) | st.lists(st.integers(), max_size=3)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    language=st.sampled_from(["python", "nodejs", "cpp", "", "x" * 70]),
+    kind=st.sampled_from(["stdin_stdout", "function_call", "assert", None, "other"]),
+    inputs=st.lists(CASE_VALUES, max_size=3),
+    outputs=st.lists(CASE_VALUES, max_size=3),
+    fn_name=st.none() | st.sampled_from(["f", "", "1bad"]),
+    run_timeout=st.floats(-1, 700) | st.text(max_size=3),
+)
+def test_no_scalebox_request_becomes_a_5xx(
+    executor_client: TestClient,
+    language: str,
+    kind: str | None,
+    inputs: list[Any],
+    outputs: list[Any],
+    fn_name: str | None,
+    run_timeout: Any,
+) -> None:
+    cases = {"type": kind, "input": inputs, "output": outputs, "fn_name": fn_name}
+    request = scalebox_request("print(input())", cases, language=language)
+    request["config"]["run_timeout"] = (
+        min(run_timeout, 2.0) if isinstance(run_timeout, float) and run_timeout > 0 else run_timeout
+    )
+    response = executor_client.post("/common_evaluate_batch", json=request)
+    assert response.status_code in (200, 422), response.text
+    if response.status_code == 200:
+        body = response.json()
+        assert len(body["tests"]) == len(inputs) == len(outputs)
+        assert body["accepted"] == all(test["passed"] for test in body["tests"])
