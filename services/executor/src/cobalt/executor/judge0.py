@@ -233,22 +233,27 @@ def decode_submission(
     wall = decoded.wall_time_limit or max(cpu or 0.0, default.wall_s)
     memory_mb = max(16, math.ceil(decoded.memory_limit / 1024)) if decoded.memory_limit else None
     try:
-        request = ExecuteRequest(
-            code=decoded.source_code,
-            language=language.language,  # type: ignore[arg-type]
-            tests=[
-                StdinTest(stdin=decoded.stdin or "", expected_stdout=decoded.expected_output or "")
-            ],
-            compare=Compare.LINES,
-            limits=Limits(
-                wall_s=wall,
-                cpu_s=cpu,
-                memory_mb=memory_mb or default.memory_mb,
-                output_kb=default.output_kb,
-            ),
-            stream_chars=default.output_kb * 1024,
-            # A compile error's messages come back in the test's stderr, cut to this.
-            feedback_chars=100_000,
+        # Validated from a mapping: `language` is any name the deployment lists.
+        request = ExecuteRequest.model_validate(
+            {
+                "code": decoded.source_code,
+                "language": language.language,
+                "tests": [
+                    StdinTest(
+                        stdin=decoded.stdin or "", expected_stdout=decoded.expected_output or ""
+                    )
+                ],
+                "compare": Compare.LINES,
+                "limits": Limits(
+                    wall_s=wall,
+                    cpu_s=cpu,
+                    memory_mb=memory_mb or default.memory_mb,
+                    output_kb=default.output_kb,
+                ),
+                "stream_chars": default.output_kb * 1024,
+                # A compile error's messages come back in the test's stderr, cut to this.
+                "feedback_chars": 100_000,
+            }
         )
     except ValidationError as exc:
         raise InvalidInput(first_validation_error(exc)) from exc

@@ -157,13 +157,16 @@ def to_execute_request(
                 tests.append(CallTest(fn_name=cases.fn_name or "", args=args, expected=expected))
             else:
                 tests.append(StdinTest(stdin=str(given), expected_stdout=str(expected)))
-        return ExecuteRequest(
-            code=extract_code(request.completion, language),
-            language=language,  # type: ignore[arg-type]
-            tests=tests,
-            compare=Compare.LINES,
-            limits=Limits(wall_s=config.run_timeout),
-            stop_on_first_failure=not config.extra.get("run_all_cases", True),
+        # Validated from a mapping: `language` is any name the deployment lists.
+        return ExecuteRequest.model_validate(
+            {
+                "code": extract_code(request.completion, language),
+                "language": language,
+                "tests": tests,
+                "compare": Compare.LINES,
+                "limits": Limits(wall_s=config.run_timeout),
+                "stop_on_first_failure": not config.extra.get("run_all_cases", True),
+            }
         )
     except ValidationError as exc:
         raise InvalidInput(first_validation_error(exc)) from exc
