@@ -14,7 +14,8 @@ response is read the way verl reads it. Sources (read when this file was written
   examples/tutorial/agent_loop_get_started/sandbox.py (posts {"code": ...} only).
 
 Where SandboxFusion and this executor still differ on purpose (a 422 for languages it does
-not run and for `fetch_files`, 429 when the queue is full), the tests say so next to the case.
+not run and for `fetch_files`), the tests say so next to the case; a full queue is held,
+then a 504 verl retries (test_no_silent_zeros.py).
 """
 
 from __future__ import annotations

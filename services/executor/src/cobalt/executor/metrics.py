@@ -71,6 +71,14 @@ class ExecutorMetrics:
             ["reason"],
             registry=self.registry,
         )
+        self.client_errors = Counter(
+            "cobalt_executor_client_errors",
+            "4xx responses by route (its template: a token in the path is never a label), "
+            "status and error type (the envelope's `type`: invalid_input, limit_too_high, "
+            "unsupported, unauthorized, not_found, ...).",
+            ["route", "status", "type"],
+            registry=self.registry,
+        )
         self.sandbox_restarts = Gauge(
             "cobalt_executor_sandbox_restarts",
             "Sandboxes restarted since start (killed by a program or worn out).",

@@ -28,7 +28,12 @@ from cobalt.executor.compiled import (
     read_build,
     run_job_fields,
 )
-from cobalt.executor.errors import FileDescriptorsExhausted, LimitTooHigh, UnsupportedFeature
+from cobalt.executor.errors import (
+    FileDescriptorsExhausted,
+    LimitTooHigh,
+    QueueTimeout,
+    UnsupportedFeature,
+)
 from cobalt.executor.judge import judge, sandbox_error, skipped
 from cobalt.executor.languages import (
     PYTHON,
@@ -68,11 +73,17 @@ from cobalt.shared.contracts import (
     TestResult,
     Verdict,
 )
-from cobalt.shared.contracts.executor import Compilation, MaxLimits, limits_above_maximum
+from cobalt.shared.contracts.executor import (
+    MAX_LIMIT_SETTINGS,
+    Compilation,
+    LimitAboveMaximum,
+    MaxLimits,
+    limits_above_maximum,
+)
 from cobalt.shared.errors import InvalidInput, Overloaded, first_validation_error
 from cobalt.shared.version import __version__
 
-__all__ = ["EXECUTOR_VERSION", "ExecutorService", "job_for_test"]
+__all__ = ["EXECUTOR_VERSION", "ExecutorService", "as_run_code_response", "job_for_test"]
 
 logger = logging.getLogger(__name__)
 
@@ -272,6 +283,27 @@ class ExecutorService:
             self.metrics.rejected.labels(reason="queue_full").inc()
             raise
 
+    async def wait_for_room(self, hold_s: float) -> None:
+        """Wait up to `hold_s` for the queue to have room, for clients that retry only a
+        timeout (SandboxFusion's): past it, the queue-full refusal as a 504.
+
+        Raises:
+            QueueTimeout: the queue stayed full for `hold_s`.
+        """
+        if self.admission.has_room():
+            return
+        try:
+            await asyncio.wait_for(self.admission.wait_for_room(), hold_s)
+        except TimeoutError:
+            try:
+                self.admission.check_room()
+            except Overloaded as full:
+                self.metrics.rejected.labels(reason="queue_full").inc()
+                raise QueueTimeout(
+                    f"{full.message} (held {hold_s:g} s, COBALT_EXECUTOR_RUN_CODE_QUEUE_WAIT_S)",
+                    retry_after_s=full.retry_after_s,
+                ) from None
+
     async def _run_program(self, request: ExecuteRequest, response_bytes: int) -> ExecuteResponse:
         async with self.admission.admitted(len(request.tests), _request_bytes(request)):
             shares = ResponseBudget(response_bytes, len(request.tests))
@@ -450,6 +482,7 @@ class ExecutorService:
             raise UnsupportedFeature(FETCH_FILES_REFUSED)
         reserved = (toolchain.language.source, *toolchain.language.artifacts) if toolchain else ()
         files = decode_files(request.files, self.settings.max_files_kb * 1024, reserved)
+        self._check_sandboxfusion_timeouts(request)
         # SandboxFusion runs without a memory limit when given -1; we apply our maximum.
         # Tiny limits are raised to what an interpreter needs to start at all.
         memory_mb = (
@@ -475,7 +508,7 @@ class ExecutorService:
             # through is still the caller's input, never a server error.
             raise InvalidInput(first_validation_error(exc)) from exc
         self.validate(probe)
-        self._check_room()
+        await self.wait_for_room(self.settings.run_code_queue_wait_s)
         shares = ResponseBudget(self.settings.max_response_bytes, 1)
         abandoned = threading.Event()
         deadline = time.monotonic() + 3600
@@ -489,13 +522,31 @@ class ExecutorService:
                 result = await self._run_test(
                     probe.tests[0], probe, deadline, abandoned, shares, build
                 )
+        except FileDescriptorsExhausted as exc:
+            abandoned.set()
+            # A 503 is a failed program to verl; a 504 it retries.
+            raise QueueTimeout(exc.message, retry_after_s=exc.retry_after_s) from exc
         except BaseException:
             abandoned.set()  # the client went away: the running program is stopped
             raise
-        response = _as_sandboxfusion(result)
+        response = as_run_code_response(result)
         if build is not None and build.compilation is not None:
             response.compile_result = _compilation_as_sandboxfusion(build.compilation)
         return response
+
+    def _check_sandboxfusion_timeouts(self, request: RunCodeRequest) -> None:
+        """Refuse a `run_timeout` or `compile_timeout` above this executor's maximum
+        wall time, naming the client's own field (not `limits.wall_s`).
+
+        Raises:
+            LimitTooHigh: either timeout is above COBALT_EXECUTOR_MAX_WALL_S.
+        """
+        maximum = self.settings.max_wall_s
+        for field in ("run_timeout", "compile_timeout"):
+            value = getattr(request, field)
+            if value > maximum:
+                above = LimitAboveMaximum(field, value, maximum, MAX_LIMIT_SETTINGS["wall_s"])
+                raise LimitTooHigh(above.message(), detail=above.detail())
 
     # --- introspection --------------------------------------------------------------
 
@@ -590,7 +641,8 @@ def _unbuilt_as_sandboxfusion(build: Build) -> RunCodeResponse:
     )
 
 
-def _as_sandboxfusion(result: TestResult) -> RunCodeResponse:
+def as_run_code_response(result: TestResult) -> RunCodeResponse:
+    """A test's result as SandboxFusion reports a run (`/run_code`, ScaleBox's `exec_info`)."""
     if result.verdict is Verdict.SANDBOX_ERROR:
         return RunCodeResponse(status="SandboxError", message=result.feedback)
     timed_out = result.verdict is Verdict.TIME_LIMIT

@@ -44,6 +44,15 @@ class ExecutorSettings(CobaltSettings):
     body_deadline_s: float = Field(default=120.0, gt=0)
     """The whole request body must arrive within this many seconds of the request's head
     (408 after it), however steadily it drips."""
+    run_code_queue_wait_s: float = Field(default=10.0, ge=0, le=600)
+    """How long `/run_code` holds a request while the queue is full before it answers 504
+    with Retry-After (the status SandboxFusion's clients retry; verl scores a 429 as a
+    failed program). 10 s fits verl's own deadline (compile + run timeout + 10 s)."""
+    judge0_max_submissions: int = Field(default=1000, ge=1)
+    """Judge0 submissions held at once (queued, running, or finished and not expired);
+    past it new ones get 503 with Retry-After."""
+    judge0_result_ttl_s: float = Field(default=3600.0, gt=0)
+    """How long a finished Judge0 submission's result is kept for `GET /submissions/<token>`."""
     max_tests_per_request: int = Field(default=2000, ge=1)
     max_wall_s: float = Field(default=60.0, gt=0)
     """Highest per-test wall-clock limit a request may ask for."""

@@ -468,15 +468,16 @@ class RunCodeRequest(BaseModel):
         default=10.0,
         ge=0,
         le=600,
-        description="accepted for compatibility; compilations run under the executor's "
-        "COBALT_EXECUTOR_COMPILE_WALL_S",
+        description="at most the executor's COBALT_EXECUTOR_MAX_WALL_S (a 422 naming "
+        "compile_timeout above it); compilations run under COBALT_EXECUTOR_COMPILE_WALL_S",
     )
     run_timeout: float = Field(
         default=10.0,
         gt=0,
         le=600,
         description="wall-clock seconds the program may run (at most the executor's "
-        "COBALT_EXECUTOR_MAX_WALL_S); over it: status Failed, run_result TimeLimitExceeded",
+        "COBALT_EXECUTOR_MAX_WALL_S, a 422 naming run_timeout above it); over it: status "
+        "Failed, run_result TimeLimitExceeded",
     )
     memory_limit_MB: int = Field(
         default=-1,
