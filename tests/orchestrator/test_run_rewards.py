@@ -16,12 +16,20 @@ from sqlalchemy.orm import Session, sessionmaker
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from cobalt.orchestrator.runs.evaluation import evaluate_run
-from cobalt.orchestrator.runs.rewards import mean_reward_per_turn, score_turn_rewards
+from cobalt.orchestrator.runs.rewards import (
+    mean_reward_per_turn,
+    run_reward_format,
+    score_turn_rewards,
+)
 from cobalt.orchestrator.store import repo_datasets, repo_runs
 from cobalt.orchestrator.store.models import Problem, Trajectory, Turn, TurnReward
 from cobalt.orchestrator.store.repo_runs import TurnRow
 from cobalt.shared.clients import ExecutorClient
-from cobalt.shared.reward import TokenizerCounter
+from cobalt.shared.contracts.runs import INHERITED_BY_REFINE, RunParams, SampleRunRequest
+from cobalt.shared.contracts.training import TrainingMode
+from cobalt.shared.contracts.training_params import training_params
+from cobalt.shared.errors import Conflict
+from cobalt.shared.reward import RewardFormat, ScoreInput, TokenizerCounter, score_responses
 from tests.fakes.flaky_executor import FlakyExecutor, serve_flaky_executor
 
 ANSWER = "<think>Wait, check it.</think>\n```python\nprint(input())\n```\n"
@@ -47,7 +55,12 @@ def words() -> TokenizerCounter:
     return TokenizerCounter(tokenizer)
 
 
-def stored_run(sessions: sessionmaker[Session]) -> int:
+def stored_run(
+    sessions: sessionmaker[Session],
+    *,
+    answer: str = ANSWER,
+    params: dict[str, object] | None = None,
+) -> int:
     tests = [{"stdin": str(i), "expected_stdout": str(i)} for i in range(2)]
     with sessions.begin() as session:
         dataset = repo_datasets.create_dataset(session, name="toy", source="jsonl")
@@ -67,7 +80,7 @@ def stored_run(sessions: sessionmaker[Session]) -> int:
             dataset_id=dataset.id,
             base_url="http://model/v1",
             model="m",
-            params={"n": 2, "turns": 2},
+            params={"n": 2, "turns": 2, **(params or {})},
             template_name="default",
             template_sha256="ab" * 32,
             total_trajectories=3,
@@ -78,7 +91,8 @@ def stored_run(sessions: sessionmaker[Session]) -> int:
             rows=[
                 TurnRow(
                     run_id=run.id, problem_id=ids[problem], sample_index=sample,
-                    turn_index=index, messages=[], raw_response=response,
+                    turn_index=index, messages=[],
+                    raw_response=answer if response == ANSWER else response,
                     stored_response=response,
                     code=None if public is None else "print(input())",
                     public_verdicts=verdicts(public), public_passed=public == "AA",
@@ -189,3 +203,48 @@ def test_a_stored_sandbox_error_is_never_scored(
     score_turn_rewards(sessions, run_id, words, tokenizer="words")
     # Sample 0's trajectory stops at its unjudged turn 0; sample 1 is scored as before.
     assert set(rewards(sessions)) == {(1, 0)}
+
+
+INSTRUCT_ANSWER = "It reads a line.\n```python\nprint(input())\n```\n"
+"""What an instruct model writes: no thinking block (the reasoning rules take 0.9 off)."""
+
+
+@pytest.mark.parametrize("reward_format", list(RewardFormat))
+def test_a_run_is_scored_with_the_rules_a_training_job_of_its_model_trains_with(
+    sessions: sessionmaker[Session], words: TokenizerCounter, reward_format: RewardFormat
+) -> None:
+    run_id = stored_run(
+        sessions, answer=INSTRUCT_ANSWER, params={"reward_format": reward_format.value}
+    )
+    score_turn_rewards(sessions, run_id, words, tokenizer="words")
+    passing = rewards(sessions)[(1, 0)]  # every test passed, at turn 0
+    job = training_params(TrainingMode.COBALT, {"reward_format": reward_format.value})
+    [trained] = score_responses(
+        [ScoreInput(INSTRUCT_ANSWER, tests_passed=4, tests_total=4, prev_best=0.0)],
+        tokens=words,
+        reward_format=job.reward_format,
+    )
+    assert passing.total == pytest.approx(trained.total)
+    assert passing.format_violations == [str(v) for v in trained.format_violations]
+    assert passing.total == (1.0 if reward_format is RewardFormat.INSTRUCT else pytest.approx(0.1))
+
+
+def test_runs_and_training_jobs_default_to_the_same_rules() -> None:
+    job = training_params(TrainingMode.COBALT, {})
+    assert RunParams().reward_format == job.reward_format
+    assert SampleRunRequest(dataset="d", base_url="u", model="m").reward_format == job.reward_format
+    # a refine run continues its sample run's model: it keeps the rules unless told
+    assert "reward_format" in INHERITED_BY_REFINE
+
+
+def test_asking_for_other_rules_is_refused_once_rewards_are_stored(
+    sessions: sessionmaker[Session], words: TokenizerCounter
+) -> None:
+    run_id = stored_run(sessions, answer=INSTRUCT_ANSWER)
+    # nothing scored yet: the asked rules become the run's, and score it
+    assert run_reward_format(sessions, run_id, RewardFormat.INSTRUCT) is RewardFormat.INSTRUCT
+    score_turn_rewards(sessions, run_id, words, tokenizer="words")
+    assert rewards(sessions)[(1, 0)].total == 1.0
+    with pytest.raises(Conflict, match="scored with the instruct format rules"):
+        run_reward_format(sessions, run_id, RewardFormat.REASONING)
+    assert run_reward_format(sessions, run_id) is RewardFormat.INSTRUCT

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from cobalt.shared.contracts.browse import RunProblemsPublic, TrajectoryDetail
+    from cobalt.shared.reward_format import RewardFormat
 
 _Body = TypeVar("_Body", bound="BaseModel")
 
@@ -226,7 +227,9 @@ def _verdicts(verdicts: list[str] | None, passed: bool | None) -> str:
     return head + (f", {', '.join(failing[:5])}" if failing else "")
 
 
-def _print_trajectory(trajectory: TrajectoryDetail, *, reasoning: bool) -> None:
+def _print_trajectory(
+    trajectory: TrajectoryDetail, *, reasoning: bool, reward_format: RewardFormat
+) -> None:
     console = Console(highlight=False, soft_wrap=True)
     for turn in trajectory.turns:
         console.rule(f"turn {turn.turn_index}")
@@ -234,7 +237,8 @@ def _print_trajectory(trajectory: TrajectoryDetail, *, reasoning: bool) -> None:
         console.print(f"hidden tests: {_verdicts(turn.hidden_verdicts, turn.hidden_passed)}")
         if turn.reward is not None:
             console.print(
-                f"reward: {turn.reward.total:+.3f} (pass rate {turn.reward.pass_rate:.3f})"
+                f"reward: {turn.reward.total:+.3f} (pass rate {turn.reward.pass_rate:.3f}, "
+                f"{reward_format} format rules)"
             )
         if turn.reasoning:
             if reasoning:
@@ -286,7 +290,7 @@ def trajectory(
         f"{chosen.status}, {len(chosen.turns)} turns"
         + (f"; error: {chosen.error}" if chosen.error else "")
     )
-    _print_trajectory(chosen, reasoning=reasoning)
+    _print_trajectory(chosen, reasoning=reasoning, reward_format=detail.reward_format)
 
 
 def export_job(

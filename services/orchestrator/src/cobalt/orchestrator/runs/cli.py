@@ -45,6 +45,7 @@ from cobalt.shared.cli import interrupted, stopping_on_signals
 from cobalt.shared.contracts.runs import INHERITED_BY_REFINE, RefineRunRequest, SampleRunRequest
 from cobalt.shared.contracts.statuses import RunStatus, TrajectoryStatus
 from cobalt.shared.errors import InvalidInput, first_validation_error_parts
+from cobalt.shared.reward_format import RewardFormat
 
 # The commands import the store, the run service and the contracts when they run, so that
 # `cobalt run --help` loads none of SQLAlchemy, the OpenAI client, RQ or matplotlib.
@@ -553,6 +554,15 @@ def evaluate(
             "COBALT_POLICY_TOKENIZER; with none, rewards are not scored.",
         ),
     ] = None,
+    reward_format: Annotated[
+        RewardFormat | None,
+        typer.Option(
+            "--reward-format",
+            help="The format rules the rewards are scored with; default the run's "
+            "(`run sample --reward-format`). Given, it becomes the run's while none of its "
+            "turns is scored.",
+        ),
+    ] = None,
     report_to: Annotated[
         str | None,
         report_to_option("Also send Pass@1 per turn and the summary to these trackers", "none"),
@@ -594,6 +604,7 @@ def evaluate(
                 on_progress=lambda done, total: bars.update(task, completed=done, total=total),
                 reward_tokens=reward_tokens,
                 tokenizer=str(tokenizer_path or ""),
+                reward_format=reward_format,
             )
         others: list[EvaluationReport] = [
             evaluate_run(sessions, other, executor) for other in (compare or [])
