@@ -15,7 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from cobalt.orchestrator.runs.evaluation import evaluate_run
+from cobalt.orchestrator.runs.evaluation import evaluate_run, stored_report
 from cobalt.orchestrator.runs.rewards import (
     mean_reward_per_turn,
     run_reward_format,
@@ -248,3 +248,15 @@ def test_asking_for_other_rules_is_refused_once_rewards_are_stored(
     with pytest.raises(Conflict, match="scored with the instruct format rules"):
         run_reward_format(sessions, run_id, RewardFormat.REASONING)
     assert run_reward_format(sessions, run_id) is RewardFormat.INSTRUCT
+
+
+def test_feedback_turns_of_problems_without_public_tests_are_counted(
+    sessions: sessionmaker[Session],
+) -> None:
+    run_id = stored_run(sessions)
+    assert stored_report(sessions, run_id).turns_without_feedback == 0
+    with sessions.begin() as session:
+        p1 = session.scalars(select(Problem).where(Problem.external_id == "p1")).one()
+        p1.public_tests = []
+    # p1's feedback turns: sample 0's turns 1 and 2, sample 1's turn 1 (turn 0 has none)
+    assert stored_report(sessions, run_id).turns_without_feedback == 3

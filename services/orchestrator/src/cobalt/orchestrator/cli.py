@@ -143,6 +143,8 @@ def _report_json(report: ImportReport, fmt: str) -> dict[str, Any]:
         "unchanged": report.unchanged,
         "bad": len(report.bad),
         "bad_reasons": _bad_groups(report.bad),
+        "without_public_tests": len(report.without_public_tests),
+        "without_public_tests_ids": report.without_public_tests,
     }
 
 
@@ -155,6 +157,14 @@ def _print_import(report: ImportReport, fmt: str) -> None:
         str(report.read), str(report.inserted), str(report.unchanged), str(len(report.bad))
     )
     console.print(summary)
+    if report.without_public_tests:
+        ids = report.without_public_tests
+        shown = ", ".join(ids[:REASONS_SHOWN]) + (", ..." if len(ids) > REASONS_SHOWN else "")
+        console.print(
+            f"{len(ids)} problems have no public test (their feedback says that no public "
+            f"test ran): {shown}",
+            markup=False,
+        )
     if not report.bad:
         return
     reasons = Table(title="bad rows by reason", title_justify="left")

@@ -296,6 +296,11 @@ class EvaluationReport(BaseModel):
         default=None,
         description="when no problem has a hidden result: the command that measures them",
     )
+    turns_without_feedback: int = Field(
+        default=0,
+        description="feedback turns (after turn 0) of problems without a public test: the "
+        "feedback before each said that no public test ran, so they had nothing to act on",
+    )
     mean_reward: list[float | None] | None = Field(
         default=None,
         description="mean Cobalt reward of the turns at each turn index (turn_rewards); "

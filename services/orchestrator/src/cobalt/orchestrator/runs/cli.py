@@ -641,6 +641,11 @@ def evaluate(
     Console().print(table)
     if report.failed_trajectories:
         typer.echo(f"{report.failed_trajectories} trajectories failed (see `cobalt run show`)")
+    if report.turns_without_feedback:
+        typer.echo(
+            f"{report.turns_without_feedback} feedback turns had no test feedback to act on "
+            "(their problems have no public test)"
+        )
     if plot is not None:
         typer.echo(f"plot written to {plot}")
     if reported:

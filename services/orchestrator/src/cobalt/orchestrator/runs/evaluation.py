@@ -251,6 +251,14 @@ def _report(
             hidden.pop(problem_id, None)
             public.pop(problem_id, None)
         failed_trajectories = repo_runs.failed_trajectories(session, run_id=run_id)
+        test_counts = repo_rewards.problem_test_counts(
+            session, problem_ids={row[0] for row in outcomes}
+        )
+    without_feedback = sum(
+        1
+        for problem_id, _, index, _, _ in outcomes
+        if index > 0 and test_counts[problem_id][0] == 0
+    )
     mean_reward = mean_reward_per_turn(sessions, run_id, turns) if with_rewards else None
     if not hidden:  # nothing measured: no rate, and the command that would measure it
         return EvaluationReport(
@@ -265,6 +273,7 @@ def _report(
             mean_reward=mean_reward,
             unevaluated=f"cobalt run evaluate {run_id}",
             sandbox_errors=sum(unjudged.values()),
+            turns_without_feedback=without_feedback,
         )
     return EvaluationReport(
         run_id=run_id,
@@ -283,4 +292,5 @@ def _report(
         failed_trajectories=failed_trajectories,
         mean_reward=mean_reward,
         sandbox_errors=sum(unjudged.values()),
+        turns_without_feedback=without_feedback,
     )
