@@ -99,13 +99,14 @@ def _request(
         raise fail(EXIT_USAGE, f"--{where.replace('_', '-')}: {message}") from exc
 
 
-def _require_endpoint(base_url: str, api_key: str | None) -> None:
-    """Exit 3 at once when nothing answers at `base_url`, rather than after the sampler's
-    retries have failed every job (the run then never starts)."""
-    from cobalt.shared.clients.inference import probe_endpoint
+def _require_endpoint(base_url: str, model: str, api_key: str | None) -> None:
+    """Exit 3 at once when nothing answers at `base_url`, 2 when it is no OpenAI API or
+    does not serve `model`, rather than a failed trajectory per problem (the run then
+    never starts)."""
+    from cobalt.shared.clients.inference import require_served_model
 
     with handled():
-        probe_endpoint(base_url, api_key)
+        require_served_model(base_url, model, api_key)
 
 
 def _carry_out(
@@ -139,10 +140,10 @@ def _carry_out(
                 return _wait(sessions, run_id, quiet=quiet)
         if not endpoint_checked:
             with handled():
-                base_url = service.run_public(sessions, run_id).base_url
+                run = service.run_public(sessions, run_id)
                 has_work = bool(service.open_problem_ids(sessions, run_id))
             if has_work:  # a run with nothing left to do needs no endpoint
-                _require_endpoint(base_url, api_key)
+                _require_endpoint(run.base_url, run.model, api_key)
         with open_executor() as executor, _live(sessions, run_id, quiet=quiet) as tick:
             with stopping_on_signals(runtime().interrupt), handled():
                 carry_out_run(
@@ -310,7 +311,7 @@ def sample(
 
         with handled():  # an unknown dataset is a usage error (2), whatever the endpoint
             dataset_summary(store.sessions(), name=request.dataset, first=0)
-        _require_endpoint(request.base_url, api_key)
+        _require_endpoint(request.base_url, request.model, api_key)
     with handled():
         run_id = service.create_sample_run(
             store.sessions(), request, executor=executor_settings_or_exit()
@@ -342,11 +343,22 @@ def refine(
 
     request = _request(RefineRunRequest, sampling_set, **settings)
     store = _store(detach=detach)
+    if not store.settings.redis_url:  # the jobs run here: check the model they will ask
+        with handled():
+            parent = service.run_public(store.sessions(), request.from_run)
+        _require_endpoint(
+            request.base_url or parent.base_url, request.model or parent.model, api_key
+        )
     with handled():
         run_id = service.create_refine_run(
             store.sessions(), request, executor=executor_settings_or_exit()
         )
-    _finish(_carry_out(store, run_id, api_key=api_key, detach=detach, quiet=as_json), as_json)
+    _finish(
+        _carry_out(
+            store, run_id, api_key=api_key, detach=detach, quiet=as_json, endpoint_checked=True
+        ),
+        as_json,
+    )
 
 
 @run_app.command("resume")
