@@ -54,6 +54,7 @@ from cobalt.orchestrator.datasets.importers import (
     resolve_source,
 )
 from cobalt.shared.contracts import Compare
+from cobalt.shared.tables import print_table
 from cobalt.shared.text import truncate_middle
 
 # The commands import the store, the import flow and the contracts when they run, so that
@@ -310,7 +311,7 @@ def list_command(
             str(item.problem_count),
             item.created_at.strftime("%Y-%m-%d %H:%M"),
         )
-    Console(highlight=False).print(table)
+    print_table(table, Console(highlight=False))
 
 
 @data_app.command("delete")

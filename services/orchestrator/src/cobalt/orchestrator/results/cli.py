@@ -27,6 +27,7 @@ from cobalt.orchestrator.console import (
     settings_or_exit,
     store_context,
 )
+from cobalt.shared.tables import print_table
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -126,7 +127,7 @@ def table(
                     for c in levels
                 ),
             )
-        Console().print(shown)
+        print_table(shown)
     missing = [row for row in result.rows if row.unevaluated]
     for row in missing:
         typer.echo(f"run {row.run.id} is not evaluated: `{row.unevaluated}` measures it", err=True)
@@ -214,7 +215,7 @@ def print_problems(problems: RunProblemsPublic, unevaluated: str | None) -> None
             str(p.flagged),
             str(p.failed),
         )
-    Console().print(shown)
+    print_table(shown)
     if unevaluated:
         typer.echo(f"no hidden-test results yet: `{unevaluated}` measures them")
 

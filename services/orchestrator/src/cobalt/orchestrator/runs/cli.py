@@ -46,6 +46,7 @@ from cobalt.shared.contracts.runs import INHERITED_BY_REFINE, RefineRunRequest, 
 from cobalt.shared.contracts.statuses import RunStatus, TrajectoryStatus
 from cobalt.shared.errors import InvalidInput, first_validation_error_parts
 from cobalt.shared.reward_format import RewardFormat
+from cobalt.shared.tables import print_table
 
 # The commands import the store, the run service and the contracts when they run, so that
 # `cobalt run --help` loads none of SQLAlchemy, the OpenAI client, RQ or matplotlib.
@@ -431,7 +432,7 @@ def list_runs(
             str(r.turns_written),
             r.created_at.strftime("%Y-%m-%d %H:%M"),
         )
-    Console().print(table)
+    print_table(table)
 
 
 @run_app.command("show")
@@ -525,7 +526,7 @@ def compare_runs(
             difference_text(comparison.difference[turn], comparison.difference_interval[turn]),
             *(str(counts.get(key, 0)) for key in changes),
         )
-    Console().print(table)
+    print_table(table)
     for change in ("fixed", "broken"):
         names = [p.external_id for p in comparison.problems if p.change == change]
         if names:
@@ -650,7 +651,7 @@ def evaluate(
             f"{report.public_pass_at_1[turn]:.3f}",
             *([] if report.mean_reward is None else ["-" if reward is None else f"{reward:+.3f}"]),
         )
-    Console().print(table)
+    print_table(table)
     if report.failed_trajectories:
         typer.echo(f"{report.failed_trajectories} trajectories failed (see `cobalt run show`)")
     if report.turns_without_feedback:
