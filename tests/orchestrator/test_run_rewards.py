@@ -10,11 +10,17 @@ Trajectory s1 is evaluated only up to turn 0 (its turn 1 has no hidden results y
 
 from __future__ import annotations
 
+import gzip
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 from tokenizers import Tokenizer, models, pre_tokenizers
 
+from cobalt.orchestrator.results.turn_export import TURN_COLUMNS
 from cobalt.orchestrator.runs.evaluation import evaluate_run, stored_report
 from cobalt.orchestrator.runs.rewards import (
     mean_reward_per_turn,
@@ -31,6 +37,7 @@ from cobalt.shared.contracts.training_params import training_params
 from cobalt.shared.errors import Conflict
 from cobalt.shared.reward import RewardFormat, ScoreInput, TokenizerCounter, score_responses
 from tests.fakes.flaky_executor import FlakyExecutor, serve_flaky_executor
+from tests.support.cli import cobalt_here
 
 ANSWER = "<think>Wait, check it.</think>\n```python\nprint(input())\n```\n"
 TURNS = {  # (problem, sample) -> per turn: (response, public, hidden or None)
@@ -260,3 +267,34 @@ def test_feedback_turns_of_problems_without_public_tests_are_counted(
         p1.public_tests = []
     # p1's feedback turns: sample 0's turns 1 and 2, sample 1's turn 1 (turn 0 has none)
     assert stored_report(sessions, run_id).turns_without_feedback == 3
+
+
+def test_every_turn_exports_to_parquet_and_jsonl_with_its_reward(
+    sessions: sessionmaker[Session],
+    words: TokenizerCounter,
+    cli_env: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    run_id = stored_run(sessions, params={"reward_format": "instruct"})
+    score_turn_rewards(sessions, run_id, words, tokenizer="words")
+    parquet, jsonl = tmp_path / "turns.parquet", tmp_path / "turns.jsonl.gz"
+    for out in (parquet, jsonl):
+        done = cobalt_here(cli_env, "run", "export", str(run_id), "--turns", "--out", str(out))
+        assert done.returncode == 0, done.stderr
+        assert f"6 turns of run {run_id} written to {out}" in done.stdout
+    table = pq.read_table(parquet).to_pylist()
+    with gzip.open(jsonl, "rt", encoding="utf-8") as lines:
+        rows = [json.loads(line) for line in lines]
+    assert len(table) == len(rows) == sum(len(turns) for turns in TURNS.values())
+    assert set(rows[0]) == set(TURN_COLUMNS) == set(table[0])
+    by_key = {(r["problem"], r["sample_index"], r["turn_index"]): r for r in rows}
+    last = by_key[("p1", 0, 2)]
+    assert (last["public_verdicts"], last["hidden_verdicts"]) == (verdicts("AA"), verdicts("AW"))
+    assert last["reward"]["total"] == pytest.approx(0.2 + 0.1 * 0.5 / 0.75)
+    assert last["reward_format"] == "instruct" and last["response"] == ANSWER
+    assert by_key[("p1", 0, 1)]["program"] is None and by_key[("p2", 0, 0)]["reward"] is None
+    from_parquet = {(r["problem"], r["sample_index"], r["turn_index"]): r for r in table}
+    assert json.loads(from_parquet[("p1", 0, 2)]["reward"]) == last["reward"]
+    # A file it cannot tell the format of: a usage error, nothing written.
+    wrong = cobalt_here(cli_env, "run", "export", str(run_id), "--turns", "--out", "t.csv")
+    assert wrong.returncode == 2 and "end the name with" in wrong.stderr

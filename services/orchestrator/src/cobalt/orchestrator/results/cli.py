@@ -139,12 +139,30 @@ def export(
     run_id: Annotated[int, typer.Argument(help="The run.")],
     out: OutOption = None,
     form: FormatOption = None,
+    turns: Annotated[
+        bool,
+        typer.Option(
+            "--turns",
+            help="One row per turn (response, program, verdicts, per-test outputs, reward "
+            "components, policy) to --out FILE.parquet, .jsonl or .jsonl.gz.",
+        ),
+    ] = False,
 ) -> None:
-    """A run's per-problem results (pass rates with Wilson intervals) as CSV or JSON."""
+    """A run's per-problem results (pass rates with Wilson intervals) as CSV or JSON, or
+    with --turns every turn as Parquet or JSONL."""
     from cobalt.orchestrator.results.exports import problem_rows
     from cobalt.orchestrator.runs.browse import run_problems
 
     store = store_context(settings_or_exit())
+    if turns:
+        from cobalt.orchestrator.results.turn_export import export_run_turns
+
+        if out is None or str(out) == "-" or form is not None:
+            raise fail(EXIT_USAGE, "--turns writes a file: give --out FILE.parquet or .jsonl")
+        with handled():
+            written = export_run_turns(store.sessions(), run_id, out)
+        typer.echo(f"{written} turns of run {run_id} written to {out}")
+        return
     with handled():
         problems = run_problems(store.sessions(), run_id)
     write_export(problems, problem_rows, out, form)
