@@ -131,8 +131,7 @@ def test_problem_shape(sessions: sessionmaker[Session]) -> None:
         "entry_point": "has_close_elements",
         "call_tests": 7,
         "program_test": False,
-        "public_from": "check",
-    }
+    }  # as before issue 49: a store's earlier import of it re-imports unchanged
     # HumanEval/32 (find_zero) is all checking code: one hidden program test, no call test;
     # its public tests are its prompt's two examples.
     find_zero = _stored(sessions)["HumanEval/32"]

@@ -50,7 +50,9 @@ their checks build the cases in a loop) has no public test, its feedback says th
 public test ran (`rollouts.feedback`), and the import reports it.
 
 `source_metadata` holds `entry_point`, `call_tests`, `program_test` (whether there is
-one) and `public_from` (`check`, `prompt` or `none`: where the public tests came from).
+one) and, for a problem whose public tests are not its first call tests, `public_from`
+(`prompt` or `check_asserts`). Every other problem imports exactly as before, so a store
+holding an earlier import of it takes a re-import as unchanged.
 A row that is not a task (missing column, `test` that does not parse or has no `check`,
 no test at all) is a `BadRow`.
 """
@@ -354,15 +356,15 @@ def _problem(record: Mapping[str, Any], options: ImportOptions) -> ProblemRow:
         if program is not None:
             hidden.append(program)
     public: list[CallTest | ProgramTest] = list(calls[:public_count])
-    public_from = "check"
+    derived: dict[str, str] = {}
     if not public and options.public_tests > 0:
         # The prompt's examples are the model's to read anyway; without them the feedback
         # would have no test to report on.
         public = prompt_examples(prompt, entry_point, exact=whole_check)[: options.public_tests]
-        public_from = "prompt"
+        derived = {"public_from": "prompt"} if public else {}
         if not public:
             public = [*_assert_tests(test, entry_point)[: options.public_tests]]
-            public_from = "check" if public else "none"
+            derived = {"public_from": "check_asserts"} if public else {}
     return ProblemRow(
         external_id=task_id,
         statement=prompt,
@@ -375,7 +377,7 @@ def _problem(record: Mapping[str, Any], options: ImportOptions) -> ProblemRow:
             "entry_point": entry_point,
             "call_tests": len(calls),
             "program_test": program is not None,
-            "public_from": public_from,
+            **derived,
         },
     )
 
