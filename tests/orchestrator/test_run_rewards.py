@@ -298,3 +298,23 @@ def test_every_turn_exports_to_parquet_and_jsonl_with_its_reward(
     # A file it cannot tell the format of: a usage error, nothing written.
     wrong = cobalt_here(cli_env, "run", "export", str(run_id), "--turns", "--out", "t.csv")
     assert wrong.returncode == 2 and "end the name with" in wrong.stderr
+
+
+def test_the_run_table_per_turn_shows_pass_at_1_at_every_turn(
+    sessions: sessionmaker[Session], cli_env: dict[str, str]
+) -> None:
+    run_id = stored_run(sessions)
+    report = stored_report(sessions, run_id, ks=())
+    shown = cobalt_here(cli_env, "run", "table", str(run_id), "--per-turn")
+    assert shown.returncode == 0, shown.stderr
+    header, row = shown.stdout.splitlines()[1:3]  # piped: tab-separated, after "# title"
+    assert header.split("\t") == ["run", "turn 0 [95%]", "turn 1 [95%]", "turn 2 [95%]"]
+    cells = row.split("\t")
+    assert cells[0] == str(run_id) and len(cells) == 1 + report.turns
+    assert report.pass_at_1 is not None and cells[1].startswith(f"{report.pass_at_1[0]:.3f} [")
+    as_json = json.loads(
+        cobalt_here(cli_env, "run", "table", str(run_id), "--per-turn", "--json").stdout
+    )
+    assert as_json["runs"] == [report.model_dump(mode="json")]
+    refused = cobalt_here(cli_env, "run", "table", str(run_id), "--per-turn", "--out", "t.csv")
+    assert refused.returncode == 2

@@ -31,6 +31,7 @@ from cobalt.shared.tables import print_table
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
+    from sqlalchemy.orm import Session, sessionmaker
 
     from cobalt.shared.contracts.browse import RunProblemsPublic, TrajectoryDetail
     from cobalt.shared.reward_format import RewardFormat
@@ -87,13 +88,23 @@ def table(
     out: OutOption = None,
     form: FormatOption = None,
     as_json: JsonOption = False,
+    per_turn: Annotated[
+        bool,
+        typer.Option("--per-turn", help="Pass@1 [95%] at every turn, a column per turn."),
+    ] = False,
 ) -> None:
     """Several runs side by side: Pass@1 at turn 0 and the last turn [95% intervals], per
-    difficulty where the dataset has difficulties. Exits 1 if a run is not evaluated."""
+    difficulty where the dataset has difficulties (--per-turn: at every turn). Exits 1 if a
+    run is not evaluated."""
     from cobalt.orchestrator.results.exports import table_rows
     from cobalt.orchestrator.results.table import run_table
 
     store = store_context(settings_or_exit())
+    if per_turn:
+        if out is not None or form is not None:
+            raise fail(EXIT_USAGE, "--per-turn prints the table (or --json); drop --out/--format")
+        _per_turn_table(store.sessions(), runs, as_json=as_json)
+        return
     with handled():
         result = run_table(store.sessions(), runs)
     if as_json:
@@ -131,6 +142,37 @@ def table(
     missing = [row for row in result.rows if row.unevaluated]
     for row in missing:
         typer.echo(f"run {row.run.id} is not evaluated: `{row.unevaluated}` measures it", err=True)
+    if missing:
+        raise typer.Exit(EXIT_NOT_EVALUATED)
+
+
+def _per_turn_table(sessions: sessionmaker[Session], runs: list[int], *, as_json: bool) -> None:
+    """`run table --per-turn`: each run's Pass@1 [95%] at every turn (its stored report)."""
+    from cobalt.orchestrator.analysis.text import rate_text
+    from cobalt.orchestrator.runs.evaluation import stored_report
+
+    with handled():
+        reports = [stored_report(sessions, run, ks=()) for run in runs]
+    if as_json:
+        echo_json({"runs": [report.model_dump(mode="json") for report in reports]})
+    else:
+        turns = max(report.turns for report in reports)
+        shown = Table("run", *(f"turn {t} [95%]" for t in range(turns)), title="Pass@1 by turn")
+        for report in reports:
+            rates, intervals = report.pass_at_1 or [], report.pass_at_1_interval or []
+            shown.add_row(
+                str(report.run_id),
+                *(
+                    rate_text(rates[t], intervals[t]) if t < len(rates) else "-"
+                    for t in range(turns)
+                ),
+            )
+        print_table(shown)
+    missing = [report for report in reports if report.unevaluated]
+    for report in missing:
+        typer.echo(
+            f"run {report.run_id} is not evaluated: `{report.unevaluated}` measures it", err=True
+        )
     if missing:
         raise typer.Exit(EXIT_NOT_EVALUATED)
 
