@@ -186,6 +186,7 @@ def _evaluated_run(
         turns=options.turns,
         max_tokens=options.max_tokens,
         temperature=options.temperature,
+        reward_format=options.reward_format,  # the arms' training jobs use the same rules
     )
     with progress.stage(f"{label}: rollouts") as bar:
         run_id = service.create_sample_run(ctx.sessions, request, executor=executor_settings(ctx))
