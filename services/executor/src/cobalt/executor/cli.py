@@ -234,7 +234,8 @@ def _execute_local(request: ExecuteRequest) -> ExecuteResponse:
     from cobalt.executor.service import ExecutorService
 
     try:
-        settings = ExecutorSettings(slots=min(2, os.cpu_count() or 1))
+        # No server, so no token to check: a blank one in the environment is harmless here.
+        settings = ExecutorSettings(slots=min(2, os.cpu_count() or 1), auth_token=None)
         pool = SandboxPool(settings.sandbox_config())
     except ValidationError as exc:
         raise _fail(EXIT_USAGE, f"bad COBALT_EXECUTOR_* setting: {_first_error(exc)}") from exc
