@@ -31,6 +31,7 @@ from cobalt.executor.readiness import Readiness, ReadyState
 from cobalt.executor.response_budget import ResponseBudget
 from cobalt.executor.sandbox import RawRun, SandboxJob
 from cobalt.executor.settings import ExecutorSettings
+from cobalt.executor.value_budget import sendable
 from cobalt.executor.values import dumps_value
 from cobalt.shared.contracts import (
     BatchExecuteRequest,
@@ -54,7 +55,7 @@ from cobalt.shared.contracts.executor import MaxLimits, limits_above_maximum
 from cobalt.shared.errors import InvalidInput, Overloaded, first_validation_error
 from cobalt.shared.version import __version__
 
-__all__ = ["EXECUTOR_VERSION", "ExecutorService", "job_for_test"]
+__all__ = ["EXECUTOR_VERSION", "ExecutorService", "execute_response", "job_for_test"]
 
 logger = logging.getLogger(__name__)
 
@@ -274,14 +275,7 @@ class ExecutorService:
         except BaseException:
             abandoned.set()
             raise
-        passed = sum(r.verdict is Verdict.ACCEPTED for r in results)
-        return ExecuteResponse(
-            results=results,
-            passed=passed,
-            total=len(results),
-            pass_rate=passed / len(results),
-            executor_version=EXECUTOR_VERSION,
-        )
+        return execute_response(results)
 
     async def _run_test(
         self,
@@ -320,7 +314,9 @@ class ExecutorService:
             except Exception:
                 logger.exception("running or judging a test failed; reporting a sandbox error")
                 result = sandbox_error("The executor failed while running or judging this test.")
-        # Capped here, as each test ends: the response never holds more than its budget.
+        # Made sendable and capped here, as each test ends: the response never holds more
+        # than its budget nor anything its serializer would refuse.
+        result = sendable(result)
         return result if shares is None else shares.take(result)
 
     def _run_and_judge(
@@ -424,6 +420,18 @@ class ExecutorService:
     async def run_canary(self) -> ExecuteResponse:
         """The canary program through the normal path (admission, sandbox, judge)."""
         return await self.execute(CANARY)
+
+
+def execute_response(results: list[TestResult]) -> ExecuteResponse:
+    """One program's response: its results in test order and their tally."""
+    passed = sum(r.verdict is Verdict.ACCEPTED for r in results)
+    return ExecuteResponse(
+        results=results,
+        passed=passed,
+        total=len(results),
+        pass_rate=passed / len(results),
+        executor_version=EXECUTOR_VERSION,
+    )
 
 
 async def _all_or_none(coroutines: list[Coroutine[Any, Any, Result]]) -> list[Result]:
