@@ -166,6 +166,12 @@ def _decide(
         # too big to even compile within its time limit.
         if raw.deadline_exceeded:
             return _Outcome(Verdict.TIME_LIMIT, f"time limit exceeded ({job.wall_s:g} s)")
+        if raw.output_exceeded:
+            # Only the program writes past the output limit: it ran, and the jail's late
+            # answer to the kill (its teardown) is the executor's cost, not the verdict.
+            return _Outcome(
+                Verdict.OUTPUT_LIMIT, f"output limit exceeded ({job.output_bytes} bytes)"
+            )
         if raw.slot_died:
             return _Outcome(Verdict.SANDBOX_ERROR, "the sandbox failed before the program ran")
         return _Outcome(Verdict.SANDBOX_ERROR, "the test harness failed to start")
