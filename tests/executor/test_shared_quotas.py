@@ -161,7 +161,9 @@ def test_a_slot_exhausting_a_quota_changes_no_neighbours_verdict(
 
 
 def test_quota_taking_calls_are_denied_to_tests(executor_http: httpx.Client) -> None:
-    """What the property relies on, named: each way into a shared quota fails cleanly."""
+    """What the property relies on, named: each way into a shared quota fails cleanly,
+    and so do the cheap side channels (sysinfo's host-wide counts, lock queries on the
+    shared read-only files)."""
     probe = textwrap.dedent(
         """
         import ctypes, fcntl, os, socket
@@ -178,12 +180,14 @@ def test_quota_taking_calls_are_denied_to_tests(executor_http: httpx.Client) -> 
               denied(lambda: socket.send_fds(a, [b"x"], [0])),
               denied(lambda: fcntl.flock(f, fcntl.LOCK_SH)),
               denied(lambda: fcntl.fcntl(os.open("/usr", os.O_RDONLY), fcntl.F_NOTIFY, 1)),
-              "denied" if libc.inotify_init() < 0 else "allowed")
+              "denied" if libc.inotify_init() < 0 else "allowed",
+              "denied" if libc.sysinfo(ctypes.create_string_buffer(256)) < 0 else "allowed",
+              denied(lambda: fcntl.fcntl(f, fcntl.F_GETLK, bytes(32))))
         """
     )
     response = executor_http.post(
         "/v1/execute",
-        json={"code": probe, "tests": [{"stdin": "", "expected_stdout": "denied " * 4 + "denied"}]},
+        json={"code": probe, "tests": [{"stdin": "", "expected_stdout": "denied " * 6 + "denied"}]},
     )
     result = response.json()["results"][0]
     assert result["verdict"] == "accepted", result

@@ -158,6 +158,8 @@ TEST_DENIED_SYSCALLS: tuple[str, ...] = (
     "mknod",
     "mknodat",
     "flock",
+    # The host's process count and free memory: how busy the other slots are.
+    "sysinfo",
 )
 """Denied to tests only (the zygote itself calls setsid for each test), by a second
 filter the test's harness stacks on itself before any untrusted code runs."""
@@ -166,6 +168,10 @@ filter the test's harness stacks on itself before any untrusted code runs."""
 F_SETPIPE_SZ = 1031
 F_NOTIFY = 1026
 """dnotify: watching a shared read-only directory shows what other slots open there."""
+LOCK_QUERIES = (5, 36)
+"""F_GETLK and F_OFD_GETLK: asking whether a shared read-only file is read-locked would
+read what another slot signals with its read locks (setting them stays allowed: read locks
+never conflict with each other, and no test can open a shared file for writing)."""
 FD_PASSING_SYSCALLS = ("sendmsg", "sendmmsg")
 """How a test could put file descriptors in flight (SCM_RIGHTS): the in-flight count is
 the uid's, shared by slots that share a uid, so a test holding hundreds would make a
@@ -184,7 +190,10 @@ def build_test_filter(*, supervise_pipes: bool = False) -> pyseccomp.SyscallFilt
     pipe may grow beyond the default 64 KiB: each then costs a known share of the quota.
     """
     rules = _denying(TEST_DENIED_SYSCALLS)
-    rules.add_rule(pyseccomp.ERRNO(errno.EPERM), "fcntl", pyseccomp.Arg(1, pyseccomp.EQ, F_NOTIFY))
+    for command in (F_NOTIFY, *LOCK_QUERIES):
+        rules.add_rule(
+            pyseccomp.ERRNO(errno.EPERM), "fcntl", pyseccomp.Arg(1, pyseccomp.EQ, command)
+        )
     if supervise_pipes:
         for name in SUPERVISED_SYSCALLS:
             rules.add_rule(pyseccomp.NOTIFY, name)
