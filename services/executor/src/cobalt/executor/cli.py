@@ -57,6 +57,7 @@ def serve(
     import uvicorn
 
     from cobalt.executor.app import create_app
+    from cobalt.executor.fd_budget import connection_limit
     from cobalt.shared.connections import header_deadline_protocol
 
     overrides: dict[str, Any] = {
@@ -76,6 +77,7 @@ def serve(
             log_config=None,
             timeout_graceful_shutdown=10,
             http=header_deadline_protocol(settings.header_timeout_s),
+            limit_concurrency=connection_limit(settings.slots),
         )
     except SandboxUnavailable as exc:
         typer.echo(f"error: {exc}", err=True)

@@ -8,6 +8,7 @@ harness's record (tagged with the per-test nonce) holding a matching return valu
 
 from __future__ import annotations
 
+import functools
 import math
 import signal
 from dataclasses import dataclass
@@ -397,6 +398,11 @@ def sandbox_error(reason: str) -> TestResult:
     return TestResult(verdict=Verdict.SANDBOX_ERROR, feedback=reason)
 
 
+@functools.cache
 def skipped(reason: str) -> TestResult:
-    """The result of a test that was not run (stop on first failure, time budget)."""
+    """The result of a test that was not run (stop on first failure, time budget).
+
+    One object per reason, shared by every skipped test (results are never changed in
+    place, only copied): half a million skipped tests in a batch cost a pointer each.
+    """
     return TestResult(verdict=Verdict.SKIPPED, feedback=reason)

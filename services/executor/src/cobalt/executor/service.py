@@ -32,7 +32,7 @@ from cobalt.executor.readiness import Readiness, ReadyState
 from cobalt.executor.response_budget import ResponseBudget
 from cobalt.executor.sandbox import RawRun, SandboxJob
 from cobalt.executor.settings import ExecutorSettings
-from cobalt.executor.value_budget import sendable
+from cobalt.executor.value_budget import call_test_bytes, sendable
 from cobalt.executor.values import dumps_value
 from cobalt.shared.contracts import (
     BatchExecuteRequest,
@@ -448,13 +448,16 @@ async def _all_or_none(coroutines: list[Coroutine[Any, Any, Result]]) -> list[Re
 
 
 def _request_bytes(request: ExecuteRequest) -> int:
-    """What a program holds in memory while it waits and runs, roughly: its text data."""
+    """What a program holds in memory while it waits and runs, roughly: its text data,
+    a call test's arguments and expected value included (as their JSON)."""
     size = len(request.code)
     for test in request.tests:
         if isinstance(test, StdinTest):
             size += len(test.stdin) + len(test.expected_stdout)
         elif isinstance(test, ProgramTest):
             size += len(test.check)
+        else:
+            size += call_test_bytes(test)
         size += 256
     return size
 

@@ -26,14 +26,16 @@ from typing import Any
 from pydantic_core import PydanticSerializationError, to_json
 
 from cobalt.executor.values import dumps_value
-from cobalt.shared.contracts import TestResult
+from cobalt.shared.contracts import CallTest, TestResult
 from cobalt.shared.contracts.executor import MAX_VALUE_DEPTH
 
 __all__ = [
+    "CALL_VALUE_OVERHEAD",
     "DECODE_AMPLIFICATION",
     "MAX_SHOWN_DEPTH",
     "READ_FLOOR",
     "SIZE_RATIO",
+    "call_test_bytes",
     "nested_within",
     "over_read_budget",
     "sendable",
@@ -99,3 +101,19 @@ def sendable(result: TestResult) -> TestResult:
     except (PydanticSerializationError, ValueError, RecursionError):
         return result.model_copy(update={"returned": None})
     return result
+
+
+CALL_VALUE_OVERHEAD = 8
+"""Server bytes a decoded call-test value holds per byte of its JSON, about (a list of
+small ints: an 8-byte pointer per 2-3 characters, plus the objects)."""
+
+
+def call_test_bytes(test: CallTest) -> int:
+    """What a call test's arguments and expected value hold in the server while it waits
+    and runs, for admission: their JSON size times `CALL_VALUE_OVERHEAD` (decoded values
+    take several times their text, and the sandbox command holds their JSON again)."""
+    try:
+        text = len(dumps_value([test.args, test.kwargs, test.expected]))
+    except (TypeError, ValueError):
+        text = 0
+    return text * CALL_VALUE_OVERHEAD
