@@ -263,7 +263,8 @@ def prompt_helpers(prompt: str, entry_point: str) -> str:
         if isinstance(statement, _HELPER_STATEMENTS)
         and getattr(statement, "name", None) != entry_point
     ]
-    return "".join(ast.get_source_segment(prompt, s, padded=False) + "\n\n" for s in kept)
+    segments = (ast.get_source_segment(prompt, statement) for statement in kept)
+    return "".join(f"{segment}\n\n" for segment in segments if segment)
 
 
 _HELPER_STATEMENTS = (
