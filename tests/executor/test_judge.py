@@ -91,7 +91,13 @@ def raw_runs(draw: st.DrawFn) -> RawRun:
 
 
 tests = st.one_of(
-    st.builds(StdinTest, stdin=texts, expected_stdout=texts),
+    # Built without validation, as the call tests below: JSON request data may hold lone
+    # surrogates, which this pydantic refuses in a str field built from Python.
+    st.builds(
+        lambda stdin, expected: StdinTest.model_construct(stdin=stdin, expected_stdout=expected),
+        texts,
+        texts,
+    ),
     st.builds(
         lambda args, expected: CallTest.model_construct(
             fn_name="f", args=args, kwargs={}, expected=expected
