@@ -98,3 +98,15 @@ def test_connections_leave_room_for_the_slots_descriptors() -> None:
     assert connection_limit(2, nofile=512) == 512 - RESERVED_FDS - 2 * FDS_PER_SLOT
     assert connection_limit(64, nofile=512) == 8  # never none at all
     assert connection_limit(4) is None or connection_limit(4) > 0
+
+
+def test_lcb_replays_count_towards_admission() -> None:
+    """Under `lcb` each of the first 256 call tests replays the calls before it: 100 tests
+    of 100 KB of arguments hold about 100 x 100 / 2 x 100 KB of replay text at most, and
+    admission counts it (a queue of 512 MiB then takes one such request at a time)."""
+    args = ["x" * 100_000]
+    tests = [CallTest(fn_name="f", args=args, expected=1) for _ in range(100)]
+    plain = ExecuteRequest(code="def f(s):\n    return 1\n", tests=tests)
+    lcb = ExecuteRequest(code=plain.code, tests=tests, compare="lcb")
+    replayed = sum(i * len(json.dumps([args, {}, 1])) for i in range(100))
+    assert _request_bytes(lcb) >= _request_bytes(plain) + replayed

@@ -32,7 +32,7 @@ from cobalt.executor.readiness import Readiness, ReadyState
 from cobalt.executor.response_budget import ResponseBudget
 from cobalt.executor.sandbox import RawRun, SandboxJob
 from cobalt.executor.settings import ExecutorSettings
-from cobalt.executor.value_budget import call_test_bytes, sendable
+from cobalt.executor.value_budget import CALL_VALUE_OVERHEAD, call_test_json_bytes, sendable
 from cobalt.executor.values import dumps_value
 from cobalt.shared.contracts import (
     BatchExecuteRequest,
@@ -447,17 +447,28 @@ async def _all_or_none(coroutines: list[Coroutine[Any, Any, Result]]) -> list[Re
     return [task.result() for task in tasks]
 
 
+LCB_REPLAY_COPIES = 3
+"""Copies of a replayed call's JSON a running `lcb` test holds: in its program's text,
+in the sandbox command (escaped), and while it is written."""
+
+
 def _request_bytes(request: ExecuteRequest) -> int:
     """What a program holds in memory while it waits and runs, roughly: its text data,
-    a call test's arguments and expected value included (as their JSON)."""
+    a call test's arguments and expected value included (as their JSON), and under `lcb`
+    the calls each of its first tests replays (`_lcb_prior_calls`: quadratic in them)."""
     size = len(request.code)
-    for test in request.tests:
+    replayed = 0
+    for index, test in enumerate(request.tests):
         if isinstance(test, StdinTest):
             size += len(test.stdin) + len(test.expected_stdout)
         elif isinstance(test, ProgramTest):
             size += len(test.check)
         else:
-            size += call_test_bytes(test)
+            text = call_test_json_bytes(test)
+            size += text * CALL_VALUE_OVERHEAD
+            if request.compare is Compare.LCB and index < LCB_REPLAYED_TESTS:
+                size += replayed * LCB_REPLAY_COPIES
+                replayed += text
         size += 256
     return size
 

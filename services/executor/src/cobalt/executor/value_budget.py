@@ -35,7 +35,7 @@ __all__ = [
     "MAX_SHOWN_DEPTH",
     "READ_FLOOR",
     "SIZE_RATIO",
-    "call_test_bytes",
+    "call_test_json_bytes",
     "nested_within",
     "over_read_budget",
     "sendable",
@@ -108,12 +108,11 @@ CALL_VALUE_OVERHEAD = 8
 small ints: an 8-byte pointer per 2-3 characters, plus the objects)."""
 
 
-def call_test_bytes(test: CallTest) -> int:
-    """What a call test's arguments and expected value hold in the server while it waits
-    and runs, for admission: their JSON size times `CALL_VALUE_OVERHEAD` (decoded values
-    take several times their text, and the sandbox command holds their JSON again)."""
+def call_test_json_bytes(test: CallTest) -> int:
+    """The JSON size of a call test's arguments and expected value; admission counts
+    `CALL_VALUE_OVERHEAD` times it (decoded values take several times their text, and
+    the sandbox command holds their JSON again)."""
     try:
-        text = len(dumps_value([test.args, test.kwargs, test.expected]))
+        return len(dumps_value([test.args, test.kwargs, test.expected]))
     except (TypeError, ValueError):
-        text = 0
-    return text * CALL_VALUE_OVERHEAD
+        return 0
