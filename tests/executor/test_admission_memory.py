@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cobalt.executor import bodies
 from cobalt.executor.admission import Admission
+from cobalt.executor.bodies import BodyParser
 from cobalt.executor.fd_budget import FDS_PER_SLOT, RESERVED_FDS, connection_limit
 from cobalt.executor.judge import skipped
 from cobalt.executor.service import _request_bytes
@@ -110,3 +113,40 @@ def test_lcb_replays_count_towards_admission() -> None:
     lcb = ExecuteRequest(code=plain.code, tests=tests, compare="lcb")
     replayed = sum(i * len(json.dumps([args, {}, 1])) for i in range(100))
     assert _request_bytes(lcb) >= _request_bytes(plain) + replayed
+
+
+def test_a_body_is_never_parsed_behind_bigger_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two big bodies (millions of small values each) keep both big-lane parser
+    processes busy; a 1 MiB body beside them is parsed in its own lane and is done first
+    (a 1.5 MiB one once waited 20 s behind two 30 MB ones)."""
+    monkeypatch.setattr(bodies, "SMALL_LANE_BYTES", 2 << 20)  # smaller bodies, same rule
+    parser = BodyParser()
+    parser.warm_up()
+
+    def body(ints: int, tests: int) -> bytes:
+        # Many small values: slow to decode and validate, as a real argument-heavy body.
+        case = {"fn_name": "f", "args": [[1] * (ints // tests)], "expected": 1}
+        return json.dumps({"code": "def f(x):\n    return 1\n", "tests": [case] * tests}).encode()
+
+    big = body(1_200_000, 20)
+    small = json.dumps(
+        {"code": "print(2)", "tests": [{"stdin": "x" * (1 << 20), "expected_stdout": "2"}]}
+    ).encode()
+    took: dict[str, float] = {}
+
+    async def parse(name: str, data: bytes) -> None:
+        started = time.monotonic()
+        await parser.parse(data, ExecuteRequest)
+        took[name] = time.monotonic() - started
+
+    async def main() -> None:
+        bigs = [asyncio.create_task(parse(f"big{i}", big)) for i in range(2)]
+        await asyncio.sleep(0.05)  # both big ones are in their processes
+        await asyncio.gather(parse("small", small), *bigs)
+
+    try:
+        asyncio.run(main())
+    finally:
+        parser.close()
+    # Behind them it would wait for a whole big parse; in its own lane, only for itself.
+    assert took["small"] < 0.5 * min(took["big0"], took["big1"]), took
