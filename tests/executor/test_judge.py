@@ -91,7 +91,13 @@ def raw_runs(draw: st.DrawFn) -> RawRun:
 
 
 tests = st.one_of(
-    st.builds(StdinTest, stdin=texts, expected_stdout=texts),
+    # Built without validation, as the call tests below: JSON request data may hold lone
+    # surrogates, which this pydantic refuses in a str field built from Python.
+    st.builds(
+        lambda stdin, expected: StdinTest.model_construct(stdin=stdin, expected_stdout=expected),
+        texts,
+        texts,
+    ),
     st.builds(
         lambda args, expected: CallTest.model_construct(
             fn_name="f", args=args, kwargs={}, expected=expected
@@ -112,7 +118,7 @@ def test_any_outcome_gets_a_verdict_never_an_exception(
     # The response can always be sent: it encodes as UTF-8 JSON.
     result.model_dump_json().encode("utf-8")
     if not raw.started:
-        assert result.verdict in (Verdict.SANDBOX_ERROR, Verdict.TIME_LIMIT), result
+        assert result.verdict in (Verdict.SANDBOX_ERROR, Verdict.TIME_LIMIT, Verdict.OUTPUT_LIMIT)
     if result.verdict is Verdict.ACCEPTED:
         assert raw.started and raw.exit_code == 0 and not raw.slot_died
 

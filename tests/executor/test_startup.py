@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import SecretStr
+from typer.testing import CliRunner
 
 from cobalt.executor.app import create_app
 from cobalt.executor.errors import SandboxUnavailable
@@ -15,6 +17,9 @@ from cobalt.executor.interpreter import describe_interpreter
 from cobalt.executor.pool import SandboxPool
 from cobalt.executor.sandbox import SandboxConfig
 from cobalt.executor.settings import ExecutorSettings
+from cobalt.shared.auth import AccessTokens
+from cobalt.shared.cli import EXIT_USAGE
+from cobalt.shared.commands import app
 
 
 @pytest.fixture
@@ -79,3 +84,36 @@ def test_refuses_to_start_when_a_limit_cannot_be_enforced() -> None:
     settings = ExecutorSettings(slots=1, nofile=1 << 40)
     with pytest.raises(SandboxUnavailable, match="COBALT_EXECUTOR_NOFILE cannot be enforced"):
         SandboxPool(settings.sandbox_config())
+
+
+@pytest.mark.parametrize("blank", ["", "   ", "\t\n"])
+def test_a_blank_token_is_refused_at_start_up(blank: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A templated secret that came out empty must not open the executor to everyone."""
+    monkeypatch.setenv("COBALT_EXECUTOR_AUTH_TOKEN", blank)
+    monkeypatch.delenv("COBALT_EXECUTOR_NO_AUTH", raising=False)
+    with pytest.raises(ValueError, match="COBALT_EXECUTOR_NO_AUTH"):
+        ExecutorSettings(slots=1)
+    result = CliRunner().invoke(
+        app, ["executor", "serve"], env={"COBALT_EXECUTOR_AUTH_TOKEN": blank}
+    )
+    assert result.exit_code == EXIT_USAGE, result.output
+    assert "AUTH_TOKEN is set but empty" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_no_auth_must_be_asked_for_and_never_with_a_token(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COBALT_EXECUTOR_AUTH_TOKEN", "")
+    monkeypatch.setenv("COBALT_EXECUTOR_NO_AUTH", "true")
+    assert ExecutorSettings(slots=1).auth_token is None
+    monkeypatch.setenv("COBALT_EXECUTOR_AUTH_TOKEN", "t0ken")
+    with pytest.raises(ValueError, match="contradict"):
+        ExecutorSettings(slots=1)
+
+
+def test_an_empty_token_never_matches_an_anonymous_request() -> None:
+    """The shared check never lets an empty header equal an empty configured token."""
+    tokens = AccessTokens(write=SecretStr(""))
+    assert tokens.scope_of("") is None
+    assert tokens.scope_of("x") is None

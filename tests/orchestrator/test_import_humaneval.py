@@ -173,7 +173,8 @@ def test_the_humaneval_judge_keeps_each_whole_check(sessions: sessionmaker[Sessi
         [whole] = problem.hidden_tests
         assert isinstance(whole, ProgramTest)
         entry_point = raw[task_id]["entry_point"]
-        assert whole.check == f"{raw[task_id]['test'].rstrip()}\n\ncheck({entry_point})\n"
+        helpers = humaneval.prompt_helpers(raw[task_id]["prompt"], entry_point)
+        assert whole.check == f"{helpers}{raw[task_id]['test'].rstrip()}\n\ncheck({entry_point})\n"
         assert bool(problem.public_tests) is (task_id not in NO_EXAMPLES), task_id
     # Asserts with a tuple literal stay out of the public call tests (Python's == tells a
     # tuple from the list JSON would make of it): HumanEval/107 returns tuples, and its

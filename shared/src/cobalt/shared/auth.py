@@ -60,8 +60,8 @@ class AccessTokens(BaseModel):
 
 
 def _same(given: str, expected: SecretStr | None) -> bool:
-    if expected is None:
-        return False
+    if expected is None or not expected.get_secret_value():
+        return False  # an empty token is nobody's: no header at all would match it
     return secrets.compare_digest(given.encode(), expected.get_secret_value().encode())
 
 

@@ -14,10 +14,17 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["ASSETS_PATH", "NO_DEFAULT_DOCS", "serve_api_docs"]
+__all__ = [
+    "ASSETS_PATH",
+    "MAX_ASSET_DOWNLOADS",
+    "NO_DEFAULT_DOCS",
+    "AtMostAtOnce",
+    "serve_api_docs",
+]
 
 NO_DEFAULT_DOCS: dict[str, Any] = {"docs_url": None, "redoc_url": None, "openapi_url": None}
 """`FastAPI(**NO_DEFAULT_DOCS)`: leave the documentation routes to `serve_api_docs`."""
@@ -62,4 +69,37 @@ def serve_api_docs(app: FastAPI) -> None:
     app.add_route("/openapi.json", openapi_json, include_in_schema=False)
     app.add_route("/docs", swagger_page, include_in_schema=False)
     app.add_route("/redoc", redoc_page, include_in_schema=False)
-    app.mount(ASSETS_PATH, StaticFiles(packages=[ASSETS_PACKAGE]), name="docs-assets")
+    assets = StaticFiles(packages=[ASSETS_PACKAGE])
+    app.mount(ASSETS_PATH, AtMostAtOnce(assets, MAX_ASSET_DOWNLOADS), name="docs-assets")
+
+
+MAX_ASSET_DOWNLOADS = 8
+"""Asset downloads served at once. Each holds an open file until its (anonymous, maybe
+slow) client has read it: unbounded, 1,470 of them took every descriptor of a 512-fd
+executor. More at once get 503 with Retry-After; a browser loads four."""
+
+
+class AtMostAtOnce:
+    """An ASGI app that runs `app` for at most `limit` HTTP requests at once and answers
+    the rest 503 (Retry-After: 1) at once, holding nothing for them."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+        self.running = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.running >= self.limit:
+            busy = PlainTextResponse(
+                "too many downloads at once; retry shortly", 503, {"Retry-After": "1"}
+            )
+            await busy(scope, receive, send)
+            return
+        self.running += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.running -= 1

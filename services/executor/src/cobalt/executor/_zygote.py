@@ -249,6 +249,8 @@ SECCOMP_MODE_FILTER = 2
 _LIBC = ctypes.CDLL(None, use_errno=True)
 """Loaded once here; forked tests inherit it."""
 TEST_FILTER = b""
+HANDOVER_FILTER = b""
+"""Stacked by the test's process after it handed its notification fd over (no sendmsg)."""
 """The per-test seccomp filter (argv[2]); each pre-forked child installs it on itself
 right after its own setsid, before it waits for its test."""
 
@@ -263,7 +265,15 @@ NOTIF_BYTES = 80
 """sizeof(struct seccomp_notif): id, pid, flags, then struct seccomp_data."""
 
 
-def _install_test_filter(program: bytes) -> int:
+def _split_filters(framed: bytes) -> tuple[bytes, bytes]:
+    """The test filter and the handover filter (`seccomp.per_test_seccomp_bpf`'s framing)."""
+    if len(framed) < 4:
+        return b"", b""
+    size = int.from_bytes(framed[:4], "little")
+    return framed[4 : 4 + size], framed[4 + size :]
+
+
+def _install_test_filter(program: bytes, listen: bool = True) -> int:
     """Stack the server's per-test seccomp filter (no setsid, no inotify) on this process.
 
     The jail's filter must allow what the zygote itself does (setsid for each test); this
@@ -282,12 +292,12 @@ def _install_test_filter(program: bytes) -> int:
     listener = _LIBC.syscall(
         SYS_SECCOMP,
         SECCOMP_SET_MODE_FILTER,
-        SECCOMP_FILTER_FLAG_NEW_LISTENER,
+        SECCOMP_FILTER_FLAG_NEW_LISTENER if listen else 0,
         ctypes.byref(fprog),
     )
     if listener < 0:
         raise OSError(ctypes.get_errno(), "installing the test's seccomp filter failed")
-    return int(listener)
+    return int(listener) if listen else -1
 
 
 def _answer_pipe_request(listener: int, budget: int, created: int) -> int:
@@ -512,6 +522,7 @@ def _spare_main(channel: socket.socket) -> NoReturn:
         socket.send_fds(channel, [b"listener"], [listener] if listener >= 0 else [])
         if listener >= 0:
             os.close(listener)
+        _install_test_filter(HANDOVER_FILTER, listen=False)
         _reset_signals()
         if hasattr(sys, "set_int_max_str_digits"):
             sys.set_int_max_str_digits(0)
@@ -1048,14 +1059,14 @@ def _preload(names: str) -> list[str]:
 
 
 def main() -> None:
-    global WRITABLE_DIRS, WORKDIR, KILL_ALL, TEST_FILTER
+    global WRITABLE_DIRS, WORKDIR, KILL_ALL, TEST_FILTER, HANDOVER_FILTER
     if not _in_own_pid_namespace():
         # Unsafe mode: our own directory, and kill(-1) only if our uid is the slot's alone
         # (otherwise it would reach the server and everything else running as its user).
         WRITABLE_DIRS = (sys.argv[3],)
         WORKDIR = os.path.join(sys.argv[3], "run")
         KILL_ALL = sys.argv[4] == "dedicated-uid"
-    TEST_FILTER = bytes.fromhex(sys.argv[2])
+    TEST_FILTER, HANDOVER_FILTER = _split_filters(bytes.fromhex(sys.argv[2]))
     ctl = socket.socket(fileno=int(sys.argv[1]))
     ctl_fd = fcntl.fcntl(ctl.fileno(), fcntl.F_DUPFD_CLOEXEC, 50)
     ctl.close()

@@ -39,6 +39,7 @@ from cobalt.shared.http import validation_detail
 __all__ = [
     "INLINE_PARSE_BYTES",
     "PROCESS_PARSE_BYTES",
+    "SMALL_LANE_BYTES",
     "BodyParser",
     "add_body_schemas",
     "openapi_body",
@@ -101,7 +102,12 @@ PROCESS_PARSE_BYTES = 1 << 20
 of milliseconds at most, less than the round trip to another process costs."""
 
 PARSER_PROCESSES = 2
-"""Parser processes: one big body does not queue every other big body behind it."""
+"""Parser processes for the biggest bodies: one does not queue every other behind it."""
+
+SMALL_LANE_BYTES = 8 << 20
+"""Bodies up to this size (over `PROCESS_PARSE_BYTES`) are parsed in a parser process of
+their own lane, never behind bigger ones: two 30 MB bodies that were then refused once
+held a 1.5 MiB request for 20 s."""
 
 RECYCLE_PARSER_BYTES = 256 << 20
 """A parser process whose memory grew past this (a body of millions of tiny values
@@ -165,33 +171,39 @@ class BodyParser:
     ) -> None:
         self.processes = processes
         self.memory_bytes = memory_bytes
-        self._pool: ProcessPoolExecutor | None = None
+        # Two lanes: "small" (up to SMALL_LANE_BYTES, one process) and "big".
+        self._pools: dict[str, ProcessPoolExecutor | None] = {"small": None, "big": None}
         self._lock = threading.Lock()
 
-    def _processes(self) -> ProcessPoolExecutor:
+    def _processes(self, lane: str = "big") -> ProcessPoolExecutor:
         with self._lock:
-            if self._pool is None:
+            pool = self._pools[lane]
+            if pool is None:
                 context = multiprocessing.get_context("forkserver")
                 context.set_forkserver_preload(["cobalt.executor.bodies"])
-                self._pool = ProcessPoolExecutor(
-                    max_workers=self.processes,
+                pool = ProcessPoolExecutor(
+                    max_workers=1 if lane == "small" else self.processes,
                     mp_context=context,
                     initializer=_limit_parser_memory,
                     initargs=(self.memory_bytes,),
                 )
-            return self._pool
+                self._pools[lane] = pool
+            return pool
 
     def _retire(self, pool: ProcessPoolExecutor) -> None:
         # Bodies already handed to it finish; the next body starts a fresh pool.
         with self._lock:
-            if self._pool is pool:
-                self._pool = None
+            for lane, current in self._pools.items():
+                if current is pool:
+                    self._pools[lane] = None
         pool.shutdown(wait=False)
 
     def warm_up(self) -> None:
         """Start the parser processes now, so the first big body does not pay for it."""
-        pool = self._processes()
-        for future in [pool.submit(int) for _ in range(self.processes)]:
+        futures = [self._processes("small").submit(int)]
+        pool = self._processes("big")
+        futures += [pool.submit(int) for _ in range(self.processes)]
+        for future in futures:
             future.result()
 
     async def parse(self, body: bytes, model: type[Model]) -> Model:
@@ -201,7 +213,7 @@ class BodyParser:
         if len(body) <= PROCESS_PARSE_BYTES:
             return await asyncio.to_thread(parse_body, body, model)
         loop = asyncio.get_running_loop()
-        pool = self._processes()
+        pool = self._processes("small" if len(body) <= SMALL_LANE_BYTES else "big")
         try:
             kind, value, resident = await loop.run_in_executor(pool, _parse_in_worker, body, model)
         except BrokenProcessPool:
@@ -219,8 +231,9 @@ class BodyParser:
 
     def close(self) -> None:
         with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
+            pools = [pool for pool in self._pools.values() if pool is not None]
+            self._pools = dict.fromkeys(self._pools)
+        for pool in pools:
             pool.shutdown(wait=False, cancel_futures=True)
 
 

@@ -57,6 +57,7 @@ def serve(
     import uvicorn
 
     from cobalt.executor.app import create_app
+    from cobalt.executor.fd_budget import connection_limit
     from cobalt.shared.connections import header_deadline_protocol
 
     overrides: dict[str, Any] = {
@@ -76,6 +77,7 @@ def serve(
             log_config=None,
             timeout_graceful_shutdown=10,
             http=header_deadline_protocol(settings.header_timeout_s),
+            limit_concurrency=connection_limit(settings.slots),
         )
     except SandboxUnavailable as exc:
         typer.echo(f"error: {exc}", err=True)
@@ -244,7 +246,8 @@ def _execute_local(request: ExecuteRequest) -> ExecuteResponse:
     from cobalt.executor.service import ExecutorService
 
     try:
-        settings = ExecutorSettings(slots=min(2, os.cpu_count() or 1))
+        # No server, so no token to check: a blank one in the environment is harmless here.
+        settings = ExecutorSettings(slots=min(2, os.cpu_count() or 1), auth_token=None)
         pool = SandboxPool(settings.sandbox_config())
     except ValidationError as exc:
         raise _fail(EXIT_USAGE, f"bad COBALT_EXECUTOR_* setting: {_first_error(exc)}") from exc

@@ -8,6 +8,7 @@ harness's record (tagged with the per-test nonce) holding a matching return valu
 
 from __future__ import annotations
 
+import functools
 import math
 import signal
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import Any
 from cobalt.executor.compare import outputs_match, render_typed, values_match
 from cobalt.executor.presets import HARNESSED
 from cobalt.executor.sandbox import RawRun, SandboxJob
+from cobalt.executor.value_budget import MAX_SHOWN_DEPTH, nested_within, over_read_budget
 from cobalt.executor.values import LargeInt, dumps_value, loads_returned
 from cobalt.shared.contracts import (
     CallTest,
@@ -38,6 +40,9 @@ __all__ = [
     "signal_name",
     "skipped",
 ]
+
+MAX_RECORD_LINE = 64 << 10
+"""Longest record line read (the harnesses' are a few KiB: tracebacks are cut to 2,000)."""
 
 MEMORY_SIGNALS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGKILL}
 RUNTIME_OOM = ("java.lang.OutOfMemoryError: Java heap space", "JavaScript heap out of memory")
@@ -73,9 +78,11 @@ def parse_record(data: bytes, nonce: str) -> HarnessRecord:
             return HarnessRecord()
         start = position + 1
     line, _, value = data[start:].partition(b"\n")
+    if len(line) > MAX_RECORD_LINE:
+        return HarnessRecord()  # no harness writes one this long: a forged record
     try:
         info = loads_returned(line[len(nonce) + 1 :])
-    except ValueError:
+    except (ValueError, MemoryError):
         return HarnessRecord()
     if not isinstance(info, dict):
         return HarnessRecord()
@@ -165,6 +172,12 @@ def _decide(
         # too big to even compile within its time limit.
         if raw.deadline_exceeded:
             return _Outcome(Verdict.TIME_LIMIT, f"time limit exceeded ({job.wall_s:g} s)")
+        if raw.output_exceeded:
+            # Only the program writes past the output limit: it ran, and the jail's late
+            # answer to the kill (its teardown) is the executor's cost, not the verdict.
+            return _Outcome(
+                Verdict.OUTPUT_LIMIT, f"output limit exceeded ({job.output_bytes} bytes)"
+            )
         if raw.slot_died:
             return _Outcome(Verdict.SANDBOX_ERROR, "the sandbox failed before the program ran")
         return _Outcome(Verdict.SANDBOX_ERROR, "the test harness failed to start")
@@ -190,10 +203,12 @@ def _decide(
         if outputs_match(stdout, test.expected_stdout, compare):
             return _Outcome(Verdict.ACCEPTED)
         return _Outcome(Verdict.WRONG_ANSWER, actual=stdout)
-    return _decide_call(test, record, compare)
+    return _decide_call(test, record, compare, job.memory_mb)
 
 
-def _decide_call(test: CallTest, record: HarnessRecord, compare: Compare) -> _Outcome:
+def _decide_call(
+    test: CallTest, record: HarnessRecord, compare: Compare, memory_mb: int
+) -> _Outcome:
     if record.status == "missing":
         return _Outcome(
             Verdict.RUNTIME_ERROR,
@@ -204,13 +219,18 @@ def _decide_call(test: CallTest, record: HarnessRecord, compare: Compare) -> _Ou
         return _Outcome(Verdict.WRONG_ANSWER, f"returned a {kind}, which is not a JSON value")
     if record.status != "returned" or record.value is None:
         return _Outcome(Verdict.RUNTIME_ERROR, "the program exited before returning a result")
+    too_large = over_read_budget(record.value, test.expected, memory_mb)
+    if too_large is not None:
+        return _Outcome(Verdict.WRONG_ANSWER, too_large)
     try:
         actual = loads_returned(record.value)
-    except ValueError:
+    except (ValueError, MemoryError):
         return _Outcome(Verdict.WRONG_ANSWER, "the returned value could not be read as JSON")
     typed = compare in HARNESSED
     try:
-        returned = _returned(actual, typed) if len(record.value) <= RETURNED_MAX_CHARS else None
+        shown_whole = len(record.value) <= RETURNED_MAX_CHARS
+        shown_whole = shown_whole and nested_within(actual, MAX_SHOWN_DEPTH)
+        returned = _returned(actual, typed) if shown_whole else None
         matched = values_match(actual, test.expected, compare)
         shown = render_typed(actual, _RENDER_BUDGET) if typed else record.value
     except Exception:  # the judge's failure on the program's data is the program's verdict
@@ -383,6 +403,11 @@ def sandbox_error(reason: str) -> TestResult:
     return TestResult(verdict=Verdict.SANDBOX_ERROR, feedback=reason)
 
 
+@functools.cache
 def skipped(reason: str) -> TestResult:
-    """The result of a test that was not run (stop on first failure, time budget)."""
+    """The result of a test that was not run (stop on first failure, time budget).
+
+    One object per reason, shared by every skipped test (results are never changed in
+    place, only copied): half a million skipped tests in a batch cost a pointer each.
+    """
     return TestResult(verdict=Verdict.SKIPPED, feedback=reason)

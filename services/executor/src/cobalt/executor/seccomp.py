@@ -152,12 +152,30 @@ TEST_DENIED_SYSCALLS: tuple[str, ...] = (
     # and this keeps it so even if one ever did.
     "mount",
     "umount2",
+    # Kernel quotas and objects slots share (issue 48): a FIFO takes pipe pages from the
+    # uid's quota outside the pipe budget (no device can be made anyway), and a flock on a
+    # shared read-only file (the stdlib) is a covert channel between slots.
+    "mknod",
+    "mknodat",
+    "flock",
+    # The host's process count and free memory: how busy the other slots are.
+    "sysinfo",
 )
 """Denied to tests only (the zygote itself calls setsid for each test), by a second
 filter the test's harness stacks on itself before any untrusted code runs."""
 
 
 F_SETPIPE_SZ = 1031
+F_NOTIFY = 1026
+"""dnotify: watching a shared read-only directory shows what other slots open there."""
+LOCK_QUERIES = (5, 36)
+"""F_GETLK and F_OFD_GETLK: asking whether a shared read-only file is read-locked would
+read what another slot signals with its read locks (setting them stays allowed: read locks
+never conflict with each other, and no test can open a shared file for writing)."""
+FD_PASSING_SYSCALLS = ("sendmsg", "sendmmsg")
+"""How a test could put file descriptors in flight (SCM_RIGHTS): the in-flight count is
+the uid's, shared by slots that share a uid, so a test holding hundreds would make a
+neighbour's fd passing fail (ETOOMANYREFS). Denied from the handover on (below)."""
 DEFAULT_PIPE_BYTES = 65536
 SUPERVISED_SYSCALLS = ("pipe", "pipe2")
 """With `supervise_pipes`, calls the zygote answers (it counts them against the test's
@@ -172,6 +190,10 @@ def build_test_filter(*, supervise_pipes: bool = False) -> pyseccomp.SyscallFilt
     pipe may grow beyond the default 64 KiB: each then costs a known share of the quota.
     """
     rules = _denying(TEST_DENIED_SYSCALLS)
+    for command in (F_NOTIFY, *LOCK_QUERIES):
+        rules.add_rule(
+            pyseccomp.ERRNO(errno.EPERM), "fcntl", pyseccomp.Arg(1, pyseccomp.EQ, command)
+        )
     if supervise_pipes:
         for name in SUPERVISED_SYSCALLS:
             rules.add_rule(pyseccomp.NOTIFY, name)
@@ -184,9 +206,17 @@ def build_test_filter(*, supervise_pipes: bool = False) -> pyseccomp.SyscallFilt
     return rules
 
 
+def build_handover_filter() -> pyseccomp.SyscallFilter:
+    """The filter a test's process stacks once it has handed its notification fd to the
+    zygote (an fd it passes with sendmsg): from then on no fd passing."""
+    return _denying(FD_PASSING_SYSCALLS)
+
+
 def per_test_seccomp_bpf(*, supervise_pipes: bool = False) -> bytes:
-    """The per-test filter as raw BPF (the harness installs it with seccomp(2))."""
-    return _export(build_test_filter(supervise_pipes=supervise_pipes))
+    """The per-test filters as raw BPF (the harness installs them with seccomp(2)): the
+    test filter's length (4 bytes, little-endian), the test filter, the handover filter."""
+    test = _export(build_test_filter(supervise_pipes=supervise_pipes))
+    return len(test).to_bytes(4, "little") + test + _export(build_handover_filter())
 
 
 def seccomp_bpf() -> bytes:

