@@ -118,7 +118,7 @@ def read_build(
         reason = "the compilation was stopped before it finished"
     if reason:
         return _failed(messages, wall_ms, reason)
-    record = parse_record(raw.record, raw.nonce)
+    record = parse_record(raw.record, raw.nonce, max_line=job.record_bytes)
     if record.status != "compiled" or raw.exit_code != 0:
         return _failed(messages, wall_ms, "")
     try:

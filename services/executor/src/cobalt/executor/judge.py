@@ -64,9 +64,10 @@ class HarnessRecord:
     value: str | None = None
 
 
-def parse_record(data: bytes, nonce: str) -> HarnessRecord:
+def parse_record(data: bytes, nonce: str, max_line: int = MAX_RECORD_LINE) -> HarnessRecord:
     """The last well-formed `<nonce> {json}` line of the harness channel, and the value
-    after it; anything else the channel holds is ignored. Never raises."""
+    after it; anything else the channel holds is ignored. Never raises. `max_line` is
+    the longest record the job's harness writes (a compilation's carries its build)."""
     prefix = f"{nonce} {{".encode()
     if not nonce:
         return HarnessRecord()
@@ -78,7 +79,7 @@ def parse_record(data: bytes, nonce: str) -> HarnessRecord:
             return HarnessRecord()
         start = position + 1
     line, _, value = data[start:].partition(b"\n")
-    if len(line) > MAX_RECORD_LINE:
+    if len(line) > max_line:
         return HarnessRecord()  # no harness writes one this long: a forged record
     try:
         info = loads_returned(line[len(nonce) + 1 :])
