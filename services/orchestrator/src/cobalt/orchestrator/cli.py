@@ -503,3 +503,125 @@ def perturb_command(
         first = ", ".join(report.dropped[:FIRST_BAD_ROWS])
         more = ", ..." if len(report.dropped) > FIRST_BAD_ROWS else ""
         typer.echo(f"dropped (fewer than two distinct public outputs): {first}{more}")
+
+
+# --- cobalt data generate -----------------------------------------------------------------
+
+
+def _check_spec(spec: dict[str, Any]) -> None:
+    """Refuse a bad option before anything is written (exit 2, naming the option)."""
+    from pydantic import ValidationError
+
+    from cobalt.orchestrator.datasets.generated.instances import GenerationSpec
+    from cobalt.shared.errors import first_validation_error_parts
+
+    try:
+        GenerationSpec.model_validate(spec)
+    except ValidationError as exc:
+        option, message = first_validation_error_parts(exc, where="spec")
+        raise _fail(EXIT_USAGE, f"--{option.split('.')[0]}: {message}") from exc
+
+
+@data_app.command("generate")
+def generate_command(
+    ctx: typer.Context,
+    split: Annotated[
+        str,
+        typer.Option(
+            "--split",
+            help="train, validation or heldout. A task (template + constants) belongs to one "
+            "split, decided by its hash: the splits never share a task, whatever the seeds.",
+            show_default=False,
+        ),
+    ],
+    count: Annotated[int, typer.Option("--count", min=1, help="Problems to draw.")],
+    name: Annotated[
+        str | None,
+        typer.Option("--name", help="Dataset to import into [gen-FAMILY-SPLIT-dDIFFICULTY]."),
+    ] = None,
+    family: Annotated[
+        str,
+        typer.Option(
+            "--family",
+            help="basic (every family) or one of: arithmetic, strings, lists, conditionals, "
+            "dictionaries, compositions.",
+        ),
+    ] = "basic",
+    seed: Annotated[int, typer.Option(help="Seed of the draw: same seed, same problems.")] = 0,
+    difficulty: Annotated[
+        int,
+        typer.Option(
+            min=1, max=3, help="1-3: wider constants, negative and longer inputs as it grows."
+        ),
+    ] = 1,
+    templates: Annotated[
+        str | None,
+        typer.Option(
+            "--templates",
+            help="Comma-separated template names to draw from (e.g. a screening's kept ones).",
+        ),
+    ] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check/--no-check",
+            help="Run every reference solution on its tests first (COBALT_EXECUTOR_URL's "
+            "executor, or a local one); a failing problem is reported, not imported.",
+        ),
+    ] = True,
+    spec_out: Annotated[
+        Path | None,
+        typer.Option(
+            "--spec-out",
+            help="Also keep the spec here: `cobalt data import --format generated` of it "
+            "imports the same problems again.",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the report as one JSON object.")
+    ] = False,
+) -> None:
+    """Draw COUNT generated problems ("Write a Python function `f(x)` that ...") and import
+    them as dataset --name, like any import (docs/datasets.md, "Generated problems").
+
+    Each problem has one public test (feedback turns), hidden tests with edge cases (the
+    verdict) and its reference solution in its metadata. Exit status: 0 done, 1 nothing
+    valid, 2 bad input (unknown family or template, too many problems for the split),
+    3 database or executor unreachable.
+    """
+    import tempfile
+
+    from cobalt.orchestrator.datasets.importing import ImportOptions, import_file
+
+    spec: dict[str, Any] = {
+        "family": family,
+        "split": split,
+        "seed": seed,
+        "count": count,
+        "difficulty": difficulty,
+    }
+    if templates:
+        spec["templates"] = [part.strip() for part in templates.split(",") if part.strip()]
+    _check_spec(spec)
+    dataset = name or f"gen-{family}-{split}-d{difficulty}"
+    context = _context(ctx)
+    sessions = context.sessions()
+    with tempfile.TemporaryDirectory() as folder:
+        path = spec_out or Path(folder) / f"{dataset}.json"
+        with _handled():
+            path.write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
+        with _executor(check) as executor, _handled():
+            report = import_file(
+                sessions=sessions,
+                name=dataset,
+                fmt="generated",
+                path=path,
+                options=ImportOptions(verify=check, executor=executor),
+                batch_size=context.settings.import_batch_size,
+            )
+    if as_json:
+        _echo_json(_report_json(report, "generated"))
+    else:
+        _print_import(report, "generated")
+    if report.read and len(report.bad) == report.read:
+        raise _fail(EXIT_NOTHING_IMPORTED, "no generated problem passed its check")
