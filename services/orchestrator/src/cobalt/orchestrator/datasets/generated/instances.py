@@ -39,7 +39,7 @@ from cobalt.orchestrator.datasets.generated.templates import (
     Template,
     templates_of,
 )
-from cobalt.shared.contracts import CallTest, ProblemRow, TestStyle
+from cobalt.shared.contracts import CallTest, ProblemRow, StoredTest, TestStyle
 
 __all__ = [
     "GENERATOR_VERSION",
@@ -197,7 +197,7 @@ def problem_of(instance: Instance, spec: GenerationSpec, index: int) -> ProblemR
     function = _reference_function(instance)
     inputs = _inputs(instance, rng, spec.difficulty)
     edge_count = len(inputs) - PUBLIC_TESTS - RANDOM_HIDDEN_TESTS
-    tests = [
+    tests: list[StoredTest] = [
         CallTest(fn_name=instance.function_name, args=args, expected=_call(function, args))
         for args in inputs
     ]

@@ -51,8 +51,8 @@ class InputKind:
 
 def _int(rng: random.Random, difficulty: int) -> int:
     scale = _INT_SCALE[difficulty]
-    low = 0 if difficulty == 1 else -20 * scale
-    return rng.randint(low, 20 * scale)
+    low = 0 if difficulty == 1 else -50 * scale
+    return rng.randint(low, 50 * scale)
 
 
 def _int_edges(difficulty: int) -> list[Any]:
@@ -177,8 +177,8 @@ def _word(rng: random.Random, difficulty: int) -> dict[str, Any]:
 
 def _range(rng: random.Random, difficulty: int) -> dict[str, Any]:
     scale = _INT_SCALE[difficulty]
-    low = rng.randint(-5 * scale if difficulty > 1 else 0, 10 * scale)
-    return {"lo": low, "hi": low + rng.randint(1, 10 * scale)}
+    low = rng.randint(-25 * scale if difficulty > 1 else 0, 40 * scale)
+    return {"lo": low, "hi": low + rng.randint(1, 30 * scale)}
 
 
 def _t(
@@ -203,25 +203,25 @@ _DICT_KEY = ("dict", "key")
 TEMPLATES: tuple[Template, ...] = (
     # --- arithmetic
     _t("arithmetic", "add_k", ("add_k", "plus_k", "shift_up"), _INT,
-       "returns {0} plus {k}", "return {0} + {k}", _ints(2, 99)),
+       "returns {0} plus {k}", "return {0} + {k}", _ints(2, 199)),
     _t("arithmetic", "times_k", ("times_k", "multiply", "scale"), _INT,
-       "returns {0} times {k}", "return {0} * {k}", _ints(2, 30)),
+       "returns {0} times {k}", "return {0} * {k}", _ints(2, 99)),
     _t("arithmetic", "affine", ("affine", "line_value", "linear"), _INT,
        "returns {a} times {0} plus {k}", "return {a} * {0} + {k}",
-       _ints(1, 40, a=(2, 12))),
+       _ints(1, 99, a=(2, 12))),
     _t("arithmetic", "minus_k", ("minus_k", "subtract", "shift_down"), _INT,
-       "returns {0} minus {k}", "return {0} - {k}", _ints(2, 99)),
+       "returns {0} minus {k}", "return {0} - {k}", _ints(2, 199)),
     _t("arithmetic", "square_plus_k", ("square_plus", "sq_add", "squared_shift"), _INT,
-       "returns the square of {0} plus {k}", "return {0} * {0} + {k}", _ints(1, 99)),
+       "returns the square of {0} plus {k}", "return {0} * {0} + {k}", _ints(1, 199)),
     _t("arithmetic", "floor_div_k", ("div_k", "int_divide", "floor_div"), _INT,
        "returns {0} divided by {k}, rounded down (integer division)", "return {0} // {k}",
-       _ints(2, 20)),
+       _ints(2, 50)),
     _t("arithmetic", "mod_k", ("mod_k", "remainder", "rem_k"), _INT,
-       "returns the remainder of {0} divided by {k}", "return {0} % {k}", _ints(2, 20)),
+       "returns the remainder of {0} divided by {k}", "return {0} % {k}", _ints(2, 50)),
     _t("arithmetic", "weighted_sum", ("weighted", "combine", "mix"), _TWO_INTS,
-       "returns {k} times {0} plus {1}", "return {k} * {0} + {1}", _ints(2, 30)),
+       "returns {k} times {0} plus {1}", "return {k} * {0} + {1}", _ints(2, 99)),
     _t("arithmetic", "diff_times_k", ("diff_times", "gap_scaled", "scaled_diff"), _TWO_INTS,
-       "returns {0} minus {1}, multiplied by {k}", "return ({0} - {1}) * {k}", _ints(2, 30)),
+       "returns {0} minus {1}, multiplied by {k}", "return ({0} - {1}) * {k}", _ints(2, 99)),
     # --- strings
     _t("strings", "repeat_k", ("repeat", "repeat_k", "echo"), _STR,
        "returns {0} repeated {k} times", "return {0} * {k}", _ints(2, 6, scaled=False)),
@@ -245,22 +245,22 @@ TEMPLATES: tuple[Template, ...] = (
        "returns {0} reversed, followed by {c}", "return {0}[::-1] + {c}",
        _chars("c", alphabet="!?.*#xyz")),
     _t("strings", "length_plus_k", ("length_plus", "size_plus", "len_k"), _STR,
-       "returns the length of {0} plus {k}", "return len({0}) + {k}", _ints(1, 99)),
+       "returns the length of {0} plus {k}", "return len({0}) + {k}", _ints(1, 199)),
     # --- lists
     _t("lists", "sum_plus_k", ("sum_plus", "total_plus", "add_all"), _LIST,
-       "returns the sum of the numbers in {0} plus {k}", "return sum({0}) + {k}", _ints(1, 99)),
+       "returns the sum of the numbers in {0} plus {k}", "return sum({0}) + {k}", _ints(1, 199)),
     _t("lists", "count_greater", ("count_greater", "count_above", "how_many_over"), _LIST,
        "returns how many numbers in {0} are greater than {k}",
-       "return sum(1 for v in {0} if v > {k})", _ints(0, 9)),
+       "return sum(1 for v in {0} if v > {k})", _ints(0, 30)),
     _t("lists", "keep_greater", ("keep_greater", "filter_above", "only_over"), _LIST,
        "returns the numbers in {0} that are greater than {k}, as a list in the same order",
-       "return [v for v in {0} if v > {k}]", _ints(0, 9)),
+       "return [v for v in {0} if v > {k}]", _ints(0, 30)),
     _t("lists", "add_each", ("add_each", "shift_all", "plus_each"), _LIST,
        "returns a list with {k} added to each number in {0}", "return [v + {k} for v in {0}]",
-       _ints(1, 99)),
+       _ints(1, 199)),
     _t("lists", "scale_each", ("scale_each", "times_each", "multiply_all"), _LIST,
        "returns a list with each number in {0} multiplied by {k}",
-       "return [v * {k} for v in {0}]", _ints(2, 30)),
+       "return [v * {k} for v in {0}]", _ints(2, 99)),
     _t("lists", "first_k_items", ("take", "first_items", "head_items"), _LIST,
        "returns the first {k} items of the list {0}", "return {0}[:{k}]",
        _ints(1, 6, scaled=False)),
@@ -268,58 +268,58 @@ TEMPLATES: tuple[Template, ...] = (
        "returns how many times {k} occurs in the list {0}", "return {0}.count({k})",
        _ints(0, 9, scaled=False)),
     _t("lists", "max_plus_k", ("max_plus", "largest_plus", "top_plus"), ("nonempty_list",),
-       "returns the largest number in {0} plus {k}", "return max({0}) + {k}", _ints(1, 99)),
+       "returns the largest number in {0} plus {k}", "return max({0}) + {k}", _ints(1, 199)),
     _t("lists", "min_times_k", ("min_times", "smallest_times", "low_scaled"), ("nonempty_list",),
-       "returns the smallest number in {0} times {k}", "return min({0}) * {k}", _ints(2, 30)),
+       "returns the smallest number in {0} times {k}", "return min({0}) * {k}", _ints(2, 99)),
     # --- conditionals
     _t("conditionals", "at_most_k", ("at_most", "cap", "clip_high"), _INT,
-       "returns the smaller of {0} and {k}", "return min({0}, {k})", _ints(0, 99)),
+       "returns the smaller of {0} and {k}", "return min({0}, {k})", _ints(0, 199)),
     _t("conditionals", "at_least_k", ("at_least", "floor_at", "clip_low"), _INT,
-       "returns the larger of {0} and {k}", "return max({0}, {k})", _ints(0, 99)),
+       "returns the larger of {0} and {k}", "return max({0}, {k})", _ints(0, 199)),
     _t("conditionals", "divisible_by_k", ("divisible", "is_multiple", "divides"), _INT,
        "returns True if {0} is divisible by {k}, else False", "return {0} % {k} == 0",
-       _ints(2, 20)),
+       _ints(2, 30)),
     _t("conditionals", "big_or_small", ("size_word", "big_or_small", "classify"), _INT,
        "returns 'big' if {0} is greater than {k}, else 'small'",
-       "return 'big' if {0} > {k} else 'small'", _ints(0, 30)),
+       "return 'big' if {0} > {k} else 'small'", _ints(0, 60)),
     _t("conditionals", "distance_to_k", ("distance", "abs_gap", "how_far"), _INT,
        "returns the absolute difference between {0} and {k}", "return abs({0} - {k})",
-       _ints(0, 99)),
+       _ints(0, 199)),
     _t("conditionals", "in_range", ("in_range", "is_between", "within"), _INT,
        "returns True if {0} is between {lo} and {hi} (both included), else False",
        "return {lo} <= {0} <= {hi}", _range),
     _t("conditionals", "parity_word", ("parity", "even_or_odd", "parity_word"), _INT,
        "returns 'even' if {0} plus {k} is even, else 'odd'",
-       "return 'even' if ({0} + {k}) % 2 == 0 else 'odd'", _ints(1, 99)),
+       "return 'even' if ({0} + {k}) % 2 == 0 else 'odd'", _ints(1, 199)),
     _t("conditionals", "larger_plus_k", ("larger_plus", "max_plus_k", "bigger_plus"), _TWO_INTS,
        "returns the larger of {0} and {1}, plus {k}", "return max({0}, {1}) + {k}",
-       _ints(1, 99)),
+       _ints(1, 199)),
     # --- dictionaries
     _t("dictionaries", "get_or_k", ("get_or", "lookup", "value_of"), _DICT_KEY,
        "returns the value of key {1} in the dictionary {0}, or {k} if the key is missing",
        "return {0}.get({1}, {k})", _ints(-1, 99)),
     _t("dictionaries", "count_values_over", ("count_over", "how_many_above", "count_big"), _DICT,
        "returns how many values in the dictionary {0} are greater than {k}",
-       "return sum(1 for v in {0}.values() if v > {k})", _ints(0, 9)),
+       "return sum(1 for v in {0}.values() if v > {k})", _ints(0, 30)),
     _t("dictionaries", "sum_values_plus_k", ("sum_values", "total_value", "value_sum"), _DICT,
        "returns the sum of the values in the dictionary {0} plus {k}",
-       "return sum({0}.values()) + {k}", _ints(1, 99)),
+       "return sum({0}.values()) + {k}", _ints(1, 199)),
     _t("dictionaries", "keys_with_value", ("keys_with", "keys_equal", "find_keys"), _DICT,
        "returns the sorted list of the keys of the dictionary {0} whose value is {k}",
        "return sorted(key for key, v in {0}.items() if v == {k})", _ints(0, 4, scaled=False)),
     _t("dictionaries", "scale_values", ("scale_values", "times_values", "multiply_values"),
        _DICT,
        "returns a new dictionary with the keys of {0}, each value multiplied by {k}",
-       "return {{key: v * {k} for key, v in {0}.items()}}", _ints(2, 30)),
+       "return {{key: v * {k} for key, v in {0}.items()}}", _ints(2, 99)),
     _t("dictionaries", "add_to_key", ("add_to_key", "bump", "increase"), _DICT_KEY,
        "returns a copy of the dictionary {0} where the value of key {1} is increased by {k} "
        "(a missing key counts as 0)",
        "result = dict({0})\nresult[{1}] = result.get({1}, 0) + {k}\nreturn result",
-       _ints(1, 99)),
+       _ints(1, 199)),
     # --- compositions of two steps
     _t("compositions", "sum_evens_times_k", ("evens_times", "even_sum_scaled", "sum_even_k"),
        _LIST, "returns the sum of the even numbers in {0}, multiplied by {k}",
-       "return sum(v for v in {0} if v % 2 == 0) * {k}", _ints(2, 30)),
+       "return sum(v for v in {0} if v % 2 == 0) * {k}", _ints(2, 99)),
     _t("compositions", "count_long_words", ("count_long", "long_words", "wordy"), ("sentence",),
        "returns how many words of {0} (split on spaces) are longer than {k} letters",
        "return sum(1 for w in {0}.split() if len(w) > {k})", _ints(1, 4, scaled=False)),
@@ -328,16 +328,16 @@ TEMPLATES: tuple[Template, ...] = (
        "are fewer)", "return sorted({0})[:{k}]", _ints(1, 5, scaled=False)),
     _t("compositions", "squares_plus_k", ("squares_plus", "sum_squares", "energy"), _LIST,
        "returns the sum of the squares of the numbers in {0}, plus {k}",
-       "return sum(v * v for v in {0}) + {k}", _ints(1, 99)),
+       "return sum(v * v for v in {0}) + {k}", _ints(1, 199)),
     _t("compositions", "positive_scaled", ("positives_times", "scale_positive", "pos_scaled"),
        _LIST, "returns the positive numbers of {0}, each multiplied by {k}, as a list",
-       "return [v * {k} for v in {0} if v > 0]", _ints(2, 30)),
+       "return [v * {k} for v in {0} if v > 0]", _ints(2, 99)),
     _t("compositions", "upper_repeat", ("shout", "upper_repeat", "loud"), _STR,
        "returns {0} in upper case, repeated {k} times", "return {0}.upper() * {k}",
        _ints(2, 5, scaled=False)),
     _t("compositions", "vowels_plus_k", ("vowels_plus", "count_vowels", "vowel_score"), _STR,
        "returns the number of vowels (a, e, i, o, u) in {0} plus {k}",
-       "return sum(1 for v in {0} if v in 'aeiou') + {k}", _ints(1, 99)),
+       "return sum(1 for v in {0} if v in 'aeiou') + {k}", _ints(1, 199)),
 )  # fmt: skip
 
 FAMILIES: dict[str, tuple[str, ...]] = {
