@@ -140,7 +140,7 @@ def test_a_template_path_is_refused_without_a_word_about_the_disk(
 
 def test_templates_by_name(api: httpx.Client) -> None:
     names = api.get("/v1/templates").json()["names"]
-    assert names == ["default", "reasoning"]
+    assert names == ["brief", "default", "reasoning"]
     created = api.post("/v1/runs", json=_run(template="reasoning", n=1))
     assert created.status_code == 202, created.text
     assert created.json()["template_name"] == "reasoning"

@@ -11,6 +11,7 @@ import string
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -25,6 +26,12 @@ from cobalt.orchestrator.datasets.generated.instances import (
     generate_problems,
     split_of,
 )
+from cobalt.orchestrator.datasets.generated.screening import (
+    Outcome,
+    ScreeningRule,
+    judge_answers,
+    screening_problems,
+)
 from cobalt.orchestrator.datasets.generated.templates import (
     DIFFICULTIES,
     FAMILIES,
@@ -36,6 +43,7 @@ from cobalt.orchestrator.datasets.generated.templates import (
 from cobalt.shared.clients import ExecutorClient, ExecutorClientSettings
 from cobalt.shared.commands import app
 from cobalt.shared.contracts import CallTest, ProblemRow
+from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
 
 
 def _rows(**spec: object) -> list[ProblemRow]:
@@ -207,3 +215,74 @@ def test_cobalt_data_generate_imports_like_any_dataset(
             app, ["data", "generate", "--count", "5", "--no-check", *bad], env=env
         )
         assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_answers_are_judged_and_their_failures_classified(executor: ExecutorClient) -> None:
+    (problem,) = _rows(split="train", count=1, templates=["add_k"])
+    name, reference = problem.fn_name, problem.source_metadata["reference"]
+    assert name is not None
+    fenced = "```python\n{}\n```".format
+    answers = {
+        Outcome.PASSED: fenced(reference),
+        Outcome.NO_CODE: "The answer is x plus k.",
+        Outcome.SYNTAX_ERROR: fenced(f"def {name}(x):\n    return x +"),
+        Outcome.WRONG_FUNCTION_NAME: fenced(reference.replace(f"def {name}(", "def solve(")),
+        Outcome.RUNTIME_ERROR: fenced(f"def {name}(x):\n    return x + undefined_name"),
+        Outcome.WRONG_ANSWER: fenced(f"def {name}(x):\n    return x"),
+    }
+    judged = judge_answers([(problem, text) for text in answers.values()], executor)
+    assert judged == list(answers)
+
+
+def test_cobalt_data_screen_keeps_templates_passed_sometimes(
+    executor_url: str, sqlite_url: str, tmp_path: Path
+) -> None:
+    """A fake base model that always solves `add_k`, solves `times_k` half the time and
+    never `minus_k`: only `times_k` obeys 0.1 <= p <= 0.9."""
+    rule = ScreeningRule(instances=2, n=4)
+    problems = screening_problems(family="arithmetic", difficulty=1, seed=0, rule=rule)
+    reference = {
+        p.statement: (p.source_metadata["template"], p.source_metadata["reference"])
+        for p in problems
+    }
+
+    def answer(messages: list[dict[str, Any]], index: int) -> str:
+        template, code = next(
+            value for statement, value in reference.items() if statement in messages[-1]["content"]
+        )
+        solves = template == "add_k" or (template == "times_k" and index % 2 == 0)
+        return f"```python\n{code if solves else 'def nothing(): pass'}\n```\nDone."
+
+    server = FakeOpenAI(responder=answer)
+    out = tmp_path / "screen.json"
+    with serve_fake_openai(server) as url:
+        result = CliRunner().invoke(
+            app,
+            [
+                "data",
+                "screen",
+                "--base-url",
+                url,
+                "--model",
+                "fake-model",
+                "--family",
+                "arithmetic",
+                "--instances",
+                "2",
+                "--n",
+                "4",
+                "--out",
+                str(out),
+                "--json",
+            ],
+            env={"COBALT_DATABASE_URL": sqlite_url, "COBALT_EXECUTOR_URL": executor_url},
+        )
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    assert record == json.loads(out.read_text())
+    assert record["kept"] == ["times_k"]
+    assert "0.1 <= p <= 0.9" in record["rule"]
+    by_name = {entry["template"]: entry for entry in record["templates"]}
+    assert by_name["add_k"]["pass_rate"] == 1.0 and by_name["minus_k"]["pass_rate"] == 0.0
+    assert by_name["times_k"]["outcomes"] == {"passed": 4, "wrong_function_name": 4}
+    assert server.requests[-1]["stop"] == ["\n```\n"] and server.requests[-1]["temperature"] == 1.0
