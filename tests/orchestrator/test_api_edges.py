@@ -128,7 +128,7 @@ def test_a_template_path_is_refused_without_a_word_about_the_disk(
     message = _error(api.post("/v1/runs", json=_run(template=template)), 422)
     # The same answer for a file that exists and one that does not: nothing to probe with.
     assert message.replace(repr(template), "NAME") == (
-        "no template named NAME; the server's templates: default, reasoning "
+        "no template named NAME; the server's templates: brief, default, reasoning "
         "(a request names one of these; template files are for the CLI)"
     )
     job = api.post(
