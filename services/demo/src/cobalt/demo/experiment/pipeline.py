@@ -26,6 +26,7 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 
 from cobalt.demo.errors import DemoFailed
+from cobalt.demo.experiment import generated
 from cobalt.demo.experiment.plan import (
     Arm,
     ExperimentOptions,
@@ -310,8 +311,9 @@ def run_experiment(options: ExperimentOptions, progress: DemoProgress) -> Experi
     check_setup(stack)
     model_dir = policy_model_dir(options.model, paths, progress)
     served = options.served_model or model_dir.name
-    rows = pool_rows(options.pool)
-    split = split_pool([row["task_id"] for row in rows], options.seed)
+    generated = options.data == "generated"
+    rows = [] if generated else pool_rows(options.pool)
+    split = Split((), ()) if generated else split_pool([r["task_id"] for r in rows], options.seed)
     upgrade_database(paths.database_url)
     engine = make_engine(paths.database_url)
     try:
@@ -352,8 +354,18 @@ def _run_arms(
     base = next(arm for arm in arms if arm.name == "base")
     base_key = base.key(options)
     prefix = f"exp-s{options.seed}-p{options.pool}"
-    candidates = _import(ctx, f"{prefix}-candidates", rows, split.candidates)
-    held_out = _import(ctx, f"{prefix}-held-out", rows, split.held_out)
+    if options.data == "generated":
+        prefix = f"exp-gen-s{options.seed}-i{options.screen_instances}-d{options.difficulty}"
+        candidate_ids = generated.import_spec(
+            ctx.sessions,
+            ctx.paths.root,
+            f"{prefix}-candidates",
+            generated.candidates_spec(options),
+        )
+        candidates = f"{prefix}-candidates"
+    else:
+        candidates = _import(ctx, f"{prefix}-candidates", rows, split.candidates)
+        held_out = _import(ctx, f"{prefix}-held-out", rows, split.held_out)
     screening = _evaluated_run(
         ctx,
         state,
@@ -366,14 +378,31 @@ def _run_arms(
         label="screening (base, training candidates)",
     )
     rates = problem_rates(ctx, screening)
-    training, dropped = select_training_problems(rates, select=options.select)
-    if len(training) < 2:
-        raise DemoFailed(
-            f"screening kept {len(training)} training problem(s) of {len(rates)} candidates "
-            f"(the base model's pass rate must be neither 0 nor 1); {CONTEXTS_PER_PROBLEM_HINT}"
-        )
-    # The selected problems are their own dataset, named by what they are.
-    train = _import(ctx, f"{prefix}-train-{_digest(training)}", rows, training)
+    if options.data == "generated":
+        rates = generated.template_rates(rates, generated.candidate_templates(options))
+        training, dropped = generated.select_templates(rates, select=options.select)
+        if not training:
+            raise DemoFailed(
+                f"screening kept no template of {len(rates)} (the base model's pass rate must "
+                "be within [0.1, 0.9]); try another --difficulty or --no-select"
+            )
+        train_spec, held_out_spec = generated.train_and_held_out_specs(options, training)
+        digest = _digest(training)
+        train = f"{prefix}-train-{digest}-n{options.train_instances}"
+        held_out = f"{prefix}-held-out-{digest}-n{options.held_out}"
+        generated.import_spec(ctx.sessions, ctx.paths.root, train, train_spec)
+        held_out_ids = generated.import_spec(ctx.sessions, ctx.paths.root, held_out, held_out_spec)
+        split = Split(tuple(candidate_ids), tuple(held_out_ids))
+    else:
+        training, dropped = select_training_problems(rates, select=options.select)
+        if len(training) < 2:
+            raise DemoFailed(
+                f"screening kept {len(training)} training problem(s) of {len(rates)} "
+                "candidates (the base model's pass rate must be neither 0 nor 1); "
+                f"{CONTEXTS_PER_PROBLEM_HINT}"
+            )
+        # The selected problems are their own dataset, named by what they are.
+        train = _import(ctx, f"{prefix}-train-{_digest(training)}", rows, training)
     datasets = {"candidates": candidates, "train": train, "held_out": held_out}
     results: list[ArmResult] = []
     for arm in arms:
