@@ -81,6 +81,8 @@ class ExperimentResult:
     arms: list[ArmResult]
     timings: dict[str, float] = field(default_factory=dict)
     report_path: Path | None = None
+    outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Arm -> split -> its run's turn-0 answers by outcome (`outcomes.turn_outcomes`)."""
 
 
 class _State:
@@ -333,6 +335,8 @@ def run_experiment(options: ExperimentOptions, progress: DemoProgress) -> Experi
                 paths=paths,
             )
             result = _run_arms(options, ctx, rows, split, progress)
+            with progress.stage("turn-0 answers by outcome") as bar:
+                result.outcomes = _outcomes(ctx, result, options)
             with progress.stage("writing the report") as bar:
                 result.timings = dict(progress.timings)
                 result.report_path = write_report(result, sessions, paths.root / "report.md")
@@ -441,6 +445,21 @@ def _run_arms(
         bandit_contexts=count,
         arms=results,
     )
+
+
+def _outcomes(
+    ctx: RunContext, result: ExperimentResult, options: ExperimentOptions
+) -> dict[str, dict[str, Any]]:
+    from cobalt.demo.experiment.outcomes import turn_outcomes
+
+    compare = "cobalt" if options.data == "generated" else "humaneval"
+    return {
+        arm.arm.name: {
+            split: turn_outcomes(ctx.sessions, run, ctx.endpoints.executor, compare=compare)
+            for split, run in arm.runs.items()
+        }
+        for arm in result.arms
+    }
 
 
 def _digest(task_ids: list[str]) -> str:
