@@ -37,6 +37,7 @@ from cobalt.demo.experiment.plan import (
     select_training_problems,
     split_pool,
 )
+from cobalt.orchestrator.datasets.generated.templates import TEMPLATES
 from cobalt.orchestrator.runs.comparison import compare_runs
 from cobalt.orchestrator.runs.evaluation import stored_report
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker
@@ -48,7 +49,11 @@ from tests.support.inference import CONTROL_TOKEN, Server
 COBALT = str(Path(sys.executable).parent / "cobalt")
 ARMS = ("base", "cobalt", "single_turn", "multi_turn")
 TINY = [
-    "--pool", "4", "--screen-samples", "2", "--no-select", "--samples", "2", "--turns", "1",
+    # Generated data (docs/datasets.md): one candidate per template, 2 held-out and 4
+    # training instances.
+    "--data", "generated", "--screen-instances", "1", "--held-out", "2",
+    "--train-instances", "4",
+    "--screen-samples", "2", "--no-select", "--samples", "2", "--turns", "1",
     "--steps", "1", "--contexts-per-step", "2", "--group-size", "2", "--episode-turns", "2",
     # The session's server knows the tiny model's 1,024 positions.
     "--max-tokens", "16", "--max-context-tokens", "1000",
@@ -66,9 +71,10 @@ def _experiment(
     )  # fmt: skip
 
 
-def _problems(session: Any, dataset: str) -> set[str]:
+def _metadata(session: Any, dataset: str) -> list[dict[str, Any]]:
     dataset_id = session.scalar(select(Dataset.id).where(Dataset.name == dataset))
-    return set(session.scalars(select(Problem.external_id).where(Problem.dataset_id == dataset_id)))
+    query = select(Problem.source_metadata).where(Problem.dataset_id == dataset_id)
+    return list(session.scalars(query))
 
 
 @pytest.fixture
@@ -96,19 +102,24 @@ def test_the_tiny_experiment_runs_every_arm_on_equal_budgets_and_reports_the_sto
     for image in ("pass_at_1_train.png", "pass_at_1_held_out.png", "training_curves.png"):
         assert (work / image).stat().st_size > 1000 and f"]({image})" in report
     assert [arm["name"] for arm in data["arms"]] == list(ARMS)
+    assert "Turn-0 answers by outcome, held-out problems" in report
 
     engine = make_engine(f"sqlite:///{tmp_path / 'xdg' / 'cobalt' / 'cobalt.db'}")
     try:
         sessions = make_sessionmaker(engine)
         with sessions() as session:
-            # The split, as stored: disjoint halves of the 4 problems, training problems
-            # among the candidates, every arm's runs over the split they are reported for.
-            candidates = _problems(session, data["datasets"]["candidates"])
-            held_out = _problems(session, data["datasets"]["held_out"])
-            train = _problems(session, data["datasets"]["train"])
-            assert len(candidates) == len(held_out) == 2 and not candidates & held_out
-            assert candidates | held_out == {row["task_id"] for row in pool_rows(4)}
-            assert train == candidates  # --no-select keeps every candidate
+            # The split, as stored: a candidate per template, training and held-out instances
+            # of the kept templates (--no-select: all), from the train and held-out splits,
+            # sharing no task; every arm's runs over the split they are reported for.
+            candidates = _metadata(session, data["datasets"]["candidates"])
+            held_out = _metadata(session, data["datasets"]["held_out"])
+            train = _metadata(session, data["datasets"]["train"])
+            assert (len(candidates), len(train), len(held_out)) == (len(TEMPLATES), 4, 2)
+            assert {m["template"] for m in candidates} == {t.name for t in TEMPLATES}
+            assert data["screening"]["training_problems"] == sorted(t.name for t in TEMPLATES)
+            assert {m["split"] for m in candidates + train} == {"train"}
+            assert {m["split"] for m in held_out} == {"heldout"}
+            assert not {m["task"] for m in candidates + train} & {m["task"] for m in held_out}
             dataset_of = {
                 name: session.scalar(select(Dataset.id).where(Dataset.name == name))
                 for name in data["datasets"].values()
@@ -135,6 +146,11 @@ def test_the_tiny_experiment_runs_every_arm_on_equal_budgets_and_reports_the_sto
                 if arm is not base:
                     comparison = compare_runs(sessions, base["runs"][split], arm["runs"][split])
                     assert figures["difference"] == comparison.difference
+                # Every turn-0 answer judged again and classified once.
+                turn0 = figures["turn0"]
+                assert turn0["answers"] == stored.problems * 2
+                assert sum(turn0["outcomes"].values()) == turn0["answers"]
+                assert 0.0 <= turn0["format_valid"] <= 1.0
             if arm["job"] is None:
                 assert arm["name"] == "base"
                 continue
