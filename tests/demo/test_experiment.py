@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from cobalt.demo.experiment import generated
 from cobalt.demo.experiment.plan import (
     ExperimentOptions,
     arms_of,
@@ -231,3 +232,28 @@ def test_bad_options_are_refused_with_a_usage_error(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 2 and "ppo" in done.stderr
     assert not any(tmp_path.iterdir())
+
+
+def test_generated_templates_are_kept_by_the_rule_fixed_before_screening() -> None:
+    options = ExperimentOptions(data="generated", screen_instances=2, held_out=30)
+    templates = generated.candidate_templates(options)
+    assert len(templates) == 2 * len(TEMPLATES)
+    # Rates per candidate -> per template (the mean), then the [0.1, 0.9] rule.
+    rates = {
+        external_id: {"add_k": 1.0, "times_k": 0.5, "minus_k": 0.0}.get(name, 0.05 * (i % 2))
+        for i, (external_id, name) in enumerate(templates.items())
+    }
+    per_template = generated.template_rates(rates, templates)
+    assert set(per_template) == {t.name for t in TEMPLATES}
+    kept, dropped = generated.select_templates(per_template, select=True)
+    assert kept == ["times_k"]
+    assert "> 0.9" in dropped["add_k"] and "< 0.1" in dropped["minus_k"]
+    assert generated.select_templates(per_template, select=False) == (sorted(per_template), {})
+    train, held_out = generated.train_and_held_out_specs(options, kept)
+    assert (train["split"], held_out["split"], held_out["count"]) == ("train", "heldout", 30)
+    assert train["templates"] == held_out["templates"] == ["times_k"]
+    with pytest.raises(ValueError, match="--data"):
+        ExperimentOptions(data="mbpp")
+    # HumanEval experiments keep the keys they had before --data existed.
+    assert "data" not in ExperimentOptions().identity()
+    assert options.identity()["data"] == "generated"
