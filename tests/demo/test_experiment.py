@@ -130,6 +130,8 @@ def test_the_tiny_experiment_runs_every_arm_on_equal_budgets_and_reports_the_sto
                     run = session.get(Run, arm["runs"][split])
                     assert run is not None
                     assert run.dataset_id == dataset_of[data["datasets"][split]]
+                    # Cheap samples on generated data: the brief prompt, answers cut at code.
+                    assert run.template_name == "brief" and run.params["stop_at_code_end"]
         base = data["arms"][0]
         budgets = set()
         for arm in data["arms"]:
@@ -254,6 +256,11 @@ def test_generated_templates_are_kept_by_the_rule_fixed_before_screening() -> No
     assert train["templates"] == held_out["templates"] == ["times_k"]
     with pytest.raises(ValueError, match="--data"):
         ExperimentOptions(data="mbpp")
+    # Cheap samples on generated data only: every trained arm and every run.
+    assert all(a.params["stop_at_code_end"] for a in arms_of(options) if a.mode is not None)
+    assert options.cheap_samples == {"template": "brief", "stop_at_code_end": True}
+    assert not any("stop_at_code_end" in a.params for a in arms_of(ExperimentOptions()))
+    assert ExperimentOptions().cheap_samples == {}
     # HumanEval experiments keep the keys they had before --data existed.
     assert "data" not in ExperimentOptions().identity()
     assert options.identity()["data"] == "generated"

@@ -128,7 +128,7 @@ class FakeOpenAI:
                 await asyncio.sleep(self.delay_s)
             messages = body["messages"]
             prompt_ids = _token_ids("".join(m["content"] for m in messages))
-            choices = []
+            choices: list[dict[str, Any]] = []
             for index in range(int(body.get("n") or 1)):
                 text = self.responder(messages, index)
                 if self.mark_version:

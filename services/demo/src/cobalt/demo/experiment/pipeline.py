@@ -189,6 +189,7 @@ def _evaluated_run(
         turns=options.turns,
         max_tokens=options.max_tokens,
         temperature=options.temperature,
+        **options.cheap_samples,
     )
     with progress.stage(f"{label}: rollouts") as bar:
         run_id = service.create_sample_run(ctx.sessions, request, executor=executor_settings(ctx))

@@ -150,6 +150,14 @@ class ExperimentOptions:
             for k, v in asdict(self).items()
         }
 
+    @property
+    def cheap_samples(self) -> dict[str, Any]:
+        """Generated data: the `brief` template and answers that end at their code, for
+        every run (training jobs take the template from their contexts' run)."""
+        if self.data != "generated":
+            return {}
+        return {"template": "brief", "stop_at_code_end": True}
+
     def identity(self) -> dict[str, Any]:
         """What makes two runs the same experiment (not where it works or which port)."""
         skip = {"work_dir", "ui_port", "inference_url", "arms"}
@@ -195,7 +203,10 @@ def arms_of(options: ExperimentOptions) -> list[Arm]:
         "max_response_tokens": options.max_tokens,
         "lr": options.lr,
     }
-    common = {"temperature": options.temperature, "max_steps": steps}
+    common: dict[str, Any] = {"temperature": options.temperature, "max_steps": steps}
+    if options.data == "generated":
+        # Cheap samples: answers end at their code (the fence stays; docs/rollouts.md).
+        common["stop_at_code_end"] = True
     arms = []
     for name in sorted(set(options.arms), key=ARM_NAMES.index):  # base first
         if name == "base":
