@@ -17,6 +17,7 @@ one test (time in the pool for a program that does nothing, no HTTP).
     .venv/bin/python bench/executor.py --presets   # tests/s per judge preset only
     .venv/bin/python bench/executor.py --checks    # HumanEval: check in or out of process
     .venv/bin/python bench/executor.py --trivial [--baseline main]   # issue 31's targets
+    .venv/bin/python bench/executor.py --languages   # tests/s and jail CPU per language
 
 Prints a markdown table; the figures go to docs/benchmarks.md.
 """
@@ -127,18 +128,27 @@ def humaneval_check_workload() -> Workload:
 # --- baseline: a fresh bubblewrap + python per test ------------------------------------
 
 
-def tuned_baseline_command(python: str) -> list[str]:
-    """A fresh jail per test, tuned: minimal binds and `python3 -I -S` (no site import)."""
-    interpreter = describe_interpreter(python)
+def fresh_jail_command(
+    interpreter: Any, env: dict[str, str], binds: tuple[tuple[str, str], ...] = ()
+) -> list[str]:
+    """bubblewrap options of a fresh jail with our minimal layout (the program to follow)."""
     cmd = ["bwrap", "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session"]
     cmd += ["--clearenv"]
-    for key, value in SANDBOX_ENV.items():
+    for key, value in env.items():
         cmd += ["--setenv", key, value]
     for path in interpreter.read_only_dirs:
         cmd += ["--ro-bind", path, path]
+    for host, jail in binds:
+        cmd += ["--ro-bind", host, jail]
     for target, link in interpreter.symlinks:
         cmd += ["--symlink", target, link]
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp"]
+    return cmd + ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+
+
+def tuned_baseline_command(python: str) -> list[str]:
+    """A fresh jail per test, tuned: minimal binds and `python3 -I -S` (no site import)."""
+    interpreter = describe_interpreter(python)
+    cmd = fresh_jail_command(interpreter, SANDBOX_ENV) + ["--chdir", "/tmp"]
     return cmd + [interpreter.path, "-I", "-S", "-c"]
 
 
@@ -408,6 +418,12 @@ def main() -> None:
         "fresh-process baseline (ratio), the sandbox overhead p50/p99, and server and jail "
         "CPU per test under each judge preset (with --baseline: that ref's too)",
     )
+    parser.add_argument(
+        "--languages",
+        action="store_true",
+        help="only tests/s and jail CPU per test of each language (Python and every installed "
+        "toolchain), against a fresh jail running that language's own runtime per test",
+    )
     args = parser.parse_args()
     scale = 4 if args.quick else 1
 
@@ -435,6 +451,9 @@ def main() -> None:
     ]
     if args.checks:
         checks(settings, args.port, in_flight=args.slots * 2)
+        return
+    if args.languages:
+        languages(settings, args.port, requests=max(2, 8 // scale), tests=50)
         return
     if args.trivial:
         trivial(settings, workloads[2], args.port, args.baseline, 300 // scale)
@@ -739,6 +758,122 @@ def _mean(results: list[Result]) -> Result:
         sum(r.passed for r in results) // len(results),
         results[0].total,
     )
+
+
+# --- languages: each toolchain against its own fresh process per test ----------------------
+
+
+def _fresh_language_baseline(
+    toolchain: Any, python: str, code: str, tests: list[tuple[str, str]], workers: int
+) -> tuple[Result, float]:
+    """A fresh bubblewrap jail per test running the language's own runtime (compiled once
+    beforehand, on the host, with the same command): tests/s and CPU ms per test."""
+    from cobalt.executor.languages import toolchain_binds
+
+    interpreter = describe_interpreter(python)
+    work = tempfile.mkdtemp(prefix="cobalt-bench-lang-")
+    os.chmod(work, 0o755)
+    language = toolchain.language if toolchain else None
+    source = language.source if language else "main.py"
+    with open(os.path.join(work, source), "w") as fh:
+        fh.write(code)
+    env = {**SANDBOX_ENV, **(language.env if language else {})}
+    if toolchain is not None and toolchain.compile:
+        host_env = {**os.environ, **env, "HOME": work, "GOCACHE": work + "/.gocache"}
+        subprocess.run(toolchain.compile, cwd=work, check=True, env=host_env)
+    for entry in os.listdir(work):
+        os.chmod(os.path.join(work, entry), 0o755)
+    binds = toolchain_binds([toolchain] if toolchain else [])
+    # The program as the namespace's init: bwrap waits for it, so its CPU time (and its
+    # children's) reaches this process's RUSAGE_CHILDREN.
+    cmd = fresh_jail_command(interpreter, env, binds) + ["--as-pid-1"]
+    cmd += ["--ro-bind", work, "/tmp/run", "--chdir", "/tmp/run"]
+    if toolchain is None:
+        cmd += [interpreter.path, "-I", "-S", "main.py"]
+    else:
+        cmd += [arg.replace("{memory_mb}", "1024") for arg in toolchain.run]
+    uid = 61999 if os.geteuid() == 0 else None
+
+    def one(item: tuple[str, str]) -> tuple[float, int]:
+        stdin, expected = item
+        started = time.perf_counter()
+        proc = subprocess.run(
+            cmd, input=stdin.encode(), capture_output=True, timeout=30, user=uid, group=uid,
+            extra_groups=[] if uid is not None else None,
+        )  # fmt: skip
+        ok = proc.returncode == 0 and proc.stdout.decode().strip() == expected
+        return (time.perf_counter() - started) * 1000, int(ok)
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result = _measure(one, tests, workers, len(tests))
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    subprocess.run(["rm", "-rf", work], check=False)
+    return result, cpu * 1000 / len(tests)
+
+
+def languages(settings: ExecutorSettings, port: int, requests: int, tests: int) -> None:
+    """Per language: the executor's tests/s and jail CPU per test on `requests` requests of
+    `tests` add-two-numbers tests (its build cached after a first, warming request, whose
+    compile time is reported), against a fresh jail running that language's runtime."""
+    from cobalt.executor.languages import PYTHON_EXAMPLE, offered_toolchains
+
+    toolchains = {t.language.name: t for t in offered_toolchains(settings.languages)}
+    rows = []
+    with ServerProcess(settings, port) as server:
+        assert server.process is not None
+        for name in ["python", *toolchains]:
+            program = toolchains[name].language.example if name in toolchains else PYTHON_EXAMPLE
+            items = [
+                (program, [(f"{i} {j}", str(i + j)) for j in range(tests)]) for i in range(requests)
+            ]
+            workload = Workload(name, items)
+            warm = httpx.post(
+                server.url + "/v1/execute",
+                json={"code": items[0][0], "language": name,
+                      "tests": [{"stdin": "1 2", "expected_stdout": "3"}]},
+                timeout=300,
+            ).json()  # fmt: skip
+            compile_ms = (warm.get("compilation") or {}).get("wall_ms", 0.0)
+            server_before, jail_before = _cpu_split(server.process.pid)
+            ours = _run_language(server.url, workload, name, settings.slots * 2)
+            server_after, jail_after = _cpu_split(server.process.pid)
+            per_test = 1000 / ours.total
+            fresh, fresh_cpu = _fresh_language_baseline(
+                toolchains.get(name), settings.python, items[0][0],
+                [test for _, tests_ in items for test in tests_], settings.slots,
+            )  # fmt: skip
+            rows.append((name, compile_ms, ours, (jail_after - jail_before) * per_test,
+                         (server_after - server_before) * per_test, fresh, fresh_cpu))  # fmt: skip
+    print(f"\n{requests} requests x {tests} tests per language, {settings.slots} slots, "
+          f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs\n")  # fmt: skip
+    print(
+        "| language | compile ms (once) | cobalt tests/s | jail CPU ms/test | server CPU "
+        "ms/test | fresh jail + runtime tests/s | its CPU ms/test | ratio | passed |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, compile_ms, ours, jail_ms, server_ms, fresh, fresh_cpu in rows:
+        print(
+            f"| {name} | {compile_ms:.0f} | {ours.tests_per_s:.0f} | {jail_ms:.2f} "
+            f"| {server_ms:.2f} | {fresh.tests_per_s:.0f} | {fresh_cpu:.2f} "
+            f"| {ours.tests_per_s / fresh.tests_per_s:.1f}x "
+            f"| {ours.passed}, {fresh.passed} of {ours.total} |"
+        )
+
+
+def _run_language(url: str, workload: Workload, language: str, in_flight: int) -> Result:
+    def one(item: tuple[str, list[tuple[str, str]]]) -> tuple[float, int]:
+        code, tests = item
+        started = time.perf_counter()
+        body = httpx.post(
+            url + "/v1/execute",
+            json={"code": code, "language": language,
+                  "tests": [{"stdin": i, "expected_stdout": o} for i, o in tests]},
+            timeout=300,
+        ).json()  # fmt: skip
+        return (time.perf_counter() - started) * 1000, int(body["passed"])
+
+    return _measure(one, workload.programs, in_flight, workload.tests)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,11 @@
 #               without it every `podman run` with a network fails, "netavark: No such
 #               file or directory")
 #   mmdebstrap  the local Debian base image where registries are unreachable
+#   g++, openjdk-17-jdk-headless, nodejs, golang-go, rustc  the executor's languages
+#               besides Python (C and C++, Java, JavaScript, Go, Rust; docs/executor.md,
+#               "Languages"); an executor offers those whose toolchain it finds
+#   python3-numpy, python3-pandas, python3-sympy  the executor's optional package set
+#               (COBALT_EXECUTOR_PYTHON_PACKAGES; tests/executor/test_languages.py)
 set -euo pipefail
 need=()
 command -v bwrap >/dev/null || need+=(bubblewrap)
@@ -28,6 +33,14 @@ if ! command -v docker >/dev/null || ! timeout 20 docker info >/dev/null 2>&1; t
   command -v iptables >/dev/null || [ -x /usr/sbin/iptables ] || need+=(iptables)
 fi
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
+command -v g++ >/dev/null || need+=(g++)
+command -v javac >/dev/null || need+=(openjdk-17-jdk-headless)
+command -v node >/dev/null || need+=(nodejs)
+[ -x /usr/bin/go ] || need+=(golang-go)
+[ -x /usr/bin/rustc ] || need+=(rustc)
+for module in numpy pandas sympy; do
+  [ -d /usr/lib/python3/dist-packages/$module ] || need+=(python3-$module)
+done
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 echo "installing system packages: ${need[*]}"
 SUDO=""

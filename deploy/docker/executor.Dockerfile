@@ -43,10 +43,17 @@ RUN /opt/cobalt/bin/pip install --no-deps --force-reinstall ./shared ./services/
 
 FROM ${BASE_IMAGE}
 # Only what runs: the interpreter for tests, bubblewrap and libseccomp (pyseccomp loads it).
-# No compiler, no pip, no network tools.
+# No pip, no network tools. The languages besides Python and the optional Python package
+# set are a build argument (docs/executor.md, "Languages"; sizes in docs/deploy.md): empty
+# by default (the slim, Python-only image); the full image is
+#   --build-arg LANGUAGE_PACKAGES="g++ openjdk-17-jdk-headless nodejs golang-go rustc
+#                                  python3-numpy python3-pandas python3-sympy"
+# An executor offers exactly the toolchains it finds (GET /v1/info).
+ARG LANGUAGE_PACKAGES=""
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 bubblewrap libseccomp2 \
+      ${LANGUAGE_PACKAGES} \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin cobalt
 COPY --from=build /opt/cobalt /opt/cobalt

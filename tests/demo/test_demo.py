@@ -23,6 +23,7 @@ import pytest
 
 from cobalt.demo.processes import port_is_free
 from cobalt.orchestrator.runs.evaluation import stored_report
+from cobalt.orchestrator.runs.service import run_public
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker
 from cobalt.orchestrator.training.service import job_public
 from cobalt.shared.ports import free_port
@@ -88,6 +89,11 @@ def test_the_smallest_demo_trains_syncs_and_reports_what_the_database_holds(
                 assert re.search(rf"<td>turn {turn}</td>\s*<td>[^<]*</td>", text)
                 assert f"{value:.3f}" in text
         job = job_public(sessions, data["training"]["job"])
+        run_formats = {
+            run_public(sessions, data[phase][run]).params.reward_format
+            for phase in ("before", "after")
+            for run in ("sample_run", "refine_run")
+        }
     finally:
         engine.dispose()
     assert job.step == 1 and job.steps[0].metrics["samples"] == 2
@@ -95,6 +101,8 @@ def test_the_smallest_demo_trains_syncs_and_reports_what_the_database_holds(
     assert (job.status, job.step_budget, job.liveness) == ("finished", 1, "ended")
     # SmolLM2 writes no thinking block: the job scores it with the instruct format.
     assert job.params.reward_format == "instruct" and "instruct format" in text
+    # ... and so are its runs' rewards: one model, one set of rules.
+    assert run_formats == {job.params.reward_format}
     assert job.steps[0].metrics["sync_seconds"] > 0
     # The trainer loaded its step into the running vLLM: the after-run sampled from it.
     assert data["after"]["policy_version"] == data["before"]["policy_version"] + 1

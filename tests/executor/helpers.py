@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
+import httpx
 from fastapi.testclient import TestClient
 
 
@@ -42,3 +44,18 @@ INTEGRITY_LIMITS = {
     "READINESS_INTERVAL_S": "1",
 }
 """Server settings of the integrity tests (small, so that limits are reached quickly)."""
+
+
+def fill_one_test_queue(url: str, seconds: float) -> threading.Thread:
+    """Hold the queue of an executor that holds one test (`MAX_PENDING_TESTS=1`) with a
+    `/run_code` program that sleeps `seconds`; returns (the thread posting it) once it runs."""
+    body = {"code": f"import time\ntime.sleep({seconds})", "run_timeout": seconds + 5}
+    thread = threading.Thread(
+        target=httpx.post, args=(f"{url}/run_code",), kwargs={"json": body, "timeout": 60}
+    )
+    thread.start()
+    deadline = time.monotonic() + 20
+    while "cobalt_executor_pending_tests 1.0" not in httpx.get(f"{url}/metrics").text:
+        assert time.monotonic() < deadline, "the filler never held the queue"
+        time.sleep(0.02)
+    return thread

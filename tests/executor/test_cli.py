@@ -282,6 +282,28 @@ def test_remote_run_with_url_and_token(tmp_path: Path, executor_url: str) -> Non
     assert verdicts(result.stdout) == ["accepted", "wrong_answer"]
 
 
+def test_a_c_program_on_the_command_line_and_its_compile_error_shown_once(
+    tmp_path: Path, executor_url: str
+) -> None:
+    cases = [{"stdin": "21", "expected_stdout": "42"}, {"stdin": "2", "expected_stdout": "4"}]
+    code = '#include <stdio.h>\nint main(){int n;scanf("%d",&n);printf("%d\\n",2*n);}\n'
+    program, tests = write_case(tmp_path, cases, code=code)
+    remote = ["--url", executor_url, "--token", TOKEN, "--language", "c"]
+
+    result = invoke(program, "--tests", tests, *remote)
+    assert result.exit_code == 0, result.output
+
+    program.write_text("int main() { return missing_name; }\n")
+    result = invoke(program, "--tests", tests, *remote)
+    assert result.exit_code == 1, result.output
+    assert "compile error" in result.stdout
+    assert result.stdout.count("'missing_name' undeclared") == 1, result.stdout
+    assert (
+        verdicts(invoke(program, "--tests", tests, *remote, "--json").stdout)
+        == ["compile_error"] * 2
+    )
+
+
 def test_remote_run_reads_the_environment(tmp_path: Path, executor_url: str) -> None:
     program, tests = write_case(tmp_path, [{"stdin": "21", "expected_stdout": "42"}])
     env: dict[str, str | None] = {

@@ -268,7 +268,8 @@ def test_a_silent_job_is_stale(api: httpx.Client, seeded: Seeded) -> None:
 
 def test_comparing_two_runs_at_the_terminal(store_url: str, seeded: Seeded) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
-    env |= {"COBALT_DATABASE_URL": store_url, "COLUMNS": "160"}
+    # boxed as at a terminal (piped, the table would be tab-separated)
+    env |= {"COBALT_DATABASE_URL": store_url, "COLUMNS": "160", "COBALT_TABLE_FORMAT": "table"}
     a, b = str(seeded.finished_run), str(seeded.trained_run)
     shown = cobalt_here(env, "run", "compare", a, b)
     assert shown.returncode == 0, shown.stderr

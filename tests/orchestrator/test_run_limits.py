@@ -185,7 +185,7 @@ def test_the_cli_exits_3_when_the_executor_cannot_be_asked(
     nowhere = f"http://127.0.0.1:{free_port()}"
     env = {**cli_env, "COBALT_EXECUTOR_URL": nowhere, "COBALT_EXECUTOR_CLIENT_MAX_RETRIES": "0"}
     done = cobalt_here(
-        env, "run", "sample", "--dataset", dataset, "--base-url", model_url, "--model", "m"
+        env, "run", "sample", "--dataset", dataset, "--base-url", model_url, "--model", "fake-model"
     )
     assert done.returncode == 3, done.stderr
     assert f"cannot ask the executor at {nowhere}" in done.stderr

@@ -10,19 +10,34 @@ Trajectory s1 is evaluated only up to turn 0 (its turn 1 has no hidden results y
 
 from __future__ import annotations
 
+import gzip
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from cobalt.orchestrator.runs.evaluation import evaluate_run
-from cobalt.orchestrator.runs.rewards import mean_reward_per_turn, score_turn_rewards
+from cobalt.orchestrator.results.turn_export import TURN_COLUMNS
+from cobalt.orchestrator.runs.evaluation import evaluate_run, stored_report
+from cobalt.orchestrator.runs.rewards import (
+    mean_reward_per_turn,
+    run_reward_format,
+    score_turn_rewards,
+)
 from cobalt.orchestrator.store import repo_datasets, repo_runs
 from cobalt.orchestrator.store.models import Problem, Trajectory, Turn, TurnReward
 from cobalt.orchestrator.store.repo_runs import TurnRow
 from cobalt.shared.clients import ExecutorClient
-from cobalt.shared.reward import TokenizerCounter
+from cobalt.shared.contracts.runs import INHERITED_BY_REFINE, RunParams, SampleRunRequest
+from cobalt.shared.contracts.training import TrainingMode
+from cobalt.shared.contracts.training_params import training_params
+from cobalt.shared.errors import Conflict
+from cobalt.shared.reward import RewardFormat, ScoreInput, TokenizerCounter, score_responses
 from tests.fakes.flaky_executor import FlakyExecutor, serve_flaky_executor
+from tests.support.cli import cobalt_here
 
 ANSWER = "<think>Wait, check it.</think>\n```python\nprint(input())\n```\n"
 TURNS = {  # (problem, sample) -> per turn: (response, public, hidden or None)
@@ -47,7 +62,12 @@ def words() -> TokenizerCounter:
     return TokenizerCounter(tokenizer)
 
 
-def stored_run(sessions: sessionmaker[Session]) -> int:
+def stored_run(
+    sessions: sessionmaker[Session],
+    *,
+    answer: str = ANSWER,
+    params: dict[str, object] | None = None,
+) -> int:
     tests = [{"stdin": str(i), "expected_stdout": str(i)} for i in range(2)]
     with sessions.begin() as session:
         dataset = repo_datasets.create_dataset(session, name="toy", source="jsonl")
@@ -67,7 +87,7 @@ def stored_run(sessions: sessionmaker[Session]) -> int:
             dataset_id=dataset.id,
             base_url="http://model/v1",
             model="m",
-            params={"n": 2, "turns": 2},
+            params={"n": 2, "turns": 2, **(params or {})},
             template_name="default",
             template_sha256="ab" * 32,
             total_trajectories=3,
@@ -78,7 +98,8 @@ def stored_run(sessions: sessionmaker[Session]) -> int:
             rows=[
                 TurnRow(
                     run_id=run.id, problem_id=ids[problem], sample_index=sample,
-                    turn_index=index, messages=[], raw_response=response,
+                    turn_index=index, messages=[],
+                    raw_response=answer if response == ANSWER else response,
                     stored_response=response,
                     code=None if public is None else "print(input())",
                     public_verdicts=verdicts(public), public_passed=public == "AA",
@@ -189,3 +210,111 @@ def test_a_stored_sandbox_error_is_never_scored(
     score_turn_rewards(sessions, run_id, words, tokenizer="words")
     # Sample 0's trajectory stops at its unjudged turn 0; sample 1 is scored as before.
     assert set(rewards(sessions)) == {(1, 0)}
+
+
+INSTRUCT_ANSWER = "It reads a line.\n```python\nprint(input())\n```\n"
+"""What an instruct model writes: no thinking block (the reasoning rules take 0.9 off)."""
+
+
+@pytest.mark.parametrize("reward_format", list(RewardFormat))
+def test_a_run_is_scored_with_the_rules_a_training_job_of_its_model_trains_with(
+    sessions: sessionmaker[Session], words: TokenizerCounter, reward_format: RewardFormat
+) -> None:
+    run_id = stored_run(
+        sessions, answer=INSTRUCT_ANSWER, params={"reward_format": reward_format.value}
+    )
+    score_turn_rewards(sessions, run_id, words, tokenizer="words")
+    passing = rewards(sessions)[(1, 0)]  # every test passed, at turn 0
+    job = training_params(TrainingMode.COBALT, {"reward_format": reward_format.value})
+    [trained] = score_responses(
+        [ScoreInput(INSTRUCT_ANSWER, tests_passed=4, tests_total=4, prev_best=0.0)],
+        tokens=words,
+        reward_format=job.reward_format,
+    )
+    assert passing.total == pytest.approx(trained.total)
+    assert passing.format_violations == [str(v) for v in trained.format_violations]
+    assert passing.total == (1.0 if reward_format is RewardFormat.INSTRUCT else pytest.approx(0.1))
+
+
+def test_runs_and_training_jobs_default_to_the_same_rules() -> None:
+    job = training_params(TrainingMode.COBALT, {})
+    assert RunParams().reward_format == job.reward_format
+    assert SampleRunRequest(dataset="d", base_url="u", model="m").reward_format == job.reward_format
+    # a refine run continues its sample run's model: it keeps the rules unless told
+    assert "reward_format" in INHERITED_BY_REFINE
+
+
+def test_asking_for_other_rules_is_refused_once_rewards_are_stored(
+    sessions: sessionmaker[Session], words: TokenizerCounter
+) -> None:
+    run_id = stored_run(sessions, answer=INSTRUCT_ANSWER)
+    # nothing scored yet: the asked rules become the run's, and score it
+    assert run_reward_format(sessions, run_id, RewardFormat.INSTRUCT) is RewardFormat.INSTRUCT
+    score_turn_rewards(sessions, run_id, words, tokenizer="words")
+    assert rewards(sessions)[(1, 0)].total == 1.0
+    with pytest.raises(Conflict, match="scored with the instruct format rules"):
+        run_reward_format(sessions, run_id, RewardFormat.REASONING)
+    assert run_reward_format(sessions, run_id) is RewardFormat.INSTRUCT
+
+
+def test_feedback_turns_of_problems_without_public_tests_are_counted(
+    sessions: sessionmaker[Session],
+) -> None:
+    run_id = stored_run(sessions)
+    assert stored_report(sessions, run_id).turns_without_feedback == 0
+    with sessions.begin() as session:
+        p1 = session.scalars(select(Problem).where(Problem.external_id == "p1")).one()
+        p1.public_tests = []
+    # p1's feedback turns: sample 0's turns 1 and 2, sample 1's turn 1 (turn 0 has none)
+    assert stored_report(sessions, run_id).turns_without_feedback == 3
+
+
+def test_every_turn_exports_to_parquet_and_jsonl_with_its_reward(
+    sessions: sessionmaker[Session],
+    words: TokenizerCounter,
+    cli_env: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    run_id = stored_run(sessions, params={"reward_format": "instruct"})
+    score_turn_rewards(sessions, run_id, words, tokenizer="words")
+    parquet, jsonl = tmp_path / "turns.parquet", tmp_path / "turns.jsonl.gz"
+    for out in (parquet, jsonl):
+        done = cobalt_here(cli_env, "run", "export", str(run_id), "--turns", "--out", str(out))
+        assert done.returncode == 0, done.stderr
+        assert f"6 turns of run {run_id} written to {out}" in done.stdout
+    table = pq.read_table(parquet).to_pylist()
+    with gzip.open(jsonl, "rt", encoding="utf-8") as lines:
+        rows = [json.loads(line) for line in lines]
+    assert len(table) == len(rows) == sum(len(turns) for turns in TURNS.values())
+    assert set(rows[0]) == set(TURN_COLUMNS) == set(table[0])
+    by_key = {(r["problem"], r["sample_index"], r["turn_index"]): r for r in rows}
+    last = by_key[("p1", 0, 2)]
+    assert (last["public_verdicts"], last["hidden_verdicts"]) == (verdicts("AA"), verdicts("AW"))
+    assert last["reward"]["total"] == pytest.approx(0.2 + 0.1 * 0.5 / 0.75)
+    assert last["reward_format"] == "instruct" and last["response"] == ANSWER
+    assert by_key[("p1", 0, 1)]["program"] is None and by_key[("p2", 0, 0)]["reward"] is None
+    from_parquet = {(r["problem"], r["sample_index"], r["turn_index"]): r for r in table}
+    assert json.loads(from_parquet[("p1", 0, 2)]["reward"]) == last["reward"]
+    # A file it cannot tell the format of: a usage error, nothing written.
+    wrong = cobalt_here(cli_env, "run", "export", str(run_id), "--turns", "--out", "t.csv")
+    assert wrong.returncode == 2 and "end the name with" in wrong.stderr
+
+
+def test_the_run_table_per_turn_shows_pass_at_1_at_every_turn(
+    sessions: sessionmaker[Session], cli_env: dict[str, str]
+) -> None:
+    run_id = stored_run(sessions)
+    report = stored_report(sessions, run_id, ks=())
+    shown = cobalt_here(cli_env, "run", "table", str(run_id), "--per-turn")
+    assert shown.returncode == 0, shown.stderr
+    header, row = shown.stdout.splitlines()[1:3]  # piped: tab-separated, after "# title"
+    assert header.split("\t") == ["run", "turn 0 [95%]", "turn 1 [95%]", "turn 2 [95%]"]
+    cells = row.split("\t")
+    assert cells[0] == str(run_id) and len(cells) == 1 + report.turns
+    assert report.pass_at_1 is not None and cells[1].startswith(f"{report.pass_at_1[0]:.3f} [")
+    as_json = json.loads(
+        cobalt_here(cli_env, "run", "table", str(run_id), "--per-turn", "--json").stdout
+    )
+    assert as_json["runs"] == [report.model_dump(mode="json")]
+    refused = cobalt_here(cli_env, "run", "table", str(run_id), "--per-turn", "--out", "t.csv")
+    assert refused.returncode == 2

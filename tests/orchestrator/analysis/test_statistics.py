@@ -17,6 +17,7 @@ from cobalt.orchestrator.analysis.statistics import (
     newcombe_difference,
     wilson_interval,
 )
+from cobalt.orchestrator.analysis.text import interval_text
 
 Z = 1.959963984540054
 
@@ -99,13 +100,45 @@ def test_bootstrap_interval_lies_in_zero_one_and_holds_constant_rates(
     counts: list[tuple[int, int]],
 ) -> None:
     low, high = bootstrap_pass_at_1(counts, resamples=300) or (2.0, -1.0)
-    assert 0.0 <= low <= high <= 1.0
+    # never certain: some width whatever the counts (issue 49: "0.000 [0.000, 0.000]")
+    assert 0.0 <= low < high <= 1.0
     point = sum(c / n for c, n in counts) / len(counts)
     assert low <= point <= high
+    pooled = wilson_interval(sum(c for c, _ in counts), sum(n for _, n in counts))
     if len(counts) == 1:
         assert (low, high) == wilson_interval(*counts[0])  # a single rate
     elif all(c == 0 for c, _ in counts) or all(c == n for c, n in counts):
-        assert low == high == point  # the bootstrap's blind spot at 0 and 1 (documented)
+        assert (low, high) == pooled  # nothing varied: the pooled counts' score interval
+
+
+def test_nothing_varied_reads_as_the_pooled_score_interval_not_zero_width() -> None:
+    # 20 problems x 4 samples, none passing: 0 of 80 -> about [0, 0.046], as in the issue
+    low, high = bootstrap_pass_at_1([(0, 4)] * 20) or (1.0, 0.0)
+    assert low == 0.0 and high == pytest.approx(0.0458, abs=1e-3)
+    same = bootstrap_difference([(0, 4, 0, 4)] * 20) or (0.0, 0.0)
+    assert same == pytest.approx((-0.0458, 0.0458), abs=1e-3)
+
+
+pairs_strategy = st.lists(
+    st.tuples(st.integers(1, 8), st.integers(1, 8)).flatmap(
+        lambda ns: st.tuples(
+            st.integers(0, ns[0]), st.just(ns[0]), st.integers(0, ns[1]), st.just(ns[1])
+        )
+    ),
+    min_size=1,
+    max_size=20,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(pairs_strategy)
+def test_difference_interval_has_width_and_holds_the_estimate(
+    pairs: list[tuple[int, int, int, int]],
+) -> None:
+    low, high = bootstrap_difference(pairs, resamples=300) or (2.0, -2.0)
+    assert -1.0 <= low < high <= 1.0
+    point = sum(c_b / n_b - c_a / n_a for c_a, n_a, c_b, n_b in pairs) / len(pairs)
+    assert low <= point <= high
 
 
 @settings(max_examples=100, deadline=None)
@@ -131,3 +164,15 @@ def test_newcombe_contains_the_difference_and_is_antisymmetric(
     assert -1.0 <= low <= c_b / n_b - c_a / n_a <= high <= 1.0
     swapped = newcombe_difference(c_b, n_b, c_a, n_a) or (0, 0)
     assert swapped == pytest.approx((-high, -low))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.floats(0.0, 1.0), st.floats(1e-6, 1.0), st.booleans())
+def test_an_interval_is_never_written_with_equal_ends(
+    low: float, width: float, signed: bool
+) -> None:
+    shown = interval_text((low, low + width), signed=signed)
+    first, second = shown.strip("[]").split(", ")
+    assert first != second, shown
+    assert interval_text((0.0, 0.046)) == "[0.000, 0.046]"
+    assert interval_text((0.0, 0.00038)) == "[0.0000, 0.0004]"

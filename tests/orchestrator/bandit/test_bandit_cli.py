@@ -151,3 +151,34 @@ def test_bad_arguments_exit_2_with_a_message(
         assert message in done.stderr, (args, done.stderr)
     listed = json_out(cobalt_here(env, "bandit", "list", "--json"))
     assert listed["bandit_datasets"] == []  # nothing half-built
+
+
+def test_a_run_without_feedback_turns_is_refused_unless_turn_zero_is_asked_for(
+    cli_env: dict[str, str], sessions: sessionmaker[Session], tokenizer_dir: Path
+) -> None:
+    """Issue 49: a sample run built 0 partial contexts with exit 0, so "Cobalt" training
+    silently became single-turn GRPO."""
+    from cobalt.orchestrator.store import repo_runs
+    from cobalt.orchestrator.store.models import Run
+
+    run_id, _ = stored_run(sessions)
+    with sessions.begin() as session:
+        run = session.get(Run, run_id)
+        assert run is not None
+        run.params = {**run.params, "turns": 0}  # a plain sample run: turn 0 only
+    env = {**cli_env, "COBALT_POLICY_TOKENIZER": str(tokenizer_dir)}
+    build = ("bandit", "build", "--run", str(run_id), "--name", "b", "--max-tokens", "200")
+    done = cobalt_here(env, *build)
+    assert done.returncode == 2 and done.stderr.startswith("error: ")
+    assert "no feedback turns" in done.stderr and f"refine --from {run_id}" in done.stderr
+    with sessions.begin() as session:
+        refine = repo_runs.create_run(
+            session, kind="refine", dataset_id=run.dataset_id, parent_run_id=run_id,
+            base_url="http://model/v1", model="m", params={"n": 7, "turns": 2},
+            template_name="default", template_sha256="ab" * 32, total_trajectories=11,
+        )  # fmt: skip
+    done = cobalt_here(env, *build)
+    assert done.returncode == 2 and f"build from its refine run {refine.id}," in done.stderr
+    assert json_out(cobalt_here(env, "bandit", "list", "--json"))["bandit_datasets"] == []
+    built = json_out(cobalt_here(env, *build, "--turn-zero-only", "--json"))
+    assert built["contexts"] > 0 and built["counts"]["turn_0_contexts"] > 0

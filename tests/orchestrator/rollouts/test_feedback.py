@@ -72,14 +72,17 @@ def test_a_timeout_shows_the_executors_explanation_when_nothing_was_printed() ->
 def test_all_passed_no_public_tests_and_no_code() -> None:
     everything = response(PASSED, PASSED, PASSED)
     assert feedback_for_first_failure(TEMPLATE, TESTS, "c", everything) == TEMPLATE.all_passed
-    assert feedback_for_first_failure(TEMPLATE, [], "c", None) == TEMPLATE.all_passed
+    # A problem without public tests: nothing ran, and the feedback says so.
+    untested = feedback_for_first_failure(TEMPLATE, [], "c", None)
+    assert untested == TEMPLATE.no_public_tests and "No public test ran" in untested
+    assert "passes" not in untested and "pass every" not in untested.lower()
     assert feedback_for_first_failure(TEMPLATE, TESTS, None, None) == TEMPLATE.no_code
     assert "edge cases" in TEMPLATE.all_passed and "code block" in TEMPLATE.no_code
 
 
 def test_feedback_kind_and_verdict_vector() -> None:
     assert feedback_kind(None, response(WRONG)) is FeedbackKind.NO_CODE
-    assert feedback_kind("c", None) is FeedbackKind.ALL_PASSED
+    assert feedback_kind("c", None) is FeedbackKind.NO_PUBLIC_TESTS
     assert feedback_kind("c", response(PASSED)) is FeedbackKind.ALL_PASSED
     assert feedback_kind("c", response(PASSED, CRASH)) is FeedbackKind.FAILED_TEST
     assert public_verdict_vector(response(PASSED, WRONG, CRASH)) == [

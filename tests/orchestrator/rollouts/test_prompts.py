@@ -9,6 +9,7 @@ import pytest
 
 from cobalt.orchestrator.rollouts.prompts import (
     BUNDLED_TEMPLATES_DIR,
+    NO_PUBLIC_TESTS,
     FailedTestReport,
     PromptTemplate,
     TemplateError,
@@ -126,6 +127,17 @@ def test_feedback_messages_pick_the_layout_and_apply_the_wrapper() -> None:
     )
     error = template.feedback_message(crash)
     assert "Error output:\nValueError: bad" in error and "Expected output" not in error
+
+
+def test_the_no_public_tests_message_is_the_templates_or_one_that_claims_no_pass(
+    tmp_path: Path,
+) -> None:
+    for name in bundled_template_names():
+        untested = PromptTemplate.load(name).no_public_tests
+        assert untested == NO_PUBLIC_TESTS and "No public test ran" in untested
+        assert "passes" not in untested
+    path = variant(tmp_path, "\nno_code =", '\nno_public_tests = "None ran."\nno_code =')
+    assert PromptTemplate.load(path).no_public_tests == "None ran."
 
 
 def test_literal_braces_are_written_doubled(tmp_path: Path) -> None:

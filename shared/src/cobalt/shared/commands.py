@@ -106,6 +106,9 @@ def root(
     ),
 ) -> None:
     """Cobalt command line."""
+    from cobalt.shared.help_format import fold_option_names
+
+    fold_option_names()  # before any sub-command's --help is drawn
 
 
 def main() -> None:

@@ -189,6 +189,8 @@ def _roll_out(
         limit=options.problems,
         max_tokens=options.max_tokens,
         temperature=options.temperature,
+        # scored as the training job trains (`_train`): one model, one set of rules
+        reward_format=options.reward_format,
     )
     with progress.stage(f"{label}: sampling turn 0", total=trajectories) as bar:
         sample_run = service.create_sample_run(

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cobalt.demo.results import DemoResult, PhaseResult
+from cobalt.orchestrator.analysis.text import interval_text
 from cobalt.orchestrator.runs.plots import plot_pass_at_1
 from cobalt.shared.contracts.runs import EvaluationReport
 from cobalt.shared.reward import RewardFormat
@@ -125,7 +126,7 @@ def _pass_rows(result: DemoResult) -> list[list[str]]:
 def _change_interval(result: DemoResult, turn: int) -> str:
     intervals = result.change_interval
     interval = intervals[turn] if turn < len(intervals) else None
-    return "-" if interval is None else f"[{interval[0]:+.3f}, {interval[1]:+.3f}]"
+    return "-" if interval is None else interval_text(interval, signed=True)
 
 
 def noise_verdict(result: DemoResult) -> str:
@@ -155,7 +156,7 @@ def _interval_at(report: EvaluationReport, turn: int) -> str:
     """The 95% interval of Pass@1 at `turn` (docs/analysis.md), or '-'."""
     intervals = report.pass_at_1_interval or []
     interval = intervals[turn] if turn < len(intervals) else None
-    return "-" if interval is None else f"[{interval[0]:.3f}, {interval[1]:.3f}]"
+    return "-" if interval is None else interval_text(interval)
 
 
 def _step_rows(result: DemoResult) -> list[list[str]]:

@@ -35,6 +35,7 @@ says {"event": "running", "id": N}, and the server starts the test's clock only 
 # ast, datetime, shutil, statistics and subprocess are what the lcb and humaneval judge
 # presets' harness (_preset_harness.py) imports or pre-imports for every test.
 import ast  # noqa: F401
+import binascii
 import bisect  # noqa: F401
 import builtins
 import collections  # noqa: F401
@@ -416,6 +417,81 @@ def _test_waiting(channel: socket.socket, wait_s: float = 0.0) -> bool:
     return bool(select.select([channel], [], [], wait_s)[0])
 
 
+def _write_files(files: list[list[Any]]) -> None:
+    """Write [relative path, base64 contents, mode] entries into the working directory.
+
+    The server refused absolute paths and `..`; O_NOFOLLOW and O_EXCL keep even a name
+    it let through from writing anywhere but a new file under the working directory.
+    """
+    for name, contents, mode in files:
+        path = os.path.join(WORKDIR, name)
+        if os.path.isabs(name) or ".." in name.split("/"):
+            raise ValueError(f"refused file name {name!r}")
+        parent = os.path.dirname(path)
+        if parent != WORKDIR:
+            os.makedirs(parent, exist_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(path, flags, int(mode))
+        try:
+            _write_all(fd, binascii.a2b_base64(contents))
+        finally:
+            os.close(fd)
+
+
+def _exec_env(command: dict[str, Any]) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(command.get("env") or {})
+    return env
+
+
+def _exec_program(command: dict[str, Any]) -> NoReturn:
+    """Become the program (a compiled binary or another language's runtime): the
+    harness's fds are gone first, so the program holds its stdio and nothing else."""
+    os.close(RECORD_FD)
+    argv = [str(arg) for arg in command["argv"]]
+    try:
+        os.execve(argv[0], argv, _exec_env(command))
+    except OSError as exc:
+        os.write(2, f"cannot run {argv[0]}: {exc}\n".encode())
+    os._exit(126)
+
+
+def _compile_program(command: dict[str, Any]) -> NoReturn:
+    """Run the compiler on the source (written by `_write_files`) and report what it
+    left: "<nonce> {status, files}" on the record pipe, the compiler's own messages on
+    stdout and stderr. The compiler never holds the record pipe."""
+    nonce = command["nonce"]
+    os.set_inheritable(RECORD_FD, False)
+    argv = [str(arg) for arg in command["argv"]]
+    try:
+        pid = os.posix_spawn(argv[0], argv, _exec_env(command))
+        _, status = os.waitpid(pid, 0)
+    except OSError as exc:
+        os.write(2, f"cannot run {argv[0]}: {exc}\n".encode())
+        os._exit(126)
+    record: dict[str, Any] = {"status": "compile_failed", "wait_status": status}
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+        made: dict[str, str] = {}
+        for name in sorted(os.listdir(WORKDIR)):
+            if _is_artifact(name, command.get("artifacts", [])):
+                with open(os.path.join(WORKDIR, name), "rb") as fh:
+                    made[name] = binascii.b2a_base64(fh.read(), newline=False).decode()
+        record = {"status": "compiled", "files": made}
+    _write_all(RECORD_FD, (nonce + " " + json.dumps(record) + "\n").encode())
+    os._exit(0)
+
+
+def _is_artifact(name: str, patterns: list[str]) -> bool:
+    """Whether a file the compiler left matches a pattern: a name, or `*.ext` (no glob
+    import: every module the zygote imports is paid by every test's fork)."""
+    for pattern in patterns:
+        if pattern.startswith("*") and name.endswith(pattern[1:]) and name != pattern[1:]:
+            return True
+        if name == pattern:
+            return True
+    return False
+
+
 def _mapped_bytes() -> int:
     with open("/proc/self/statm") as fh:
         return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
@@ -466,9 +542,17 @@ def _run_child(fds: list[int], channel: socket.socket) -> NoReturn:
         command = json.loads(_read_all(COMMAND_FD))
         os.close(COMMAND_FD)
         nonce = command["nonce"]
+        # The request's files and a compiled program's artifacts (sizes and names checked
+        # by the server); written before the limits, as the harness's own work.
+        _write_files(command.get("files") or [])
         # Measured after the command is in memory: the program's limit is for its own
-        # data, on top of what its source already takes here.
-        _apply_limits(command["limits"], _mapped_bytes())
+        # data, on top of what its source already takes here. A program that execs
+        # starts from nothing mapped: it gets its language's allowance instead.
+        native = command["mode"] in ("exec", "compile")
+        _apply_limits(
+            command["limits"],
+            int(command["limits"].get("address_space_bytes", 0)) if native else _mapped_bytes(),
+        )
         sys.stdin = _stdio(0, "r")
         sys.stdout = _stdio(1, "w")
         sys.stderr = _stdio(2, "w")
@@ -487,6 +571,10 @@ def _run_child(fds: list[int], channel: socket.socket) -> NoReturn:
             os._exit(125)
     # From here on the program's own input (its source included) is in play: whatever
     # fails is the program's failure, never a sandbox error.
+    if command["mode"] == "exec":
+        _exec_program(command)
+    if command["mode"] == "compile":
+        _compile_program(command)
     try:
         code = compile(command["code"], "solution.py", "exec")
     except MemoryError:
@@ -947,6 +1035,18 @@ def _run_one(
     return _reset_writable_dirs()
 
 
+def _preload(names: str) -> list[str]:
+    """Import each module named (comma-separated); returns those that imported."""
+    done = []
+    for name in filter(None, names.split(",")):
+        try:
+            __import__(name)
+        except Exception:  # noqa: BLE001 - a missing optional package is not fatal
+            continue
+        done.append(name)
+    return done
+
+
 def main() -> None:
     global WRITABLE_DIRS, WORKDIR, KILL_ALL, TEST_FILTER
     if not _in_own_pid_namespace():
@@ -974,6 +1074,9 @@ def main() -> None:
         signal.SIGUSR2,
     ):
         signal.signal(sig, signal.SIG_IGN)
+    # The deployment's optional packages (numpy, pandas, ...), imported once here so that
+    # each forked test shares them instead of paying their import (hundreds of ms).
+    preloaded = _preload(os.environ.get("COBALT_PRELOAD", ""))
     # Move every object made so far out of the collector's reach: a collection in a
     # forked child would otherwise touch (and copy) every page of the zygote's heap.
     gc.collect()
@@ -997,6 +1100,7 @@ def main() -> None:
             "python": sys.version.split()[0],
             "isolated_pids": _in_own_pid_namespace(),
             "steady_pids": PID_COUNTER_FD >= 0,
+            "preloaded": preloaded,
         },
     )
     while True:

@@ -10,7 +10,7 @@ whole queue is admitted alone. Everything here runs on the event loop.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from cobalt.shared.errors import Overloaded
@@ -32,13 +32,31 @@ class Admission:
         self.bytes = 0
         self._waiters: list[asyncio.Future[None]] = []
 
+    def has_room(self) -> bool:
+        """Whether new work would be taken now (the queue is not full)."""
+        return self.tests < self.max_tests and self.bytes < self.max_bytes
+
+    async def wait_for_room(self) -> None:
+        """Return once the queue has room (`has_room`); woken as held work ends."""
+        await self._wait_until(self.has_room)
+
+    async def _wait_until(self, ready: Callable[[], bool]) -> None:
+        while not ready():
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+
     def check_room(self) -> None:
         """Refuse new work at once when the queue is already full.
 
         Raises:
             Overloaded: the tests or bytes held fill the queue.
         """
-        if self.tests >= self.max_tests or self.bytes >= self.max_bytes:
+        if not self.has_room():
             backlog_s = self.tests / max(self.slots, 1) * SECONDS_PER_QUEUED_TEST
             raise Overloaded(
                 f"executor queue is full ({self.tests} tests and {self.bytes} bytes held, "
@@ -54,14 +72,7 @@ class Admission:
     @asynccontextmanager
     async def admitted(self, tests: int, nbytes: int) -> AsyncIterator[None]:
         """Hold room for one program's `tests` and `nbytes`, waiting until it fits."""
-        while not self._fits(tests, nbytes):
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            try:
-                await waiter
-            finally:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
+        await self._wait_until(lambda: self._fits(tests, nbytes))
         self.tests += tests
         self.bytes += nbytes
         try:

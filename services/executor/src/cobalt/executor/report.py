@@ -36,6 +36,7 @@ _VERDICT_STYLES = {
     Verdict.OUTPUT_LIMIT: "yellow",
     Verdict.SANDBOX_ERROR: "magenta",
     Verdict.SKIPPED: "dim",
+    Verdict.COMPILE_ERROR: "red",
 }
 
 _OUTCOME_HEADER = re.compile(r"^(Your output|Your return value|Error \(.*\)):$")
@@ -44,9 +45,12 @@ _OUTCOME_HEADER = re.compile(r"^(Your output|Your return value|Error \(.*\)):$")
 def compile_error(response: ExecuteResponse) -> str | None:
     """The compiler's message when the program never ran because it does not compile.
 
-    That is: every test that ran ended in a runtime error whose stderr ends with the same
-    SyntaxError (or IndentationError, TabError); None otherwise.
+    That is: a compiled language's compilation failed (its messages, or why it was
+    stopped), or every test that ran ended in a runtime error whose stderr ends with the
+    same SyntaxError (or IndentationError, TabError); None otherwise.
     """
+    if response.compilation is not None and response.compilation.status == "error":
+        return response.compilation.output.strip() or response.compilation.reason
     ran = [r for r in response.results if r.verdict != Verdict.SKIPPED]
     if not ran or any(r.verdict != Verdict.RUNTIME_ERROR for r in ran):
         return None

@@ -16,6 +16,7 @@ returns raw evidence (`RawRun`); `judge.py` turns that into a verdict.
 from __future__ import annotations
 
 import atexit
+import base64
 import functools
 import json
 import logging
@@ -96,6 +97,12 @@ class SandboxConfig:
     """How long a jail may take to reset after a test before it is replaced."""
     max_tests_per_slot: int = 5000
     cgroups: CgroupMode = "auto"
+    languages: str = "all"
+    """Languages offered besides Python (`languages.offered_toolchains`)."""
+    python_packages: str = ""
+    """A directory of third-party packages Python programs may import ("": none)."""
+    python_preload: tuple[str, ...] = ()
+    """Modules the zygote imports once, so that tests importing them pay nothing."""
 
 
 @dataclass(frozen=True)
@@ -103,7 +110,10 @@ class SandboxJob:
     """One test to run: the program, how to call it, and its limits."""
 
     code: str
-    mode: Literal["stdin", "call", "check"]
+    mode: Literal["stdin", "call", "check", "exec", "compile"]
+    """Python's three test kinds, or another language's: `exec` runs `argv` (a compiled
+    program or a runtime on its source), `compile` runs the compiler (`argv`) once per
+    request and reports the `artifacts` it left (languages.py)."""
     stdin: bytes = b""
     """The program's input; for a check test, the check's source (read by the check
     process only, after the program's process has let go of stdin)."""
@@ -122,6 +132,16 @@ class SandboxJob:
     harnessed: bool = False
     """`code` is a preset harness's trailer (`presets.harnessed_program`): the harness runs
     in its namespace first."""
+    argv: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+    files: tuple[tuple[str, bytes, int], ...] = ()
+    """(relative path, contents, mode) written into the test's working directory first."""
+    artifacts: tuple[str, ...] = ()
+    address_space_mb: int = 0
+    """`exec` and `compile`: RLIMIT_AS beyond `memory_mb` (the runtime's reservations)."""
+    record_bytes: int = 0
+    """Cap on the harness record (0: `output_bytes` and a little more); a compilation's
+    record carries what the compiler made."""
 
 
 @dataclass
@@ -199,10 +219,18 @@ def bwrap_command(
         "--cap-add",
         "CAP_SYS_RESOURCE",
     ]
-    for key, value in SANDBOX_ENV.items():
+    for key, value in {**SANDBOX_ENV, **python_packages_env(config)}.items():
         cmd += ["--setenv", key, value]
+    if config.python_packages:
+        cmd += ["--ro-bind", config.python_packages, config.python_packages]
+        # Debian's numpy finds its BLAS through /etc/alternatives symlinks; pandas (pytz)
+        # reads the time zone database.
+        for path in ("/etc/alternatives", "/usr/share/zoneinfo"):
+            cmd += ["--ro-bind-try", path, path]
     for path in interpreter.read_only_dirs:
         cmd += ["--ro-bind", path, path]
+    for source, target in interpreter.toolchain_binds:
+        cmd += ["--ro-bind", source, target]
     for target, link in interpreter.symlinks:
         cmd += ["--symlink", target, link]
     cmd += ["--proc", "/proc"]
@@ -432,7 +460,7 @@ class SandboxSlot:
 
     def _unsafe_env(self) -> dict[str, str]:
         root = self._private_workroot()
-        return {**SANDBOX_ENV, "HOME": root, "TMPDIR": root}
+        return {**SANDBOX_ENV, **python_packages_env(self.config), "HOME": root, "TMPDIR": root}
 
     def close(self) -> None:
         """Stop the jail: SIGKILL its process group, which bwrap's PID namespace follows."""
@@ -474,6 +502,7 @@ class SandboxSlot:
                 "args": job.args,
                 "kwargs": job.kwargs,
                 "preset": job.preset,
+                **_native_payload(job),
                 **(checker_payload(self.interpreter.version) if job.mode == "check" else {}),
                 **(harness_payload(self.interpreter.version) if job.harnessed else {}),
                 "limits": {
@@ -482,6 +511,7 @@ class SandboxSlot:
                     "fsize_bytes": self.config.file_size_mb << 20,
                     "nofile": self.config.nofile,
                     "nproc": self.config.nproc,
+                    "address_space_bytes": (job.memory_mb + job.address_space_mb) << 20,
                 },
             }
         ).encode()
@@ -638,6 +668,31 @@ class SandboxSlot:
             return None
         reply: dict[str, Any] = json.loads(message)
         return reply
+
+
+def python_packages_env(config: SandboxConfig) -> dict[str, str]:
+    """The jail's environment for the optional package set: its directory on Python's
+    path (the zygote runs without site, so dist-packages is not there otherwise) and the
+    modules the zygote imports before it forks tests."""
+    env: dict[str, str] = {}
+    if config.python_packages:
+        env["PYTHONPATH"] = config.python_packages
+    if config.python_preload:
+        env["COBALT_PRELOAD"] = ",".join(config.python_preload)
+    return env
+
+
+def _native_payload(job: SandboxJob) -> dict[str, Any]:
+    """The command fields of the files to write first (any mode; see
+    `_zygote._write_files`) and of another language's compile or run."""
+    payload: dict[str, Any] = {}
+    if job.files:
+        payload["files"] = [
+            [name, base64.b64encode(contents).decode(), mode] for name, contents, mode in job.files
+        ]
+    if job.mode in ("exec", "compile"):
+        payload.update(argv=list(job.argv), env=job.env, artifacts=list(job.artifacts))
+    return payload
 
 
 def _child_setup(

@@ -13,13 +13,35 @@ import threading
 import time
 from collections.abc import Coroutine
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from cobalt.executor.admission import Admission
-from cobalt.executor.errors import FileDescriptorsExhausted, LimitTooHigh, UnsupportedFeature
+from cobalt.executor.compiled import (
+    Build,
+    BuildCache,
+    compile_error_result,
+    compile_job,
+    interpreted_build,
+    read_build,
+    run_job_fields,
+)
+from cobalt.executor.errors import (
+    FileDescriptorsExhausted,
+    LimitTooHigh,
+    QueueTimeout,
+    UnsupportedFeature,
+)
 from cobalt.executor.judge import judge, sandbox_error, skipped
+from cobalt.executor.languages import (
+    PYTHON,
+    CompileLimits,
+    check_language,
+    find_language,
+    language_details,
+)
 from cobalt.executor.metrics import ExecutorMetrics
 from cobalt.executor.pool import SandboxPool
 from cobalt.executor.presets import (
@@ -28,10 +50,11 @@ from cobalt.executor.presets import (
     harnessed_program,
 )
 from cobalt.executor.readiness import Readiness, ReadyState
-from cobalt.executor.response_budget import ResponseBudget
+from cobalt.executor.response_budget import ResponseBudget, truncate_to_json_bytes
 from cobalt.executor.sandbox import RawRun, SandboxJob
 from cobalt.executor.settings import ExecutorSettings
 from cobalt.executor.values import dumps_value
+from cobalt.executor.workfiles import FETCH_FILES_REFUSED, WorkFile, decode_files
 from cobalt.shared.contracts import (
     BatchExecuteRequest,
     BatchExecuteResponse,
@@ -50,11 +73,17 @@ from cobalt.shared.contracts import (
     TestResult,
     Verdict,
 )
-from cobalt.shared.contracts.executor import MaxLimits, limits_above_maximum
+from cobalt.shared.contracts.executor import (
+    MAX_LIMIT_SETTINGS,
+    Compilation,
+    LimitAboveMaximum,
+    MaxLimits,
+    limits_above_maximum,
+)
 from cobalt.shared.errors import InvalidInput, Overloaded, first_validation_error
 from cobalt.shared.version import __version__
 
-__all__ = ["EXECUTOR_VERSION", "ExecutorService", "job_for_test"]
+__all__ = ["EXECUTOR_VERSION", "ExecutorService", "as_run_code_response", "job_for_test"]
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +105,7 @@ def job_for_test(
     request: ExecuteRequest,
     wall_s: float,
     abandoned: threading.Event | None = None,
+    build: Build | None = None,
 ) -> SandboxJob:
     """The sandbox job for one test. Expected values stay here, never in the sandbox.
 
@@ -102,7 +132,11 @@ def job_for_test(
     if isinstance(test, StdinTest):
         # Lone surrogates (valid in JSON, not in UTF-8) pass through as their raw code units.
         stdin = test.stdin.encode("utf-8", "surrogatepass")
-        return SandboxJob(mode="stdin", stdin=stdin, **common)  # type: ignore[arg-type]
+        if build is not None and build.toolchain is not None:
+            common.update(run_job_fields(build.toolchain, build, limits.memory_mb))
+            return SandboxJob(stdin=stdin, **common)  # type: ignore[arg-type]
+        files = build.files if build is not None else ()
+        return SandboxJob(mode="stdin", stdin=stdin, files=files, **common)  # type: ignore[arg-type]
     if isinstance(test, ProgramTest):
         check = test.check.encode("utf-8", "surrogatepass")
         return SandboxJob(
@@ -146,6 +180,8 @@ class ExecutorService:
         self.settings = settings
         self.pool = pool
         self.metrics = metrics
+        self.builds = BuildCache(settings.build_cache_mb << 20)
+        """Recent builds of compiled programs (compiled.BuildCache)."""
         self._threads = ThreadPoolExecutor(
             max_workers=len(pool.slots), thread_name_prefix="sandbox"
         )
@@ -193,6 +229,7 @@ class ExecutorService:
         above = limits_above_maximum(request.limits, self.max_limits())
         if above:
             raise LimitTooHigh(above[0].message(), detail=above[0].detail())
+        check_language(request, self.pool.toolchains)
 
     def max_limits(self) -> MaxLimits:
         """The highest limits a request may ask for (the `COBALT_EXECUTOR_MAX_*` settings)."""
@@ -246,6 +283,27 @@ class ExecutorService:
             self.metrics.rejected.labels(reason="queue_full").inc()
             raise
 
+    async def wait_for_room(self, hold_s: float) -> None:
+        """Wait up to `hold_s` for the queue to have room, for clients that retry only a
+        timeout (SandboxFusion's): past it, the queue-full refusal as a 504.
+
+        Raises:
+            QueueTimeout: the queue stayed full for `hold_s`.
+        """
+        if self.admission.has_room():
+            return
+        try:
+            await asyncio.wait_for(self.admission.wait_for_room(), hold_s)
+        except TimeoutError:
+            try:
+                self.admission.check_room()
+            except Overloaded as full:
+                self.metrics.rejected.labels(reason="queue_full").inc()
+                raise QueueTimeout(
+                    f"{full.message} (held {hold_s:g} s, COBALT_EXECUTOR_RUN_CODE_QUEUE_WAIT_S)",
+                    retry_after_s=full.retry_after_s,
+                ) from None
+
     async def _run_program(self, request: ExecuteRequest, response_bytes: int) -> ExecuteResponse:
         async with self.admission.admitted(len(request.tests), _request_bytes(request)):
             shares = ResponseBudget(response_bytes, len(request.tests))
@@ -259,17 +317,27 @@ class ExecutorService:
         # Set when the request fails or is cancelled (its client went away): tests not yet
         # started are skipped instead of running for nobody.
         abandoned = threading.Event()
+        results: list[TestResult] = []
         try:
-            if request.stop_on_first_failure:
-                results: list[TestResult] = []
+            build = await self._build(request, deadline, abandoned)
+            if build is not None and build.failure is not None:
+                results = self._unbuilt_results(request, build)
+                if shares is not None:
+                    results = [shares.take(result) for result in results]
+            elif request.stop_on_first_failure:
                 for test in request.tests:
                     if results and results[-1].verdict is not Verdict.ACCEPTED:
                         results.append(skipped("Not run: an earlier test failed."))
                         continue
-                    results.append(await self._run_test(test, request, deadline, abandoned, shares))
+                    results.append(
+                        await self._run_test(test, request, deadline, abandoned, shares, build)
+                    )
             else:
                 results = await _all_or_none(
-                    [self._run_test(t, request, deadline, abandoned, shares) for t in request.tests]
+                    [
+                        self._run_test(t, request, deadline, abandoned, shares, build)
+                        for t in request.tests
+                    ]
                 )
         except BaseException:
             abandoned.set()
@@ -281,7 +349,49 @@ class ExecutorService:
             total=len(results),
             pass_rate=passed / len(results),
             executor_version=EXECUTOR_VERSION,
+            compilation=_capped(build.compilation if build else None, shares, len(results)),
         )
+
+    async def _build(
+        self,
+        request: ExecuteRequest,
+        deadline: float,
+        abandoned: threading.Event,
+        files: tuple[WorkFile, ...] = (),
+    ) -> Build | None:
+        """A non-Python program's build (compiled once, for all its tests), or Python's
+        files; None for a Python program without files."""
+        toolchain = find_language(request.language, self.pool.toolchains)
+        if toolchain is None:
+            return Build(files=files) if files else None
+        if not toolchain.language.compiled:
+            return interpreted_build(toolchain, request.code, files)
+        s = self.settings
+        limits = CompileLimits(
+            wall_s=max(0.1, min(s.compile_wall_s, deadline - time.monotonic())),
+            memory_mb=s.compile_memory_mb,
+            output_kb=s.compile_output_kb,
+        )
+        key = BuildCache.key(toolchain, request.code, files)
+        cached = self.builds.get(key)
+        if cached is not None:
+            return cached
+        job = replace(compile_job(toolchain, request.code, limits, files), abandoned=abandoned)
+        loop = asyncio.get_running_loop()
+        raw = await loop.run_in_executor(self._threads, self.pool.run, job)
+        self.metrics.compile_seconds.observe(raw.wall_ms / 1000)
+        build = read_build(toolchain, raw, job, limits, files)
+        self.builds.put(key, build)
+        return build
+
+    def _unbuilt_results(self, request: ExecuteRequest, build: Build) -> list[TestResult]:
+        """Every test's result when the program could not be built (reported once)."""
+        if build.compilation is not None:
+            result = compile_error_result(build.compilation, request.feedback_chars)
+        else:
+            result = build.failure or sandbox_error("The program could not be prepared.")
+        self.metrics.verdicts.labels(verdict=result.verdict.value).inc(len(request.tests))
+        return [result] * len(request.tests)
 
     async def _run_test(
         self,
@@ -290,10 +400,18 @@ class ExecutorService:
         deadline: float,
         abandoned: threading.Event,
         shares: ResponseBudget | None = None,
+        build: Build | None = None,
     ) -> TestResult:
         loop = asyncio.get_running_loop()
         result = await loop.run_in_executor(
-            self._threads, self._run_test_blocking, test, request, deadline, abandoned, shares
+            self._threads,
+            self._run_test_blocking,
+            test,
+            request,
+            deadline,
+            abandoned,
+            shares,
+            build,
         )
         self.metrics.verdicts.labels(verdict=result.verdict.value).inc()
         self.readiness.observe(result.verdict)
@@ -306,6 +424,7 @@ class ExecutorService:
         deadline: float,
         abandoned: threading.Event,
         shares: ResponseBudget | None,
+        build: Build | None = None,
     ) -> TestResult:
         if abandoned.is_set():
             result = skipped("Not run: the request failed or was abandoned.")
@@ -314,7 +433,7 @@ class ExecutorService:
             # is that test's sandbox error; its siblings and other programs keep theirs.
             # Only running out of file descriptors fails the request, as a retryable 503.
             try:
-                result = self._run_and_judge(test, request, deadline, abandoned)
+                result = self._run_and_judge(test, request, deadline, abandoned, build)
             except FileDescriptorsExhausted:
                 raise
             except Exception:
@@ -329,11 +448,12 @@ class ExecutorService:
         request: ExecuteRequest,
         deadline: float,
         abandoned: threading.Event | None = None,
+        build: Build | None = None,
     ) -> TestResult:
         remaining = deadline - time.monotonic()
         if remaining <= 0.05:
             return skipped("Not run: the request's total time budget (limits.total_s) ran out.")
-        job = job_for_test(test, request, min(request.limits.wall_s, remaining), abandoned)
+        job = job_for_test(test, request, min(request.limits.wall_s, remaining), abandoned, build)
         began = time.monotonic()
         raw: RawRun = self.pool.run(job)
         elapsed = time.monotonic() - began
@@ -351,17 +471,18 @@ class ExecutorService:
     # --- SandboxFusion compatibility ------------------------------------------------
 
     async def run_code(self, request: RunCodeRequest) -> RunCodeResponse:
-        """SandboxFusion's `/run_code`: run a Python script once on `stdin`, no judging.
+        """SandboxFusion's `/run_code`: run a program once on `stdin`, no judging.
 
         Raises:
-            UnsupportedFeature: a language other than Python, or attached files.
+            UnsupportedFeature: a language this executor does not run, or `fetch_files`.
+            InvalidInput: a file name outside the working directory, or files too big.
         """
-        if request.language.lower() not in ("python", "python3"):
-            raise UnsupportedFeature(
-                f"language {request.language!r} is not supported; this executor runs 'python'"
-            )
-        if request.files or request.fetch_files:
-            raise UnsupportedFeature("files and fetch_files are not supported by this executor")
+        toolchain = find_language(request.language, self.pool.toolchains)
+        if request.fetch_files:
+            raise UnsupportedFeature(FETCH_FILES_REFUSED)
+        reserved = (toolchain.language.source, *toolchain.language.artifacts) if toolchain else ()
+        files = decode_files(request.files, self.settings.max_files_kb * 1024, reserved)
+        self._check_sandboxfusion_timeouts(request)
         # SandboxFusion runs without a memory limit when given -1; we apply our maximum.
         # Tiny limits are raised to what an interpreter needs to start at all.
         memory_mb = (
@@ -371,6 +492,7 @@ class ExecutorService:
         try:
             probe = ExecuteRequest(
                 code=request.code,
+                language=request.language,
                 tests=[StdinTest(stdin=request.stdin or "", expected_stdout="")],
                 limits=Limits(
                     wall_s=request.run_timeout,
@@ -386,18 +508,45 @@ class ExecutorService:
             # through is still the caller's input, never a server error.
             raise InvalidInput(first_validation_error(exc)) from exc
         self.validate(probe)
-        self._check_room()
+        await self.wait_for_room(self.settings.run_code_queue_wait_s)
         shares = ResponseBudget(self.settings.max_response_bytes, 1)
         abandoned = threading.Event()
+        deadline = time.monotonic() + 3600
         try:
-            async with self.admission.admitted(1, _request_bytes(probe)):
+            async with self.admission.admitted(
+                1, _request_bytes(probe) + sum(len(f[1]) for f in files)
+            ):
+                build = await self._build(probe, deadline, abandoned, files)
+                if build is not None and build.failure is not None:
+                    return _unbuilt_as_sandboxfusion(build)
                 result = await self._run_test(
-                    probe.tests[0], probe, time.monotonic() + 3600, abandoned, shares
+                    probe.tests[0], probe, deadline, abandoned, shares, build
                 )
+        except FileDescriptorsExhausted as exc:
+            abandoned.set()
+            # A 503 is a failed program to verl; a 504 it retries.
+            raise QueueTimeout(exc.message, retry_after_s=exc.retry_after_s) from exc
         except BaseException:
             abandoned.set()  # the client went away: the running program is stopped
             raise
-        return _as_sandboxfusion(result)
+        response = as_run_code_response(result)
+        if build is not None and build.compilation is not None:
+            response.compile_result = _compilation_as_sandboxfusion(build.compilation)
+        return response
+
+    def _check_sandboxfusion_timeouts(self, request: RunCodeRequest) -> None:
+        """Refuse a `run_timeout` or `compile_timeout` above this executor's maximum
+        wall time, naming the client's own field (not `limits.wall_s`).
+
+        Raises:
+            LimitTooHigh: either timeout is above COBALT_EXECUTOR_MAX_WALL_S.
+        """
+        maximum = self.settings.max_wall_s
+        for field in ("run_timeout", "compile_timeout"):
+            value = getattr(request, field)
+            if value > maximum:
+                above = LimitAboveMaximum(field, value, maximum, MAX_LIMIT_SETTINGS["wall_s"])
+                raise LimitTooHigh(above.message(), detail=above.detail())
 
     # --- introspection --------------------------------------------------------------
 
@@ -405,7 +554,8 @@ class ExecutorService:
         s = self.settings
         return ExecutorInfo(
             executor_version=EXECUTOR_VERSION,
-            languages=["python"],
+            languages=[PYTHON, *(t.language.name for t in self.pool.toolchains)],
+            language_details=language_details(self.pool.toolchains),
             compare_modes=[mode.value for mode in Compare],
             default_limits=Limits(),
             max_limits=self.max_limits(),
@@ -449,7 +599,50 @@ def _request_bytes(request: ExecuteRequest) -> int:
     return size
 
 
-def _as_sandboxfusion(result: TestResult) -> RunCodeResponse:
+COMPILATION_SHARE = 4
+"""A compilation's messages take at most 1/4 of its response's byte budget."""
+
+
+def _capped(
+    compilation: Compilation | None, shares: ResponseBudget | None, tests: int
+) -> Compilation | None:
+    """The compilation with its messages cut to its share of the response's budget."""
+    if compilation is None or shares is None:
+        return compilation
+    limit = shares.fair_share * tests // COMPILATION_SHARE
+    output = truncate_to_json_bytes(compilation.output, limit)
+    if output == compilation.output:
+        return compilation
+    return compilation.model_copy(update={"output": output})
+
+
+def _compilation_as_sandboxfusion(compilation: Compilation) -> RunCodeResult:
+    timed_out = "time limit" in compilation.reason
+    return RunCodeResult(
+        status="TimeLimitExceeded" if timed_out else "Finished",
+        execution_time=compilation.wall_ms / 1000,
+        return_code=0 if compilation.status == "ok" else (None if timed_out else 1),
+        stdout="",
+        stderr=compilation.output,
+    )
+
+
+def _unbuilt_as_sandboxfusion(build: Build) -> RunCodeResponse:
+    """SandboxFusion's answer for a program that did not compile (or a failed sandbox)."""
+    if build.compilation is None:
+        failure = build.failure
+        return RunCodeResponse(
+            status="SandboxError", message=failure.feedback if failure else "sandbox error"
+        )
+    return RunCodeResponse(
+        status="Failed",
+        message=build.compilation.reason,
+        compile_result=_compilation_as_sandboxfusion(build.compilation),
+    )
+
+
+def as_run_code_response(result: TestResult) -> RunCodeResponse:
+    """A test's result as SandboxFusion reports a run (`/run_code`, ScaleBox's `exec_info`)."""
     if result.verdict is Verdict.SANDBOX_ERROR:
         return RunCodeResponse(status="SandboxError", message=result.feedback)
     timed_out = result.verdict is Verdict.TIME_LIMIT

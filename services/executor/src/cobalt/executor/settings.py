@@ -44,6 +44,15 @@ class ExecutorSettings(CobaltSettings):
     body_deadline_s: float = Field(default=120.0, gt=0)
     """The whole request body must arrive within this many seconds of the request's head
     (408 after it), however steadily it drips."""
+    run_code_queue_wait_s: float = Field(default=10.0, ge=0, le=600)
+    """How long `/run_code` holds a request while the queue is full before it answers 504
+    with Retry-After (the status SandboxFusion's clients retry; verl scores a 429 as a
+    failed program). 10 s fits verl's own deadline (compile + run timeout + 10 s)."""
+    judge0_max_submissions: int = Field(default=1000, ge=1)
+    """Judge0 submissions held at once (queued, running, or finished and not expired);
+    past it new ones get 503 with Retry-After."""
+    judge0_result_ttl_s: float = Field(default=3600.0, gt=0)
+    """How long a finished Judge0 submission's result is kept for `GET /submissions/<token>`."""
     max_tests_per_request: int = Field(default=2000, ge=1)
     max_wall_s: float = Field(default=60.0, gt=0)
     """Highest per-test wall-clock limit a request may ask for."""
@@ -66,6 +75,27 @@ class ExecutorSettings(CobaltSettings):
     refuses to start without them, `off` never uses them. See docs/executor.md."""
     unsafe_no_sandbox: bool = False
     """Run without bubblewrap (rlimits and seccomp only). Never for untrusted code."""
+    languages: str = "all"
+    """Languages offered besides Python: `all` whose toolchain is installed, or a
+    comma-separated list (`python`: a Python-only executor). See docs/executor.md."""
+    compile_wall_s: float = Field(default=30.0, gt=0, le=600)
+    """Wall-clock limit of one compilation (compiled languages compile once per request)."""
+    compile_memory_mb: int = Field(default=2048, ge=64)
+    """Memory limit of one compilation (a compiler's own data and the jail's files)."""
+    compile_output_kb: int = Field(default=1024, ge=1)
+    """Compiler messages allowed; past it the compiler is stopped (a compile error)."""
+    build_cache_mb: int = Field(default=256, ge=0)
+    """Recent builds of compiled programs kept, so the same program sent again (one
+    request per test) is not compiled again; 0 turns it off."""
+    max_files_kb: int = Field(default=16384, ge=0)
+    """Total decoded size of a /run_code request's `files` (SandboxFusion's field)."""
+    python_packages: str = ""
+    """A directory of third-party packages Python programs may import, bound read-only in
+    every jail (e.g. /usr/lib/python3/dist-packages with Debian's python3-numpy,
+    python3-pandas and python3-sympy); empty: the standard library only."""
+    python_preload: str = ""
+    """Comma-separated modules of that set the zygote imports once, so tests importing
+    them pay nothing (costs memory per slot; see docs/executor.md)."""
     readiness_timeout_s: float = Field(default=10.0, gt=0)
     """How long the readiness canary may take on an idle executor before it counts as broken."""
     readiness_interval_s: float = Field(default=10.0, gt=0)
@@ -75,6 +105,12 @@ class ExecutorSettings(CobaltSettings):
     def _sane(self) -> ExecutorSettings:
         if self.python.find("/.pyenv/shims/") >= 0:
             raise ValueError("COBALT_EXECUTOR_PYTHON must not be a pyenv shim")
+        if self.python_packages and not os.path.isdir(self.python_packages):
+            raise ValueError(
+                f"COBALT_EXECUTOR_PYTHON_PACKAGES={self.python_packages!r} is not a directory"
+            )
+        if self.python_packages and not os.path.isabs(self.python_packages):
+            raise ValueError("COBALT_EXECUTOR_PYTHON_PACKAGES must be an absolute path")
         return self
 
     def sandbox_config(self) -> SandboxConfig:
@@ -89,4 +125,7 @@ class ExecutorSettings(CobaltSettings):
             nofile=self.nofile,
             file_size_mb=self.file_size_mb,
             cgroups=self.cgroups,
+            languages=self.languages,
+            python_packages=self.python_packages,
+            python_preload=tuple(filter(None, (m.strip() for m in self.python_preload.split(",")))),
         )

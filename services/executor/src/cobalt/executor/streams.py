@@ -114,7 +114,7 @@ class JobStreams:
         self.caps = {
             pipes.stdout_r: job.output_bytes,
             pipes.stderr_r: job.output_bytes,
-            pipes.result_r: job.output_bytes + 4096,
+            pipes.result_r: job.record_bytes or job.output_bytes + 4096,
         }
         self.kept = {**self.caps, pipes.stderr_r: DEFAULT_STDERR_CAP}
         self.seen = dict.fromkeys(self.buffers, 0)

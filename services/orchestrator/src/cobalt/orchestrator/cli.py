@@ -54,6 +54,7 @@ from cobalt.orchestrator.datasets.importers import (
     resolve_source,
 )
 from cobalt.shared.contracts import Compare
+from cobalt.shared.tables import print_table
 from cobalt.shared.text import truncate_middle
 
 # The commands import the store, the import flow and the contracts when they run, so that
@@ -143,6 +144,8 @@ def _report_json(report: ImportReport, fmt: str) -> dict[str, Any]:
         "unchanged": report.unchanged,
         "bad": len(report.bad),
         "bad_reasons": _bad_groups(report.bad),
+        "without_public_tests": len(report.without_public_tests),
+        "without_public_tests_ids": report.without_public_tests,
     }
 
 
@@ -155,6 +158,14 @@ def _print_import(report: ImportReport, fmt: str) -> None:
         str(report.read), str(report.inserted), str(report.unchanged), str(len(report.bad))
     )
     console.print(summary)
+    if report.without_public_tests:
+        ids = report.without_public_tests
+        shown = ", ".join(ids[:REASONS_SHOWN]) + (", ..." if len(ids) > REASONS_SHOWN else "")
+        console.print(
+            f"{len(ids)} problems have no public test (their feedback says that no public "
+            f"test ran): {shown}",
+            markup=False,
+        )
     if not report.bad:
         return
     reasons = Table(title="bad rows by reason", title_justify="left")
@@ -300,7 +311,7 @@ def list_command(
             str(item.problem_count),
             item.created_at.strftime("%Y-%m-%d %H:%M"),
         )
-    Console(highlight=False).print(table)
+    print_table(table, Console(highlight=False))
 
 
 @data_app.command("delete")

@@ -25,7 +25,7 @@ from cobalt.shared.contracts.inference import (
     LoadWeightsResponse,
     PolicyStatus,
 )
-from cobalt.shared.errors import Unavailable
+from cobalt.shared.errors import InvalidInput, Unavailable
 from cobalt.shared.settings import CobaltSettings
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "ReferenceEndpointSettings",
     "policy_version_of",
     "probe_endpoint",
+    "require_served_model",
 ]
 
 PROBE_TIMEOUT_S = 5.0
@@ -81,6 +82,12 @@ class EndpointProbe:
     vllm: bool
     """It is a vLLM server (every model `owned_by` "vllm"), so it takes vLLM's request
     fields (`return_token_ids`)."""
+    status: int = 200
+    """The HTTP status of the answer."""
+    listed: bool = True
+    """The answer was an OpenAI model list (`{"data": [...]}`), as every OpenAI-compatible
+    server gives; False for anything else (an HTML page, another API's JSON)."""
+    content_type: str = ""
 
 
 def probe_endpoint(
@@ -114,7 +121,48 @@ def probe_endpoint(
     return EndpointProbe(
         models=tuple(str(card.get("id")) for card in cards),
         vllm=bool(cards) and all(card.get("owned_by") == VLLM_OWNER for card in cards),
+        status=response.status_code,
+        listed=isinstance(entries, list),
+        content_type=response.headers.get("content-type", "").split(";")[0].strip(),
     )
+
+
+def require_served_model(
+    base_url: str, model: str, api_key: str | None = None, *, timeout_s: float = PROBE_TIMEOUT_S
+) -> EndpointProbe:
+    """`probe_endpoint`, then what it read: `model` must be one the endpoint lists.
+
+    What a command checks before it writes a run, so that a wrong name or URL is one
+    error rather than a failed trajectory per problem.
+
+    Raises:
+        Unavailable: nothing answered, or the endpoint answered with a server error.
+        InvalidInput: it refused the key (401, 403), it is not an OpenAI-compatible API
+            (its /models is no model list), or it does not serve `model` (the message
+            lists what it serves).
+    """
+    probe = probe_endpoint(base_url, api_key, timeout_s=timeout_s)
+    url = f"{base_url.rstrip('/')}/models"
+    if probe.status >= 500:
+        raise Unavailable(f"the model endpoint {base_url} answered GET {url} with {probe.status}")
+    if probe.status in (401, 403):
+        raise InvalidInput(
+            f"the model endpoint {base_url} refused the key (GET {url}: {probe.status}); "
+            "pass --api-key or set COBALT_MODEL_API_KEY"
+        )
+    if not probe.listed:
+        answer = f"{probe.status}" + (f" {probe.content_type}" if probe.content_type else "")
+        raise InvalidInput(
+            f"{base_url} is not an OpenAI-compatible API: GET {url} answered {answer}, not a "
+            "model list; --base-url is the API's root up to /v1 (e.g. http://127.0.0.1:8000/v1)"
+        )
+    if model not in probe.models:
+        served = ", ".join(probe.models[:20]) or "no model"
+        raise InvalidInput(
+            f"the model endpoint {base_url} does not serve {model!r}; it serves {served} "
+            "(pass one of them as --model)"
+        )
+    return probe
 
 
 class _EndpointSettings(CobaltSettings):

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 
 from cobalt.shared.contracts.runs import EvaluationReport, RunPublic, TurnPublic
 from cobalt.shared.contracts.statuses import TrajectoryStatus
+from cobalt.shared.reward_format import RewardFormat
 
 __all__ = [
     "BanditContextPublic",
@@ -152,6 +153,10 @@ class RunProblemDetail(BaseModel):
     hidden_tests: int
     swapped_tests: list[int] = Field(
         default_factory=list, description="positions of perturbed public tests (if any)"
+    )
+    reward_format: RewardFormat = Field(
+        default=RewardFormat.REASONING,
+        description="the format rules the run's rewards are scored with (its params')",
     )
     trajectories: list[TrajectoryDetail]
 

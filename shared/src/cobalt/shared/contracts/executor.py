@@ -17,9 +17,11 @@ __all__ = [
     "BatchExecuteResponse",
     "CallTest",
     "Compare",
+    "Compilation",
     "ExecuteRequest",
     "ExecuteResponse",
     "ExecutorInfo",
+    "LanguageInfo",
     "LimitAboveMaximum",
     "Limits",
     "MAX_LIMIT_SETTINGS",
@@ -50,6 +52,8 @@ class Verdict(StrEnum):
     OUTPUT_LIMIT = "output_limit"
     SANDBOX_ERROR = "sandbox_error"
     SKIPPED = "skipped"
+    COMPILE_ERROR = "compile_error"
+    """The program (a compiled language's) did not compile: no test of it ran."""
 
 
 class Compare(StrEnum):
@@ -297,7 +301,13 @@ class ExecuteRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     code: str = Field(max_length=MAX_CODE_CHARS)
-    language: Literal["python"] = "python"
+    language: str = Field(
+        default="python",
+        min_length=1,
+        max_length=64,
+        description="python, or another language this executor lists in GET /v1/info "
+        "(SandboxFusion's names: cpp, c, java, nodejs/javascript, go, rust); others get a 422",
+    )
     tests: list[TestCase] = Field(min_length=1, max_length=MAX_TESTS_PER_REQUEST)
     compare: Compare = Compare.COBALT
     limits: Limits = Field(default_factory=Limits)
@@ -338,6 +348,21 @@ class TestResult(BaseModel):
     )
 
 
+class Compilation(BaseModel):
+    """How a compiled language's program compiled (once per request)."""
+
+    status: Literal["ok", "error"]
+    output: str = Field(
+        default="", description="the compiler's messages (stdout then stderr), capped"
+    )
+    wall_ms: float = 0.0
+    reason: str = Field(
+        default="",
+        description="why an error is one when not the compiler's exit status "
+        "(its time, memory or output limit)",
+    )
+
+
 class ExecuteResponse(BaseModel):
     """Per-test results in the order of the request's tests, plus the summary."""
 
@@ -346,6 +371,11 @@ class ExecuteResponse(BaseModel):
     total: int
     pass_rate: float
     executor_version: str
+    compilation: Compilation | None = Field(
+        default=None,
+        description="a compiled language's compilation (null for Python and interpreted "
+        "languages); when its status is error every test is compile_error",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> ExecuteResponse:
@@ -368,6 +398,15 @@ class BatchExecuteResponse(BaseModel):
     results: list[ExecuteResponse]
 
 
+class LanguageInfo(BaseModel):
+    """One language a deployment runs (its toolchain was found at start-up)."""
+
+    name: str
+    aliases: list[str] = Field(default_factory=list)
+    compiled: bool = False
+    test_kinds: list[str] = Field(default_factory=lambda: ["stdin"])
+
+
 class ExecutorInfo(BaseModel):
     """What this executor offers: languages, default and maximum limits, capacity."""
 
@@ -386,6 +425,11 @@ class ExecutorInfo(BaseModel):
     max_body_bytes: int
     sandbox: str
     python: str
+    language_details: list[LanguageInfo] = Field(
+        default_factory=list,
+        description="each language in `languages`: its other accepted names, whether it "
+        "compiles, the test kinds it takes (absent from executors before 2026-12)",
+    )
 
 
 # --- SandboxFusion compatibility (`POST /run_code`) -------------------------------------
@@ -395,7 +439,7 @@ MAX_RUN_CODE_FILES = 64
 
 
 class RunCodeRequest(BaseModel):
-    """SandboxFusion's run_code request, the subset that makes sense for Python.
+    """SandboxFusion's run_code request, in the languages this executor runs.
 
     Fields SandboxFusion has and this executor does not use are accepted and ignored, so
     its clients work unchanged; every field is bounded (the body's size caps the rest).
@@ -410,11 +454,12 @@ class RunCodeRequest(BaseModel):
         }
     )
 
-    code: str = Field(max_length=MAX_CODE_CHARS, description="the Python program to run")
+    code: str = Field(max_length=MAX_CODE_CHARS, description="the program to run")
     language: str = Field(
         default="python",
         max_length=64,
-        description="'python' or 'python3'; anything else is refused (422)",
+        description="'python', 'python3' or another language GET /v1/info lists "
+        "(cpp, c, java, nodejs, go, rust where installed); anything else is refused (422)",
     )
     stdin: str | None = Field(
         default=None, max_length=MAX_TEXT_CHARS, description="fed to the program's stdin"
@@ -423,14 +468,16 @@ class RunCodeRequest(BaseModel):
         default=10.0,
         ge=0,
         le=600,
-        description="accepted for compatibility; Python has no compile step",
+        description="at most the executor's COBALT_EXECUTOR_MAX_WALL_S (a 422 naming "
+        "compile_timeout above it); compilations run under COBALT_EXECUTOR_COMPILE_WALL_S",
     )
     run_timeout: float = Field(
         default=10.0,
         gt=0,
         le=600,
         description="wall-clock seconds the program may run (at most the executor's "
-        "COBALT_EXECUTOR_MAX_WALL_S); over it: status Failed, run_result TimeLimitExceeded",
+        "COBALT_EXECUTOR_MAX_WALL_S, a 422 naming run_timeout above it); over it: status "
+        "Failed, run_result TimeLimitExceeded",
     )
     memory_limit_MB: int = Field(
         default=-1,
@@ -442,12 +489,15 @@ class RunCodeRequest(BaseModel):
     files: dict[str, str | None] = Field(
         default_factory=dict,
         max_length=MAX_RUN_CODE_FILES,
-        description="not supported: a non-empty value is refused (422)",
+        description="files written into the program's working directory first: relative "
+        "path to base64 contents (null: empty), COBALT_EXECUTOR_MAX_FILES_KB decoded in all; "
+        "a path outside the directory is refused (422)",
     )
     fetch_files: list[str] = Field(
         default_factory=list,
         max_length=MAX_RUN_CODE_FILES,
-        description="not supported: a non-empty value is refused (422)",
+        description="refused when non-empty (422): the sandbox has no network and keeps "
+        "no file after a run",
     )
 
 

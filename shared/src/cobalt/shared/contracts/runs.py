@@ -21,6 +21,7 @@ from cobalt.shared.contracts.bounds import (
 from cobalt.shared.contracts.executor import Compare, Limits
 from cobalt.shared.contracts.sampling import SamplingSettings
 from cobalt.shared.contracts.statuses import RunKind, RunStatus, TrajectoryStatus
+from cobalt.shared.reward_format import RewardFormat
 
 __all__ = [
     "EvaluationReport",
@@ -70,6 +71,12 @@ class _Decoding(SamplingSettings):
         le=INT32_MAX,
         description="characters of an answer (after </think>) the history keeps",
     )
+    reward_format: RewardFormat = Field(
+        default=RewardFormat.REASONING,
+        description="the reward's format rules for the model that writes the run: reasoning "
+        "(the paper's: one </think>) or instruct (no thinking block); evaluation scores every "
+        "turn with them, as a training job with the same setting does (docs/reward.md)",
+    )
 
 
 class RunParams(SamplingSettings):
@@ -96,6 +103,9 @@ class RunParams(SamplingSettings):
     """Stored and shown as `turns`, the requests' name (scripts read it)."""
     stop_on_pass: bool = False
     think_cap_chars: int = Field(default=defaults.HISTORY_CAP_CHARS, ge=0)
+    reward_format: RewardFormat = RewardFormat.REASONING
+    """The rules its turns are scored with; rows written before it was stored: reasoning,
+    the rules they were scored with then."""
     limits: Limits = Field(default_factory=Limits)
     compare: Compare = Compare.COBALT
     problems: int | None = Field(
@@ -285,6 +295,11 @@ class EvaluationReport(BaseModel):
     unevaluated: str | None = Field(
         default=None,
         description="when no problem has a hidden result: the command that measures them",
+    )
+    turns_without_feedback: int = Field(
+        default=0,
+        description="feedback turns (after turn 0) of problems without a public test: the "
+        "feedback before each said that no public test ran, so they had nothing to act on",
     )
     mean_reward: list[float | None] | None = Field(
         default=None,

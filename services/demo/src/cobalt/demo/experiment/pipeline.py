@@ -189,6 +189,7 @@ def _evaluated_run(
         turns=options.turns,
         max_tokens=options.max_tokens,
         temperature=options.temperature,
+        reward_format=options.reward_format,  # the arms' training jobs use the same rules
         **options.cheap_samples,
     )
     with progress.stage(f"{label}: rollouts") as bar:

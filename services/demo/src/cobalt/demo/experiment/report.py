@@ -111,10 +111,9 @@ def collect(result: ExperimentResult, sessions: sessionmaker[Session]) -> dict[s
 
 
 def _cell(value: float | None, interval: list[float] | None) -> str:
-    if value is None:
-        return "-"
-    shown = f"{value:.3f}"
-    return shown if interval is None else f"{shown} [{interval[0]:.3f}, {interval[1]:.3f}]"
+    from cobalt.orchestrator.analysis.text import rate_text
+
+    return rate_text(value, interval)
 
 
 def _verdict(interval: list[float] | None) -> str:

@@ -8,8 +8,18 @@ from fastapi import Depends, Request
 
 from cobalt.executor.service import ExecutorService
 from cobalt.shared.auth import AccessTokens, bearer_access
+from cobalt.shared.errors import Unauthorized
 
-__all__ = ["ServiceDep", "require_token"]
+__all__ = [
+    "PATH_TOKEN_PREFIX",
+    "ServiceDep",
+    "require_header_token",
+    "require_path_token",
+    "require_token",
+]
+
+PATH_TOKEN_PREFIX = "/t/{token}"
+"""Where the token-in-the-path routes live (`http://host:port/t/<token>/run_code`)."""
 
 
 # Dependencies are `async def` on purpose: FastAPI runs plain `def` dependencies in a
@@ -30,3 +40,31 @@ def _tokens(request: Request) -> AccessTokens:
 
 require_token = bearer_access(_tokens, settings_hint="COBALT_EXECUTOR_AUTH_TOKEN")
 """Check the bearer token when the executor is configured with one."""
+
+
+async def require_path_token(request: Request, token: str) -> None:
+    """Check the token a `/t/<token>/...` path carries, for clients that cannot send a
+    header (no SandboxFusion client can): their endpoint is `http://host:port/t/<token>`."""
+    tokens = _tokens(request)
+    if tokens.enforced and tokens.scope_of(token) is None:
+        raise Unauthorized(
+            "wrong token in the path /t/<token>/ (the token is the server's "
+            "COBALT_EXECUTOR_AUTH_TOKEN)"
+        )
+
+
+async def require_header_token(request: Request) -> None:
+    """Check Judge0's `X-Auth-Token` header, or else the bearer token (the `judge0` SDK
+    sends whichever headers its client is given)."""
+    tokens = _tokens(request)
+    if not tokens.enforced:
+        return
+    given = request.headers.get("x-auth-token")
+    if given is None:
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        given = given if scheme.lower() == "bearer" else ""
+    if tokens.scope_of(given.strip()) is None:
+        raise Unauthorized(
+            "missing or wrong token: send 'X-Auth-Token: <token>' or 'Authorization: Bearer "
+            "<token>' (the token is the server's COBALT_EXECUTOR_AUTH_TOKEN)"
+        )

@@ -15,6 +15,13 @@ A single rate (one problem's c passes of n) gets Wilson's score interval, and th
 of one problem between two runs Newcombe's hybrid score interval of the difference
 (method 10 of Newcombe, 1998), built from the two Wilson intervals: with n = 4 samples,
 1/4 -> 2/4 is within noise and 0/4 -> 4/4 is not.
+
+No interval claims certainty (`_never_certain`, the one rule every interval here obeys):
+it holds its estimate, and where the bootstrap has no width because nothing varied
+(every sample of every problem passed, or every one failed, or every problem changed
+alike) it is the score interval of the pooled counts instead: 0 passes of 80 samples
+reads [0, 0.046], not [0, 0]. The CLI, the UI, the CSV exports and the demo's and the
+experiment's reports all show these intervals, so they all follow the rule.
 """
 
 from __future__ import annotations
@@ -126,6 +133,15 @@ def _class_draws(
     return rng, table, rng.multinomial(len(rows), frequency, size=resamples)
 
 
+def _never_certain(interval: Interval, estimate: float, pooled: Interval | None) -> Interval:
+    """`interval` widened to hold `estimate`; `pooled` (the score interval of the pooled
+    counts, which has width whenever there is a trial) where it has no width."""
+    low, high = min(interval[0], estimate), max(interval[1], estimate)
+    if high > low or pooled is None:
+        return low, high
+    return min(pooled[0], estimate), max(pooled[1], estimate)
+
+
 def bootstrap_pass_at_1(
     counts: Sequence[tuple[int, int]],
     *,
@@ -138,8 +154,8 @@ def bootstrap_pass_at_1(
     None when there is no problem (nothing was measured). One problem is a single rate:
     Wilson's interval (resampling one problem's samples cannot show noise that did not
     occur, e.g. 2/2 would read [1, 1]). With several problems all passing or all failing
-    the bootstrap has no width either: that is the bootstrap's known blind spot at 0 and
-    1, documented in docs/analysis.md.
+    the bootstrap has no width either (its blind spot at 0 and 1): then Wilson's interval
+    of the pooled counts (`_never_certain`).
     """
     usable = [(c, n) for c, n in counts if n > 0]
     if not usable:
@@ -149,7 +165,11 @@ def bootstrap_pass_at_1(
     rng, table, drawn = _class_draws(usable, resamples, seed)
     passes, samples = table[:, 0], table[:, 1]
     rates = rng.binomial(drawn * samples, passes / samples) / samples
-    return _percentiles(rates.sum(axis=1) / len(usable), confidence)
+    estimate = sum(c / n for c, n in usable) / len(usable)
+    pooled = wilson_interval(sum(c for c, _ in usable), sum(n for _, n in usable), confidence)
+    return _never_certain(
+        _percentiles(rates.sum(axis=1) / len(usable), confidence), estimate, pooled
+    )
 
 
 def bootstrap_difference(
@@ -162,7 +182,9 @@ def bootstrap_difference(
     """Interval of Pass@1(B) - Pass@1(A) over the problems both runs measured.
 
     `pairs` holds one (c_a, n_a, c_b, n_b) per problem; the problems are drawn once for
-    both runs, each run's samples independently. None when no problem has both.
+    both runs, each run's samples independently. None when no problem has both. Where
+    nothing varied (every problem changed alike, all at 0 or 1), Newcombe's interval of
+    the pooled counts (`_never_certain`).
     """
     usable = [p for p in pairs if p[1] > 0 and p[3] > 0]
     if not usable:
@@ -171,4 +193,9 @@ def bootstrap_difference(
     n_a, n_b = table[:, 1], table[:, 3]
     rate_a = rng.binomial(drawn * n_a, table[:, 0] / n_a) / n_a
     rate_b = rng.binomial(drawn * n_b, table[:, 2] / n_b) / n_b
-    return _percentiles((rate_b - rate_a).sum(axis=1) / len(usable), confidence)
+    estimate = sum(c_b / n_b - c_a / n_a for c_a, n_a, c_b, n_b in usable) / len(usable)
+    c_a, n_a, c_b, n_b = (sum(pair[i] for pair in usable) for i in range(4))
+    pooled = newcombe_difference(c_a, n_a, c_b, n_b, confidence)
+    return _never_certain(
+        _percentiles((rate_b - rate_a).sum(axis=1) / len(usable), confidence), estimate, pooled
+    )

@@ -6,7 +6,9 @@ prompt plus the stored responses and feedback of the turns it includes, exactly 
 loop sent them), drops contexts over the token cap, mixes in contexts of other bandit
 datasets (perturbed augmentation), shuffles with the seed and stores the result with
 per-rule counts. A refine run with 2 feedback turns is what docs/method.md builds from; a
-sample run gives turn-0 contexts only (the single-turn baseline).
+run without feedback turns gives turn-0 contexts only (the single-turn baseline), so it
+is refused unless asked for by name (`turn_zero_only`): built by mistake from a sample
+run, "Cobalt" training would silently be single-turn GRPO.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ class BuildOptions:
     research_validation: bool = False
     """Validation mode as the research script builds it: the turn-0 context plus the
     chosen trajectory's contexts after 1, 2, 3 turns (default: one context per problem)."""
+    turn_zero_only: bool = False
+    """Build from a run without feedback turns (turn-0 contexts only) rather than refuse."""
 
     def as_params(self) -> dict[str, Any]:
         return {
@@ -75,6 +79,7 @@ class BuildOptions:
             "tokenizer": self.tokenizer,
             "first_stop_turns": list(self.first_stop_turns),
             "research_validation": self.research_validation,
+            "turn_zero_only": self.turn_zero_only,
         }
 
 
@@ -242,6 +247,24 @@ def _mixed_contexts(
     return mixed
 
 
+def _refuse_without_feedback_turns(session: Session, run_id: int, params: RunParams) -> None:
+    """InvalidInput, naming the runs that continue it, when run `run_id` has no feedback
+    turn: its contexts could only be turn-0 ones."""
+    if params.feedback_turns > 0:
+        return
+    refine_runs = repo_bandit.refine_runs_of(session, run_id=run_id)
+    where = (
+        f"build from its refine run{'s' if len(refine_runs) > 1 else ''} "
+        + ", ".join(str(r) for r in refine_runs)
+        if refine_runs
+        else f"refine it first (`cobalt run refine --from {run_id} --turns 2`) and build from that"
+    )
+    raise InvalidInput(
+        f"run {run_id} has no feedback turns, so it gives turn-0 contexts only (single-turn "
+        f"training); {where}, or pass --turn-zero-only to build turn-0 contexts on purpose"
+    )
+
+
 def build_bandit_dataset(
     sessions: sessionmaker[Session],
     *,
@@ -255,8 +278,8 @@ def build_bandit_dataset(
 
     Raises:
         NotFound: no such run, or a dataset to mix in does not exist.
-        InvalidInput: the run is not finished or not evaluated on hidden tests, or an
-            option is out of range.
+        InvalidInput: the run is not finished or not evaluated on hidden tests, has no
+            feedback turns (unless `options.turn_zero_only`), or an option is out of range.
         Conflict: `name` exists and `replace` is False.
     """
     if options.keep < 1 or options.max_prompt_tokens < 1:
@@ -273,6 +296,8 @@ def build_bandit_dataset(
                 f"run {run_id} is {run.status}; build from a finished run (`cobalt run "
                 f"resume {run_id}` completes it)"
             )
+        if not options.turn_zero_only:
+            _refuse_without_feedback_turns(session, run_id, RunParams.model_validate(run.params))
         if not replace:
             existing = {d.name for d, _ in repo_bandit.list_bandit_datasets(session)}
             if name in existing:

@@ -114,6 +114,14 @@ def build(
             "context of up to 8 messages per problem).",
         ),
     ] = False,
+    turn_zero_only: Annotated[
+        bool,
+        typer.Option(
+            "--turn-zero-only",
+            help="Build from a run without feedback turns (a sample run): turn-0 contexts "
+            "only, the single-turn baseline. Without it such a run is refused (exit 2).",
+        ),
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Build contexts from a refine run (2 feedback turns) and its hidden-test evaluation."""
@@ -133,6 +141,7 @@ def build(
         if research_first_stop
         else DEFAULT_FIRST_STOP_TURNS,
         research_validation=research_validation,
+        turn_zero_only=turn_zero_only,
     )
     store = store_context()
     with handled():

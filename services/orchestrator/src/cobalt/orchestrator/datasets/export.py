@@ -21,7 +21,7 @@ import gzip
 import json
 import os
 import secrets
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -40,6 +40,7 @@ __all__ = [
     "export_dataset",
     "export_format",
     "problem_row",
+    "write_replacing",
 ]
 
 EXPORT_FORMATS = {".jsonl": "jsonl", ".jsonl.gz": "jsonl", ".parquet": "parquet"}
@@ -184,17 +185,35 @@ def export_dataset(
         if dataset is None:
             raise NotFound(f"no dataset named {name!r}; `cobalt data list` shows them")
         batches = _batches(session, dataset_id=dataset.id, batch_size=batch_size)
-        # Not mkstemp: its 0600 mode would survive the rename; "x" keeps the umask's mode.
-        temporary = out.parent / f".{out.name}.{secrets.token_hex(4)}.tmp"
-        try:
-            with temporary.open("xb") as handle:
-                if fmt == "parquet":
-                    report.rows = _write_parquet(handle, batches, dataset=name)
-                else:
-                    gzipped = out.name.lower().endswith(".gz")
-                    report.rows = _write_jsonl(handle, batches, gzipped=gzipped)
-            os.replace(temporary, out)
-        except BaseException:
-            temporary.unlink(missing_ok=True)
-            raise
+
+        def write(handle: IO[bytes]) -> int:
+            if fmt == "parquet":
+                return _write_parquet(handle, batches, dataset=name)
+            return _write_jsonl(handle, batches, gzipped=out.name.lower().endswith(".gz"))
+
+        report.rows = write_replacing(out, write)
     return report
+
+
+def write_replacing(out: Path, write: Callable[[IO[bytes]], int]) -> int:
+    """`write` into a new file beside `out`, then that file renamed to `out`: a reader
+    never sees half a file, and a failed write leaves `out` as it was.
+
+    Returns:
+        What `write` returned (the rows it wrote).
+
+    Raises:
+        InvalidInput: the directory of `out` does not exist.
+    """
+    if not out.parent.is_dir():
+        raise InvalidInput(f"cannot write {out}: directory {out.parent} does not exist")
+    # Not mkstemp: its 0600 mode would survive the rename; "x" keeps the umask's mode.
+    temporary = out.parent / f".{out.name}.{secrets.token_hex(4)}.tmp"
+    try:
+        with temporary.open("xb") as handle:
+            rows = write(handle)
+        os.replace(temporary, out)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return rows

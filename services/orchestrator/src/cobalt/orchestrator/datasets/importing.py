@@ -110,6 +110,9 @@ class ImportReport:
     inserted: int = 0
     unchanged: int = 0
     bad: list[BadRow] = field(default_factory=list)
+    without_public_tests: list[str] = field(default_factory=list)
+    """External ids of the problems read with no public test: their feedback can only say
+    that no public test ran (docs/datasets.md)."""
 
 
 def validation_reason(exc: ValidationError) -> str:
@@ -228,6 +231,8 @@ def import_file(
                 rows.append(report.read)
                 continue
             first_row[item.external_id] = report.read
+            if not item.public_tests:
+                report.without_public_tests.append(item.external_id)
             pending.append(_row_values(item))
             if len(pending) >= batch_size:
                 insert_pending()

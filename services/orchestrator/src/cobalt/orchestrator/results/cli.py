@@ -27,11 +27,14 @@ from cobalt.orchestrator.console import (
     settings_or_exit,
     store_context,
 )
+from cobalt.shared.tables import print_table
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
+    from sqlalchemy.orm import Session, sessionmaker
 
     from cobalt.shared.contracts.browse import RunProblemsPublic, TrajectoryDetail
+    from cobalt.shared.reward_format import RewardFormat
 
 _Body = TypeVar("_Body", bound="BaseModel")
 
@@ -85,13 +88,23 @@ def table(
     out: OutOption = None,
     form: FormatOption = None,
     as_json: JsonOption = False,
+    per_turn: Annotated[
+        bool,
+        typer.Option("--per-turn", help="Pass@1 [95%] at every turn, a column per turn."),
+    ] = False,
 ) -> None:
     """Several runs side by side: Pass@1 at turn 0 and the last turn [95% intervals], per
-    difficulty where the dataset has difficulties. Exits 1 if a run is not evaluated."""
+    difficulty where the dataset has difficulties (--per-turn: at every turn). Exits 1 if a
+    run is not evaluated."""
     from cobalt.orchestrator.results.exports import table_rows
     from cobalt.orchestrator.results.table import run_table
 
     store = store_context(settings_or_exit())
+    if per_turn:
+        if out is not None or form is not None:
+            raise fail(EXIT_USAGE, "--per-turn prints the table (or --json); drop --out/--format")
+        _per_turn_table(store.sessions(), runs, as_json=as_json)
+        return
     with handled():
         result = run_table(store.sessions(), runs)
     if as_json:
@@ -125,10 +138,41 @@ def table(
                     for c in levels
                 ),
             )
-        Console().print(shown)
+        print_table(shown)
     missing = [row for row in result.rows if row.unevaluated]
     for row in missing:
         typer.echo(f"run {row.run.id} is not evaluated: `{row.unevaluated}` measures it", err=True)
+    if missing:
+        raise typer.Exit(EXIT_NOT_EVALUATED)
+
+
+def _per_turn_table(sessions: sessionmaker[Session], runs: list[int], *, as_json: bool) -> None:
+    """`run table --per-turn`: each run's Pass@1 [95%] at every turn (its stored report)."""
+    from cobalt.orchestrator.analysis.text import rate_text
+    from cobalt.orchestrator.runs.evaluation import stored_report
+
+    with handled():
+        reports = [stored_report(sessions, run, ks=()) for run in runs]
+    if as_json:
+        echo_json({"runs": [report.model_dump(mode="json") for report in reports]})
+    else:
+        turns = max(report.turns for report in reports)
+        shown = Table("run", *(f"turn {t} [95%]" for t in range(turns)), title="Pass@1 by turn")
+        for report in reports:
+            rates, intervals = report.pass_at_1 or [], report.pass_at_1_interval or []
+            shown.add_row(
+                str(report.run_id),
+                *(
+                    rate_text(rates[t], intervals[t]) if t < len(rates) else "-"
+                    for t in range(turns)
+                ),
+            )
+        print_table(shown)
+    missing = [report for report in reports if report.unevaluated]
+    for report in missing:
+        typer.echo(
+            f"run {report.run_id} is not evaluated: `{report.unevaluated}` measures it", err=True
+        )
     if missing:
         raise typer.Exit(EXIT_NOT_EVALUATED)
 
@@ -137,12 +181,30 @@ def export(
     run_id: Annotated[int, typer.Argument(help="The run.")],
     out: OutOption = None,
     form: FormatOption = None,
+    turns: Annotated[
+        bool,
+        typer.Option(
+            "--turns",
+            help="One row per turn (response, program, verdicts, per-test outputs, reward "
+            "components, policy) to --out FILE.parquet, .jsonl or .jsonl.gz.",
+        ),
+    ] = False,
 ) -> None:
-    """A run's per-problem results (pass rates with Wilson intervals) as CSV or JSON."""
+    """A run's per-problem results (pass rates with Wilson intervals) as CSV or JSON, or
+    with --turns every turn as Parquet or JSONL."""
     from cobalt.orchestrator.results.exports import problem_rows
     from cobalt.orchestrator.runs.browse import run_problems
 
     store = store_context(settings_or_exit())
+    if turns:
+        from cobalt.orchestrator.results.turn_export import export_run_turns
+
+        if out is None or str(out) == "-" or form is not None:
+            raise fail(EXIT_USAGE, "--turns writes a file: give --out FILE.parquet or .jsonl")
+        with handled():
+            written = export_run_turns(store.sessions(), run_id, out)
+        typer.echo(f"{written} turns of run {run_id} written to {out}")
+        return
     with handled():
         problems = run_problems(store.sessions(), run_id)
     write_export(problems, problem_rows, out, form)
@@ -213,7 +275,7 @@ def print_problems(problems: RunProblemsPublic, unevaluated: str | None) -> None
             str(p.flagged),
             str(p.failed),
         )
-    Console().print(shown)
+    print_table(shown)
     if unevaluated:
         typer.echo(f"no hidden-test results yet: `{unevaluated}` measures them")
 
@@ -226,7 +288,9 @@ def _verdicts(verdicts: list[str] | None, passed: bool | None) -> str:
     return head + (f", {', '.join(failing[:5])}" if failing else "")
 
 
-def _print_trajectory(trajectory: TrajectoryDetail, *, reasoning: bool) -> None:
+def _print_trajectory(
+    trajectory: TrajectoryDetail, *, reasoning: bool, reward_format: RewardFormat
+) -> None:
     console = Console(highlight=False, soft_wrap=True)
     for turn in trajectory.turns:
         console.rule(f"turn {turn.turn_index}")
@@ -234,7 +298,8 @@ def _print_trajectory(trajectory: TrajectoryDetail, *, reasoning: bool) -> None:
         console.print(f"hidden tests: {_verdicts(turn.hidden_verdicts, turn.hidden_passed)}")
         if turn.reward is not None:
             console.print(
-                f"reward: {turn.reward.total:+.3f} (pass rate {turn.reward.pass_rate:.3f})"
+                f"reward: {turn.reward.total:+.3f} (pass rate {turn.reward.pass_rate:.3f}, "
+                f"{reward_format} format rules)"
             )
         if turn.reasoning:
             if reasoning:
@@ -286,7 +351,7 @@ def trajectory(
         f"{chosen.status}, {len(chosen.turns)} turns"
         + (f"; error: {chosen.error}" if chosen.error else "")
     )
-    _print_trajectory(chosen, reasoning=reasoning)
+    _print_trajectory(chosen, reasoning=reasoning, reward_format=detail.reward_format)
 
 
 def export_job(

@@ -2,9 +2,10 @@
 
 docs/method.md: the first failing public test in test order, with its input, the program's
 output and the expected output, or the error output for a crash (each field middle-
-truncated to 400 characters); a message saying all public tests pass; or, when the answer
-had no code block, a message asking for one. This module decides which of the three a
-turn gets and what the fields hold; the words come from the run's `PromptTemplate`.
+truncated to 400 characters); a message saying all public tests pass; a message saying
+that no public test ran, for a problem without one (never "passes every public test");
+or, when the answer had no code block, a message asking for one. This module decides which
+of the four a turn gets and what the fields hold; the words come from the run's `PromptTemplate`.
 """
 
 from __future__ import annotations
@@ -65,15 +66,18 @@ _VERDICT_LABELS = {
     Verdict.OUTPUT_LIMIT: "output limit exceeded",
     Verdict.SANDBOX_ERROR: "the sandbox failed to run it",
     Verdict.SKIPPED: "not run",
+    Verdict.COMPILE_ERROR: "compile error",
 }
 
 
 class FeedbackKind(StrEnum):
-    """Which of the three feedback messages a turn gets."""
+    """Which of the four feedback messages a turn gets."""
 
     NO_CODE = "no_code"
     ALL_PASSED = "all_passed"
     FAILED_TEST = "failed_test"
+    NO_PUBLIC_TESTS = "no_public_tests"
+    """The problem has no public test: the program ran on nothing."""
 
 
 def public_verdict_vector(response: ExecuteResponse | None) -> list[str]:
@@ -98,12 +102,13 @@ def feedback_kind(code: str | None, response: ExecuteResponse | None) -> Feedbac
 
     Args:
         code: The extracted program; None when the answer had no code block.
-        response: The public tests' results; None when the problem has no public tests
-            (nothing can fail, so that counts as all passed).
+        response: The public tests' results; None when the problem has no public tests.
     """
     if code is None:
         return FeedbackKind.NO_CODE
-    if response is None or first_failure(response) is None:
+    if response is None:
+        return FeedbackKind.NO_PUBLIC_TESTS
+    if first_failure(response) is None:
         return FeedbackKind.ALL_PASSED
     return FeedbackKind.FAILED_TEST
 
@@ -218,12 +223,12 @@ def feedback_for_first_failure(
         public_tests: The problem's public tests, in the dataset's order.
         code: The extracted program; None when the answer had no code block.
         response: The public tests' results in the same order (one per test); None when
-            the problem has no public tests, which counts as all passed.
+            the problem has no public tests (`template.no_public_tests`).
         field_chars: Middle-truncation length of each shown field.
 
     Returns:
-        `template.no_code`, `template.all_passed`, or the report of the first failing
-        public test wrapped by the template.
+        `template.no_code`, `template.no_public_tests`, `template.all_passed`, or the
+        report of the first failing public test wrapped by the template.
 
     Raises:
         ValueError: `response` does not hold exactly one result per public test, or is
@@ -239,7 +244,9 @@ def feedback_for_first_failure(
         )
     if code is None:
         return template.no_code
-    if response is None or (position := first_failure(response)) is None:
+    if response is None:
+        return template.no_public_tests
+    if (position := first_failure(response)) is None:
         return template.all_passed
     report = failed_test_report(
         public_tests[position], response.results[position], field_chars=field_chars

@@ -15,6 +15,7 @@ A template is a TOML file. Bundled ones live in `templates/` and are named by th
                              {expected} {error}
     error                    a crash or a limit: the same placeholders
     all_passed               every public test passed
+    no_public_tests          (optional) the problem has no public test, so none ran
     no_code                  the answer had no code block
 
 Every value is a `str.format` string ({{ and }} are literal braces), surrounding
@@ -91,7 +92,16 @@ _KEY_SPECS = (
     _KeySpec("feedback.error", "error_report", _REPORT_FIELDS),
     _KeySpec("feedback.all_passed", "all_passed"),
     _KeySpec("feedback.no_code", "no_code"),
+    _KeySpec("feedback.no_public_tests", "no_public_tests", is_optional=True),
 )
+
+NO_PUBLIC_TESTS = (
+    "No public test ran: this problem has none, so nothing checked your program. Check it "
+    "yourself against the statement and its examples (including edge cases), then reply with "
+    "the complete final program in a single ```python code block."
+)
+"""`feedback.no_public_tests` where a template leaves it out: a bundled template's text
+stays as the runs that stored its sha256 read it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +262,9 @@ class PromptTemplate:
     no_code: str
     """The whole feedback message when the answer had no code block."""
     system: str | None = None
+    no_public_tests: str = NO_PUBLIC_TESTS
+    """The whole feedback message when the problem has no public test (never
+    `all_passed`: that would claim tests passed that do not exist)."""
 
     @classmethod
     def load(cls, name_or_path: str | Path) -> PromptTemplate:
@@ -279,6 +292,8 @@ class PromptTemplate:
             ) from exc
         values = _parse(raw, path)
         system = values.pop("system", None)
+        if not values.get("no_public_tests"):
+            values.pop("no_public_tests", None)
         return cls(
             name=str(name_or_path),
             path=path,

@@ -45,6 +45,8 @@ from cobalt.shared.cli import interrupted, stopping_on_signals
 from cobalt.shared.contracts.runs import INHERITED_BY_REFINE, RefineRunRequest, SampleRunRequest
 from cobalt.shared.contracts.statuses import RunStatus, TrajectoryStatus
 from cobalt.shared.errors import InvalidInput, first_validation_error_parts
+from cobalt.shared.reward_format import RewardFormat
+from cobalt.shared.tables import print_table
 
 # The commands import the store, the run service and the contracts when they run, so that
 # `cobalt run --help` loads none of SQLAlchemy, the OpenAI client, RQ or matplotlib.
@@ -98,13 +100,14 @@ def _request(
         raise fail(EXIT_USAGE, f"--{where.replace('_', '-')}: {message}") from exc
 
 
-def _require_endpoint(base_url: str, api_key: str | None) -> None:
-    """Exit 3 at once when nothing answers at `base_url`, rather than after the sampler's
-    retries have failed every job (the run then never starts)."""
-    from cobalt.shared.clients.inference import probe_endpoint
+def _require_endpoint(base_url: str, model: str, api_key: str | None) -> None:
+    """Exit 3 at once when nothing answers at `base_url`, 2 when it is no OpenAI API or
+    does not serve `model`, rather than a failed trajectory per problem (the run then
+    never starts)."""
+    from cobalt.shared.clients.inference import require_served_model
 
     with handled():
-        probe_endpoint(base_url, api_key)
+        require_served_model(base_url, model, api_key)
 
 
 def _carry_out(
@@ -138,10 +141,10 @@ def _carry_out(
                 return _wait(sessions, run_id, quiet=quiet)
         if not endpoint_checked:
             with handled():
-                base_url = service.run_public(sessions, run_id).base_url
+                run = service.run_public(sessions, run_id)
                 has_work = bool(service.open_problem_ids(sessions, run_id))
             if has_work:  # a run with nothing left to do needs no endpoint
-                _require_endpoint(base_url, api_key)
+                _require_endpoint(run.base_url, run.model, api_key)
         with open_executor() as executor, _live(sessions, run_id, quiet=quiet) as tick:
             with stopping_on_signals(runtime().interrupt), handled():
                 carry_out_run(
@@ -309,7 +312,7 @@ def sample(
 
         with handled():  # an unknown dataset is a usage error (2), whatever the endpoint
             dataset_summary(store.sessions(), name=request.dataset, first=0)
-        _require_endpoint(request.base_url, api_key)
+        _require_endpoint(request.base_url, request.model, api_key)
     with handled():
         run_id = service.create_sample_run(
             store.sessions(), request, executor=executor_settings_or_exit()
@@ -341,11 +344,22 @@ def refine(
 
     request = _request(RefineRunRequest, sampling_set, **settings)
     store = _store(detach=detach)
+    if not store.settings.redis_url:  # the jobs run here: check the model they will ask
+        with handled():
+            parent = service.run_public(store.sessions(), request.from_run)
+        _require_endpoint(
+            request.base_url or parent.base_url, request.model or parent.model, api_key
+        )
     with handled():
         run_id = service.create_refine_run(
             store.sessions(), request, executor=executor_settings_or_exit()
         )
-    _finish(_carry_out(store, run_id, api_key=api_key, detach=detach, quiet=as_json), as_json)
+    _finish(
+        _carry_out(
+            store, run_id, api_key=api_key, detach=detach, quiet=as_json, endpoint_checked=True
+        ),
+        as_json,
+    )
 
 
 @run_app.command("resume")
@@ -418,7 +432,7 @@ def list_runs(
             str(r.turns_written),
             r.created_at.strftime("%Y-%m-%d %H:%M"),
         )
-    Console().print(table)
+    print_table(table)
 
 
 @run_app.command("show")
@@ -512,7 +526,7 @@ def compare_runs(
             difference_text(comparison.difference[turn], comparison.difference_interval[turn]),
             *(str(counts.get(key, 0)) for key in changes),
         )
-    Console().print(table)
+    print_table(table)
     for change in ("fixed", "broken"):
         names = [p.external_id for p in comparison.problems if p.change == change]
         if names:
@@ -551,6 +565,15 @@ def evaluate(
             help="The policy model's directory: also score and store every turn's Cobalt "
             "reward (turn_rewards). Default COBALT_REWARD_TOKENIZER, else "
             "COBALT_POLICY_TOKENIZER; with none, rewards are not scored.",
+        ),
+    ] = None,
+    reward_format: Annotated[
+        RewardFormat | None,
+        typer.Option(
+            "--reward-format",
+            help="The format rules the rewards are scored with; default the run's "
+            "(`run sample --reward-format`). Given, it becomes the run's while none of its "
+            "turns is scored.",
         ),
     ] = None,
     report_to: Annotated[
@@ -594,6 +617,7 @@ def evaluate(
                 on_progress=lambda done, total: bars.update(task, completed=done, total=total),
                 reward_tokens=reward_tokens,
                 tokenizer=str(tokenizer_path or ""),
+                reward_format=reward_format,
             )
         others: list[EvaluationReport] = [
             evaluate_run(sessions, other, executor) for other in (compare or [])
@@ -627,9 +651,14 @@ def evaluate(
             f"{report.public_pass_at_1[turn]:.3f}",
             *([] if report.mean_reward is None else ["-" if reward is None else f"{reward:+.3f}"]),
         )
-    Console().print(table)
+    print_table(table)
     if report.failed_trajectories:
         typer.echo(f"{report.failed_trajectories} trajectories failed (see `cobalt run show`)")
+    if report.turns_without_feedback:
+        typer.echo(
+            f"{report.turns_without_feedback} feedback turns had no test feedback to act on "
+            "(their problems have no public test)"
+        )
     if plot is not None:
         typer.echo(f"plot written to {plot}")
     if reported:

@@ -24,9 +24,14 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.analysis.statistics import bootstrap_pass_at_1
-from cobalt.orchestrator.runs.rewards import mean_reward_per_turn
+from cobalt.orchestrator.runs.rewards import (
+    mean_reward_per_turn,
+    run_reward_format,
+    score_turn_rewards,
+)
 from cobalt.orchestrator.store import repo_rewards, repo_runs
 from cobalt.shared.contracts.runs import EvaluationReport, RunParams
+from cobalt.shared.reward_format import RewardFormat
 
 if TYPE_CHECKING:
     # What judging needs is imported by `evaluate_run`: the HTTP clients, the execution
@@ -146,16 +151,19 @@ def evaluate_run(
     on_progress: Callable[[int, int], None] | None = None,
     reward_tokens: TokenCounter | None = None,
     tokenizer: str = "",
+    reward_format: RewardFormat | None = None,
 ) -> EvaluationReport:
     """Judge every not-yet-judged turn on the hidden tests and report the rates.
 
     With `reward_tokens` (the policy's tokenizer, named by `tokenizer`) every evaluated
-    turn's Cobalt reward is also scored and stored (`runs.rewards`), and the report has
-    the mean reward per turn.
+    turn's Cobalt reward is also scored and stored (`runs.rewards`) with the run's format
+    rules (`reward_format`, when given, becomes them first: `run_reward_format`), and the
+    report has the mean reward per turn.
     """
     from cobalt.orchestrator.rollouts.program_outputs import stored_outputs
-    from cobalt.orchestrator.runs.rewards import score_turn_rewards
     from cobalt.shared.execution import unjudged_verdicts
+
+    run_reward_format(sessions, run_id, reward_format)  # a conflict: refused before any work
 
     with sessions() as session:
         run = repo_runs.get_run(session, run_id=run_id)
@@ -243,6 +251,14 @@ def _report(
             hidden.pop(problem_id, None)
             public.pop(problem_id, None)
         failed_trajectories = repo_runs.failed_trajectories(session, run_id=run_id)
+        test_counts = repo_rewards.problem_test_counts(
+            session, problem_ids={row[0] for row in outcomes}
+        )
+    without_feedback = sum(
+        1
+        for problem_id, _, index, _, _ in outcomes
+        if index > 0 and test_counts[problem_id][0] == 0
+    )
     mean_reward = mean_reward_per_turn(sessions, run_id, turns) if with_rewards else None
     if not hidden:  # nothing measured: no rate, and the command that would measure it
         return EvaluationReport(
@@ -257,6 +273,7 @@ def _report(
             mean_reward=mean_reward,
             unevaluated=f"cobalt run evaluate {run_id}",
             sandbox_errors=sum(unjudged.values()),
+            turns_without_feedback=without_feedback,
         )
     return EvaluationReport(
         run_id=run_id,
@@ -275,4 +292,5 @@ def _report(
         failed_trajectories=failed_trajectories,
         mean_reward=mean_reward,
         sandbox_errors=sum(unjudged.values()),
+        turns_without_feedback=without_feedback,
     )

@@ -23,6 +23,7 @@ from cobalt.orchestrator.rollouts.loop import RolloutSpec, RunCancelled, roll_ou
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.rollouts.runtime import JobInterrupted, RolloutRuntime
 from cobalt.orchestrator.rollouts.sampling import SamplingParams
+from cobalt.orchestrator.runs.failures import failed_trajectory_error, run_failure
 from cobalt.orchestrator.store import repo_runs
 from cobalt.orchestrator.store.models import Problem, RunStatus, TrajectoryStatus
 from cobalt.orchestrator.store.repo_runs import TurnRow
@@ -156,7 +157,8 @@ def roll_out_run_problem(
         _move_problem(sessions, run_id, problem_id, TrajectoryEvent.REOPEN)
         raise
     except CobaltError as exc:
-        _move_problem(sessions, run_id, problem_id, TrajectoryEvent.FAIL, error=exc.message)
+        error = failed_trajectory_error(exc)
+        _move_problem(sessions, run_id, problem_id, TrajectoryEvent.FAIL, error=error)
         raise
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
@@ -217,12 +219,15 @@ def finish_run_if_done(sessions: sessionmaker[Session], run_id: int) -> str | No
         failed = progress.trajectories.get(TrajectoryStatus.FAILED, 0)
         event = RunEvent.FAIL if failed else RunEvent.FINISH
         status = run_after(run_id, progress.status, event)
+        errors = [
+            t.error
+            for t in repo_runs.trajectories_of(session, run_id=run_id)
+            if t.status == TrajectoryStatus.FAILED
+        ]
         repo_runs.set_run_status(
             session,
             run_id=run_id,
             status=status,
-            error=f"{failed} trajectories failed; `cobalt run resume {run_id}` retries them"
-            if failed
-            else None,
+            error=run_failure(run_id, errors) if failed else None,
         )
         return status

@@ -12,6 +12,10 @@ Token lengths come from the stored completion ids when they are the response's
 left alone, so evaluating again scores only what is new; a trajectory is scored up to its
 first turn without hidden results (its later turns' b would be unknown), or with a
 `sandbox_error` among its verdicts: a test the sandbox failed to run is never a fail.
+
+The format rules are the run's (`RunParams.reward_format`, chosen when it was sampled for
+the model that writes it), so a run is scored as a training job of that model with the
+same setting trains on it.
 """
 
 from __future__ import annotations
@@ -22,15 +26,18 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from cobalt.orchestrator.store import repo_rewards
+from cobalt.orchestrator.store import repo_rewards, repo_runs
 from cobalt.orchestrator.store.models import Turn
+from cobalt.shared.contracts.runs import RunParams
+from cobalt.shared.errors import Conflict
+from cobalt.shared.reward_format import RewardFormat
 
 if TYPE_CHECKING:
     # Imported where turns are scored: the reward pulls in numpy and tokenizers, and the
     # execution helpers the HTTP clients, which reading a run's mean reward never needs.
     from cobalt.shared.reward import ScoreInput, TokenCounter
 
-__all__ = ["mean_reward_per_turn", "score_turn_rewards"]
+__all__ = ["mean_reward_per_turn", "run_reward_format", "score_turn_rewards"]
 
 _TRAJECTORIES_PER_BATCH = 256
 """Trajectories loaded and scored at once: bounds memory (responses can be 20k chars)."""
@@ -79,10 +86,35 @@ def _turns_to_score(
         best = max(best, passed / total)
 
 
+def run_reward_format(
+    sessions: sessionmaker[Session], run_id: int, asked: RewardFormat | None = None
+) -> RewardFormat:
+    """The format rules run `run_id` is scored with; `asked` (`--reward-format`) first
+    becomes the run's when it differs and none of its turns is scored yet.
+
+    Raises:
+        NotFound: no such run.
+        Conflict: `asked` differs from the rules its stored rewards were scored with.
+    """
+    with sessions.begin() as session:
+        run = repo_runs.get_run(session, run_id=run_id)
+        params = RunParams.model_validate(run.params)
+        if asked is None or asked == params.reward_format:
+            return params.reward_format
+        if repo_rewards.has_rewards(session, run_id=run_id):
+            raise Conflict(
+                f"run {run_id}'s rewards were scored with the {params.reward_format} format "
+                f"rules, not {asked}; its stored rewards keep the rules they were scored with"
+            )
+        run.params = params.model_copy(update={"reward_format": asked}).model_dump(mode="json")
+    return asked
+
+
 def score_turn_rewards(
     sessions: sessionmaker[Session], run_id: int, tokens: TokenCounter, *, tokenizer: str
 ) -> int:
-    """Score and store every evaluated, not yet scored turn of `run_id`.
+    """Score and store every evaluated, not yet scored turn of `run_id`, with the run's
+    format rules (`run_reward_format`).
 
     Args:
         sessions: The store.
@@ -95,6 +127,7 @@ def score_turn_rewards(
     """
     from cobalt.shared.reward import score_responses
 
+    reward_format = run_reward_format(sessions, run_id)
     with sessions() as session:
         trajectory_ids = repo_rewards.trajectory_ids_of_run(session, run_id=run_id)
     written = 0
@@ -104,7 +137,9 @@ def score_turn_rewards(
             pending = _pending(session, run_id, batch)
         if not pending:
             continue
-        breakdowns = score_responses([p.item for p in pending], tokens=tokens)
+        breakdowns = score_responses(
+            [p.item for p in pending], tokens=tokens, reward_format=reward_format
+        )
         with sessions.begin() as session:
             repo_rewards.add_turn_rewards(
                 session,

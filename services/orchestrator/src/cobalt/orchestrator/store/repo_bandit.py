@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session
 
-from cobalt.orchestrator.store.models import BanditContext, BanditDataset, Problem
+from cobalt.orchestrator.store.models import BanditContext, BanditDataset, Problem, Run
 from cobalt.shared.errors import Conflict, NotFound
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "delete_bandit_dataset",
     "get_bandit_dataset",
     "list_bandit_datasets",
+    "refine_runs_of",
 ]
 
 
@@ -38,6 +39,12 @@ class ContextRow:
     prompt_tokens: int
     template_sha256: str
     mixed_from_id: int | None = None
+
+
+def refine_runs_of(session: Session, *, run_id: int) -> list[int]:
+    """The ids of the runs that continue run `run_id` (its refine runs, what a bandit
+    dataset is built from when `run_id` has no feedback turns), ascending."""
+    return list(session.scalars(select(Run.id).where(Run.parent_run_id == run_id).order_by(Run.id)))
 
 
 def get_bandit_dataset(session: Session, *, name: str) -> BanditDataset:

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from cobalt.orchestrator.console import (
@@ -28,6 +27,7 @@ from cobalt.orchestrator.console import (
 from cobalt.orchestrator.options import OptionGroup, model_options
 from cobalt.shared.contracts.training import JobLiveness, TrainerHyperparameters, TrainingMode
 from cobalt.shared.contracts.training_params import AnyModeTrainingParams
+from cobalt.shared.tables import print_table
 
 # The training service, the verl export and the store are imported by the commands that
 # use them, so that `cobalt train --help` loads none of SQLAlchemy, Alembic or pyarrow.
@@ -137,7 +137,7 @@ def list_jobs(as_json: JsonOption = False) -> None:
             job.contexts or "-",
             groups,
         )
-    Console().print(table)
+    print_table(table)
 
 
 @train_app.command("show")
@@ -321,7 +321,7 @@ def _show(job: TrainingJobPublic, *, as_json: bool) -> None:
                 str(step.policy_version),
                 *("-" if v is None else f"{v:.4g}" for v in values),
             )
-        Console().print(table)
+        print_table(table)
 
 
 # `cobalt train metrics` (a job's step metrics as CSV or JSON) lives with the other exports.

@@ -36,5 +36,5 @@ async def metrics(service: ServiceDep) -> Response:
 
 @router.get("/v1/info", dependencies=[Depends(require_token)])
 async def info(service: ServiceDep) -> ExecutorInfo:
-    """Languages, comparators, default and maximum limits, capacity."""
+    """Languages, judge presets (`compare_modes`), default and maximum limits, capacity."""
     return service.info()

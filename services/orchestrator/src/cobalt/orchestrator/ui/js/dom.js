@@ -25,17 +25,25 @@ export function append(el, children) {
   return el;
 }
 
-const percent = (v) => `${(100 * v).toFixed(1)}%`;
-const signed = (v) => `${v > 0 ? "+" : v < 0 ? "−" : "±"}${Math.abs(100 * v).toFixed(1)}`;
+const percent = (v, digits = 1) => `${(100 * v).toFixed(digits)}%`;
+const signed = (v, digits = 1) => `${v > 0 ? "+" : v < 0 ? "−" : "±"}${Math.abs(100 * v).toFixed(digits)}`;
+// An interval's two ends with as many digits as it takes for them to differ (up to 4):
+// the API never sends a zero-width interval (analysis/statistics.py), and the page must
+// not print one either (as analysis/text.py does for the terminal).
+const ends = (interval, show) => {
+  let digits = 1;
+  while (digits < 4 && show(interval[0], digits) === show(interval[1], digits)) digits += 1;
+  return `[${show(interval[0], digits)}, ${show(interval[1], digits)}]`;
+};
 
 export const fmt = {
   rate: (v) => (v === null || v === undefined ? "–" : percent(v)),
   // A rate and its 95% interval: "66.7% [20.8%, 93.9%]"; "–" where nothing was measured.
   rateInterval: (v, interval) => (v === null || v === undefined ? "–"
-    : interval ? `${percent(v)} [${percent(interval[0])}, ${percent(interval[1])}]` : percent(v)),
+    : interval ? `${percent(v)} ${ends(interval, percent)}` : percent(v)),
   // A difference of rates in percentage points, with its interval.
   difference: (v, interval) => (v === null || v === undefined ? "–"
-    : `${signed(v)} pp${interval ? ` [${signed(interval[0])}, ${signed(interval[1])}]` : ""}`),
+    : `${signed(v)} pp${interval ? ` ${ends(interval, signed)}` : ""}`),
   num: (v, digits = 3) =>
     v === null || v === undefined ? "–" : Number.isInteger(v) ? String(v) : v.toFixed(digits),
   date: (v) => (v ? new Date(v).toLocaleString() : "–"),

@@ -206,7 +206,10 @@ export async function runPage(runId, query) {
         card("problems evaluated", String(report.problems)),
         card("Pass@1 turn 0 [95%]", fmt.rateInterval(report.pass_at_1?.[0], intervals[0])),
         card("Pass@1 last turn [95%]", fmt.rateInterval(report.pass_at_1?.at(-1), intervals.at(-1))),
-        card("failed trajectories", String(report.failed_trajectories))),
+        card("failed trajectories", String(report.failed_trajectories)),
+        card("reward format rules", run.params.reward_format ?? "reasoning"),
+        report.turns_without_feedback
+          ? card("feedback turns without a public test", String(report.turns_without_feedback)) : null),
       h("p", {}, h("a", { href: `#/runs/${runId}/hacking` }, "Reward-hacking cases of this run"),
         " · ", h("a", { href: `#/runs/${runId}/trajectories` }, "Filter and search its trajectories")),
       h("details", {}, h("summary", {}, "Settings"), h("pre", {}, JSON.stringify({

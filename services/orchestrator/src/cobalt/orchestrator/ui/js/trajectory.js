@@ -8,10 +8,10 @@ import { setQuery } from "./route.js";
 import { badge, definitionList, diffBlock, fmt, h, labelled, passBadge, select } from "./dom.js";
 import { turnHref, verdictLinks } from "./turns.js";
 
-function rewardTable(reward) {
+function rewardTable(reward, rewardFormat) {
   if (!reward) return h("p", { className: "muted" }, "No reward stored (evaluate with a tokenizer to score one).");
   const rows = [
-    ["total", reward.total], ["before clip", reward.total_before_clip],
+    ["format rules", rewardFormat], ["total", reward.total], ["before clip", reward.total_before_clip],
     ["validation reward", reward.validation_reward], ["pass rate", reward.pass_rate],
     ["prev best", reward.prev_best], ["correctness", reward.correctness],
     ["improvement", reward.improvement], ["improvement rule", reward.improvement_rule],
@@ -40,7 +40,7 @@ function testPanel(test) {
       h("div", {}, field("Actual output", test.actual, "test-actual"), field("Error", test.error, "test-error"))));
 }
 
-function turnSection(runId, externalId, sampleIndex, turn, opened) {
+function turnSection(runId, externalId, sampleIndex, turn, opened, rewardFormat) {
   const flagged = turn.hacking_case_id !== null && turn.hacking_case_id !== undefined;
   const href = (test) => turnHref(runId, externalId, sampleIndex, turn.turn_index, test);
   return h("section", { className: `turn${flagged ? " flagged" : ""}`, "aria-labelledby": `turn-${turn.turn_index}`, id: `turn-section-${turn.turn_index}` },
@@ -64,7 +64,7 @@ function turnSection(runId, externalId, sampleIndex, turn, opened) {
     opened ? testPanel(opened) : null,
     h("h4", {}, "Feedback the model saw next"),
     turn.feedback ? h("pre", {}, turn.feedback) : h("p", { className: "muted" }, "None (all public tests passed)."),
-    h("details", {}, h("summary", {}, "Reward components"), rewardTable(turn.reward)));
+    h("details", {}, h("summary", {}, `Reward components (${rewardFormat} format rules)`), rewardTable(turn.reward, rewardFormat)));
 }
 
 export async function trajectoryPage(runId, externalId, query) {
@@ -102,7 +102,7 @@ export async function trajectoryPage(runId, externalId, query) {
           h("h2", {}, `Sample ${trajectory.sample_index} `, badge(trajectory.status)),
           trajectory.error ? h("p", { className: "error" }, trajectory.error) : null,
           trajectory.turns.length
-            ? trajectory.turns.map((turn) => turnSection(runId, detail.external_id, trajectory.sample_index, turn, turn === openTurn ? opened : null))
+            ? trajectory.turns.map((turn) => turnSection(runId, detail.external_id, trajectory.sample_index, turn, turn === openTurn ? opened : null, detail.reward_format))
             : h("p", {}, "No turns yet."),
         ]
         : h("p", {}, "This problem has no trajectory in the run."),
