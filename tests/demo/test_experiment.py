@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
+from cobalt.demo.experiment import generated
 from cobalt.demo.experiment.plan import (
     ExperimentOptions,
     arms_of,
@@ -37,6 +38,7 @@ from cobalt.demo.experiment.plan import (
     select_training_problems,
     split_pool,
 )
+from cobalt.orchestrator.datasets.generated.templates import TEMPLATES
 from cobalt.orchestrator.runs.comparison import compare_runs
 from cobalt.orchestrator.runs.evaluation import stored_report
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker
@@ -48,7 +50,11 @@ from tests.support.inference import CONTROL_TOKEN, Server
 COBALT = str(Path(sys.executable).parent / "cobalt")
 ARMS = ("base", "cobalt", "single_turn", "multi_turn")
 TINY = [
-    "--pool", "4", "--screen-samples", "2", "--no-select", "--samples", "2", "--turns", "1",
+    # Generated data (docs/datasets.md): one candidate per template, 2 held-out and 4
+    # training instances.
+    "--data", "generated", "--screen-instances", "1", "--held-out", "2",
+    "--train-instances", "4",
+    "--screen-samples", "2", "--no-select", "--samples", "2", "--turns", "1",
     "--steps", "1", "--contexts-per-step", "2", "--group-size", "2", "--episode-turns", "2",
     # The session's server knows the tiny model's 1,024 positions.
     "--max-tokens", "16", "--max-context-tokens", "1000",
@@ -66,9 +72,10 @@ def _experiment(
     )  # fmt: skip
 
 
-def _problems(session: Any, dataset: str) -> set[str]:
+def _metadata(session: Any, dataset: str) -> list[dict[str, Any]]:
     dataset_id = session.scalar(select(Dataset.id).where(Dataset.name == dataset))
-    return set(session.scalars(select(Problem.external_id).where(Problem.dataset_id == dataset_id)))
+    query = select(Problem.source_metadata).where(Problem.dataset_id == dataset_id)
+    return list(session.scalars(query))
 
 
 @pytest.fixture
@@ -96,19 +103,24 @@ def test_the_tiny_experiment_runs_every_arm_on_equal_budgets_and_reports_the_sto
     for image in ("pass_at_1_train.png", "pass_at_1_held_out.png", "training_curves.png"):
         assert (work / image).stat().st_size > 1000 and f"]({image})" in report
     assert [arm["name"] for arm in data["arms"]] == list(ARMS)
+    assert "Turn-0 answers by outcome, held-out problems" in report
 
     engine = make_engine(f"sqlite:///{tmp_path / 'xdg' / 'cobalt' / 'cobalt.db'}")
     try:
         sessions = make_sessionmaker(engine)
         with sessions() as session:
-            # The split, as stored: disjoint halves of the 4 problems, training problems
-            # among the candidates, every arm's runs over the split they are reported for.
-            candidates = _problems(session, data["datasets"]["candidates"])
-            held_out = _problems(session, data["datasets"]["held_out"])
-            train = _problems(session, data["datasets"]["train"])
-            assert len(candidates) == len(held_out) == 2 and not candidates & held_out
-            assert candidates | held_out == {row["task_id"] for row in pool_rows(4)}
-            assert train == candidates  # --no-select keeps every candidate
+            # The split, as stored: a candidate per template, training and held-out instances
+            # of the kept templates (--no-select: all), from the train and held-out splits,
+            # sharing no task; every arm's runs over the split they are reported for.
+            candidates = _metadata(session, data["datasets"]["candidates"])
+            held_out = _metadata(session, data["datasets"]["held_out"])
+            train = _metadata(session, data["datasets"]["train"])
+            assert (len(candidates), len(train), len(held_out)) == (len(TEMPLATES), 4, 2)
+            assert {m["template"] for m in candidates} == {t.name for t in TEMPLATES}
+            assert data["screening"]["training_problems"] == sorted(t.name for t in TEMPLATES)
+            assert {m["split"] for m in candidates + train} == {"train"}
+            assert {m["split"] for m in held_out} == {"heldout"}
+            assert not {m["task"] for m in candidates + train} & {m["task"] for m in held_out}
             dataset_of = {
                 name: session.scalar(select(Dataset.id).where(Dataset.name == name))
                 for name in data["datasets"].values()
@@ -118,6 +130,8 @@ def test_the_tiny_experiment_runs_every_arm_on_equal_budgets_and_reports_the_sto
                     run = session.get(Run, arm["runs"][split])
                     assert run is not None
                     assert run.dataset_id == dataset_of[data["datasets"][split]]
+                    # Cheap samples on generated data: the brief prompt, answers cut at code.
+                    assert run.template_name == "brief" and run.params["stop_at_code_end"]
         base = data["arms"][0]
         budgets = set()
         for arm in data["arms"]:
@@ -135,6 +149,11 @@ def test_the_tiny_experiment_runs_every_arm_on_equal_budgets_and_reports_the_sto
                 if arm is not base:
                     comparison = compare_runs(sessions, base["runs"][split], arm["runs"][split])
                     assert figures["difference"] == comparison.difference
+                # Every turn-0 answer judged again and classified once.
+                turn0 = figures["turn0"]
+                assert turn0["answers"] == stored.problems * 2
+                assert sum(turn0["outcomes"].values()) == turn0["answers"]
+                assert 0.0 <= turn0["format_valid"] <= 1.0
             if arm["job"] is None:
                 assert arm["name"] == "base"
                 continue
@@ -215,3 +234,33 @@ def test_bad_options_are_refused_with_a_usage_error(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 2 and "ppo" in done.stderr
     assert not any(tmp_path.iterdir())
+
+
+def test_generated_templates_are_kept_by_the_rule_fixed_before_screening() -> None:
+    options = ExperimentOptions(data="generated", screen_instances=2, held_out=30)
+    templates = generated.candidate_templates(options)
+    assert len(templates) == 2 * len(TEMPLATES)
+    # Rates per candidate -> per template (the mean), then the [0.1, 0.9] rule.
+    rates = {
+        external_id: {"add_k": 1.0, "times_k": 0.5, "minus_k": 0.0}.get(name, 0.05 * (i % 2))
+        for i, (external_id, name) in enumerate(templates.items())
+    }
+    per_template = generated.template_rates(rates, templates)
+    assert set(per_template) == {t.name for t in TEMPLATES}
+    kept, dropped = generated.select_templates(per_template, select=True)
+    assert kept == ["times_k"]
+    assert "> 0.9" in dropped["add_k"] and "< 0.1" in dropped["minus_k"]
+    assert generated.select_templates(per_template, select=False) == (sorted(per_template), {})
+    train, held_out = generated.train_and_held_out_specs(options, kept)
+    assert (train["split"], held_out["split"], held_out["count"]) == ("train", "heldout", 30)
+    assert train["templates"] == held_out["templates"] == ["times_k"]
+    with pytest.raises(ValueError, match="--data"):
+        ExperimentOptions(data="mbpp")
+    # Cheap samples on generated data only: every trained arm and every run.
+    assert all(a.params["stop_at_code_end"] for a in arms_of(options) if a.mode is not None)
+    assert options.cheap_samples == {"template": "brief", "stop_at_code_end": True}
+    assert not any("stop_at_code_end" in a.params for a in arms_of(ExperimentOptions()))
+    assert ExperimentOptions().cheap_samples == {}
+    # HumanEval experiments keep the keys they had before --data existed.
+    assert "data" not in ExperimentOptions().identity()
+    assert options.identity()["data"] == "generated"

@@ -128,11 +128,12 @@ class FakeOpenAI:
                 await asyncio.sleep(self.delay_s)
             messages = body["messages"]
             prompt_ids = _token_ids("".join(m["content"] for m in messages))
-            choices = []
+            choices: list[dict[str, Any]] = []
             for index in range(int(body.get("n") or 1)):
                 text = self.responder(messages, index)
                 if self.mark_version:
                     text += f"\n# policy version {version}"
+                text, stop_reason = _cut_at_stop(text, body)
                 ids = _token_ids(text)[: int(body.get("max_tokens") or 10**9)]
                 text = text[: len(ids)]
                 choices.append(
@@ -140,6 +141,7 @@ class FakeOpenAI:
                         "index": index,
                         "message": {"role": "assistant", "content": text},
                         "finish_reason": "stop",
+                        "stop_reason": stop_reason if not self.strict else None,
                         "logprobs": {
                             "content": [
                                 {"token": ch, "logprob": -0.5, "bytes": None, "top_logprobs": []}
@@ -178,6 +180,18 @@ class FakeOpenAI:
             "state": "serving", "loaded_at": "2026-01-01T00:00:00Z", "loads": len(self.loads),
             "failed_loads": 0,
         }  # fmt: skip
+
+
+def _cut_at_stop(text: str, body: dict[str, Any]) -> tuple[str, str | None]:
+    """`text` ended at its first stop string as vLLM does (kept with vLLM's
+    include_stop_str_in_output, dropped as OpenAI does otherwise), and the stop matched."""
+    stops = body.get("stop") or []
+    found = [(text.find(stop), stop) for stop in stops if stop in text]
+    if not found:
+        return text, None
+    at, stop = min(found)
+    keep = at + len(stop) if body.get("include_stop_str_in_output") else at
+    return text[:keep], stop
 
 
 @contextmanager

@@ -128,7 +128,7 @@ def test_a_template_path_is_refused_without_a_word_about_the_disk(
     message = _error(api.post("/v1/runs", json=_run(template=template)), 422)
     # The same answer for a file that exists and one that does not: nothing to probe with.
     assert message.replace(repr(template), "NAME") == (
-        "no template named NAME; the server's templates: default, reasoning "
+        "no template named NAME; the server's templates: brief, default, reasoning "
         "(a request names one of these; template files are for the CLI)"
     )
     job = api.post(
@@ -140,7 +140,7 @@ def test_a_template_path_is_refused_without_a_word_about_the_disk(
 
 def test_templates_by_name(api: httpx.Client) -> None:
     names = api.get("/v1/templates").json()["names"]
-    assert names == ["default", "reasoning"]
+    assert names == ["brief", "default", "reasoning"]
     created = api.post("/v1/runs", json=_run(template="reasoning", n=1))
     assert created.status_code == 202, created.text
     assert created.json()["template_name"] == "reasoning"

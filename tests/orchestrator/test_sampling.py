@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from cobalt.orchestrator.rollouts.sampling import ChatSampler, SamplingParams
+from cobalt.orchestrator.rollouts.sampling import CODE_END, ChatSampler, SamplingParams
 from cobalt.shared.clients.inference import ModelEndpoint
 from cobalt.shared.errors import InvalidInput, Unavailable, UpstreamError
 from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
@@ -84,3 +84,36 @@ def test_server_errors_are_retried_then_reported(fake: tuple[FakeOpenAI, str]) -
 def test_unreachable_endpoint_is_unavailable() -> None:
     with pytest.raises(Unavailable, match="cannot reach the model endpoint"):
         sample("http://127.0.0.1:9/v1", SamplingParams())
+
+
+CODE = "```python\ndef add(a, b):\n    return a + b\n```"
+CHATTY = [
+    f"{CODE}\nThis function adds a and b.\n```python\nprint(add(1, 2))\n```",
+    f"Here is the function:\n{CODE}\n\nExplanation: it returns the sum.",
+    f"{CODE}\n",
+    f"{CODE}",
+]
+
+
+@pytest.mark.parametrize("strict", [False, True], ids=["vllm", "plain-openai"])
+def test_stop_at_code_end_keeps_the_closing_fence(strict: bool) -> None:
+    """The answer ends at its code block's closing fence, and what is stored still passes
+    the reward's format rules, also where the endpoint drops the stop string."""
+    from cobalt.shared.reward.rules import check_format
+
+    server = FakeOpenAI(responder=lambda messages, index: CHATTY[index], strict=strict)
+    with serve_fake_openai(server) as url:
+        params = SamplingParams(n=len(CHATTY), stop_at_code_end=True)
+        samples = sample(url, params, vllm_extensions=not strict)
+        request = server.requests[-1]
+        assert request["stop"] == [CODE_END]
+        assert request.get("include_stop_str_in_output", False) is (not strict)
+        for text in (s.text for s in samples):
+            assert text.startswith(("```python", "Here is")) and "Explanation" not in text
+            assert "print(add" not in text and text.rstrip().endswith("```")
+            read = check_format(text)
+            assert read.program is not None and "return a + b" in read.program
+            assert read.python_fence_ok and not read.backticks_in_code
+        assert samples[-1].text == CHATTY[-1]  # ended by itself after the fence: as it was
+        sample(url, SamplingParams(n=1), vllm_extensions=not strict)
+        assert "stop" not in server.requests[-1]

@@ -192,7 +192,7 @@ def test_an_empty_required_message_is_refused(tmp_path: Path) -> None:
 
 
 def test_missing_templates_name_the_bundled_ones(tmp_path: Path) -> None:
-    with pytest.raises(TemplateError, match="bundled: default, reasoning"):
+    with pytest.raises(TemplateError, match="bundled: brief, default, reasoning"):
         PromptTemplate.load("no-such-template")
     with pytest.raises(TemplateError, match="cannot be read"):
         PromptTemplate.load(tmp_path / "absent.toml")

@@ -29,3 +29,9 @@ class SamplingSettings(BaseModel):
     seed: int | None = Field(
         default=None, ge=-SEED_MAX - 1, le=SEED_MAX, description="sampling seed (per request)"
     )
+    stop_at_code_end: bool = Field(
+        default=False,
+        description="end each answer at the line that closes its code block (the fence "
+        "stays in the text, so the reward's format rules read it as before); the prose a "
+        "small model writes after its code costs tokens and nothing else",
+    )

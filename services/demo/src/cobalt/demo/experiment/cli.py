@@ -34,6 +34,25 @@ def experiment_command(
         typer.Option(help="HumanEval problems (shortest reference solutions), split in halves."),
     ] = _DEFAULTS.pool,
     seed: Annotated[int, typer.Option(help="Seed of the training / held-out split.")] = 0,
+    data: Annotated[
+        str,
+        typer.Option(
+            help="humaneval (the bundled pool) or generated (one-function tasks from "
+            "templates, screened by the base model: docs/datasets.md)."
+        ),
+    ] = _DEFAULTS.data,
+    screen_instances: Annotated[
+        int, typer.Option(help="Generated data: training candidates screened per template.")
+    ] = _DEFAULTS.screen_instances,
+    held_out: Annotated[
+        int, typer.Option(help="Generated data: held-out instances of the kept templates.")
+    ] = _DEFAULTS.held_out,
+    train_instances: Annotated[
+        int, typer.Option(help="Generated data: training instances of the kept templates.")
+    ] = _DEFAULTS.train_instances,
+    difficulty: Annotated[
+        int, typer.Option(help="Generated data: the templates' difficulty, 1-3.")
+    ] = _DEFAULTS.difficulty,
     screen_samples: Annotated[
         int, typer.Option(help="Base-model samples per candidate when selecting training problems.")
     ] = _DEFAULTS.screen_samples,
@@ -96,6 +115,11 @@ def experiment_command(
         options = ExperimentOptions(
             pool=pool,
             seed=seed,
+            data=data,
+            screen_instances=screen_instances,
+            held_out=held_out,
+            train_instances=train_instances,
+            difficulty=difficulty,
             screen_samples=screen_samples,
             select=select,
             samples=samples,

@@ -26,6 +26,7 @@ from typing import Any
 from sqlalchemy.exc import SQLAlchemyError
 
 from cobalt.demo.errors import DemoFailed
+from cobalt.demo.experiment import generated
 from cobalt.demo.experiment.plan import (
     Arm,
     ExperimentOptions,
@@ -80,6 +81,8 @@ class ExperimentResult:
     arms: list[ArmResult]
     timings: dict[str, float] = field(default_factory=dict)
     report_path: Path | None = None
+    outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Arm -> split -> its run's turn-0 answers by outcome (`outcomes.turn_outcomes`)."""
 
 
 class _State:
@@ -187,6 +190,7 @@ def _evaluated_run(
         max_tokens=options.max_tokens,
         temperature=options.temperature,
         reward_format=options.reward_format,  # the arms' training jobs use the same rules
+        **options.cheap_samples,
     )
     with progress.stage(f"{label}: rollouts") as bar:
         run_id = service.create_sample_run(ctx.sessions, request, executor=executor_settings(ctx))
@@ -311,8 +315,9 @@ def run_experiment(options: ExperimentOptions, progress: DemoProgress) -> Experi
     check_setup(stack)
     model_dir = policy_model_dir(options.model, paths, progress)
     served = options.served_model or model_dir.name
-    rows = pool_rows(options.pool)
-    split = split_pool([row["task_id"] for row in rows], options.seed)
+    generated = options.data == "generated"
+    rows = [] if generated else pool_rows(options.pool)
+    split = Split((), ()) if generated else split_pool([r["task_id"] for r in rows], options.seed)
     upgrade_database(paths.database_url)
     engine = make_engine(paths.database_url)
     try:
@@ -332,6 +337,8 @@ def run_experiment(options: ExperimentOptions, progress: DemoProgress) -> Experi
                 paths=paths,
             )
             result = _run_arms(options, ctx, rows, split, progress)
+            with progress.stage("turn-0 answers by outcome") as bar:
+                result.outcomes = _outcomes(ctx, result, options)
             with progress.stage("writing the report") as bar:
                 result.timings = dict(progress.timings)
                 result.report_path = write_report(result, sessions, paths.root / "report.md")
@@ -353,8 +360,18 @@ def _run_arms(
     base = next(arm for arm in arms if arm.name == "base")
     base_key = base.key(options)
     prefix = f"exp-s{options.seed}-p{options.pool}"
-    candidates = _import(ctx, f"{prefix}-candidates", rows, split.candidates)
-    held_out = _import(ctx, f"{prefix}-held-out", rows, split.held_out)
+    if options.data == "generated":
+        prefix = f"exp-gen-s{options.seed}-i{options.screen_instances}-d{options.difficulty}"
+        candidate_ids = generated.import_spec(
+            ctx.sessions,
+            ctx.paths.root,
+            f"{prefix}-candidates",
+            generated.candidates_spec(options),
+        )
+        candidates = f"{prefix}-candidates"
+    else:
+        candidates = _import(ctx, f"{prefix}-candidates", rows, split.candidates)
+        held_out = _import(ctx, f"{prefix}-held-out", rows, split.held_out)
     screening = _evaluated_run(
         ctx,
         state,
@@ -367,14 +384,31 @@ def _run_arms(
         label="screening (base, training candidates)",
     )
     rates = problem_rates(ctx, screening)
-    training, dropped = select_training_problems(rates, select=options.select)
-    if len(training) < 2:
-        raise DemoFailed(
-            f"screening kept {len(training)} training problem(s) of {len(rates)} candidates "
-            f"(the base model's pass rate must be neither 0 nor 1); {CONTEXTS_PER_PROBLEM_HINT}"
-        )
-    # The selected problems are their own dataset, named by what they are.
-    train = _import(ctx, f"{prefix}-train-{_digest(training)}", rows, training)
+    if options.data == "generated":
+        rates = generated.template_rates(rates, generated.candidate_templates(options))
+        training, dropped = generated.select_templates(rates, select=options.select)
+        if not training:
+            raise DemoFailed(
+                f"screening kept no template of {len(rates)} (the base model's pass rate must "
+                "be within [0.1, 0.9]); try another --difficulty or --no-select"
+            )
+        train_spec, held_out_spec = generated.train_and_held_out_specs(options, training)
+        digest = _digest(training)
+        train = f"{prefix}-train-{digest}-n{options.train_instances}"
+        held_out = f"{prefix}-held-out-{digest}-n{options.held_out}"
+        generated.import_spec(ctx.sessions, ctx.paths.root, train, train_spec)
+        held_out_ids = generated.import_spec(ctx.sessions, ctx.paths.root, held_out, held_out_spec)
+        split = Split(tuple(candidate_ids), tuple(held_out_ids))
+    else:
+        training, dropped = select_training_problems(rates, select=options.select)
+        if len(training) < 2:
+            raise DemoFailed(
+                f"screening kept {len(training)} training problem(s) of {len(rates)} "
+                "candidates (the base model's pass rate must be neither 0 nor 1); "
+                f"{CONTEXTS_PER_PROBLEM_HINT}"
+            )
+        # The selected problems are their own dataset, named by what they are.
+        train = _import(ctx, f"{prefix}-train-{_digest(training)}", rows, training)
     datasets = {"candidates": candidates, "train": train, "held_out": held_out}
     results: list[ArmResult] = []
     for arm in arms:
@@ -413,6 +447,21 @@ def _run_arms(
         bandit_contexts=count,
         arms=results,
     )
+
+
+def _outcomes(
+    ctx: RunContext, result: ExperimentResult, options: ExperimentOptions
+) -> dict[str, dict[str, Any]]:
+    from cobalt.demo.experiment.outcomes import turn_outcomes
+
+    compare = "cobalt" if options.data == "generated" else "humaneval"
+    return {
+        arm.arm.name: {
+            split: turn_outcomes(ctx.sessions, run, ctx.endpoints.executor, compare=compare)
+            for split, run in arm.runs.items()
+        }
+        for arm in result.arms
+    }
 
 
 def _digest(task_ids: list[str]) -> str:

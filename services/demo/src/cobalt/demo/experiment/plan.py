@@ -45,13 +45,29 @@ _MODES = {
 }
 
 
+DATA_CHOICES = ("humaneval", "generated")
+
+
 @dataclass(frozen=True)
 class ExperimentOptions:
     """The experiment's sizes; docs/experiments.md derives the defaults from measured costs."""
 
     pool: int = 40
     """HumanEval problems used: the N with the shortest reference solutions (a property of
-    the data, not of any result), split by `seed` into halves."""
+    the data, not of any result), split by `seed` into halves (not used with generated data)."""
+    data: str = "humaneval"
+    """humaneval (the bundled pool) or generated (docs/datasets.md, "Generated problems":
+    templates screened by the base model, fresh train instances of the kept ones, held-out
+    instances of the same templates from the held-out split)."""
+    screen_instances: int = 4
+    """Generated data: training candidates screened per template (train-split instances)."""
+    held_out: int = 200
+    """Generated data: held-out instances (200 x `samples` 4 detects +0.09 with power 0.87
+    at the base rates measured on such tasks; docs/experiments.md)."""
+    train_instances: int = 200
+    """Generated data: training instances of the kept templates."""
+    difficulty: int = 1
+    """Generated data: the templates' difficulty (1-3)."""
     seed: int = 0
     """Seeds the split (and names the runs: another seed is another experiment)."""
     screen_samples: int = 4
@@ -99,6 +115,17 @@ class ExperimentOptions:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
         if self.pool < 4:
             raise ValueError("--pool must be at least 4 (two training and two held-out problems)")
+        if self.data not in DATA_CHOICES:
+            raise ValueError(f"--data {self.data!r}: choose one of {', '.join(DATA_CHOICES)}")
+        if (
+            min(self.held_out, self.screen_instances) < 1
+            or self.train_instances < 2
+            or self.difficulty not in (1, 2, 3)
+        ):
+            raise ValueError(
+                "--held-out and --screen-instances must be at least 1, --train-instances at "
+                "least 2, --difficulty 1-3"
+            )
         if self.turns < 1:
             raise ValueError("--turns must be at least 1 (the bandit builder needs feedback turns)")
         if self.group_size < 2:
@@ -123,9 +150,19 @@ class ExperimentOptions:
             for k, v in asdict(self).items()
         }
 
+    @property
+    def cheap_samples(self) -> dict[str, Any]:
+        """Generated data: the `brief` template and answers that end at their code, for
+        every run (training jobs take the template from their contexts' run)."""
+        if self.data != "generated":
+            return {}
+        return {"template": "brief", "stop_at_code_end": True}
+
     def identity(self) -> dict[str, Any]:
         """What makes two runs the same experiment (not where it works or which port)."""
         skip = {"work_dir", "ui_port", "inference_url", "arms"}
+        if self.data == "humaneval":  # keys of experiments from before --data stay the same
+            skip |= {"data", "screen_instances", "held_out", "train_instances", "difficulty"}
         return {k: v for k, v in self.as_dict().items() if k not in skip}
 
 
@@ -166,7 +203,10 @@ def arms_of(options: ExperimentOptions) -> list[Arm]:
         "max_response_tokens": options.max_tokens,
         "lr": options.lr,
     }
-    common = {"temperature": options.temperature, "max_steps": steps}
+    common: dict[str, Any] = {"temperature": options.temperature, "max_steps": steps}
+    if options.data == "generated":
+        # Cheap samples: answers end at their code (the fence stays; docs/rollouts.md).
+        common["stop_at_code_end"] = True
     arms = []
     for name in sorted(set(options.arms), key=ARM_NAMES.index):  # base first
         if name == "base":

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from cobalt.demo.experiment.outcomes import OUTCOME_KINDS
+
 if TYPE_CHECKING:
     from cobalt.demo.experiment.pipeline import ExperimentResult
 
@@ -53,13 +55,18 @@ def collect(result: ExperimentResult, sessions: sessionmaker[Session]) -> dict[s
             "splits": {},
         }
         for split, _ in SPLITS:
-            report = stored_report(sessions, arm.runs[split], ks=(1,))
+            k = result.options.group_size
+            report = stored_report(sessions, arm.runs[split], ks=(1, k))
             figures: dict[str, Any] = {
                 "run": arm.runs[split],
                 "problems": report.problems,
                 "samples": report.samples,
                 "pass_at_1": report.pass_at_1,
                 "interval": [_interval(i) for i in report.pass_at_1_interval or []],
+                # pass@k at k = the group size: what RL can turn into pass@1.
+                "k": k,
+                "pass_at_k": (report.pass_at_k or {}).get(str(k)),
+                "turn0": result.outcomes.get(arm.arm.name, {}).get(split),
             }
             if arm is not base:
                 comparison = compare_runs(sessions, base.runs[split], arm.runs[split])
@@ -148,16 +155,7 @@ def render_markdown(data: dict[str, Any], images: dict[str, str], *, wall_s: flo
         "",
         "## Design",
         "",
-        f"- Pool: the {options['pool']} bundled HumanEval problems with the shortest reference "
-        f"solutions, split by seed {options['seed']} into {len(data['split']['candidates'])} "
-        f"training candidates and {len(data['split']['held_out'])} held-out problems.",
-        f"- Held-out: {', '.join(data['split']['held_out'])}.",
-        f"- Screening (run {data['screening']['run']}, base model, {options['screen_samples']} "
-        "samples per candidate, every turn): training problems are the candidates whose pass "
-        f"rate was neither 0 nor 1{'' if options['select'] else ' (selection off: all kept)'}"
-        f": {len(data['screening']['training_problems'])} kept "
-        f"({', '.join(data['screening']['training_problems'])}), "
-        f"{len(data['screening']['dropped'])} left out.",
+        *_design_lines(data),
         f"- Evaluation: {options['samples']} samples per problem, turn 0 and "
         f"{options['turns']} feedback turns, Pass@1 per turn on hidden tests; intervals are "
         "95% seeded bootstraps over problems and samples; differences are paired by problem "
@@ -199,6 +197,7 @@ def render_markdown(data: dict[str, Any], images: dict[str, str], *, wall_s: flo
                     f"| {change} | {_verdict(interval) if arm['job'] is not None else ''} |"
                 )
         lines += ["", f"![Pass@1, {label}]({images[split]})"]
+    lines += _outcome_lines(data)
     lines += ["", "## Training curves", "", f"![training curves]({images['curves']})", ""]
     significant = _significant(data)
     lines += ["## What is significant", ""]
@@ -213,6 +212,63 @@ def render_markdown(data: dict[str, Any], images: dict[str, str], *, wall_s: flo
     lines += [f"| {stage} | {seconds:.0f} |" for stage, seconds in data["timings_s"].items()]
     lines += ["", "The exact figures are in results.json beside this file."]
     return "\n".join(lines) + "\n"
+
+
+def _design_lines(data: dict[str, Any]) -> list[str]:
+    """The pool, the held-out set and the screening, for either kind of data."""
+    options, screening = data["options"], data["screening"]
+    kept = screening["training_problems"]
+    selection = "" if options["select"] else " (selection off: all kept)"
+    if options.get("data") == "generated":
+        return [
+            f"- Data: generated one-function problems (docs/datasets.md), difficulty "
+            f"{options['difficulty']}; {len(data['split']['candidates'])} training candidates "
+            f"({options['screen_instances']} train-split instances per template).",
+            f"- Screening (run {screening['run']}, base model, {options['screen_samples']} "
+            "samples per candidate, every turn): a template is kept when its pass rate is "
+            f"within [0.1, 0.9], the rule fixed before the run{selection}: {len(kept)} kept "
+            f"({', '.join(kept)}), {len(screening['dropped'])} left out.",
+            f"- Training: {options['train_instances']} fresh train-split instances of the "
+            f"kept templates; held-out: {len(data['split']['held_out'])} instances of the kept "
+            "templates from the held-out split, whose tasks no training instance shares.",
+        ]
+    return [
+        f"- Pool: the {options['pool']} bundled HumanEval problems with the shortest reference "
+        f"solutions, split by seed {options['seed']} into {len(data['split']['candidates'])} "
+        f"training candidates and {len(data['split']['held_out'])} held-out problems.",
+        f"- Held-out: {', '.join(data['split']['held_out'])}.",
+        f"- Screening (run {screening['run']}, base model, {options['screen_samples']} "
+        "samples per candidate, every turn): training problems are the candidates whose pass "
+        f"rate was neither 0 nor 1{selection}: {len(kept)} kept ({', '.join(kept)}), "
+        f"{len(screening['dropped'])} left out.",
+    ]
+
+
+def _outcome_lines(data: dict[str, Any]) -> list[str]:
+    """Turn 0 of each arm's runs: format-valid share, pass@k and failures by kind."""
+    lines: list[str] = []
+    for split, label in SPLITS:
+        lines += [
+            "",
+            f"## Turn-0 answers by outcome, {label}",
+            "",
+            "| arm | answers | format-valid | pass@k (k) | passed | no code | syntax error "
+            "| wrong function name | runtime error | wrong answer |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for arm in data["arms"]:
+            figures = arm["splits"][split]
+            turn0 = figures.get("turn0")
+            if not turn0 or not turn0["answers"]:
+                continue
+            at_k = _at(figures.get("pass_at_k"), 0)
+            counts = turn0["outcomes"]
+            kinds = " | ".join(str(counts[kind]) for kind in OUTCOME_KINDS)
+            lines.append(
+                f"| {arm['name']} | {turn0['answers']} | {turn0['format_valid']:.2f} | "
+                f"{'-' if at_k is None else f'{at_k:.3f}'} ({figures['k']}) | {kinds} |"
+            )
+    return lines
 
 
 def _plot_curves(data: dict[str, Any], path: Path) -> Path:

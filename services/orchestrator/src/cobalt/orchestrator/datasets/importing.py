@@ -34,7 +34,14 @@ from cobalt.orchestrator.datasets.importers import (
 )
 from cobalt.orchestrator.datasets.records import BadRow
 from cobalt.orchestrator.store import repo_datasets
-from cobalt.shared.contracts import Compare, ExecuteRequest, ExecuteResponse, ProblemRow
+from cobalt.shared.contracts import (
+    BatchExecuteRequest,
+    BatchExecuteResponse,
+    Compare,
+    ExecuteRequest,
+    ExecuteResponse,
+    ProblemRow,
+)
 from cobalt.shared.errors import Conflict, InvalidInput, first_validation_error
 
 __all__ = [
@@ -48,9 +55,12 @@ __all__ = [
 
 
 class Executor(Protocol):
-    """What importers need to run code: the executor client's `execute`."""
+    """What importers need to run code: the executor client's `execute` and
+    `execute_batch`."""
 
     def execute(self, request: ExecuteRequest) -> ExecuteResponse: ...
+
+    def execute_batch(self, batch: BatchExecuteRequest) -> BatchExecuteResponse: ...
 
 
 @dataclass

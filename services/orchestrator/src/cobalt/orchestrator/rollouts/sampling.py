@@ -25,8 +25,9 @@ from cobalt.shared import defaults
 from cobalt.shared.clients.inference import ModelEndpoint, policy_version_of
 from cobalt.shared.contracts.sampling import SamplingSettings
 from cobalt.shared.errors import InvalidInput, Unavailable, UpstreamError
+from cobalt.shared.extraction import answer_part, fenced_blocks
 
-__all__ = ["ChatSampler", "Sample", "SamplingParams", "openai_client_for"]
+__all__ = ["CODE_END", "ChatSampler", "Sample", "SamplingParams", "openai_client_for"]
 
 MAX_RETRIES = 4
 """Attempts after the first, with the openai client's exponential backoff."""
@@ -35,6 +36,32 @@ TIMEOUT_S = 900.0
 
 
 _SETTINGS = set(SamplingSettings.model_fields)
+
+CODE_END = "\n```\n"
+"""The stop sequence of `stop_at_code_end`: a fence line after code. An opening fence
+is tagged (```` ```python ````) or starts the answer, so it does not end an answer; an
+untagged block opened after a line of prose would (the reward's python-fence rule fails
+such an answer anyway)."""
+
+
+def _with_code_end(text: str, finish_reason: str | None, stop_reason: object) -> str:
+    """`text` with the closing fence the stop sequence matched, where the endpoint left it
+    out (vLLM keeps it: include_stop_str_in_output; other endpoints drop a stop string).
+
+    vLLM names the stop that matched (`stop_reason`). Other endpoints say only "stop", for
+    a stop sequence and an end-of-text token alike: an answer that stopped inside an open
+    block is taken as cut by ours (a model seldom ends mid-block by itself; if it did, the
+    fence closes its last block)."""
+    if finish_reason != "stop" or text.endswith(CODE_END):
+        return text
+    if stop_reason == CODE_END or (stop_reason is None and _ends_in_open_block(text)):
+        return text + CODE_END
+    return text
+
+
+def _ends_in_open_block(text: str) -> bool:
+    blocks = fenced_blocks(answer_part(text))
+    return bool(blocks) and not blocks[-1].is_closed
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +73,7 @@ class SamplingParams:
     top_p: float = defaults.TOP_P
     max_tokens: int = 4096
     seed: int | None = None
+    stop_at_code_end: bool = False
 
     @classmethod
     def of(cls, settings: SamplingSettings, *, n: int = 1, max_tokens: int) -> SamplingParams:
@@ -118,6 +146,8 @@ class ChatSampler:
     async def sample(self, messages: list[dict[str, str]], params: SamplingParams) -> list[Sample]:
         """`params.n` samples for one conversation, in choice order."""
         extra: dict[str, Any] = dict(self.endpoint.extra_body())
+        if params.stop_at_code_end and self.endpoint.vllm_extensions:
+            extra["include_stop_str_in_output"] = True
         started = time.perf_counter()
         try:
             raw = await self._client.chat.completions.with_raw_response.create(
@@ -129,6 +159,7 @@ class ChatSampler:
                 max_tokens=params.max_tokens,
                 # omit, not null: strict providers reject fields they do not know.
                 seed=params.seed if params.seed is not None else openai.omit,
+                stop=[CODE_END] if params.stop_at_code_end else openai.omit,
                 logprobs=True if self.endpoint.vllm_extensions else openai.omit,
                 extra_body=extra or None,
             )
@@ -158,9 +189,12 @@ class ChatSampler:
         samples = []
         for choice in choices:
             token_ids = choice.get("token_ids")
+            text = (choice.get("message") or {}).get("content") or ""
+            if params.stop_at_code_end:
+                text = _with_code_end(text, choice.get("finish_reason"), choice.get("stop_reason"))
             samples.append(
                 Sample(
-                    text=(choice.get("message") or {}).get("content") or "",
+                    text=text,
                     finish_reason=choice.get("finish_reason"),
                     prompt_token_ids=list(prompt_ids) if prompt_ids is not None else None,
                     completion_token_ids=list(token_ids) if token_ids is not None else None,

@@ -40,6 +40,7 @@ FORMATS: dict[str, str] = {
     "lcb": "cobalt.orchestrator.datasets.importers.lcb",
     "humaneval": "cobalt.orchestrator.datasets.importers.humaneval",
     "jsonl": "cobalt.orchestrator.datasets.importers.jsonl",
+    "generated": "cobalt.orchestrator.datasets.importers.generated",
 }
 """Format name -> module holding its `read_problems`."""
 
