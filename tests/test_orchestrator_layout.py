@@ -124,3 +124,40 @@ def test_the_checks_see_cycles_and_every_kind_of_import() -> None:
     assert imports_of("from . import loop\n", "cobalt.orchestrator.rollouts.jobs") >= {
         "cobalt.orchestrator.rollouts.loop"
     }
+
+
+def runtime_imports_of(source: str, module: str) -> set[str]:
+    """`imports_of`, less the imports under `if TYPE_CHECKING:` (types only, never run)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            node.body = [ast.Pass()]
+    return imports_of(ast.unparse(tree), module)
+
+
+def test_no_cycle_between_the_worker_s_modules() -> None:
+    """What a carrier carries is a plain value (`worker.work`), so the entry points, the
+    carriers and recovery import each other one way only."""
+    worker = ROOT / "worker"
+    names = {module_name(path): path for path in worker.glob("*.py")}
+    graph = {
+        name: {m for m in runtime_imports_of(path.read_text(), name) if m in names} - {name}
+        for name, path in names.items()
+    }
+    found = cycles(graph)
+    assert not found, [" -> ".join(cycle) for cycle in found]
+    assert cycles({"jobs": {"queue"}, "queue": {"jobs"}})
+
+
+def test_only_the_carrier_asks_whether_there_is_a_queue() -> None:
+    """`redis_url` is read in a condition in one place: `worker.carrier.queue_carrier`."""
+    readers = sorted(
+        {
+            str(path.relative_to(ROOT))
+            for path in ROOT.rglob("*.py")
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.If | ast.IfExp | ast.While | ast.BoolOp | ast.UnaryOp)
+            and "redis_url" in ast.unparse(node.test if hasattr(node, "test") else node)
+        }
+    )
+    assert readers == ["worker/carrier.py"], readers

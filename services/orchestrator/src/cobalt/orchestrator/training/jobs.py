@@ -43,6 +43,7 @@ from cobalt.orchestrator.training.rollout import GroupContext, ScoredGroup
 from cobalt.orchestrator.training.scorers import GroupRollout, score_group
 from cobalt.orchestrator.training.selection import is_zero_variance
 from cobalt.orchestrator.training.service import context_key
+from cobalt.orchestrator.training.staleness import is_stale
 from cobalt.shared.clients import ExecutorAddress, ModelEndpoint
 from cobalt.shared.contracts import ProblemRow
 from cobalt.shared.contracts.training_params import (
@@ -185,7 +186,11 @@ def roll_out_training_group(
 
     group = runtime.run(roll_out)
     version = group.policy_version if group.policy_version is not None else scheduled_version
-    if scheduled_version - version > params.max_staleness:
+    if is_stale(
+        current_version=scheduled_version,
+        sampled_version=version,
+        max_staleness=params.max_staleness,
+    ):
         # Stale on arrival: every claim from now on would expire it, and its (context,
         # round) slot would never be sampled again. Not recorded; the job fails and is
         # retried (RQ, then the trainer's round retry) once the trainer has loaded the

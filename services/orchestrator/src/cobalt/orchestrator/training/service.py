@@ -31,6 +31,7 @@ from cobalt.orchestrator.store.models import (
 )
 from cobalt.orchestrator.training.browse import DEFAULT_STALE_S, last_activity, liveness_of
 from cobalt.orchestrator.training.selection import RoundProgress, round_progress, round_stream
+from cobalt.orchestrator.training.staleness import open_rounds, scheduling_step
 from cobalt.shared.contracts.training import (
     StepBatch,
     StepClaim,
@@ -59,6 +60,7 @@ __all__ = [
     "due_refill",
     "job_public",
     "list_jobs",
+    "open_round_contexts",
     "report_step",
     "set_job_status",
     "step_budget",
@@ -153,7 +155,7 @@ def _round_stream(session: Session, job: TrainingJob, round: int) -> list[int]:
     visits = None
     if params.schedule_contexts:
         # The visits claimed by the step before this round could start (see selection).
-        known = round - 1 - params.max_staleness
+        known = scheduling_step(round, max_staleness=params.max_staleness)
         by_key = repo_training.claimed_visits(session, job_id=job.id, through_step=known)
         visits = {i: by_key[context_key(i)] for i in ordered if context_key(i) in by_key}
     return round_stream(
@@ -191,6 +193,32 @@ def due_refill(sessions: sessionmaker[Session], job_id: int, round: int) -> list
     return [] if begun else progress.pending
 
 
+def open_round_contexts(session: Session) -> list[tuple[int, int, list[int]]]:
+    """(job, round, contexts) for every round a running job's trainer has started
+    (`staleness.open_rounds`) whose contexts to roll out now still lack a recorded group:
+    the training work the queue should hold, ascending."""
+    found = []
+    for job in repo_training.list_jobs(session):
+        if job.status != TrainingJobStatus.RUNNING:
+            continue
+        params = stored_training_params(job.mode, job.params)
+        rounds = open_rounds(
+            steps_done=job.step,
+            max_staleness=params.max_staleness,
+            budget=step_budget(session, job),
+        )
+        for round in rounds:
+            recorded = repo_training.round_groups(session, job_id=job.id, round=round)
+            missing = [
+                i
+                for i in context_ids_for_round(session, job_id=job.id, round=round)
+                if context_key(i) not in recorded
+            ]
+            if missing:
+                found.append((job.id, round, missing))
+    return sorted(found)
+
+
 def begin_round(sessions: sessionmaker[Session], job_id: int, round: int) -> list[int]:
     """The contexts of a round about to be rolled out; a pending job becomes running.
 
@@ -208,7 +236,7 @@ def begin_round(sessions: sessionmaker[Session], job_id: int, round: int) -> lis
                 f"round {round} is past training job {job_id}'s budget of {budget} steps"
             )
         params = stored_training_params(job.mode, job.params)
-        known = round - 1 - params.max_staleness
+        known = scheduling_step(round, max_staleness=params.max_staleness)
         if params.schedule_contexts and known >= 1:
             if not repo_training.step_was_claimed(session, job_id=job_id, step=known):
                 raise Conflict(
