@@ -124,14 +124,9 @@ def groups(sessions: sessionmaker[Session]) -> list[TrainingGroup]:
         return list(found)
 
 
-def roll_out_round(
-    settings: OrchestratorSettings,
-    job_id: int,
-    round: int,
-    *,
-    executor: ExecutorAddress | None = None,
-    carrier: Carrier | None = None,
-) -> list[int]:
+def roll_out_round(settings: OrchestratorSettings, job_id: int, round: int, *,
+                   executor: ExecutorAddress | None = None,
+                   carrier: Carrier | None = None) -> list[int]:  # fmt: skip
     """`schedule_round` on `carrier`, by default the thread carrier on `executor`."""
     if carrier is None:
         assert executor is not None
