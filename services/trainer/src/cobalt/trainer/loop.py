@@ -249,11 +249,9 @@ class TrainerRun:
                 if job.step_budget is not None:
                     ahead = min(ahead, job.step_budget)
                 first_new, rounds_started = rounds_started + 1, max(rounds_started, ahead)
-                claim = StepClaim(
-                    groups=hyper.contexts_per_step,
-                    current_version=version,
-                    max_staleness=max_staleness,
-                )
+                # The claim says where the trainer is; which groups are too old is the
+                # orchestrator's rule (its job's max_staleness).
+                claim = StepClaim(groups=hyper.contexts_per_step, current_version=version)
                 # a. rollouts, b. the step's groups
                 batch = on_rank_zero(
                     partial(self._start_rounds_and_claim, step, claim, first_new, rounds_started)

@@ -158,10 +158,12 @@ class StepClaim(BaseModel):
     current_version: int = Field(
         ge=0, le=INT32_MAX, description="the policy version the trainer holds"
     )
-    max_staleness: int = Field(
+    max_staleness: int | None = Field(
+        default=None,
         ge=0,
         le=INT32_MAX,
-        description="largest policy-version lag a sample may have (0: synchronous)",
+        description="ignored: the orchestrator applies the job's own `max_staleness` (the "
+        "off-policy window is its rule); accepted so that older trainers' claims still are",
     )
 
 

@@ -282,8 +282,9 @@ def claim_step(
     failure = None
     with sessions.begin() as session:
         job = repo_training.get_job(session, job_id=job_id, for_update=True)
+        params = stored_training_params(job.mode, job.params)
         enough, refills, progress = None, 0, None
-        if stored_training_params(job.mode, job.params).filter_zero_variance:
+        if params.filter_zero_variance:
             progress = progress_of_round(session, job, step)
             refills = progress.refills
             enough = 1 if progress.complete else None
@@ -293,7 +294,7 @@ def claim_step(
             step=step,
             groups=claim.groups,
             current_version=claim.current_version,
-            max_staleness=claim.max_staleness,
+            max_staleness=params.max_staleness,  # the job's: the window is ours to apply
             enough=enough,
         )
         if claimed is None and progress is not None and progress.complete:
