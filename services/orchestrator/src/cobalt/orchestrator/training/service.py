@@ -194,9 +194,9 @@ def due_refill(sessions: sessionmaker[Session], job_id: int, round: int) -> list
 
 
 def open_round_contexts(session: Session) -> list[tuple[int, int, list[int]]]:
-    """(job, round, contexts) for every round a running job's trainer has started
-    (`staleness.open_rounds`) whose contexts to roll out now still lack a recorded group:
-    the training work the queue should hold, ascending."""
+    """(job, round, contexts) for every round a running job's trainer has begun and not
+    trained on yet (`staleness.open_rounds`) whose contexts to roll out now still lack a
+    recorded group: the training work a carrier should hold, ascending."""
     found = []
     for job in repo_training.list_jobs(session):
         if job.status != TrainingJobStatus.RUNNING:
@@ -206,6 +206,7 @@ def open_round_contexts(session: Session) -> list[tuple[int, int, list[int]]]:
             steps_done=job.step,
             max_staleness=params.max_staleness,
             budget=step_budget(session, job),
+            begun=job.rounds_begun,
         )
         for round in rounds:
             recorded = repo_training.round_groups(session, job_id=job.id, round=round)
@@ -243,6 +244,7 @@ def begin_round(sessions: sessionmaker[Session], job_id: int, round: int) -> lis
                     f"round {round} of training job {job_id} is scheduled from the ledger of "
                     f"step {known}: claim that step first"
                 )
+        job.rounds_begun = max(job.rounds_begun or 0, round)
         return context_ids_for_round(session, job_id=job_id, round=round)
 
 

@@ -13,10 +13,12 @@ from __future__ import annotations
 __all__ = ["is_stale", "open_rounds", "scheduling_step"]
 
 
-def open_rounds(*, steps_done: int, max_staleness: int, budget: int | None) -> range:
-    """The rounds a trainer that has reported `steps_done` steps has started (those of
-    the step in progress and those it samples ahead)."""
-    last = steps_done + 1 + max_staleness
+def open_rounds(*, steps_done: int, max_staleness: int, budget: int | None, begun: int) -> range:
+    """The rounds open for a trainer that has reported `steps_done` steps: those of the
+    step in progress and those it samples ahead, within the job's budget, and only as far
+    as the trainer has begun (`begun`: a trainer that stopped after its last step asked
+    for no more)."""
+    last = min(steps_done + 1 + max_staleness, begun)
     if budget is not None:
         last = min(last, budget)
     return range(steps_done + 1, last + 1)
