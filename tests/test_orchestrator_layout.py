@@ -12,25 +12,11 @@ import ast
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from tests.support.imports import cycles, imports_of, runtime_imports_of
+
 ROOT = Path(__file__).resolve().parents[1] / "services/orchestrator/src/cobalt/orchestrator"
 PREFIX = "cobalt.orchestrator."
 DOMAIN = {"runs", "rollouts", "training"}
-
-
-def imports_of(source: str, module: str) -> set[str]:
-    """Every module `source` (the module named `module`) imports, relative ones resolved;
-    imports inside functions count too."""
-    package = module.split(".")[:-1]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = package[: len(package) - node.level + 1] if node.level else []
-            target = ".".join([*base, *([node.module] if node.module else [])])
-            found.add(target)
-            found.update(f"{target}.{alias.name}" for alias in node.names)
-    return found
 
 
 def sub_package(module: str) -> str | None:
@@ -73,26 +59,6 @@ def package_graph(imports: Mapping[Path, Iterable[str]]) -> dict[str, set[str]]:
     return graph
 
 
-def cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
-    """One path per cycle found by a depth-first search (empty: the graph is a DAG)."""
-    found: list[list[str]] = []
-    state: dict[str, str] = {}
-
-    def visit(node: str, path: list[str]) -> None:
-        state[node] = "open"
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == "open":
-                found.append([*path[path.index(nxt) :], nxt])
-            elif nxt not in state:
-                visit(nxt, [*path, nxt])
-        state[node] = "done"
-
-    for node in sorted(graph):
-        if node not in state:
-            visit(node, [node])
-    return found
-
-
 def test_no_cycle_between_orchestrator_sub_packages() -> None:
     found = cycles(package_graph(orchestrator_imports()))
     assert not found, [" -> ".join(cycle) for cycle in found]
@@ -124,3 +90,31 @@ def test_the_checks_see_cycles_and_every_kind_of_import() -> None:
     assert imports_of("from . import loop\n", "cobalt.orchestrator.rollouts.jobs") >= {
         "cobalt.orchestrator.rollouts.loop"
     }
+
+
+def test_no_cycle_between_the_worker_s_modules() -> None:
+    """What a carrier carries is a plain value (`worker.work`), so the entry points, the
+    carriers and recovery import each other one way only."""
+    worker = ROOT / "worker"
+    names = {module_name(path): path for path in worker.glob("*.py")}
+    graph = {
+        name: {m for m in runtime_imports_of(path.read_text(), name) if m in names} - {name}
+        for name, path in names.items()
+    }
+    found = cycles(graph)
+    assert not found, [" -> ".join(cycle) for cycle in found]
+    assert cycles({"jobs": {"queue"}, "queue": {"jobs"}})
+
+
+def test_only_the_carrier_asks_whether_there_is_a_queue() -> None:
+    """`redis_url` is read in a condition in one place: `worker.carrier.queue_carrier`."""
+    readers = sorted(
+        {
+            str(path.relative_to(ROOT))
+            for path in ROOT.rglob("*.py")
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.If | ast.IfExp | ast.While | ast.BoolOp | ast.UnaryOp)
+            and "redis_url" in ast.unparse(node.test if hasattr(node, "test") else node)
+        }
+    )
+    assert readers == ["worker/carrier.py"], readers

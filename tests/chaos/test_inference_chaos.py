@@ -39,6 +39,8 @@ pytestmark = pytest.mark.slow
 STEPS = 3
 KILLED_AFTER_STEP = 1
 PROGRESS_TIMEOUT_S = 420
+RECOVERY = {"COBALT_RUN_RECOVERY_INTERVAL_S": "1"}
+"""The workers queue lost group jobs (refused as stale, their worker gone) again soon."""
 """A vLLM restart (up to 300 s on a loaded machine) plus a step."""
 
 
@@ -74,7 +76,9 @@ def test_a_training_job_survives_its_inference_server_killed_and_restarted(
     trainer: subprocess.Popen[str] | None = None
     with servers:
         root = servers.enter_context(running_server(settings, logs / "vllm-0.log", port=port))
-        with chaos_deployment(database, f"{root}/v1", tmp_path, executor_timeout_s=30) as chaos:
+        with chaos_deployment(
+            database, f"{root}/v1", tmp_path, executor_timeout_s=30, settings=RECOVERY
+        ) as chaos:
             try:
                 with httpx.Client(base_url=chaos.url, timeout=30) as api:
                     params = {
@@ -95,7 +99,6 @@ def test_a_training_job_survives_its_inference_server_killed_and_restarted(
                            "COBALT_TRAINER_INFERENCE_TOKEN": CONTROL_TOKEN,
                            "COBALT_TRAINER_CHECKPOINT_DIR": str(tmp_path / "checkpoints"),
                            "COBALT_TRAINER_POLL_INTERVAL_S": "0.2",
-                           "COBALT_TRAINER_ROUND_RETRY_S": "20",
                            "COBALT_TRAINER_PUBLISH_TIMEOUT_S": "120"}  # fmt: skip
                     with (logs / "trainer.log").open("w") as out:
                         trainer = subprocess.Popen(

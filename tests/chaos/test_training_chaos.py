@@ -90,7 +90,11 @@ def test_a_training_job_survives_each_fault_kind(
         contextlib.ExitStack() as mounted,
         serve_fake_openai(fake) as model_url,
         chaos_deployment(
-            database, model_url, tmp_path, executor_timeout_s=EXECUTOR_TIMEOUT_S
+            database,
+            model_url,
+            tmp_path,
+            executor_timeout_s=EXECUTOR_TIMEOUT_S,
+            settings={"COBALT_RUN_RECOVERY_INTERVAL_S": "1"},  # lost group jobs queued again
         ) as deployment,
     ):
         volume = None
@@ -114,7 +118,6 @@ def test_a_training_job_survives_each_fault_kind(
                        "COBALT_TRAINER_CHECKPOINT_DIR": str(checkpoints),
                        "COBALT_TRAINER_CHECKPOINT_OUTAGE_S": str(CHECKPOINT_OUTAGE_S),
                        "COBALT_TRAINER_POLL_INTERVAL_S": "0.05",
-                       "COBALT_TRAINER_ROUND_RETRY_S": "5",
                        "COBALT_TRAINER_SAVE_EVERY": "1"}  # fmt: skip
 
                 def start_trainer() -> subprocess.Popen[str]:

@@ -1,13 +1,15 @@
 """Run recovery (`worker.recovery`): a run's jobs the queue lost (their worker killed,
 Redis emptied, their retry never queued) are queued again from the database's open
-trajectories, and only those: not a job waiting on the queue, not one a live worker holds
-the lease of. And a failed job RQ will retry leaves its trajectories open."""
+trajectories (a training round's from the ledger's open rounds), and only those: not a
+job waiting on the queue, not one a live worker holds the lease of. And a failed job RQ
+will retry leaves its trajectories open."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -20,14 +22,18 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store import repo_runs
 from cobalt.orchestrator.store.models import Run
+from cobalt.orchestrator.worker.carrier import queue_carrier
+from cobalt.orchestrator.worker.carry_out import start_round
 from cobalt.orchestrator.worker.jobs import JobResources, run_problem
+from cobalt.orchestrator.worker.lease import held_lease
 from cobalt.orchestrator.worker.queue import QUEUE_NAME
-from cobalt.orchestrator.worker.recovery import held_lease, recover_lost_jobs
+from cobalt.orchestrator.worker.recovery import recover_lost_jobs
 from cobalt.shared.clients import ExecutorAddress
 from cobalt.shared.errors import CobaltError
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.chaos import kill_9, wait_until
 from tests.support.runs import REDIS_URL, json_out, keys_and_answers, run_sample, worker
+from tests.support.training import start_job
 
 INTERVAL_S = 0.2
 
@@ -195,3 +201,29 @@ def test_a_failed_job_rq_will_retry_leaves_its_trajectories_pending(
             if t.problem_id == problem_id
         }  # fmt: skip
     assert statuses == ({"pending"} if retries_left else {"failed"})
+
+
+def test_a_training_rounds_lost_group_jobs_are_queued_again_without_the_trainer(
+    rq_env: dict[str, str],
+    pg_sessions: sessionmaker[Session],
+    settings: OrchestratorSettings,
+    redis: Redis,
+    tmp_path: Path,
+) -> None:
+    """The ledger knows a running job's open rounds: their contexts with no group yet are
+    work the queue should hold, swept like a run's open problems."""
+    job_id = start_job(pg_sessions, "http://127.0.0.1:9/v1", tmp_path, contexts_per_step=2)
+    carrier = queue_carrier(settings)
+    assert carrier is not None
+    start_round(carrier, pg_sessions, job_id, 1)  # the trainer's step 1: its one open round
+    queue = Queue(QUEUE_NAME, connection=redis)
+    ids = sorted(queue.job_ids)
+    assert len(ids) == 2 and all(i.startswith(f"cobalt-train-{job_id}-1-") for i in ids)
+    assert recover_lost_jobs(settings, pg_sessions, redis) == []  # both wait on the queue
+
+    redis.flushdb()  # Redis restarted empty
+    assert recover_lost_jobs(settings, pg_sessions, redis) == []  # lost, not for long yet
+    time.sleep(INTERVAL_S * 2.5)
+    assert recover_lost_jobs(settings, pg_sessions, redis) == ids
+    assert sorted(queue.job_ids) == ids
+    assert recover_lost_jobs(settings, pg_sessions, redis) == []  # they wait on the queue now

@@ -13,10 +13,22 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store import repo_bandit, repo_datasets, repo_runs
 from cobalt.orchestrator.store.models import Problem, TrainingGroup
 from cobalt.orchestrator.store.repo_bandit import ContextRow
 from cobalt.orchestrator.training import service
+from cobalt.orchestrator.worker.carrier import ThreadCarrier, queue_carrier
+from cobalt.orchestrator.worker.carrier_base import Carrier
+from cobalt.orchestrator.worker.carry_out import schedule_round
+from cobalt.orchestrator.worker.queue import QUEUE_NAME
+from cobalt.orchestrator.worker.runtime import (
+    JobContext,
+    install_job_context,
+    job_context,
+    sessions_for,
+)
+from cobalt.shared.clients import ExecutorAddress
 from cobalt.shared.contracts.training import TrainingJobCreate
 
 RIGHT = "<think>Double it.</think>\n```python\nprint(2 * int(input()))\n```\n"
@@ -110,3 +122,41 @@ def groups(sessions: sessionmaker[Session]) -> list[TrainingGroup]:
         for group in found:
             group.samples  # load them before the session closes  # noqa: B018
         return list(found)
+
+
+def roll_out_round(settings: OrchestratorSettings, job_id: int, round: int, *,
+                   executor: ExecutorAddress | None = None,
+                   carrier: Carrier | None = None) -> list[int]:  # fmt: skip
+    """`schedule_round` on `carrier`, by default the thread carrier on `executor`."""
+    if carrier is None:
+        assert executor is not None
+        carrier = ThreadCarrier(settings, executor)
+    return schedule_round(carrier, sessions_for(settings.database_url), job_id, round)
+
+
+def roll_out_queued(settings: OrchestratorSettings, job_id: int, round: int, *,
+                    executor: ExecutorAddress) -> list[int]:  # fmt: skip
+    """`schedule_round` on the queue carrier (`settings.redis_url`'s queue), then an RQ
+    worker of this process takes every job until the queue is empty, refills included."""
+    carrier = queue_carrier(settings)
+    assert carrier is not None
+    context_ids = roll_out_round(settings, job_id, round, carrier=carrier)
+    work_the_queue(settings, executor)
+    return context_ids
+
+
+def work_the_queue(settings: OrchestratorSettings, executor: ExecutorAddress) -> None:
+    """An RQ worker of this process takes every job of `settings`' queue until it is empty
+    (what jobs queue meanwhile included), on `executor`."""
+    from redis import Redis
+    from rq import SimpleWorker
+
+    carrier = queue_carrier(settings)
+    assert carrier is not None
+    previous = job_context()
+    install_job_context(JobContext(settings, executor=executor))
+    try:
+        with Redis.from_url(carrier.redis_url) as connection:
+            SimpleWorker([QUEUE_NAME], connection=connection).work(burst=True)
+    finally:
+        install_job_context(previous)

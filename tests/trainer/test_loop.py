@@ -464,27 +464,6 @@ def test_a_stopped_job_ends_the_trainer(model_dir: Path, tmp_path: Path) -> None
     assert fake.reports == []
 
 
-def test_a_lost_round_is_started_again_after_the_retry_interval(
-    model_dir: Path, tmp_path: Path
-) -> None:
-    fake = FakeOrchestrator(model_dir)
-    original = fake.handler
-    lost = []
-
-    def first_start_lost(request: httpx.Request) -> httpx.Response:
-        if "/rounds/" in request.url.path and not lost:
-            lost.append(request.url.path)  # the worker died: its groups never come
-            return httpx.Response(202, json={"round": 1, "contexts": [], "queued": True})
-        return original(request)
-
-    run = trainer(fake, tmp_path / "ckpt", round_retry_s=0.05)
-    run.orchestrator = TrainingClient(
-        "http://orchestrator", transport=httpx.MockTransport(first_start_lost)
-    )
-    assert run.run(max_steps=1) == 1
-    assert lost and fake.rounds == [1] and [r.step for r in fake.reports] == [1]
-
-
 REDIS_URL = "redis://127.0.0.1:6379/13"  # the test database of tests/conftest.py
 
 

@@ -25,14 +25,13 @@ from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store import repo_training
 from cobalt.orchestrator.store.models import TrainingGroup, TrainingJobStatus
 from cobalt.orchestrator.training import service
-from cobalt.orchestrator.worker.carry_out import schedule_round
 from cobalt.shared.clients import ExecutorAddress
 from cobalt.shared.contracts.training import StepClaim, StepReport, TrainingJobCreate
 from cobalt.shared.errors import Conflict, InvalidInput
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.runs import cobalt, json_out
 from tests.support.serving import serve_asgi
-from tests.support.training import TRAINER_PYTHON, bandit_dataset
+from tests.support.training import TRAINER_PYTHON, bandit_dataset, roll_out_round
 
 
 def create(
@@ -102,7 +101,7 @@ def test_the_last_step_s_report_finishes_the_job_and_no_round_is_past_it(
     bandit_dataset(sessions)
     job_id = create(sessions, url=url, model=str(policy_dir), max_steps=1)
     settings = OrchestratorSettings(database_url=store_url, redis_url=None)
-    schedule_round(settings, job_id, 1, executor=ExecutorAddress(executor_url))
+    roll_out_round(settings, job_id, 1, executor=ExecutorAddress(executor_url))
     with pytest.raises(Conflict, match="round 2 is past training job .* budget of 1 steps"):
         service.begin_round(sessions, job_id, 2)
     claim = StepClaim(groups=1, current_version=0, max_staleness=0)
@@ -134,7 +133,7 @@ def test_a_stopped_or_failed_job_whose_budget_is_spent_finishes(
         for name in ("stopped", "failed")
     ]
     for job_id in jobs:
-        schedule_round(settings, job_id, 1, executor=ExecutorAddress(executor_url))
+        roll_out_round(settings, job_id, 1, executor=ExecutorAddress(executor_url))
         assert service.claim_step(sessions, job_id, 1, claim).ready
     service.set_job_status(sessions, jobs[0], TrainingJobStatus.STOPPED)
     service.report_step(sessions, jobs[0], StepReport(step=1, policy_version=1))

@@ -19,12 +19,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.models import TrainingGroup, TrainingJob
 from cobalt.orchestrator.training import service
-from cobalt.orchestrator.worker.carry_out import schedule_round
 from cobalt.shared.clients import ExecutorAddress
 from cobalt.shared.contracts.training import StepClaim, TrainingJobCreate, TrainingMode
 from cobalt.shared.errors import InvalidInput
 from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
-from tests.support.training import NO_CODE, RIGHT, WRONG, bandit_dataset
+from tests.support.training import NO_CODE, RIGHT, WRONG, bandit_dataset, roll_out_round
 
 
 def learns_from_feedback(messages: list[dict[str, Any]], index: int) -> str:
@@ -57,7 +56,7 @@ def test_episodes_run_with_feedback_and_every_turn_carries_the_episode_reward(
     with serve_fake_openai(fake) as url:
         job_id = start_multi_turn_job(sessions, url, policy_dir, template="default", turns=3)
         settings = OrchestratorSettings(database_url=store_url, redis_url=None)
-        context_ids = schedule_round(settings, job_id, 1, executor=ExecutorAddress(executor_url))
+        context_ids = roll_out_round(settings, job_id, 1, executor=ExecutorAddress(executor_url))
 
     assert len(context_ids) == 1  # multi-turn trains on the turn-0 context only
     # Turn 0: one request with 3 choices; turn 1: episodes 0 and 2 (episode 1 passed);
@@ -105,7 +104,7 @@ def test_stop_on_pass_off_runs_every_episode_for_all_turns(
         job_id = start_multi_turn_job(
             sessions, url, policy_dir, template="default", turns=2, stop_on_pass=False
         )
-        schedule_round(
+        roll_out_round(
             OrchestratorSettings(database_url=store_url, redis_url=None),
             job_id,
             1,
@@ -133,7 +132,7 @@ def test_a_changed_source_template_fails_the_round_with_its_reason(
     job_id = start_multi_turn_job(sessions, url, policy_dir)
     settings = OrchestratorSettings(database_url=store_url, redis_url=None)
     with pytest.raises(InvalidInput, match="template 'default' changed since bandit context"):
-        schedule_round(settings, job_id, 1, executor=ExecutorAddress(executor_url))
+        roll_out_round(settings, job_id, 1, executor=ExecutorAddress(executor_url))
     with sessions() as session:
         assert session.scalars(select(TrainingGroup)).all() == []
 

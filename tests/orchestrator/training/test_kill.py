@@ -122,6 +122,7 @@ def test_kill_9_and_resume_consume_what_an_uninterrupted_run_does(
         "COBALT_DATABASE_URL": store_url,
         "COBALT_EXECUTOR_URL": executor_url,
         "COBALT_REDIS_URL": REDIS_URL,
+        "COBALT_RUN_RECOVERY_INTERVAL_S": "1",  # the killed worker's group is queued again
     }
     settings = OrchestratorSettings(database_url=store_url, redis_url=REDIS_URL)
     logs = tmp_path / "logs"
@@ -155,7 +156,6 @@ def test_kill_9_and_resume_consume_what_an_uninterrupted_run_does(
                 "COBALT_TRAINER_INFERENCE_URL": "",
                 "COBALT_TRAINER_CHECKPOINT_DIR": str(tmp_path / "checkpoints"),
                 "COBALT_TRAINER_POLL_INTERVAL_S": "0.05",
-                "COBALT_TRAINER_ROUND_RETRY_S": "5",
                 "COBALT_TRAINER_SAVE_EVERY": str(SAVE_EVERY),
             }
             straight = trainer(env, jobs[0], logs / "trainer-straight.log")

@@ -16,12 +16,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.models import TrainingJob
 from cobalt.orchestrator.training import browse, service
-from cobalt.orchestrator.worker.carry_out import schedule_round
 from cobalt.shared.clients import ExecutorAddress
 from cobalt.shared.contracts.training import StepClaim
 from tests.fakes.flaky_executor import FlakyExecutor, serve_flaky_executor
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support.training import WRONG, groups, start_job
+from tests.support.training import WRONG, groups, roll_out_round, start_job
 
 WRONG_CODE = "print(int(input()) + 1)"
 
@@ -29,7 +28,7 @@ WRONG_CODE = "print(int(input()) + 1)"
 def roll_round(store_url: str, job_id: int, flaky: FlakyExecutor, round: int = 1) -> list[int]:
     settings = OrchestratorSettings(database_url=store_url, redis_url=None)
     with serve_flaky_executor(flaky) as url:
-        return schedule_round(settings, job_id, round, executor=ExecutorAddress(url))
+        return roll_out_round(settings, job_id, round, executor=ExecutorAddress(url))
 
 
 def test_a_sandbox_error_is_run_again_and_scored_once_judged(
@@ -93,7 +92,7 @@ def test_a_group_without_two_judged_responses_is_dropped_and_past_the_budget_the
     flaky = FlakyExecutor(executor_url, marker="print(")  # right and wrong: only no-code left
     settings = OrchestratorSettings(database_url=store_url, redis_url=None)
     with serve_flaky_executor(flaky) as executor:
-        schedule_round(settings, job_id, 1, executor=ExecutorAddress(executor))
+        roll_out_round(settings, job_id, 1, executor=ExecutorAddress(executor))
         recorded = groups(sessions)
         assert [g.status for g in recorded] == ["dropped", "dropped"]
         assert all(g.samples == [] and g.masked_samples == 2 for g in recorded)
@@ -114,6 +113,6 @@ def test_a_group_without_two_judged_responses_is_dropped_and_past_the_budget_the
         ] * 2
         assert all(g.drop_reason == recorded[0].drop_reason for g in shown_groups)
         # A retried round writes nothing twice, and a failed job rolls out nothing more.
-        schedule_round(settings, job_id, 1, executor=ExecutorAddress(executor))
-        schedule_round(settings, job_id, 2, executor=ExecutorAddress(executor))
+        roll_out_round(settings, job_id, 1, executor=ExecutorAddress(executor))
+        roll_out_round(settings, job_id, 2, executor=ExecutorAddress(executor))
     assert len(groups(sessions)) == 2

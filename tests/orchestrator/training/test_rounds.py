@@ -16,12 +16,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.models import TrainingJob, TrainingSample
 from cobalt.orchestrator.training import service
-from cobalt.orchestrator.worker.carry_out import schedule_round
 from cobalt.shared.clients import ExecutorAddress
 from cobalt.shared.contracts.training import StepClaim, StepReport, TrainingJobCreate
 from cobalt.shared.errors import Conflict, InvalidInput, Unavailable
 from tests.fakes.openai_server import FakeOpenAI
-from tests.support.training import WRONG, groups, start_job
+from tests.support.training import WRONG, groups, roll_out_round, start_job
 
 
 def test_a_round_samples_executes_scores_and_records_every_group(
@@ -34,7 +33,7 @@ def test_a_round_samples_executes_scores_and_records_every_group(
     fake, url = model
     job_id = start_job(sessions, url, policy_dir)
     settings = OrchestratorSettings(database_url=store_url, redis_url=None)
-    context_ids = schedule_round(settings, job_id, 1, executor=ExecutorAddress(executor_url))
+    context_ids = roll_out_round(settings, job_id, 1, executor=ExecutorAddress(executor_url))
     assert len(context_ids) == 2 and len(fake.requests) == 2
     assert all(request["n"] == 3 for request in fake.requests)
     # Groups are rolled out at once, so they are stored in the order they finished.
@@ -52,7 +51,7 @@ def test_a_round_samples_executes_scores_and_records_every_group(
 
     # Scheduling the round again (a restarted scheduler) writes nothing new.
     assert (
-        schedule_round(settings, job_id, 1, executor=ExecutorAddress(executor_url)) == context_ids
+        roll_out_round(settings, job_id, 1, executor=ExecutorAddress(executor_url)) == context_ids
     )
     with sessions() as session:
         assert session.query(TrainingSample).count() == 6
@@ -72,7 +71,7 @@ def test_the_trainer_claims_and_reports_a_step(
     with pytest.raises(Conflict, match="never claimed"):
         service.report_step(sessions, job_id, StepReport(step=1, policy_version=8))
     settings = OrchestratorSettings(database_url=store_url, redis_url=None)
-    schedule_round(settings, job_id, 1, executor=ExecutorAddress(executor_url))
+    roll_out_round(settings, job_id, 1, executor=ExecutorAddress(executor_url))
     batch = service.claim_step(sessions, job_id, 1, claim)
     assert batch.ready and len(batch.groups) == 2 and batch.stale == 0
     assert [s.reward for s in batch.groups[0].samples][1:] == [1.0, -1.0]
@@ -104,10 +103,10 @@ def test_a_group_from_a_server_behind_the_job_is_refused_and_rolled_out_once_it_
     executor = ExecutorAddress(executor_url)
     # The server restarted on older weights (7): its groups could never be trained on.
     with pytest.raises(Unavailable, match="served policy version 7, behind training job"):
-        schedule_round(settings, job_id, 1, executor=executor)
+        roll_out_round(settings, job_id, 1, executor=executor)
     assert groups(sessions) == []  # nothing holds the round's slots
     fake.policy_version = 9  # the trainer loaded the current weights into it
-    schedule_round(settings, job_id, 1, executor=executor)
+    roll_out_round(settings, job_id, 1, executor=executor)
     assert [g.policy_version for g in groups(sessions)] == [9, 9]
     claim = StepClaim(groups=2, current_version=9, max_staleness=0)
     assert service.claim_step(sessions, job_id, 1, claim).ready
@@ -153,7 +152,7 @@ def test_a_job_in_the_instruct_format_scores_without_the_thinking_terms(
     above loses its thinking bonus (T = 0, no reflection words), so its total is r."""
     job_id = start_job(sessions, model[1], policy_dir, rollout={"reward_format": "instruct"})
     settings = OrchestratorSettings(database_url=store_url, redis_url=None)
-    context_ids = schedule_round(settings, job_id, 1, executor=ExecutorAddress(executor_url))
+    context_ids = roll_out_round(settings, job_id, 1, executor=ExecutorAddress(executor_url))
     recorded = {g.context_key: g for g in groups(sessions)}
     wrong, right, _ = recorded[f"bandit:{context_ids[1]}"].samples  # prev_best 0.25
     assert right.total == 1.0

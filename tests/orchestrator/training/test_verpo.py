@@ -27,13 +27,12 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.models import TrainingGroup, TrainingJob
 from cobalt.orchestrator.training import service
-from cobalt.orchestrator.worker.carry_out import schedule_round
 from cobalt.shared.clients import ExecutorAddress
 from cobalt.shared.contracts.training import StepClaim, TrainingJobCreate, TrainingMode
 from cobalt.shared.errors import InvalidInput
 from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
 from tests.support.runs import cobalt, json_out
-from tests.support.training import RIGHT, bandit_dataset
+from tests.support.training import RIGHT, bandit_dataset, roll_out_round
 
 SQUARE = "<think>Square it.</think>\n```python\nn = int(input())\nprint(n * n)\n```\n"
 ZERO = "<think>Zero.</think>\n```python\nprint(0)\n```\n"
@@ -69,7 +68,7 @@ def test_every_turn_is_scored_by_verpo_and_each_episode_by_its_turns_mean(
     with serve_fake_openai(fake) as url:
         job_id = start_verpo_job(sessions, url, policy_dir)
         settings = OrchestratorSettings(database_url=store_url, redis_url=None)
-        context_ids = schedule_round(settings, job_id, 1, executor=ExecutorAddress(executor_url))
+        context_ids = roll_out_round(settings, job_id, 1, executor=ExecutorAddress(executor_url))
 
     assert len(context_ids) == 1  # the turn-0 context only, as in multi-turn
     assert [request["n"] for request in fake.requests] == [3, 1, 1]  # e1 passed at turn 0
@@ -104,7 +103,7 @@ def test_the_outcome_weight_is_the_jobs(
     with serve_fake_openai(fake) as url:
         job_id = start_verpo_job(sessions, url, policy_dir, verpo_outcome_weight=0.0)
         settings = OrchestratorSettings(database_url=store_url, redis_url=None)
-        schedule_round(settings, job_id, 1, executor=ExecutorAddress(executor_url))
+        roll_out_round(settings, job_id, 1, executor=ExecutorAddress(executor_url))
     with sessions() as session:
         group = session.scalars(select(TrainingGroup)).one()
         totals = {s.sample_index: s.total for s in group.samples}

@@ -56,9 +56,9 @@ from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store import repo_bandit, repo_runs
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
 from cobalt.orchestrator.training.service import create_job, set_job_status
-from cobalt.orchestrator.worker.in_process import run_in_process
-from cobalt.orchestrator.worker.jobs import work_for_run
+from cobalt.orchestrator.worker.in_process import ThreadCarrier
 from cobalt.orchestrator.worker.runtime import runtime
+from cobalt.orchestrator.worker.work import work_for_run
 from cobalt.shared.clients import ExecutorAddress, ExecutorClient, ExecutorClientSettings
 from cobalt.shared.clients.inference import InferenceControlClient
 from cobalt.shared.clients.training import TrainingClient
@@ -129,14 +129,8 @@ def carry_out(
     failures: list[tuple[int, BaseException]] = []
 
     def work() -> None:
-        failures.extend(
-            run_in_process(
-                settings,
-                work_for_run(run_id, problem_ids),
-                api_key=None,
-                executor=ExecutorAddress(executor_url),
-            )
-        )
+        carrier = ThreadCarrier(settings, ExecutorAddress(executor_url))
+        failures.extend(carrier.carry(work_for_run(run_id, problem_ids), api_key=None))
 
     worker = threading.Thread(target=work, name=f"demo-run-{run_id}", daemon=True)
     worker.start()

@@ -32,6 +32,7 @@ from cobalt.demo.processes import ChildProcess, port_is_free
 from cobalt.executor.settings import ExecutorSettings
 from cobalt.inference.settings import InferenceSettings
 from cobalt.orchestrator.settings import OrchestratorSettings
+from cobalt.orchestrator.worker.carrier import queue_carrier
 from cobalt.shared.errors import first_validation_error
 
 __all__ = ["RestartPolicy", "UpPlan", "run_up"]
@@ -84,7 +85,8 @@ class UpPlan:
             served = InferenceSettings()
         except ValidationError as exc:
             raise ValueError(f"bad COBALT_* setting {first_validation_error(exc)}") from exc
-        if workers and not orchestrator.redis_url:
+        queued = queue_carrier(orchestrator) is not None
+        if workers and not queued:
             raise ValueError(
                 "--workers needs COBALT_REDIS_URL: without Redis the orchestrator runs "
                 "rollouts in its own threads and there is no queue for workers"
@@ -128,7 +130,7 @@ class UpPlan:
         notes = [f"database: {orchestrator.database_url.split('@')[-1]}"]
         notes.append(
             f"rollouts: {workers} RQ workers on Redis"
-            if orchestrator.redis_url
+            if queued
             else "rollouts: threads of the orchestrator (no COBALT_REDIS_URL)"
         )
         if train_job is not None:

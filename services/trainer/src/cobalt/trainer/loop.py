@@ -249,11 +249,9 @@ class TrainerRun:
                 if job.step_budget is not None:
                     ahead = min(ahead, job.step_budget)
                 first_new, rounds_started = rounds_started + 1, max(rounds_started, ahead)
-                claim = StepClaim(
-                    groups=hyper.contexts_per_step,
-                    current_version=version,
-                    max_staleness=max_staleness,
-                )
+                # The claim says where the trainer is; which groups are too old is the
+                # orchestrator's rule (its job's max_staleness).
+                claim = StepClaim(groups=hyper.contexts_per_step, current_version=version)
                 # a. rollouts, b. the step's groups
                 batch = on_rank_zero(
                     partial(self._start_rounds_and_claim, step, claim, first_new, rounds_started)
@@ -384,16 +382,16 @@ class TrainerRun:
     def _wait_for(self, step: int, claim: StepClaim, rounds_started: int) -> StepBatch:
         """The step's groups, once its rollouts are done; raises `JobStopped` on a stop.
 
-        Every `round_retry_s` of waiting the open rounds are started again: a rollout job
-        whose worker died is then done by another (groups already written are kept, so
-        this costs at most the repeated work of jobs still running).
+        A rollout job lost with its worker (or with the orchestrator's process) is carried
+        again by the orchestrator's recovery sweep, which knows the open rounds from the
+        ledger. Only when a replica caught up with the current weights (what it sampled
+        before was refused as stale) are the open rounds started again at once.
         """
         if self.arrivals is None:
             self.arrivals = group_arrivals(
                 self.settings.redis_url, self.job_id, self.settings.poll_interval_s
             )
         deadline = time.monotonic() + self.settings.step_timeout_s
-        retry_at = time.monotonic() + self.settings.round_retry_s
         catch_up_at = time.monotonic() + CATCH_UP_EVERY_S
         while True:
             try:
@@ -412,18 +410,17 @@ class TrainerRun:
             if time.monotonic() > catch_up_at and self.publisher is not None:
                 catch_up_at = time.monotonic() + CATCH_UP_EVERY_S
                 if self.publisher.catch_up(claim.current_version):
-                    retry_at = time.monotonic()  # what they sampled was refused: again now
-            if time.monotonic() > retry_at:
-                logger.info(
-                    "job %d step %d: starting rounds %d-%d again",
-                    self.job_id,
-                    step,
-                    step,
-                    rounds_started,
-                )
-                for round in range(step, rounds_started + 1):
-                    self._patiently(partial(self.orchestrator.start_round, self.job_id, round))
-                retry_at = time.monotonic() + self.settings.round_retry_s
+                    # What they sampled was refused as stale: start the rounds again now.
+                    logger.info(
+                        "job %d step %d: starting rounds %d-%d again",
+                        self.job_id,
+                        step,
+                        step,
+                        rounds_started,
+                    )
+                    for round in range(step, rounds_started + 1):
+                        start = partial(self.orchestrator.start_round, self.job_id, round)
+                        self._patiently(start)
             if time.monotonic() > deadline:
                 raise UpstreamError(
                     f"step {step} of job {self.job_id} got no rollouts in "

@@ -95,9 +95,6 @@ class TrainerSettings(CobaltSettings):
     lands, and otherwise every 10 polling intervals; unset: it asks every interval."""
     step_timeout_s: float = Field(default=6 * 3600.0, gt=0)
     """Longest wait for one step's rollouts before the trainer gives up with an error."""
-    round_retry_s: float = Field(default=1800.0, gt=0)
-    """Waiting this long for a step, the trainer starts its rounds again (a rollout job
-    whose worker died is re-queued; the ledger keeps groups already written)."""
     weight_broadcast: WeightBroadcastBackend | None = None
     """Publish each step's weights by broadcast into vLLM's workers over this backend
     (nccl between GPUs; gloo is the CPU twin) instead of a checkpoint directory; the

@@ -39,13 +39,8 @@ from cobalt.shared.contracts.bounds import (
     TEMPLATE_NAME_CHARS,
     URL_CHARS,
 )
+from cobalt.shared.contracts.hyperparameters import TrainerHyperparameters, TrainingMode
 from cobalt.shared.contracts.sampling import SamplingSettings
-from cobalt.shared.contracts.training import (
-    TrainerHyperparameters,
-    TrainingJobCreate,
-    TrainingJobPublic,
-    TrainingMode,
-)
 from cobalt.shared.errors import InvalidInput, first_validation_error
 from cobalt.shared.reward_format import RewardFormat
 from cobalt.shared.trackers import parse_report_to
@@ -379,8 +374,3 @@ def stored_training_params(
     return _ADAPTER.validate_python(
         {**{k: v for k, v in stored.items() if k in fields}, "mode": mode}
     )
-
-
-_NAMESPACE = {"TrainingParams": TrainingParams, "TrainingParamsRequest": TrainingParamsRequest}
-TrainingJobCreate.model_rebuild(_types_namespace=_NAMESPACE)
-TrainingJobPublic.model_rebuild(_types_namespace=_NAMESPACE)

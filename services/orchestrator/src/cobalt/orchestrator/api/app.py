@@ -9,7 +9,7 @@ one error mapping (database errors included, `store.errors`).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 
@@ -19,6 +19,8 @@ from cobalt.orchestrator.api.ui import install_ui
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
 from cobalt.orchestrator.store.errors import DATABASE_TRANSLATIONS
+from cobalt.orchestrator.worker.carrier import carrier_for
+from cobalt.orchestrator.worker.recovery import Recovery
 from cobalt.shared.auth import AccessTokens, bearer_access
 from cobalt.shared.clients import ExecutorClientSettings
 from cobalt.shared.connections import RequestBodyGuard
@@ -58,7 +60,12 @@ def create_app(
         engine = make_engine(settings.database_url)
         app.state.executor_settings = executor or ExecutorClientSettings()
         app.state.sessions = make_sessionmaker(engine)
-        yield
+        # Queued (COBALT_REDIS_URL) or in background threads of this process: chosen once.
+        app.state.carrier = carrier = carrier_for(settings, app.state.executor_settings)
+        # Without a queue, this process carries the training rounds: it recovers them too.
+        recovery = Recovery(carrier, app.state.sessions) if not carrier.queued else None
+        with recovery or nullcontext():
+            yield
         engine.dispose()
 
     app = FastAPI(

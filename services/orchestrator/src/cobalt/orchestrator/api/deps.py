@@ -1,5 +1,5 @@
-"""What routes ask for by type: the store's sessionmaker, the settings and the executor's
-(from app.state, built once when the app starts), and the bounded path parameters."""
+"""What routes ask for by type: the store's sessionmaker, the settings, the executor's and
+the carrier (from app.state, built once when the app starts), and the bounded path parameters."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ from fastapi import Depends, Path, Request
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.settings import OrchestratorSettings
+from cobalt.orchestrator.worker.carrier_base import Carrier
 from cobalt.shared.clients import ExecutorClientSettings
 from cobalt.shared.contracts.bounds import DATASET_NAME_CHARS, INT32_MAX, PROBLEM_ID_CHARS
 
 __all__ = [
+    "CarrierDep",
     "DatasetName",
     "ExecutorSettings",
     "ExternalId",
@@ -40,9 +42,15 @@ def executor_settings_of(request: Request) -> ExecutorClientSettings:
     return settings
 
 
+def carrier_of(request: Request) -> Carrier:
+    carrier: Carrier = request.app.state.carrier
+    return carrier
+
+
 Sessions = Annotated[sessionmaker[Session], Depends(sessions_of)]
 Settings = Annotated[OrchestratorSettings, Depends(settings_of)]
 ExecutorSettings = Annotated[ExecutorClientSettings, Depends(executor_settings_of)]
+CarrierDep = Annotated[Carrier, Depends(carrier_of)]
 
 # Path parameters within what the store's columns hold: beyond them is a 422 here, never
 # a database error (ids are PostgreSQL `integer`s).

@@ -1,7 +1,7 @@
 """/v1/runs: rollout runs started, watched, cancelled, resumed and evaluated.
 
 Each route validates, calls one service function and returns a contract; carrying a run
-out is `worker.carry_out` (queued with Redis, a background thread without).
+out is `worker.carry_out` with the app's carrier (queued, or a background thread).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, status
 from pydantic import Field
 
-from cobalt.orchestrator.api.deps import ExecutorSettings, RunId, Sessions, Settings
+from cobalt.orchestrator.api.deps import CarrierDep, ExecutorSettings, RunId, Sessions
 from cobalt.orchestrator.rollouts.prompts import check_bundled_name
 from cobalt.orchestrator.runs import service
 from cobalt.orchestrator.runs.evaluation import evaluate_run
@@ -42,7 +42,7 @@ def _key(request: SampleRunRequest | RefineRunRequest) -> str | None:
 
 @router.post("/v1/runs", status_code=status.HTTP_202_ACCEPTED)
 def create_sample_run(
-    body: SampleRunRequest, sessions: Sessions, settings: Settings, executor: ExecutorSettings
+    body: SampleRunRequest, sessions: Sessions, carrier: CarrierDep, executor: ExecutorSettings
 ) -> RunPublic:
     """Start a sample run (turn 0, and `turns` feedback turns if asked).
 
@@ -52,17 +52,17 @@ def create_sample_run(
     """
     check_bundled_name(body.template)
     run_id = service.create_sample_run(sessions, body, executor=executor, defer_trajectories=True)
-    carry_out_new_run(settings, sessions, run_id, api_key=_key(body), executor=executor)
+    carry_out_new_run(carrier, sessions, run_id, api_key=_key(body))
     return service.run_public(sessions, run_id)
 
 
 @router.post("/v1/runs/refine", status_code=status.HTTP_202_ACCEPTED)
 def create_refine_run(
-    body: RefineRunRequest, sessions: Sessions, settings: Settings, executor: ExecutorSettings
+    body: RefineRunRequest, sessions: Sessions, carrier: CarrierDep, executor: ExecutorSettings
 ) -> RunPublic:
     """Start feedback turns on top of a finished sample run's turn 0."""
     run_id = service.create_refine_run(sessions, body, executor=executor)
-    carry_out_run(settings, sessions, run_id, api_key=_key(body), in_background=executor)
+    carry_out_run(carrier, sessions, run_id, api_key=_key(body), in_background=True)
     return service.run_public(sessions, run_id)
 
 
@@ -87,12 +87,10 @@ def cancel_run(run_id: RunId, sessions: Sessions) -> RunPublic:
 
 
 @router.post("/v1/runs/{run_id}/resume", status_code=status.HTTP_202_ACCEPTED)
-def resume_run(
-    run_id: RunId, sessions: Sessions, settings: Settings, executor: ExecutorSettings
-) -> RunPublic:
+def resume_run(run_id: RunId, sessions: Sessions, carrier: CarrierDep) -> RunPublic:
     """Re-queue the open and failed trajectories (API keys: set them on the workers)."""
     service.reopen_failed(sessions, run_id)
-    carry_out_run(settings, sessions, run_id, api_key=None, in_background=executor)
+    carry_out_run(carrier, sessions, run_id, api_key=None, in_background=True)
     return service.run_public(sessions, run_id)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, status
 
-from cobalt.orchestrator.api.deps import ExecutorSettings, JobId, Sessions, Settings, StepNumber
+from cobalt.orchestrator.api.deps import CarrierDep, JobId, Sessions, Settings, StepNumber
 from cobalt.orchestrator.rollouts.prompts import check_bundled_name
 from cobalt.orchestrator.training import service
 from cobalt.orchestrator.training.browse import step_groups
@@ -69,11 +69,10 @@ def start_rollout_round(
     job_id: JobId,
     round: StepNumber,
     sessions: Sessions,
-    settings: Settings,
-    executor: ExecutorSettings,
+    carrier: CarrierDep,
 ) -> RoundStarted:
     """Queue the rollouts of round `round` (the groups step `round` will train on)."""
-    return start_round(settings, sessions, job_id, round, executor)
+    return start_round(carrier, sessions, job_id, round)
 
 
 @router.post("/{job_id}/steps/{step}/claim")

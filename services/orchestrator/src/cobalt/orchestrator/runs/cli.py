@@ -81,8 +81,10 @@ ApiKeyOption = Annotated[
 
 
 def _store(*, detach: bool = False) -> StoreContext:
+    from cobalt.orchestrator.worker.carrier import queue_carrier
+
     settings = settings_or_exit()
-    if detach and not settings.redis_url:
+    if detach and queue_carrier(settings) is None:
         raise fail(EXIT_USAGE, "--detach needs COBALT_REDIS_URL (a queue that outlives us)")
     return store_context(settings)
 
@@ -125,15 +127,16 @@ def _carry_out(
     `interrupted` and exits 130; `cobalt run resume` continues from the stored turns.
     """
     from cobalt.orchestrator.runs import service
+    from cobalt.orchestrator.worker.carrier import ThreadCarrier, queue_carrier
     from cobalt.orchestrator.worker.carry_out import carry_out_run
     from cobalt.orchestrator.worker.runtime import runtime
 
     sessions = store.sessions()
-    settings = store.settings
+    queue = queue_carrier(store.settings)
     try:
-        if settings.redis_url:
+        if queue is not None:
             with handled():
-                carry_out_run(settings, sessions, run_id, api_key=api_key)
+                carry_out_run(queue, sessions, run_id, api_key=api_key)
             if detach:
                 return service.run_public(sessions, run_id)
             # Its jobs are on workers: marked interrupted, they stop before their next turn.
@@ -148,11 +151,10 @@ def _carry_out(
         with open_executor() as executor, _live(sessions, run_id, quiet=quiet) as tick:
             with stopping_on_signals(runtime().interrupt), handled():
                 carry_out_run(
-                    settings,
+                    ThreadCarrier(store.settings, executor.address()),
                     sessions,
                     run_id,
                     api_key=api_key,
-                    executor=executor.address(),
                     on_job_done=lambda _problem, _error: tick.refresh(),
                 )
             tick()
@@ -306,8 +308,10 @@ def sample(
     from cobalt.orchestrator.runs import service
 
     request = _request(SampleRunRequest, sampling_set, **settings)
+    from cobalt.orchestrator.worker.carrier import queue_carrier
+
     store = _store(detach=detach)
-    if not store.settings.redis_url:  # the jobs run here, so this process must reach it
+    if queue_carrier(store.settings) is None:  # the jobs run here: this process must reach it
         from cobalt.orchestrator.datasets.catalog import dataset_summary
 
         with handled():  # an unknown dataset is a usage error (2), whatever the endpoint

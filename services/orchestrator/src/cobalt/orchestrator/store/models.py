@@ -474,6 +474,9 @@ class TrainingJob(Base):
     status: Mapped[str] = mapped_column(StoredString(20), default=TrainingJobStatus.PENDING.value)
     step: Mapped[int] = mapped_column(Integer, default=0)
     policy_version: Mapped[int] = mapped_column(Integer, default=0)
+    rounds_begun: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """The highest rollout round begun (`training.service.begin_round`): rounds past it
+    were never asked for, so the recovery sweep leaves them alone."""
     error: Mapped[str | None] = mapped_column(StoredText, default=None)
     created_at: Mapped[datetime] = mapped_column(StoredTime(), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(

@@ -1,11 +1,13 @@
 """The unit of training rollout work: one context's group for one round.
 
-`roll_out_training_group` loads the context and its problem, samples and scores the group
-(`rollout.roll_out_group`, or an episode mode's loop) and writes it to the ledger in one
-transaction. The ledger's unique key (job, context, round) makes a retried job harmless. A group
-sampled by a server already further behind the job's reported policy version than
-`max_staleness` (a server restarted on its base weights) is not recorded: it could never
-be trained on, and would hold its slot for good; the job fails and is rolled out again.
+`roll_out_training_group` reads in four phases: load the context and its problem
+(`_load`), sample and score the group (`_roll_out`: `rollout.roll_out_group`, or an episode
+mode's loop), decide its outcome from its rewards alone (`group_outcome`, pure) and write
+it to the ledger in one transaction (`_record`). The ledger's unique key (job, context,
+round) makes a retried job harmless. A group sampled by a server already further behind
+the job's reported policy version than `max_staleness` (a server restarted on its base
+weights) is not recorded: it could never be trained on, and would hold its slot for good;
+the job fails and is rolled out again.
 
 Infrastructure errors are not rewards: responses the sandbox failed to judge are masked by
 the scorer; a group left with fewer than two is written as `dropped` with its reason, and
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import SecretStr
@@ -43,16 +46,24 @@ from cobalt.orchestrator.training.rollout import GroupContext, ScoredGroup
 from cobalt.orchestrator.training.scorers import GroupRollout, score_group
 from cobalt.orchestrator.training.selection import is_zero_variance
 from cobalt.orchestrator.training.service import context_key
+from cobalt.orchestrator.training.staleness import is_stale
 from cobalt.shared.clients import ExecutorAddress, ModelEndpoint
 from cobalt.shared.contracts import ProblemRow
 from cobalt.shared.contracts.training_params import (
     EpisodeParams,
+    TrainingParams,
     stored_training_params,
 )
 from cobalt.shared.errors import InvalidInput, NotFound, Unavailable
 from cobalt.shared.reward import TokenizerCounter
 
-__all__ = ["budget_error", "feedback_template", "roll_out_training_group"]
+__all__ = [
+    "GroupOutcome",
+    "budget_error",
+    "feedback_template",
+    "group_outcome",
+    "roll_out_training_group",
+]
 
 
 def budget_error(
@@ -113,6 +124,46 @@ def _zero_variance(group: ScoredGroup) -> bool:
     return is_zero_variance(list({s.sample_index: s.reward.total for s in group.samples}.values()))
 
 
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    """What one group's rollout reads from the store, before any model call."""
+
+    params: TrainingParams
+    context: GroupContext
+    template: PromptTemplate | None
+    scheduled_version: int
+    """The job's policy version when the group was loaded."""
+    model_dir: str
+
+
+@dataclass(frozen=True, slots=True)
+class GroupOutcome:
+    """What a scored group becomes in the ledger (`group_outcome`)."""
+
+    trained: bool
+    """Recorded `ready` to train on; otherwise recorded `dropped` with `drop_reason`."""
+    drop_reason: str | None = None
+    samples_kept: bool = True
+    """A dropped group's samples are kept for the record (zero variance), or not (masked)."""
+
+
+def group_outcome(params: TrainingParams, group: ScoredGroup, group_size: int) -> GroupOutcome:
+    """A scored group's fate, from the job's settings and its rewards alone: trained on,
+    dropped for zero variance (samples kept), or dropped for sandbox errors."""
+    if not group.trainable:
+        reason = (
+            f"sandbox errors: {group.masked} of {group_size} responses masked, fewer than "
+            "two judged ones left for a GRPO baseline"
+        )
+        return GroupOutcome(trained=False, drop_reason=reason, samples_kept=False)
+    if params.filter_zero_variance and _zero_variance(group):
+        total = group.samples[0].reward.total
+        return GroupOutcome(
+            trained=False, drop_reason=f"{ZERO_VARIANCE}: every response got reward {total:g}"
+        )
+    return GroupOutcome(trained=True)
+
+
 def roll_out_training_group(
     job_id: int,
     context_id: int,
@@ -123,10 +174,68 @@ def roll_out_training_group(
     executor: ExecutorAddress,
     api_key: SecretStr | None,
 ) -> dict[str, int | None]:
-    """Roll out, score and record the group of one context for one round.
+    """Roll out, score and record the group of one context for one round: load, roll out,
+    refuse it if stale on arrival, decide its outcome, record it.
 
-    Returns {"group_id": the new group's id, or None when it was already recorded or the
-    job is stopped, "samples": how many were written}.
+    Returns {"group_id": the new group's id, or None when it was already recorded, dropped
+    or the job is stopped, "samples": how many were written to train on}.
+    """
+    loaded = _load(sessions, job_id, context_id)
+    if loaded is None:
+        logger.info(
+            "training job %d is stopped, finished or failed; round %d skipped", job_id, round
+        )
+        return {"group_id": None, "samples": 0}
+    params = loaded.params
+    sampling = SamplingParams.of(
+        params, n=params.trainer.n_samples, max_tokens=params.trainer.max_response_tokens
+    )
+    group = _roll_out(loaded, sampling, job_id, runtime, executor, api_key)
+    version = group.policy_version if group.policy_version is not None else loaded.scheduled_version
+    if is_stale(
+        current_version=loaded.scheduled_version,
+        sampled_version=version,
+        max_staleness=params.max_staleness,
+    ):
+        # Stale on arrival: every claim from now on would expire it, and its (context,
+        # round) slot would never be sampled again. Not recorded; the job fails and is
+        # retried (RQ, then the recovery sweep) once the trainer has loaded the current
+        # weights into the server (its catch-up).
+        raise Unavailable(
+            f"the inference service served policy version {version}, "
+            f"behind training job {job_id}'s version {loaded.scheduled_version} by more "
+            f"than its max_staleness {params.max_staleness} (restarted on its base "
+            f"weights?); the group of context {context_id}, round {round} is not recorded "
+            "and is rolled out again"
+        )
+    outcome = group_outcome(params, group, sampling.n)
+    key: dict[str, Any] = {
+        "job_id": job_id,
+        "context_key": loaded.context.context_key,
+        "round": round,
+        "problem_id": loaded.context.problem_id,
+        "policy_version": version,
+        "phase_seconds": group.seconds,
+        "masked_samples": group.masked,
+    }
+    group_id = _record(sessions, params, group, outcome, key, sampling.n, executor)
+    logger.info(
+        "training job %d round %d context %d: group %s at policy version %d",
+        job_id,
+        round,
+        context_id,
+        group_id,
+        version,
+    )
+    return {"group_id": group_id, "samples": len(group.samples) if group_id else 0}
+
+
+def _load(sessions: sessionmaker[Session], job_id: int, context_id: int) -> _Loaded | None:
+    """The job's settings, the context with its problem's tests and the feedback template;
+    None when the job is stopped, finished or failed.
+
+    Raises:
+        NotFound: the context or its problem is gone.
     """
     with sessions() as session:
         job = repo_training.get_job(session, job_id=job_id)
@@ -135,99 +244,95 @@ def roll_out_training_group(
             TrainingJobStatus.FINISHED,
             TrainingJobStatus.FAILED,
         ):
-            logger.info("training job %d is %s; round %d skipped", job_id, job.status, round)
-            return {"group_id": None, "samples": 0}
+            return None
         params = stored_training_params(job.mode, job.params)
         context = session.get(BanditContext, context_id)
         problem = session.get(Problem, context.problem_id) if context is not None else None
         if context is None or problem is None:
             raise NotFound(f"context {context_id} of training job {job_id} no longer exists")
         row = ProblemRow.model_validate(problem, from_attributes=True)
-        group_context = GroupContext(
-            context_key=context_key(context.id),
-            problem_id=problem.id,
-            messages=list(context.messages),
-            prev_best=context.prev_best,
-            tests=[*row.public_tests, *row.hidden_tests],
-            public_count=len(row.public_tests),
-        )
         template = None
         if isinstance(params, EpisodeParams):
             template = feedback_template(session, params, context)
-        scheduled_version, model_dir = job.policy_version, job.model
-    endpoint = ModelEndpoint(
-        base_url=params.base_url,
-        model=params.served_model,
-        api_key=api_key,
-    )
-    sampling = SamplingParams.of(
-        params, n=params.trainer.n_samples, max_tokens=params.trainer.max_response_tokens
-    )
-    tokens = _token_counter(model_dir)
+        return _Loaded(
+            params=params,
+            context=GroupContext(
+                context_key=context_key(context.id),
+                problem_id=problem.id,
+                messages=list(context.messages),
+                prev_best=context.prev_best,
+                tests=[*row.public_tests, *row.hidden_tests],
+                public_count=len(row.public_tests),
+            ),
+            template=template,
+            scheduled_version=job.policy_version,
+            model_dir=job.model,
+        )
+
+
+def _roll_out(
+    loaded: _Loaded,
+    sampling: SamplingParams,
+    job_id: int,
+    runtime: RolloutRuntime,
+    executor: ExecutorAddress,
+    api_key: SecretStr | None,
+) -> ScoredGroup:
+    """Sample the group and score it (the mode's scorer), on the runtime's loop."""
+    params = loaded.params
+    endpoint = ModelEndpoint(base_url=params.base_url, model=params.served_model, api_key=api_key)
+    tokens = _token_counter(loaded.model_dir)
 
     async def roll_out() -> ScoredGroup:
         sampler: ChatSampler
         if params.replicas:
             # One replica per context, the same every round: its prefix cache holds it.
-            group_key = f"job-{job_id}/{group_context.context_key}"
+            group_key = f"job-{job_id}/{loaded.context.context_key}"
             sampler = await runtime.replica_sampler(endpoint, params.replicas, group_key)
         else:
             sampler = await runtime.sampler(endpoint)
         rollout = GroupRollout(
-            context=group_context,
+            context=loaded.context,
             sampler=sampler,
             executor=await runtime.executor_client(executor),
             tokens=tokens,
             sampling=sampling,
-            template=template,
+            template=loaded.template,
         )
         return await score_group(rollout, params)
 
-    group = runtime.run(roll_out)
-    version = group.policy_version if group.policy_version is not None else scheduled_version
-    if scheduled_version - version > params.max_staleness:
-        # Stale on arrival: every claim from now on would expire it, and its (context,
-        # round) slot would never be sampled again. Not recorded; the job fails and is
-        # retried (RQ, then the trainer's round retry) once the trainer has loaded the
-        # current weights into the server (its catch-up).
-        raise Unavailable(
-            f"the inference service served policy version {version}, "
-            f"behind training job {job_id}'s version {scheduled_version} by more than its "
-            f"max_staleness {params.max_staleness} (restarted on its base weights?); the "
-            f"group of context {context_id}, round {round} is not recorded and is rolled "
-            "out again"
-        )
-    key: dict[str, Any] = {
-        "job_id": job_id,
-        "context_key": group_context.context_key,
-        "round": round,
-        "problem_id": group_context.problem_id,
-        "policy_version": version,
-        "phase_seconds": group.seconds,
-        "masked_samples": group.masked,
-    }
+    return runtime.run(roll_out)
+
+
+def _record(
+    sessions: sessionmaker[Session],
+    params: TrainingParams,
+    group: ScoredGroup,
+    outcome: GroupOutcome,
+    key: dict[str, Any],
+    group_size: int,
+    executor: ExecutorAddress,
+) -> int | None:
+    """Write the group as its outcome says, in one transaction, and judge the job's error
+    budget when responses were masked; returns the id of a group to train on."""
+    job_id = key["job_id"]
     with sessions.begin() as session:
         if group.masked:
             # The job's row first: a group's insert share-locks it (its foreign key), so
             # locking it after would deadlock two groups judging the budget at once.
             job = repo_training.get_job(session, job_id=job_id, for_update=True)
-        flat = params.filter_zero_variance and group.trainable and _zero_variance(group)
-        if flat:
-            reason = f"{ZERO_VARIANCE}: every response got reward {group.samples[0].reward.total:g}"
-            repo_training.record_group(session, samples=group.samples, drop_reason=reason, **key)
-            group_id = None
-        elif group.trainable:
+        group_id = None
+        if outcome.trained:
             group_id = repo_training.record_group(session, samples=group.samples, **key)
-        else:
-            reason = (
-                f"sandbox errors: {group.masked} of {sampling.n} responses masked, fewer than "
-                "two judged ones left for a GRPO baseline"
+        elif outcome.samples_kept:
+            repo_training.record_group(
+                session, samples=group.samples, drop_reason=outcome.drop_reason, **key
             )
-            repo_training.record_dropped_group(session, reason=reason, **key)
-            group_id = None
+        else:
+            repo_training.record_dropped_group(session, reason=str(outcome.drop_reason), **key)
         if group.masked:
             masked, sampled = repo_training.masked_share(
-                session, job_id=job_id, group_size=sampling.n
+                session, job_id=job_id, group_size=group_size
             )
             one_step = params.trainer.contexts_per_step * params.trainer.n_samples
             error = budget_error(
@@ -238,12 +343,4 @@ def roll_out_training_group(
                 repo_training.apply_job_event(job, JobEvent.FAIL)
                 job.error = error
                 logger.error("training job %d: %s", job_id, error)
-    logger.info(
-        "training job %d round %d context %d: group %s at policy version %d",
-        job_id,
-        round,
-        context_id,
-        group_id,
-        version,
-    )
-    return {"group_id": group_id, "samples": len(group.samples) if group_id else 0}
+    return group_id

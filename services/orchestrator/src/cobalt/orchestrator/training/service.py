@@ -31,6 +31,7 @@ from cobalt.orchestrator.store.models import (
 )
 from cobalt.orchestrator.training.browse import DEFAULT_STALE_S, last_activity, liveness_of
 from cobalt.orchestrator.training.selection import RoundProgress, round_progress, round_stream
+from cobalt.orchestrator.training.staleness import open_rounds, scheduling_step
 from cobalt.shared.contracts.training import (
     StepBatch,
     StepClaim,
@@ -59,6 +60,7 @@ __all__ = [
     "due_refill",
     "job_public",
     "list_jobs",
+    "open_round_contexts",
     "report_step",
     "set_job_status",
     "step_budget",
@@ -153,7 +155,7 @@ def _round_stream(session: Session, job: TrainingJob, round: int) -> list[int]:
     visits = None
     if params.schedule_contexts:
         # The visits claimed by the step before this round could start (see selection).
-        known = round - 1 - params.max_staleness
+        known = scheduling_step(round, max_staleness=params.max_staleness)
         by_key = repo_training.claimed_visits(session, job_id=job.id, through_step=known)
         visits = {i: by_key[context_key(i)] for i in ordered if context_key(i) in by_key}
     return round_stream(
@@ -191,6 +193,33 @@ def due_refill(sessions: sessionmaker[Session], job_id: int, round: int) -> list
     return [] if begun else progress.pending
 
 
+def open_round_contexts(session: Session) -> list[tuple[int, int, list[int]]]:
+    """(job, round, contexts) for every round a running job's trainer has begun and not
+    trained on yet (`staleness.open_rounds`) whose contexts to roll out now still lack a
+    recorded group: the training work a carrier should hold, ascending."""
+    found = []
+    for job in repo_training.list_jobs(session):
+        if job.status != TrainingJobStatus.RUNNING:
+            continue
+        params = stored_training_params(job.mode, job.params)
+        rounds = open_rounds(
+            steps_done=job.step,
+            max_staleness=params.max_staleness,
+            budget=step_budget(session, job),
+            begun=job.rounds_begun,
+        )
+        for round in rounds:
+            recorded = repo_training.round_groups(session, job_id=job.id, round=round)
+            missing = [
+                i
+                for i in context_ids_for_round(session, job_id=job.id, round=round)
+                if context_key(i) not in recorded
+            ]
+            if missing:
+                found.append((job.id, round, missing))
+    return sorted(found)
+
+
 def begin_round(sessions: sessionmaker[Session], job_id: int, round: int) -> list[int]:
     """The contexts of a round about to be rolled out; a pending job becomes running.
 
@@ -208,13 +237,14 @@ def begin_round(sessions: sessionmaker[Session], job_id: int, round: int) -> lis
                 f"round {round} is past training job {job_id}'s budget of {budget} steps"
             )
         params = stored_training_params(job.mode, job.params)
-        known = round - 1 - params.max_staleness
+        known = scheduling_step(round, max_staleness=params.max_staleness)
         if params.schedule_contexts and known >= 1:
             if not repo_training.step_was_claimed(session, job_id=job_id, step=known):
                 raise Conflict(
                     f"round {round} of training job {job_id} is scheduled from the ledger of "
                     f"step {known}: claim that step first"
                 )
+        job.rounds_begun = max(job.rounds_begun or 0, round)
         return context_ids_for_round(session, job_id=job_id, round=round)
 
 
@@ -254,8 +284,9 @@ def claim_step(
     failure = None
     with sessions.begin() as session:
         job = repo_training.get_job(session, job_id=job_id, for_update=True)
+        params = stored_training_params(job.mode, job.params)
         enough, refills, progress = None, 0, None
-        if stored_training_params(job.mode, job.params).filter_zero_variance:
+        if params.filter_zero_variance:
             progress = progress_of_round(session, job, step)
             refills = progress.refills
             enough = 1 if progress.complete else None
@@ -265,7 +296,7 @@ def claim_step(
             step=step,
             groups=claim.groups,
             current_version=claim.current_version,
-            max_staleness=claim.max_staleness,
+            max_staleness=params.max_staleness,  # the job's: the window is ours to apply
             enough=enough,
         )
         if claimed is None and progress is not None and progress.complete:

@@ -41,11 +41,11 @@ def worker_command(
 ) -> None:
     """An RQ worker for rollout jobs (COBALT_REDIS_URL); run as many as you like, anywhere."""
     # Imported when a worker starts, not for `cobalt worker --help`.
-    from redis import Redis
     from rq import SimpleWorker, Worker
 
+    from cobalt.orchestrator.worker.carrier import queue_carrier
     from cobalt.orchestrator.worker.queue import QUEUE_NAME
-    from cobalt.orchestrator.worker.recovery import RunRecovery
+    from cobalt.orchestrator.worker.recovery import Recovery
     from cobalt.orchestrator.worker.runtime import (
         JobContext,
         close_runtime,
@@ -56,9 +56,10 @@ def worker_command(
     from cobalt.shared.clients import ReferenceEndpointSettings
 
     settings = settings_or_exit()
-    if not settings.redis_url:
+    carrier = queue_carrier(settings)
+    if carrier is None:
         raise fail(EXIT_USAGE, "COBALT_REDIS_URL is not set: a worker needs the queue's Redis")
-    connection = Redis.from_url(settings.redis_url)
+    connection = carrier.connection()
     base = Worker if fork else SimpleWorker
 
     class StopsItsJob(base):  # type: ignore[valid-type,misc]
@@ -83,7 +84,7 @@ def worker_command(
             )
         )
         try:
-            with RunRecovery(settings, sessions_for(settings.database_url)):
+            with Recovery(carrier, sessions_for(settings.database_url)):
                 worker.work(burst=burst, with_scheduler=True)
         finally:
             close_runtime()
