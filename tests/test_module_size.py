@@ -21,8 +21,8 @@ ALLOWANCES = {
     "services/orchestrator/src/cobalt/orchestrator/store/repo_runs.py": 850,
     "services/inference/src/cobalt/inference/control.py": 800,
     "services/trainer/src/cobalt/trainer/step.py": 700,
-    "services/executor/src/cobalt/executor/sandbox.py": 700,
-    "services/orchestrator/src/cobalt/orchestrator/runs/cli.py": 650,
+    "services/executor/src/cobalt/executor/sandbox.py": 640,
+    "services/orchestrator/src/cobalt/orchestrator/runs/cli.py": 620,
     "services/trainer/src/cobalt/trainer/checkpoint.py": 650,
     "shared/src/cobalt/shared/clients/base.py": 650,
 }

@@ -17,7 +17,7 @@ from cobalt.executor.admission import Admission
 from cobalt.executor.bodies import BodyParser
 from cobalt.executor.fd_budget import FDS_PER_SLOT, RESERVED_FDS, connection_limit
 from cobalt.executor.judge import skipped
-from cobalt.executor.service import _request_bytes
+from cobalt.executor.program_memory import request_bytes as _request_bytes
 from cobalt.shared.contracts import CallTest, ExecuteRequest
 from cobalt.shared.docs import MAX_ASSET_DOWNLOADS, AtMostAtOnce
 from cobalt.shared.errors import Overloaded

@@ -139,7 +139,7 @@ def _lock_jail_namespaces() -> None:
     """Take the steps bwrap's `--disable-userns` would, and keep only the pid counter.
 
     bwrap implements `--disable-userns` with a nested user namespace, where our
-    capabilities would not reach the PID namespace (see `_minimal_dev` in sandbox.py).
+    capabilities would not reach the PID namespace (see `minimal_dev` in jail_view.py).
     So instead: no process of the jail's user namespace may create another (the limit is
     per namespace, and raising it again needs CAP_SYS_RESOURCE, which we drop here; tests
     never had it), and the seccomp filter denies unshare and clone with namespace flags
@@ -887,7 +887,7 @@ def _anon_kb(pid: str) -> int:
 
 def _own_anon_kb() -> int:
     # From statm (resident minus file-backed and shared): the init's /proc/1/status is
-    # masked from tests, and so from us (see ACTIVITY_FILES in sandbox.py).
+    # masked from tests, and so from us (see ACTIVITY_FILES in jail_view.py).
     try:
         with open("/proc/self/statm") as fh:
             fields = fh.read().split()

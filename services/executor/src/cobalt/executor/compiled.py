@@ -21,6 +21,7 @@ from typing import Any
 
 from cobalt.executor.judge import parse_record, sandbox_error
 from cobalt.executor.languages import CompileLimits, Toolchain
+from cobalt.executor.response_budget import ResponseBudget, truncate_to_json_bytes
 from cobalt.executor.sandbox import RawRun, SandboxJob
 from cobalt.executor.workfiles import WorkFile, check_file_name
 from cobalt.shared.contracts import TestResult, Verdict
@@ -30,6 +31,7 @@ from cobalt.shared.text import truncate_middle
 
 __all__ = [
     "Build",
+    "capped_compilation",
     "BuildCache",
     "compile_error_result",
     "compile_job",
@@ -236,3 +238,20 @@ class BuildCache:
             while self._bytes > self.max_bytes:
                 _, (_, dropped) = self._builds.popitem(last=False)
                 self._bytes -= dropped
+
+
+COMPILATION_SHARE = 4
+"""A compilation's messages take at most 1/4 of its response's byte budget."""
+
+
+def capped_compilation(
+    compilation: Compilation | None, shares: ResponseBudget | None, tests: int
+) -> Compilation | None:
+    """The compilation with its messages cut to its share of the response's budget."""
+    if compilation is None or shares is None:
+        return compilation
+    limit = shares.fair_share * tests // COMPILATION_SHARE
+    output = truncate_to_json_bytes(compilation.output, limit)
+    if output == compilation.output:
+        return compilation
+    return compilation.model_copy(update={"output": output})

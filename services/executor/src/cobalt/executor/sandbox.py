@@ -15,9 +15,7 @@ returns raw evidence (`RawRun`); `judge.py` turns that into a verdict.
 
 from __future__ import annotations
 
-import atexit
 import base64
-import functools
 import json
 import logging
 import os
@@ -38,6 +36,7 @@ from typing import Any, Literal
 from cobalt.executor.cgroups import CgroupMode, SlotCgroup
 from cobalt.executor.errors import SandboxUnavailable
 from cobalt.executor.interpreter import Interpreter
+from cobalt.executor.jail_view import empty_file, masked_activity_files, minimal_dev
 from cobalt.executor.presets import checker_payload, harness_payload
 from cobalt.executor.seccomp import seccomp_memfd
 from cobalt.executor.streams import JobPipes, JobStreams
@@ -234,9 +233,9 @@ def bwrap_command(
     for target, link in interpreter.symlinks:
         cmd += ["--symlink", target, link]
     cmd += ["--proc", "/proc"]
-    for path in _masked_activity_files():
-        cmd += ["--ro-bind", _empty_file(), path]
-    cmd += _minimal_dev()
+    for path in masked_activity_files():
+        cmd += ["--ro-bind", empty_file(), path]
+    cmd += minimal_dev()
     cmd += [
         "--size",
         str(config.tmpfs_mb << 20),
@@ -257,87 +256,6 @@ def bwrap_command(
         "--",
     ]
     return cmd + _zygote_argv(interpreter, test_filter)
-
-
-ACTIVITY_FILES = (
-    # The zygote is the jail's init: it reaps every test, so its CPU time, reaped
-    # children's time and context switches grow with what earlier tests did.
-    "/proc/1/stat",
-    "/proc/1/status",
-    "/proc/1/sched",
-    "/proc/1/schedstat",
-    "/proc/1/task/1/stat",
-    "/proc/1/task/1/status",
-    "/proc/1/task/1/sched",
-    "/proc/1/task/1/schedstat",
-    "/proc/loadavg",
-    # Its second field is the host's idle time over all CPUs: what every slot left idle.
-    "/proc/uptime",
-    # Host-wide counters that move with what other slots (and the host) do.
-    "/proc/stat",
-    "/proc/schedstat",
-    "/proc/pressure/cpu",
-    "/proc/pressure/memory",
-    "/proc/pressure/io",
-    "/proc/pressure/irq",
-    "/proc/meminfo",
-    "/proc/vmstat",
-    "/proc/zoneinfo",
-    "/proc/buddyinfo",
-    "/proc/interrupts",
-    "/proc/softirqs",
-    "/proc/diskstats",
-    "/proc/locks",
-    "/proc/sys/fs/file-nr",
-    "/proc/sys/fs/inode-nr",
-    "/proc/sys/fs/inode-state",
-    "/proc/sys/fs/dentry-state",
-)
-"""/proc files that tell a test what ran before it or elsewhere; each jail sees them
-empty (an empty file bound over each). A test's own /proc/self is untouched.
-`/proc/sys/kernel/ns_last_pid` is not masked: the zygote writes it to reset the pid counter
-before each test, so it shows only what the test itself started, as on a fresh jail."""
-
-
-DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
-"""The device nodes a jail's /dev holds (what bubblewrap's `--dev` binds, without a pty)."""
-
-
-def _minimal_dev() -> list[str]:
-    """bubblewrap options for a /dev like `--dev`'s, built without it.
-
-    `--dev` mounts a devpts, which makes bubblewrap map the jail's uid to 0 first and
-    enter a second, nested user namespace for the program (as `--disable-userns` does).
-    The zygote would then hold its capabilities in a namespace that owns neither the
-    jail's PID namespace nor anything else, and could not reset the pid counter. Judged
-    programs need no pseudo-terminal.
-    """
-    options = ["--tmpfs", "/dev"]
-    for name in DEVICES:
-        options += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
-    options += ["--symlink", "/proc/self/fd", "/dev/fd"]
-    for number, name in enumerate(("stdin", "stdout", "stderr")):
-        options += ["--symlink", f"/proc/self/fd/{number}", f"/dev/{name}"]
-    return options
-
-
-def _masked_activity_files() -> list[str]:
-    # A bind needs its target to exist; the jail's procfs offers what the host kernel does.
-    # Pid 1's files exist in every fresh procfs: pid 1 is the jail's own init.
-    return [path for path in ACTIVITY_FILES if path.startswith("/proc/1/") or os.path.exists(path)]
-
-
-@functools.cache
-def _empty_file() -> str:
-    """An empty read-only file every slot uid can bind (one per server process)."""
-    directory = tempfile.mkdtemp(prefix="cobalt-executor-masks-")
-    os.chmod(directory, 0o755)
-    path = os.path.join(directory, "empty")
-    with open(path, "w"):
-        pass
-    os.chmod(path, 0o444)
-    atexit.register(shutil.rmtree, directory, ignore_errors=True)
-    return path
 
 
 def _zygote_argv(interpreter: Interpreter, test_filter: bytes) -> list[str]:

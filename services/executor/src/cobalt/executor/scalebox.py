@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cobalt.executor.errors import UnsupportedFeature
-from cobalt.executor.service import as_run_code_response
+from cobalt.executor.run_code_shapes import as_run_code_response
 from cobalt.shared.contracts import (
     CallTest,
     Compare,

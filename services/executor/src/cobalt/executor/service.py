@@ -22,6 +22,7 @@ from cobalt.executor.admission import Admission
 from cobalt.executor.compiled import (
     Build,
     BuildCache,
+    capped_compilation,
     compile_error_result,
     compile_job,
     interpreted_build,
@@ -50,17 +51,21 @@ from cobalt.executor.presets import (
     HARNESSED,
     harnessed_program,
 )
+from cobalt.executor.program_memory import lcb_prior_calls, request_bytes
 from cobalt.executor.readiness import Readiness, ReadyState
-from cobalt.executor.response_budget import ResponseBudget, truncate_to_json_bytes
+from cobalt.executor.response_budget import ResponseBudget
+from cobalt.executor.run_code_shapes import (
+    as_run_code_response,
+    compilation_as_sandboxfusion,
+    unbuilt_as_sandboxfusion,
+)
 from cobalt.executor.sandbox import RawRun, SandboxJob
 from cobalt.executor.settings import ExecutorSettings
-from cobalt.executor.value_budget import CALL_VALUE_OVERHEAD, call_test_json_bytes, sendable
-from cobalt.executor.values import dumps_value
+from cobalt.executor.value_budget import sendable
 from cobalt.executor.workfiles import FETCH_FILES_REFUSED, WorkFile, decode_files
 from cobalt.shared.contracts import (
     BatchExecuteRequest,
     BatchExecuteResponse,
-    CallTest,
     Compare,
     ExecuteRequest,
     ExecuteResponse,
@@ -69,7 +74,6 @@ from cobalt.shared.contracts import (
     ProgramTest,
     RunCodeRequest,
     RunCodeResponse,
-    RunCodeResult,
     StdinTest,
     TestCase,
     TestResult,
@@ -88,7 +92,6 @@ from cobalt.shared.version import __version__
 __all__ = [
     "EXECUTOR_VERSION",
     "ExecutorService",
-    "as_run_code_response",
     "execute_response",
     "job_for_test",
 ]
@@ -126,7 +129,7 @@ def job_for_test(
     mode = "stdin" if isinstance(test, StdinTest) else "call"
     code = request.code
     if harnessed:
-        prior = _lcb_prior_calls(test, request) if request.compare is Compare.LCB else "[]"
+        prior = lcb_prior_calls(test, request) if request.compare is Compare.LCB else "[]"
         code = harnessed_program(request.code, request.compare, mode, prior)
     common = {
         "code": code,
@@ -160,23 +163,6 @@ def job_for_test(
         kwargs=test.kwargs,
         **common,  # type: ignore[arg-type]
     )
-
-
-LCB_REPLAYED_TESTS = 256
-"""Under `lcb`, a call test among the first this many of its request repeats the calls
-before it (LiveCodeBench's one instance per problem); later ones start fresh."""
-
-
-def _lcb_prior_calls(test: TestCase, request: ExecuteRequest) -> str:
-    """JSON [args, kwargs] of the call tests before `test` in `request` (by identity)."""
-    prior: list[list[Any]] = []
-    for earlier in request.tests[:LCB_REPLAYED_TESTS]:
-        if earlier is test:
-            return dumps_value(prior)
-        if isinstance(earlier, CallTest) and isinstance(test, CallTest):
-            if earlier.fn_name == test.fn_name:
-                prior.append([earlier.args, earlier.kwargs])
-    return "[]"
 
 
 class ExecutorService:
@@ -314,7 +300,7 @@ class ExecutorService:
                 ) from None
 
     async def _run_program(self, request: ExecuteRequest, response_bytes: int) -> ExecuteResponse:
-        async with self.admission.admitted(len(request.tests), _request_bytes(request)):
+        async with self.admission.admitted(len(request.tests), request_bytes(request)):
             shares = ResponseBudget(response_bytes, len(request.tests))
             return await self._run_admitted(request, shares)
 
@@ -352,7 +338,7 @@ class ExecutorService:
             abandoned.set()
             raise
         return execute_response(
-            results, _capped(build.compilation if build else None, shares, len(results))
+            results, capped_compilation(build.compilation if build else None, shares, len(results))
         )
 
     async def _build(
@@ -519,11 +505,11 @@ class ExecutorService:
         deadline = time.monotonic() + 3600
         try:
             async with self.admission.admitted(
-                1, _request_bytes(probe) + sum(len(f[1]) for f in files)
+                1, request_bytes(probe) + sum(len(f[1]) for f in files)
             ):
                 build = await self._build(probe, deadline, abandoned, files)
                 if build is not None and build.failure is not None:
-                    return _unbuilt_as_sandboxfusion(build)
+                    return unbuilt_as_sandboxfusion(build)
                 result = await self._run_test(
                     probe.tests[0], probe, deadline, abandoned, shares, build
                 )
@@ -536,7 +522,7 @@ class ExecutorService:
             raise
         response = as_run_code_response(result)
         if build is not None and build.compilation is not None:
-            response.compile_result = _compilation_as_sandboxfusion(build.compilation)
+            response.compile_result = compilation_as_sandboxfusion(build.compilation)
         return response
 
     def _check_sandboxfusion_timeouts(self, request: RunCodeRequest) -> None:
@@ -605,98 +591,3 @@ async def _all_or_none(coroutines: list[Coroutine[Any, Any, Result]]) -> list[Re
     except BaseExceptionGroup as failures:
         raise failures.exceptions[0] from None
     return [task.result() for task in tasks]
-
-
-LCB_REPLAY_COPIES = 3
-"""Copies of a replayed call's JSON a running `lcb` test holds: in its program's text,
-in the sandbox command (escaped), and while it is written."""
-
-
-def _request_bytes(request: ExecuteRequest) -> int:
-    """What a program holds in memory while it waits and runs, roughly: its text data,
-    a call test's arguments and expected value included (as their JSON), and under `lcb`
-    the calls each of its first tests replays (`_lcb_prior_calls`: quadratic in them)."""
-    size = len(request.code)
-    replayed = 0
-    for index, test in enumerate(request.tests):
-        if isinstance(test, StdinTest):
-            size += len(test.stdin) + len(test.expected_stdout)
-        elif isinstance(test, ProgramTest):
-            size += len(test.check)
-        else:
-            text = call_test_json_bytes(test)
-            size += text * CALL_VALUE_OVERHEAD
-            if request.compare is Compare.LCB and index < LCB_REPLAYED_TESTS:
-                size += replayed * LCB_REPLAY_COPIES
-                replayed += text
-        size += 256
-    return size
-
-
-COMPILATION_SHARE = 4
-"""A compilation's messages take at most 1/4 of its response's byte budget."""
-
-
-def _capped(
-    compilation: Compilation | None, shares: ResponseBudget | None, tests: int
-) -> Compilation | None:
-    """The compilation with its messages cut to its share of the response's budget."""
-    if compilation is None or shares is None:
-        return compilation
-    limit = shares.fair_share * tests // COMPILATION_SHARE
-    output = truncate_to_json_bytes(compilation.output, limit)
-    if output == compilation.output:
-        return compilation
-    return compilation.model_copy(update={"output": output})
-
-
-def _compilation_as_sandboxfusion(compilation: Compilation) -> RunCodeResult:
-    timed_out = "time limit" in compilation.reason
-    return RunCodeResult(
-        status="TimeLimitExceeded" if timed_out else "Finished",
-        execution_time=compilation.wall_ms / 1000,
-        return_code=0 if compilation.status == "ok" else (None if timed_out else 1),
-        stdout="",
-        stderr=compilation.output,
-    )
-
-
-def _unbuilt_as_sandboxfusion(build: Build) -> RunCodeResponse:
-    """SandboxFusion's answer for a program that did not compile (or a failed sandbox)."""
-    if build.compilation is None:
-        failure = build.failure
-        return RunCodeResponse(
-            status="SandboxError", message=failure.feedback if failure else "sandbox error"
-        )
-    return RunCodeResponse(
-        status="Failed",
-        message=build.compilation.reason,
-        compile_result=_compilation_as_sandboxfusion(build.compilation),
-    )
-
-
-def as_run_code_response(result: TestResult) -> RunCodeResponse:
-    """A test's result as SandboxFusion reports a run (`/run_code`, ScaleBox's `exec_info`)."""
-    if result.verdict is Verdict.SANDBOX_ERROR:
-        return RunCodeResponse(status="SandboxError", message=result.feedback)
-    timed_out = result.verdict is Verdict.TIME_LIMIT
-    run = RunCodeResult(
-        status="TimeLimitExceeded" if timed_out else "Finished",
-        execution_time=result.wall_ms / 1000,
-        # SandboxFusion reports no return code for a run it killed at the time limit.
-        return_code=None
-        if timed_out
-        else (result.exit_code if result.exit_code is not None else -(result.signal or 0)),
-        stdout=result.stdout,
-        stderr=result.stderr,
-    )
-    ok = result.exit_code == 0 and result.verdict not in (
-        Verdict.TIME_LIMIT,
-        Verdict.MEMORY_LIMIT,
-        Verdict.OUTPUT_LIMIT,
-    )
-    return RunCodeResponse(
-        status="Success" if ok else "Failed",
-        message="",
-        run_result=run,
-    )

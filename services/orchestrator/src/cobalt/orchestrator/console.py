@@ -44,6 +44,7 @@ __all__ = [
     "JsonOption",
     "SamplingSetOption",
     "StoreContext",
+    "data_context",
     "echo_json",
     "executor_settings_or_exit",
     "fail",
@@ -208,6 +209,14 @@ class StoreContext:
             return make_url(self.settings.database_url).render_as_string(hide_password=True)
         except sa_exc.ArgumentError:
             return "COBALT_DATABASE_URL"
+
+
+def data_context(ctx: typer.Context) -> StoreContext:
+    """The `cobalt data` group's context, for its commands wherever they are written."""
+    context = ctx.find_object(StoreContext)
+    if context is None:  # only when a command is invoked without the `data` group
+        raise fail(EXIT_USAGE, "run this command as `cobalt data ...`")
+    return context
 
 
 @contextlib.contextmanager

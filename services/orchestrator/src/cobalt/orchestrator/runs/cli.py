@@ -13,7 +13,6 @@ cancelled); 2 usage; 3 a service (the model endpoint among them) cannot be reach
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -41,9 +40,10 @@ from cobalt.orchestrator.console import (
     store_context,
 )
 from cobalt.orchestrator.options import OptionGroup, model_options
+from cobalt.orchestrator.runs.progress import RunProgress, wait_for_run
 from cobalt.shared.cli import interrupted, stopping_on_signals
 from cobalt.shared.contracts.runs import INHERITED_BY_REFINE, RefineRunRequest, SampleRunRequest
-from cobalt.shared.contracts.statuses import RunStatus, TrajectoryStatus
+from cobalt.shared.contracts.statuses import RunStatus
 from cobalt.shared.errors import InvalidInput, first_validation_error_parts
 from cobalt.shared.reward_format import RewardFormat
 from cobalt.shared.tables import print_table
@@ -51,8 +51,6 @@ from cobalt.shared.tables import print_table
 # The commands import the store, the run service and the contracts when they run, so that
 # `cobalt run --help` loads none of SQLAlchemy, the OpenAI client, RQ or matplotlib.
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session, sessionmaker
-
     from cobalt.shared.contracts.runs import EvaluationReport, RunPublic
 
 __all__ = ["run_app"]
@@ -141,14 +139,14 @@ def _carry_out(
                 return service.run_public(sessions, run_id)
             # Its jobs are on workers: marked interrupted, they stop before their next turn.
             with stopping_on_signals(lambda: None):
-                return _wait(sessions, run_id, quiet=quiet)
+                return wait_for_run(sessions, run_id, quiet=quiet)
         if not endpoint_checked:
             with handled():
                 run = service.run_public(sessions, run_id)
                 has_work = bool(service.open_problem_ids(sessions, run_id))
             if has_work:  # a run with nothing left to do needs no endpoint
                 _require_endpoint(run.base_url, run.model, api_key)
-        with open_executor() as executor, _live(sessions, run_id, quiet=quiet) as tick:
+        with open_executor() as executor, RunProgress(sessions, run_id, quiet=quiet) as tick:
             with stopping_on_signals(runtime().interrupt), handled():
                 carry_out_run(
                     ThreadCarrier(store.settings, executor.address()),
@@ -166,65 +164,6 @@ def _carry_out(
         ) from None
     with handled():
         return service.run_public(sessions, run_id)
-
-
-class _live:
-    """Progress bars fed from the database: trajectories done and failed, tokens/s."""
-
-    def __init__(self, sessions: sessionmaker[Session], run_id: int, *, quiet: bool) -> None:
-        from rich.progress import TextColumn
-
-        self.sessions, self.run_id = sessions, run_id
-        self.bars = progress_bar(TextColumn("{task.fields[extra]}"))
-        self.started = time.monotonic()
-        if quiet:
-            self.bars.disable = True
-
-    def __enter__(self) -> _live:
-        from cobalt.orchestrator.store import repo_runs
-
-        self.bars.__enter__()
-        with self.sessions() as session:
-            total = repo_runs.get_run(session, run_id=self.run_id).total_trajectories
-        self.task = self.bars.add_task(f"run {self.run_id}", total=total, extra="")
-        return self
-
-    def refresh(self) -> None:
-        self()
-
-    def __call__(self) -> str:
-        """Update the bars from the database; returns the run's status."""
-        from cobalt.orchestrator.runs import service
-        from cobalt.orchestrator.store import repo_runs
-
-        with self.sessions() as session:
-            progress = repo_runs.run_progress(session, run_id=self.run_id)
-            tokens = service.completion_tokens(session, self.run_id)
-        done = progress.trajectories.get(TrajectoryStatus.FINISHED, 0)
-        failed = progress.trajectories.get(TrajectoryStatus.FAILED, 0)
-        rate = tokens / max(1e-9, time.monotonic() - self.started)
-        self.bars.update(
-            self.task,
-            completed=done + failed,
-            extra=f"{failed} failed · {progress.turns} turns · {rate:,.0f} tok/s",
-        )
-        return progress.status
-
-    def __exit__(self, *exc: object) -> None:
-        self.bars.__exit__(None, None, None)
-
-
-RUN_STOPPED = (RunStatus.FINISHED, RunStatus.FAILED, RunStatus.CANCELLED, RunStatus.INTERRUPTED)
-"""The statuses a run's jobs no longer change: waiting for it ends there."""
-
-
-def _wait(sessions: sessionmaker[Session], run_id: int, *, quiet: bool) -> RunPublic:
-    from cobalt.orchestrator.runs import service
-
-    with _live(sessions, run_id, quiet=quiet) as tick:
-        while tick() not in RUN_STOPPED:
-            time.sleep(1.0)
-    return service.run_public(sessions, run_id)
 
 
 def _finish(public: RunPublic, as_json: bool) -> None:
@@ -348,7 +287,9 @@ def refine(
 
     request = _request(RefineRunRequest, sampling_set, **settings)
     store = _store(detach=detach)
-    if not store.settings.redis_url:  # the jobs run here: check the model they will ask
+    from cobalt.orchestrator.worker.carrier import queue_carrier
+
+    if queue_carrier(store.settings) is None:  # the jobs run here: check the model they ask
         with handled():
             parent = service.run_public(store.sessions(), request.from_run)
         _require_endpoint(
