@@ -79,11 +79,12 @@ ApiKeyOption = Annotated[
 
 
 def _store(*, detach: bool = False) -> StoreContext:
-    from cobalt.orchestrator.worker.carrier import queue_carrier
-
     settings = settings_or_exit()
-    if detach and queue_carrier(settings) is None:
-        raise fail(EXIT_USAGE, "--detach needs COBALT_REDIS_URL (a queue that outlives us)")
+    if detach:  # the worker package (RQ, the clients) only where a command may queue
+        from cobalt.orchestrator.worker.carrier import queue_carrier
+
+        if queue_carrier(settings) is None:
+            raise fail(EXIT_USAGE, "--detach needs COBALT_REDIS_URL (a queue that outlives us)")
     return store_context(settings)
 
 
