@@ -513,7 +513,8 @@ def test_sync_client_against_the_real_app(executor_url: str) -> None:
         assert [r.passed for r in batch.results] == [1, 1]
         run = client.run_code(RunCodeRequest(code=DOUBLE, stdin="4"))
         assert run.run_result is not None and run.run_result.stdout == "8\n"
-        assert client.info().languages == ["python"]
+        # Python always; the other languages are those whose toolchains this host has.
+        assert client.info().languages[0] == "python"
         assert client.health() is True
         assert client.ready() is True
 
