@@ -90,10 +90,6 @@ def data(ctx: typer.Context) -> None:
     ctx.call_on_close(context.close)
 
 
-def _context(ctx: typer.Context) -> DataContext:
-    return data_context(ctx)
-
-
 # Generated problems (datasets/generated/cli.py): drawn, then imported like any file.
 data_app.command("generate")(generate_command)
 data_app.command("screen")(screen_command)
@@ -181,7 +177,7 @@ def import_command(
         path = resolve_source(fmt, path)
     if not path.is_file():
         raise _fail(EXIT_USAGE, f"no such file: {path}")
-    context = _context(ctx)
+    context = data_context(ctx)
     sessions = context.sessions()
     with _handled():
         total = count_records(path)
@@ -229,7 +225,7 @@ def list_command(
     """List the datasets and their problem counts."""
     from cobalt.orchestrator.datasets import catalog
 
-    sessions = _context(ctx).sessions()
+    sessions = data_context(ctx).sessions()
     with _handled():
         datasets = catalog.list_datasets(sessions)
     items = datasets.items
@@ -261,7 +257,7 @@ def delete_command(
     """Delete a dataset and its problems (refused while runs or other results use it)."""
     from cobalt.orchestrator.datasets import catalog
 
-    sessions = _context(ctx).sessions()
+    sessions = data_context(ctx).sessions()
     with _handled():
         dataset, _ = catalog.dataset_summary(sessions, name=name, first=0)
     if not yes:
@@ -358,7 +354,7 @@ def show_command(
     """Show a dataset (provenance, first problem ids) or one of its problems (tests)."""
     from cobalt.orchestrator.datasets import catalog
 
-    sessions = _context(ctx).sessions()
+    sessions = data_context(ctx).sessions()
     with _handled():
         if problem is not None:
             shown = catalog.problem_public(sessions, dataset=dataset, external_id=problem)
@@ -393,7 +389,7 @@ def export_command(
     """Write a dataset to JSONL (re-importable with --format jsonl) or Parquet."""
     from cobalt.orchestrator.datasets.export import export_dataset
 
-    context = _context(ctx)
+    context = data_context(ctx)
     sessions = context.sessions()
     with _handled():
         report = export_dataset(
@@ -420,7 +416,7 @@ def perturb_command(
     """Copy a dataset with two public test outputs swapped per problem (docs/method.md)."""
     from cobalt.orchestrator.datasets.perturb import perturb_dataset
 
-    context = _context(ctx)
+    context = data_context(ctx)
     sessions = context.sessions()
     with _handled():
         report = perturb_dataset(
