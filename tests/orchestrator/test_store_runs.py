@@ -687,3 +687,58 @@ def test_runs_protect_their_dataset_and_parent(
         session.execute(text("DELETE FROM runs WHERE id = :id"), {"id": run_id})
     with sessions.begin() as session:
         assert session.scalar(select(func.count(Run.id))) == 2
+
+
+def test_the_last_jobs_of_a_run_ending_together_finish_it_once(
+    sessions: sessionmaker[Session],
+    run_with_trajectories: tuple[int, list[int]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two jobs end their problems at once and both ask whether the run is done.
+
+    Each waits (up to 2 s) after reading the run's progress for the other to read it too:
+    without the run's row lock both read "running, nothing open" and the second one's
+    move ("finished to finished") raised, failing a job whose work was done.
+    """
+    from cobalt.orchestrator.runs.jobs import finish_run_if_done
+
+    run_id, problems = run_with_trajectories
+    with sessions.begin() as session:
+        repo_runs.set_run_status(session, run_id=run_id, status="running")
+        for problem in problems:
+            repo_runs.move_trajectories(
+                session, run_id=run_id, problem_id=problem, event=TrajectoryEvent.START
+            )
+            repo_runs.move_trajectories(
+                session, run_id=run_id, problem_id=problem, event=TrajectoryEvent.FINISH
+            )
+    both_read = threading.Barrier(2)
+    read_progress = repo_runs.run_progress
+
+    def progress_then_wait(session: Session, *, run_id: int) -> Any:
+        progress = read_progress(session, run_id=run_id)
+        try:
+            both_read.wait(timeout=2)
+        except threading.BrokenBarrierError:
+            pass  # the other job waits on the run's lock (the fix) or already ended it
+        return progress
+
+    monkeypatch.setattr(repo_runs, "run_progress", progress_then_wait)
+    ended: list[str | None] = []
+    errors: list[BaseException] = []
+
+    def job_ends() -> None:
+        try:
+            ended.append(finish_run_if_done(sessions, run_id))
+        except BaseException as exc:  # surfaced by the assertions below
+            errors.append(exc)
+
+    jobs = [threading.Thread(target=job_ends) for _ in range(2)]
+    for job in jobs:
+        job.start()
+    for job in jobs:
+        job.join(timeout=30)
+    assert not errors, errors
+    assert sorted(ended, key=str) == ["finished", None]
+    with sessions.begin() as session:
+        assert repo_runs.get_run(session, run_id=run_id).status == "finished"

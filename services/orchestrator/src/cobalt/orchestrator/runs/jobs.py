@@ -135,6 +135,7 @@ def roll_out_run_problem(
                 f"(sha256 {template.sha256[:12]} != {run.template_sha256[:12]}); restore it "
                 "or start a new run"
             )
+        run = repo_runs.get_run(session, run_id=run_id, lock=True)  # its jobs start together
         if run.status in RUN_TRANSITIONS[RunEvent.START]:
             status = run_after(run_id, run.status, RunEvent.START)
             repo_runs.set_run_status(session, run_id=run_id, status=status)
@@ -209,6 +210,7 @@ def reopen_problem(sessions: sessionmaker[Session], run_id: int, problem_id: int
 def finish_run_if_done(sessions: sessionmaker[Session], run_id: int) -> str | None:
     """Mark the run finished (or failed) once no trajectory is pending or running."""
     with sessions.begin() as session:
+        repo_runs.get_run(session, run_id=run_id, lock=True)  # its last jobs end together
         progress = repo_runs.run_progress(session, run_id=run_id)
         open_count = sum(
             progress.trajectories.get(s, 0)

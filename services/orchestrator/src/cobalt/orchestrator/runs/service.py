@@ -233,7 +233,7 @@ def open_problem_ids(sessions: sessionmaker[Session], run_id: int) -> list[int]:
 def reopen_failed(sessions: sessionmaker[Session], run_id: int) -> int:
     """Resume: failed trajectories become pending again and the run pending. Returns how many."""
     with sessions.begin() as session:
-        run = repo_runs.get_run(session, run_id=run_id)
+        run = repo_runs.get_run(session, run_id=run_id, lock=True)
         if run.status == RunStatus.FINISHED:
             return 0  # nothing to resume
         status = run_after(run_id, run.status, RunEvent.RESUME)
@@ -246,7 +246,7 @@ def reopen_failed(sessions: sessionmaker[Session], run_id: int) -> int:
 def fail_run(sessions: sessionmaker[Session], run_id: int, error: str) -> None:
     """Mark a run failed with `error` (unless it already ended)."""
     with sessions.begin() as session:
-        run = repo_runs.get_run(session, run_id=run_id)
+        run = repo_runs.get_run(session, run_id=run_id, lock=True)
         if run.status in (RunStatus.PENDING, RunStatus.RUNNING):
             status = run_after(run_id, run.status, RunEvent.FAIL)
             repo_runs.set_run_status(session, run_id=run_id, status=status, error=error[:2000])
@@ -255,7 +255,7 @@ def fail_run(sessions: sessionmaker[Session], run_id: int, error: str) -> None:
 def cancel_run(sessions: sessionmaker[Session], run_id: int) -> None:
     """Stop a run: jobs not started skip it; running jobs stop at their next turn."""
     with sessions.begin() as session:
-        run = repo_runs.get_run(session, run_id=run_id)
+        run = repo_runs.get_run(session, run_id=run_id, lock=True)
         status = run_after(run_id, run.status, RunEvent.CANCEL)
         repo_runs.set_run_status(session, run_id=run_id, status=status)
 
@@ -265,7 +265,7 @@ def interrupt_run(sessions: sessionmaker[Session], run_id: int) -> bool:
     becomes `interrupted` (its jobs have let go of their trajectories, or will at their
     next turn); a run that ended meanwhile keeps its status. Returns whether it moved."""
     with sessions.begin() as session:
-        run = repo_runs.get_run(session, run_id=run_id)
+        run = repo_runs.get_run(session, run_id=run_id, lock=True)
         if run.status not in RUN_TRANSITIONS[RunEvent.INTERRUPT]:
             return False
         status = run_after(run_id, run.status, RunEvent.INTERRUPT)

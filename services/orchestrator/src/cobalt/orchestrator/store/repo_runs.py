@@ -185,13 +185,23 @@ def judged_turns(session: Session, *, run_id: int, problems: Mapping[int, Proble
     return turns
 
 
-def get_run(session: Session, *, run_id: int) -> Run:
-    """The run `run_id`.
+def get_run(session: Session, *, run_id: int, lock: bool = False) -> Run:
+    """The run `run_id`; with `lock`, its row is locked until the transaction ends and the
+    status read is the latest committed one.
+
+    Lock before deciding a status change on what the run is now: two jobs of a run can end
+    together, and without the lock both see "running" and the second one's move fails.
+    A no-op UPDATE takes the lock on both stores (SQLite ignores SELECT ... FOR UPDATE but
+    grants one writer at a time).
 
     Raises:
         NotFound: there is no such run.
     """
-    run = session.get(Run, run_id)
+    if lock:
+        session.execute(update(Run).where(Run.id == run_id).values(id=Run.id))
+        run = session.get(Run, run_id, populate_existing=True)
+    else:
+        run = session.get(Run, run_id)
     if run is None:
         raise NotFound(
             f"run {run_id} does not exist; list the runs to find the id you meant",
@@ -302,7 +312,7 @@ def set_run_status(session: Session, *, run_id: int, status: str, error: str | N
     except ValueError as exc:
         choices = ", ".join(s.value for s in RunStatus)
         raise InvalidInput(f"unknown run status {status!r}; use one of: {choices}") from exc
-    run = get_run(session, run_id=run_id)
+    run = get_run(session, run_id=run_id, lock=True)
     if not is_run_move(run.status, new):
         raise Conflict(f"run {run_id} cannot go from {run.status} to {new}")
     run.status = new.value
