@@ -739,6 +739,6 @@ def test_the_last_jobs_of_a_run_ending_together_finish_it_once(
     for job in jobs:
         job.join(timeout=30)
     assert not errors, errors
-    assert sorted(ended, key=str) == ["finished", None]
+    assert sorted(ended, key=lambda status: status is None) == ["finished", None]
     with sessions.begin() as session:
         assert repo_runs.get_run(session, run_id=run_id).status == "finished"
