@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -17,8 +18,11 @@ from cobalt.executor.admission import Admission
 from cobalt.executor.bodies import BodyParser
 from cobalt.executor.fd_budget import FDS_PER_SLOT, RESERVED_FDS, connection_limit
 from cobalt.executor.judge import skipped
+from cobalt.executor.presets import with_prior_calls
+from cobalt.executor.program_memory import LCB_REPLAY_BYTES, lcb_replay
 from cobalt.executor.program_memory import request_bytes as _request_bytes
-from cobalt.shared.contracts import CallTest, ExecuteRequest
+from cobalt.executor.service import job_for_test
+from cobalt.shared.contracts import CallTest, Compare, ExecuteRequest, TestCase
 from cobalt.shared.docs import MAX_ASSET_DOWNLOADS, AtMostAtOnce
 from cobalt.shared.errors import Overloaded
 
@@ -104,15 +108,97 @@ def test_connections_leave_room_for_the_slots_descriptors() -> None:
 
 
 def test_lcb_replays_count_towards_admission() -> None:
-    """Under `lcb` each of the first 256 call tests replays the calls before it: 100 tests
-    of 100 KB of arguments hold about 100 x 100 / 2 x 100 KB of replay text at most, and
-    admission counts it (a queue of 512 MiB then takes one such request at a time)."""
+    """Under `lcb` each of the first 256 call tests replays the calls before it, up to
+    `LCB_REPLAY_BYTES` of them: admission counts each call's replay text once and each
+    test's replay again (what its command holds), and no more than the cap per test."""
     args = ["x" * 100_000]
     tests = [CallTest(fn_name="f", args=args, expected=1) for _ in range(100)]
     plain = ExecuteRequest(code="def f(s):\n    return 1\n", tests=tests)
     lcb = ExecuteRequest(code=plain.code, tests=tests, compare="lcb")
-    replayed = sum(i * len(json.dumps([args, {}, 1])) for i in range(100))
+    call = len(json.dumps([args, {}, 1]))
+    replayed = sum(i * call for i in range(100) if i * call <= LCB_REPLAY_BYTES)
     assert _request_bytes(lcb) >= _request_bytes(plain) + replayed
+    assert _request_bytes(lcb) - _request_bytes(plain) <= 100 * (call + LCB_REPLAY_BYTES)
+
+
+def _lcb_request(tests: int, arg_bytes: int) -> ExecuteRequest:
+    case: list[TestCase] = [
+        CallTest(fn_name="f", args=["x" * arg_bytes, i], expected=1) for i in range(tests)
+    ]
+    return ExecuteRequest(code="def f(s, i):\n    return 1\n", tests=case, compare=Compare.LCB)
+
+
+@pytest.mark.parametrize("tests", [8, 32, 128])
+def test_lcb_replay_serializes_each_call_once(tests: int) -> None:
+    """Preparing every test of an `lcb` request serializes each call's arguments once
+    (before, test k re-serialized the k calls before it: n^2/2 in all), and no test's
+    command carries more than `LCB_REPLAY_BYTES` of replay: the work is linear."""
+    request = _lcb_request(tests, 100_000)
+    commands = [
+        with_prior_calls(b"{}", job_for_test(test, request, 1.0).prior_calls)
+        for test in request.tests
+    ]
+    assert lcb_replay(request).serialized == min(tests - 1, _replayable(100_000))
+    assert all(len(command) <= LCB_REPLAY_BYTES + 64 for command in commands)
+    # The replay text of all tests together grows linearly with the tests, at most.
+    assert sum(map(len, commands)) <= tests * (LCB_REPLAY_BYTES + 64)
+
+
+def _replayable(call_bytes: int) -> int:
+    """How many earlier calls of about `call_bytes` fit in one test's replay."""
+    return LCB_REPLAY_BYTES // (call_bytes + 16) + 1
+
+
+def test_lcb_replay_peak_memory_is_bounded_per_test() -> None:
+    """Preparing four times the tests costs about the same peak memory (the largest
+    test's replay), not four times it or more (tracemalloc, not a clock)."""
+
+    def peak(tests: int) -> int:
+        request = _lcb_request(tests, 200_000)
+        replay = lcb_replay(request)
+        for test in request.tests:  # the pieces are made once and kept for the request
+            replay.calls_before(test)
+        tracemalloc.start()
+        for test in request.tests:
+            with_prior_calls(b"{}", job_for_test(test, request, 1.0).prior_calls)
+        _, top = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        return top
+
+    assert peak(80) < 1.5 * peak(20) + (1 << 20)
+
+
+calls = st.lists(
+    st.tuples(
+        st.lists(values, max_size=3),
+        st.dictionaries(st.from_regex(r"[a-z]\w*", fullmatch=True), values, max_size=2),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(calls=calls)
+def test_the_replayed_calls_reach_the_zygote_as_they_were_sent(
+    calls: list[tuple[list[Any], dict[str, Any]]],
+) -> None:
+    """What the harness decodes as `_PRIOR` is the earlier calls' arguments, in order
+    (quotes, backslashes and any text inside them included)."""
+    tests = [CallTest(fn_name="f", args=args, kwargs=kwargs, expected=1) for args, kwargs in calls]
+    request = ExecuteRequest(
+        code="def f(*a, **k):\n    return 1\n", tests=list[TestCase](tests), compare=Compare.LCB
+    )
+    job = job_for_test(request.tests[-1], request, 1.0)
+    command = json.loads(with_prior_calls(b'{"nonce": "n"}', job.prior_calls))
+    sent = [[test.args, test.kwargs] for test in tests[:-1]]
+    assert json.loads(command.get("prior", "[]")) == json.loads(json.dumps(sent))
+
+
+def test_an_lcb_test_whose_earlier_calls_are_too_big_starts_fresh() -> None:
+    request = _lcb_request(4, (LCB_REPLAY_BYTES * 2) // 5)
+    replays = [lcb_replay(request).calls_before(test) for test in request.tests]
+    assert [len(calls) for calls in replays] == [0, 1, 2, 0]
 
 
 def test_a_body_is_never_parsed_behind_bigger_ones(monkeypatch: pytest.MonkeyPatch) -> None:
