@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
 import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from fastapi.exceptions import RequestValidationError
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -236,3 +239,52 @@ def test_a_body_is_never_parsed_behind_bigger_ones(monkeypatch: pytest.MonkeyPat
         parser.close()
     # Behind them it would wait for a whole big parse; in its own lane, only for itself.
     assert took["small"] < 0.5 * min(took["big0"], took["big1"]), took
+
+
+class _HeldPool(ThreadPoolExecutor):
+    """A stand-in for the big lane's parser processes: every body handed to it waits
+    until `release` is set, as one behind two 30 MB bodies would."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=2)
+        self.release = threading.Event()
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        def held() -> Any:
+            self.release.wait()
+            return fn(*args, **kwargs)
+
+        return super().submit(held)
+
+
+def test_a_small_body_is_answered_while_big_refused_ones_are_still_parsing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Order, not time: two big bodies (refused once parsed: a test with no expected
+    output) hold the big lane; a 1.5 MiB body is parsed and valid while both are still
+    unfinished, and they are then refused with a 422's errors, not a server error."""
+    monkeypatch.setattr(bodies, "SMALL_LANE_BYTES", 2 << 20)
+    parser = BodyParser()
+    held = _HeldPool()
+    parser._pools["big"] = held
+    refused_case = {"stdin": "x" * (3 << 20)}  # no expected_stdout: refused
+    big = json.dumps({"code": "print(1)", "tests": [refused_case]}).encode()
+    small_case = {"stdin": "y" * (3 << 19), "expected_stdout": "1"}
+    small = json.dumps({"code": "print(1)", "tests": [small_case]}).encode()
+
+    async def main() -> tuple[bool, list[BaseException | ExecuteRequest]]:
+        bigs = [asyncio.create_task(parser.parse(big, ExecuteRequest)) for _ in range(2)]
+        # A hang guard only: routed behind the big ones, the small body would never end.
+        parsed = await asyncio.wait_for(parser.parse(small, ExecuteRequest), 120)
+        big_pending = not any(task.done() for task in bigs)
+        assert parsed.tests[0].expected_stdout == "1"  # type: ignore[union-attr]
+        held.release.set()
+        return big_pending, await asyncio.gather(*bigs, return_exceptions=True)
+
+    try:
+        big_pending, outcomes = asyncio.run(main())
+    finally:
+        held.shutdown()
+        parser.close()
+    assert big_pending
+    assert all(isinstance(outcome, RequestValidationError) for outcome in outcomes), outcomes
