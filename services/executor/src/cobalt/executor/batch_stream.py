@@ -5,9 +5,9 @@ A batch may hold hundreds of thousands of tests (1,024 programs of up to
 ~200 bytes a test, held two or three times over while it was built and sent: a batch of
 500,000 skipped tests (each result one shared object) cost the server +693 MiB. Here each
 program's response is serialized on its own (pydantic's serializer, straight to bytes)
-when the client is ready for it, and let go once sent, so the server holds one program's
-JSON at a time besides the results themselves. The body is the same JSON object
-(`BatchExecuteResponse`), sent chunked.
+when the client is ready for it, and let go once sent, so the server holds about a
+megabyte of JSON at a time (or one program's, if larger) besides the results
+themselves. The body is the same JSON object (`BatchExecuteResponse`), sent chunked.
 """
 
 from __future__ import annotations
@@ -18,21 +18,34 @@ from fastapi.responses import StreamingResponse
 
 from cobalt.shared.contracts import BatchExecuteResponse, ExecuteResponse
 
-__all__ = ["batch_json_pieces", "streamed_batch"]
+__all__ = ["PIECE_BYTES", "batch_json_pieces", "streamed_batch"]
 
 _SERIALIZER = ExecuteResponse.__pydantic_serializer__
 
 
+PIECE_BYTES = 1 << 20
+"""Programs' JSON is sent in pieces of about this size (one program's if larger): each
+piece is made on a worker thread, and a piece per program would pay that hop for each of
+a batch's thousand small programs."""
+
+
 def batch_json_pieces(batch: BatchExecuteResponse) -> Iterator[bytes]:
-    """The JSON of `batch`, one program's response a piece. Each program is dropped from
-    `batch` once its piece is made (the batch is being sent, nothing reads it after)."""
+    """The JSON of `batch`, in pieces of whole programs' responses. Each program is
+    dropped from `batch` once serialized (the batch is being sent, nothing reads it
+    after)."""
     programs = batch.results
-    yield b'{"results":['
+    parts = [b'{"results":[']
+    size = 0
     for index in range(len(programs)):
         piece = _SERIALIZER.to_json(programs[index])
         programs[index] = None  # type: ignore[call-overload]
-        yield piece if index == 0 else b"," + piece
-    yield b"]}"
+        parts += (b",", piece) if index else (piece,)
+        size += len(piece)
+        if size >= PIECE_BYTES:
+            yield b"".join(parts)
+            parts, size = [], 0
+    parts.append(b"]}")
+    yield b"".join(parts)
 
 
 def streamed_batch(batch: BatchExecuteResponse) -> StreamingResponse:
