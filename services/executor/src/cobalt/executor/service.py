@@ -131,7 +131,8 @@ def job_for_test(
     prior: tuple[bytes, ...] = ()
     if harnessed:
         code = harnessed_program(request.code, request.compare, mode)
-        prior = lcb_replay(request).calls_before(test) if request.compare is Compare.LCB else ()
+    if harnessed and mode == "call" and request.compare is Compare.LCB:
+        prior = lcb_replay(request).calls_before(test)
     common = {
         "code": code,
         "wall_s": wall_s,
