@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from fastapi.exceptions import RequestValidationError
+from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -28,6 +29,7 @@ from cobalt.executor.service import job_for_test
 from cobalt.shared.contracts import CallTest, Compare, ExecuteRequest, TestCase
 from cobalt.shared.docs import MAX_ASSET_DOWNLOADS, AtMostAtOnce
 from cobalt.shared.errors import Overloaded
+from tests.executor.helpers import execute, verdicts
 
 values = st.recursive(
     st.one_of(st.integers(), st.text(max_size=50), st.floats(allow_nan=False), st.none()),
@@ -288,3 +290,22 @@ def test_a_small_body_is_answered_while_big_refused_ones_are_still_parsing(
         parser.close()
     assert big_pending
     assert all(isinstance(outcome, RequestValidationError) for outcome in outcomes), outcomes
+
+
+def test_replayed_calls_reach_the_program_until_they_pass_the_cap(
+    executor_client: TestClient,
+) -> None:
+    """Through the real sandbox: a stateful solution sees each earlier call replayed on
+    its instance (as LiveCodeBench's one instance), and a test whose earlier calls pass
+    `LCB_REPLAY_BYTES` starts fresh."""
+    code = (
+        "class Solution:\n    def f(self, s, i):\n"
+        "        self.n = getattr(self, 'n', 0) + 1\n        return self.n\n"
+    )
+    big = "x" * ((LCB_REPLAY_BYTES * 2) // 5)
+    tests = [
+        {"fn_name": "f", "args": [big, i], "expected": calls}
+        for i, calls in enumerate([1, 2, 3, 1])
+    ]
+    body = execute(executor_client, code, tests, compare="lcb")
+    assert verdicts(body) == ["accepted"] * 4, [r["feedback"] for r in body["results"]]
