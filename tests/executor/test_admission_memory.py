@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import time
+import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from fastapi.exceptions import RequestValidationError
+from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,10 +22,14 @@ from cobalt.executor.admission import Admission
 from cobalt.executor.bodies import BodyParser
 from cobalt.executor.fd_budget import FDS_PER_SLOT, RESERVED_FDS, connection_limit
 from cobalt.executor.judge import skipped
+from cobalt.executor.presets import with_prior_calls
+from cobalt.executor.program_memory import LCB_REPLAY_BYTES, lcb_replay
 from cobalt.executor.program_memory import request_bytes as _request_bytes
-from cobalt.shared.contracts import CallTest, ExecuteRequest
+from cobalt.executor.service import job_for_test
+from cobalt.shared.contracts import CallTest, Compare, ExecuteRequest, TestCase
 from cobalt.shared.docs import MAX_ASSET_DOWNLOADS, AtMostAtOnce
 from cobalt.shared.errors import Overloaded
+from tests.executor.helpers import execute, verdicts
 
 values = st.recursive(
     st.one_of(st.integers(), st.text(max_size=50), st.floats(allow_nan=False), st.none()),
@@ -104,15 +113,97 @@ def test_connections_leave_room_for_the_slots_descriptors() -> None:
 
 
 def test_lcb_replays_count_towards_admission() -> None:
-    """Under `lcb` each of the first 256 call tests replays the calls before it: 100 tests
-    of 100 KB of arguments hold about 100 x 100 / 2 x 100 KB of replay text at most, and
-    admission counts it (a queue of 512 MiB then takes one such request at a time)."""
+    """Under `lcb` each of the first 256 call tests replays the calls before it, up to
+    `LCB_REPLAY_BYTES` of them: admission counts each call's replay text once and each
+    test's replay again (what its command holds), and no more than the cap per test."""
     args = ["x" * 100_000]
     tests = [CallTest(fn_name="f", args=args, expected=1) for _ in range(100)]
     plain = ExecuteRequest(code="def f(s):\n    return 1\n", tests=tests)
     lcb = ExecuteRequest(code=plain.code, tests=tests, compare="lcb")
-    replayed = sum(i * len(json.dumps([args, {}, 1])) for i in range(100))
+    call = len(json.dumps([args, {}, 1]))
+    replayed = sum(i * call for i in range(100) if i * call <= LCB_REPLAY_BYTES)
     assert _request_bytes(lcb) >= _request_bytes(plain) + replayed
+    assert _request_bytes(lcb) - _request_bytes(plain) <= 100 * (call + LCB_REPLAY_BYTES)
+
+
+def _lcb_request(tests: int, arg_bytes: int) -> ExecuteRequest:
+    case: list[TestCase] = [
+        CallTest(fn_name="f", args=["x" * arg_bytes, i], expected=1) for i in range(tests)
+    ]
+    return ExecuteRequest(code="def f(s, i):\n    return 1\n", tests=case, compare=Compare.LCB)
+
+
+@pytest.mark.parametrize("tests", [8, 32, 128])
+def test_lcb_replay_serializes_each_call_once(tests: int) -> None:
+    """Preparing every test of an `lcb` request serializes each call's arguments once
+    (before, test k re-serialized the k calls before it: n^2/2 in all), and no test's
+    command carries more than `LCB_REPLAY_BYTES` of replay: the work is linear."""
+    request = _lcb_request(tests, 100_000)
+    commands = [
+        with_prior_calls(b"{}", job_for_test(test, request, 1.0).prior_calls)
+        for test in request.tests
+    ]
+    assert lcb_replay(request).serialized == min(tests - 1, _replayable(100_000))
+    assert all(len(command) <= LCB_REPLAY_BYTES + 64 for command in commands)
+    # The replay text of all tests together grows linearly with the tests, at most.
+    assert sum(map(len, commands)) <= tests * (LCB_REPLAY_BYTES + 64)
+
+
+def _replayable(call_bytes: int) -> int:
+    """How many earlier calls of about `call_bytes` fit in one test's replay."""
+    return LCB_REPLAY_BYTES // (call_bytes + 16) + 1
+
+
+def test_lcb_replay_peak_memory_is_bounded_per_test() -> None:
+    """Preparing four times the tests costs about the same peak memory (the largest
+    test's replay), not four times it or more (tracemalloc, not a clock)."""
+
+    def peak(tests: int) -> int:
+        request = _lcb_request(tests, 200_000)
+        replay = lcb_replay(request)
+        for test in request.tests:  # the pieces are made once and kept for the request
+            replay.calls_before(test)
+        tracemalloc.start()
+        for test in request.tests:
+            with_prior_calls(b"{}", job_for_test(test, request, 1.0).prior_calls)
+        _, top = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        return top
+
+    assert peak(80) < 1.5 * peak(20) + (1 << 20)
+
+
+calls = st.lists(
+    st.tuples(
+        st.lists(values, max_size=3),
+        st.dictionaries(st.from_regex(r"[a-z]\w*", fullmatch=True), values, max_size=2),
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(calls=calls)
+def test_the_replayed_calls_reach_the_zygote_as_they_were_sent(
+    calls: list[tuple[list[Any], dict[str, Any]]],
+) -> None:
+    """What the harness decodes as `_PRIOR` is the earlier calls' arguments, in order
+    (quotes, backslashes and any text inside them included)."""
+    tests = [CallTest(fn_name="f", args=args, kwargs=kwargs, expected=1) for args, kwargs in calls]
+    request = ExecuteRequest(
+        code="def f(*a, **k):\n    return 1\n", tests=list[TestCase](tests), compare=Compare.LCB
+    )
+    job = job_for_test(request.tests[-1], request, 1.0)
+    command = json.loads(with_prior_calls(b'{"nonce": "n"}', job.prior_calls))
+    sent = [[test.args, test.kwargs] for test in tests[:-1]]
+    assert json.loads(command.get("prior", "[]")) == json.loads(json.dumps(sent))
+
+
+def test_an_lcb_test_whose_earlier_calls_are_too_big_starts_fresh() -> None:
+    request = _lcb_request(4, (LCB_REPLAY_BYTES * 2) // 5)
+    replays = [lcb_replay(request).calls_before(test) for test in request.tests]
+    assert [len(calls) for calls in replays] == [0, 1, 2, 0]
 
 
 def test_a_body_is_never_parsed_behind_bigger_ones(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -150,3 +241,71 @@ def test_a_body_is_never_parsed_behind_bigger_ones(monkeypatch: pytest.MonkeyPat
         parser.close()
     # Behind them it would wait for a whole big parse; in its own lane, only for itself.
     assert took["small"] < 0.5 * min(took["big0"], took["big1"]), took
+
+
+class _HeldPool(ThreadPoolExecutor):
+    """A stand-in for the big lane's parser processes: every body handed to it waits
+    until `release` is set, as one behind two 30 MB bodies would."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=2)
+        self.release = threading.Event()
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        def held() -> Any:
+            self.release.wait()
+            return fn(*args, **kwargs)
+
+        return super().submit(held)
+
+
+def test_a_small_body_is_answered_while_big_refused_ones_are_still_parsing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Order, not time: two big bodies (refused once parsed: a test with no expected
+    output) hold the big lane; a 1.5 MiB body is parsed and valid while both are still
+    unfinished, and they are then refused with a 422's errors, not a server error."""
+    monkeypatch.setattr(bodies, "SMALL_LANE_BYTES", 2 << 20)
+    parser = BodyParser()
+    held = _HeldPool()
+    parser._pools["big"] = held
+    refused_case = {"stdin": "x" * (3 << 20)}  # no expected_stdout: refused
+    big = json.dumps({"code": "print(1)", "tests": [refused_case]}).encode()
+    small_case = {"stdin": "y" * (3 << 19), "expected_stdout": "1"}
+    small = json.dumps({"code": "print(1)", "tests": [small_case]}).encode()
+
+    async def main() -> tuple[bool, list[BaseException | ExecuteRequest]]:
+        bigs = [asyncio.create_task(parser.parse(big, ExecuteRequest)) for _ in range(2)]
+        # A hang guard only: routed behind the big ones, the small body would never end.
+        parsed = await asyncio.wait_for(parser.parse(small, ExecuteRequest), 120)
+        big_pending = not any(task.done() for task in bigs)
+        assert parsed.tests[0].expected_stdout == "1"  # type: ignore[union-attr]
+        held.release.set()
+        return big_pending, await asyncio.gather(*bigs, return_exceptions=True)
+
+    try:
+        big_pending, outcomes = asyncio.run(main())
+    finally:
+        held.shutdown()
+        parser.close()
+    assert big_pending
+    assert all(isinstance(outcome, RequestValidationError) for outcome in outcomes), outcomes
+
+
+def test_replayed_calls_reach_the_program_until_they_pass_the_cap(
+    executor_client: TestClient,
+) -> None:
+    """Through the real sandbox: a stateful solution sees each earlier call replayed on
+    its instance (as LiveCodeBench's one instance), and a test whose earlier calls pass
+    `LCB_REPLAY_BYTES` starts fresh."""
+    code = (
+        "class Solution:\n    def f(self, s, i):\n"
+        "        self.n = getattr(self, 'n', 0) + 1\n        return self.n\n"
+    )
+    big = "x" * ((LCB_REPLAY_BYTES * 2) // 5)
+    tests = [
+        {"fn_name": "f", "args": [big, i], "expected": calls}
+        for i, calls in enumerate([1, 2, 3, 1])
+    ]
+    body = execute(executor_client, code, tests, compare="lcb")
+    assert verdicts(body) == ["accepted"] * 4, [r["feedback"] for r in body["results"]]

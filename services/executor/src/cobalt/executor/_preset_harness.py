@@ -2,9 +2,10 @@
 
 Like `_zygote.py`, this file is never imported by the server: compiled by the server
 (`presets.harness_payload`), it runs in the program's namespace in the test's process,
-and then the program the zygote runs for a test judged under one of these presets: four
-assignments (`_PRESET`, `_MODE`, `_SOURCE`, `_PRIOR`: the preset, the test mode, the
-candidate program as a string literal, earlier calls) and a call of `_preset_main()`. It
+and then the program the zygote runs for a test judged under one of these presets: three
+assignments (`_PRESET`, `_MODE`, `_SOURCE`: the preset, the test mode, the candidate
+program as a string literal) and a call of `_preset_main()`; the zygote sets `_PRIOR` (an
+`lcb` test's earlier calls) from the test's command in between. It
 reproduces how each benchmark's official scorer runs a program, so that the server's
 verdict is the scorer's verdict. The rules are written from the scorers' documented
 behaviour (docs/executor.md, "Judge presets"); none of their code is used.

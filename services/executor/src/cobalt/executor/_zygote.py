@@ -361,6 +361,8 @@ def _run_preset_harness(command: dict[str, Any], namespace: dict[str, Any]) -> N
         exec(marshal.loads(bytes.fromhex(command["harness_code"])), namespace)
     elif "harness_source" in command:
         exec(compile(command["harness_source"], "solution.py", "exec"), namespace)
+    if "prior" in command:
+        namespace["_PRIOR"] = command["prior"]  # an lcb test's earlier calls (JSON)
 
 
 def _find_callable(namespace: dict[str, Any], fn_name: str) -> Any:

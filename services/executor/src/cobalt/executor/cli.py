@@ -57,7 +57,7 @@ def serve(
     import uvicorn
 
     from cobalt.executor.app import create_app
-    from cobalt.executor.fd_budget import connection_limit
+    from cobalt.executor.fd_budget import connection_limit, refusing_connections_past
     from cobalt.shared.connections import header_deadline_protocol
 
     overrides: dict[str, Any] = {
@@ -76,7 +76,10 @@ def serve(
             port=settings.port,
             log_config=None,
             timeout_graceful_shutdown=10,
-            http=header_deadline_protocol(settings.header_timeout_s),
+            http=refusing_connections_past(
+                header_deadline_protocol(settings.header_timeout_s),
+                connection_limit(settings.slots),
+            ),
             limit_concurrency=connection_limit(settings.slots),
         )
     except SandboxUnavailable as exc:

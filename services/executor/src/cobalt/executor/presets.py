@@ -25,6 +25,7 @@ __all__ = [
     "checker_payload",
     "harness_payload",
     "harnessed_program",
+    "with_prior_calls",
 ]
 
 HARNESSED = frozenset({Compare.LCB, Compare.HUMANEVAL})
@@ -68,16 +69,27 @@ def _payload(name: str, source: str, filename: str, jail_python: str) -> dict[st
     return {f"{name}_source": source}
 
 
-def harnessed_program(code: str, preset: Compare, mode: str, prior_calls: str = "[]") -> str:
+def harnessed_program(code: str, preset: Compare, mode: str) -> str:
     """The program the sandbox runs for `code` judged under `preset` in `mode`, after the
     preset harness (`harness_payload`) has run in its namespace.
 
-    `prior_calls` (lcb call tests): JSON list of [args, kwargs] of the tests before this
-    one, which the harness repeats on the same instance first, as LiveCodeBench does.
+    The calls an `lcb` call test repeats first travel beside it (`with_prior_calls`).
     """
     if preset not in HARNESSED:
         raise ValueError(f"preset {preset.value!r} runs programs as they are")
-    return (
-        f"_PRESET = {preset.value!r}\n_MODE = {mode!r}\n_SOURCE = {code!r}\n"
-        f"_PRIOR = {prior_calls!r}\n_preset_main()\n"
-    )
+    return f"_PRESET = {preset.value!r}\n_MODE = {mode!r}\n_SOURCE = {code!r}\n_preset_main()\n"
+
+
+def with_prior_calls(command: bytes, calls: tuple[bytes, ...]) -> bytes:
+    """A sandbox command (a JSON object) with its `prior` field: the JSON list of the
+    earlier calls an `lcb` test repeats on the same instance first, as LiveCodeBench
+    does, as a string (`calls`: each `[args, kwargs]` already escaped as a string's
+    content). The zygote hands it to the harness as `_PRIOR`, which decodes it under the
+    program's limits. Joined in one copy: no call is serialized again per test."""
+    if not calls:
+        return command
+    parts = [command[:-1], b',"prior":"[']
+    for index, call in enumerate(calls):
+        parts += (b",", call) if index else (call,)
+    parts.append(b']"}')
+    return b"".join(parts)

@@ -37,7 +37,7 @@ from cobalt.executor.cgroups import CgroupMode, SlotCgroup
 from cobalt.executor.errors import SandboxUnavailable
 from cobalt.executor.interpreter import Interpreter
 from cobalt.executor.jail_view import empty_file, masked_activity_files, minimal_dev
-from cobalt.executor.presets import checker_payload, harness_payload
+from cobalt.executor.presets import checker_payload, harness_payload, with_prior_calls
 from cobalt.executor.seccomp import seccomp_memfd
 from cobalt.executor.streams import JobPipes, JobStreams
 from cobalt.executor.values import dumps_value
@@ -141,6 +141,8 @@ class SandboxJob:
     record_bytes: int = 0
     """Cap on the harness record (0: `output_bytes` and a little more); a compilation's
     record carries what the compiler made."""
+    prior_calls: tuple[bytes, ...] = ()
+    """`lcb` call tests: the earlier calls to replay (`program_memory.LcbReplay`)."""
 
 
 @dataclass
@@ -433,6 +435,7 @@ class SandboxSlot:
                 },
             }
         ).encode()
+        command = with_prior_calls(command, job.prior_calls)
         pipes = JobPipes.open()
         try:
             socket.send_fds(

@@ -51,7 +51,7 @@ from cobalt.executor.presets import (
     HARNESSED,
     harnessed_program,
 )
-from cobalt.executor.program_memory import lcb_prior_calls, request_bytes
+from cobalt.executor.program_memory import lcb_replay, request_bytes
 from cobalt.executor.readiness import Readiness, ReadyState
 from cobalt.executor.response_budget import ResponseBudget
 from cobalt.executor.run_code_shapes import (
@@ -128,9 +128,11 @@ def job_for_test(
     harnessed = request.compare in HARNESSED and not isinstance(test, ProgramTest)
     mode = "stdin" if isinstance(test, StdinTest) else "call"
     code = request.code
+    prior: tuple[bytes, ...] = ()
     if harnessed:
-        prior = lcb_prior_calls(test, request) if request.compare is Compare.LCB else "[]"
-        code = harnessed_program(request.code, request.compare, mode, prior)
+        code = harnessed_program(request.code, request.compare, mode)
+    if harnessed and mode == "call" and request.compare is Compare.LCB:
+        prior = lcb_replay(request).calls_before(test)
     common = {
         "code": code,
         "wall_s": wall_s,
@@ -161,6 +163,7 @@ def job_for_test(
         fn_name=HARNESS_CALL_NAME if harnessed else test.fn_name,
         args=[test.fn_name, *test.args] if harnessed else test.args,
         kwargs=test.kwargs,
+        prior_calls=prior,
         **common,  # type: ignore[arg-type]
     )
 
