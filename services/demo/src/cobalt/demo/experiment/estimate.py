@@ -174,9 +174,10 @@ def plan_lines(options: ExperimentOptions, kind: CpuKind | None = None) -> list[
             f"  {arm.name}: {arm.mode.value}{control}, {arm.steps} steps x "
             f"{arm.responses_per_step} responses = {arm.budget} trained responses"
         )
-    lines.append("  stage: responses sampled, minutes on this CPU")
+    lines.append("  stages, on this CPU:")
     for stage, responses, seconds in found.stages:
-        lines.append(f"    {stage}: {responses}, ~{seconds * kind.slowdown / 60:.0f} min")
+        sampled = f"{responses} responses, " if responses else ""
+        lines.append(f"    {stage}: {sampled}~{seconds * kind.slowdown / 60:.0f} min")
     if options.data == "humaneval":
         lines.append(
             f"  (HumanEval: assumes screening keeps {KEPT_SHARE:.0%} of the candidates, as "
