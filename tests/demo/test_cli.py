@@ -40,6 +40,7 @@ def _cobalt(
         (["--turns", "0"], "--turns must be at least 1"),
         (["--group-size", "1"], "--group-size must be at least 2"),
         (["--inference-url", "http://127.0.0.1:1"], "--inference-url needs --model"),
+        (["--store", "not a url"], "--store 'not a url' is not a database URL"),
     ],
 )
 def test_bad_demo_options_exit_2_saying_which(
@@ -88,6 +89,26 @@ def test_a_missing_trainer_environment_fails_before_starting_anything(tmp_path: 
 
     assert done.returncode == 1
     assert "the trainer environment" in done.stderr and "make setup" in done.stderr
+
+
+def test_the_demo_says_first_where_it_stores_and_never_uses_the_environments_store(
+    tmp_path: Path,
+) -> None:
+    team = tmp_path / "team.db"
+    done = _cobalt(
+        "demo", "--work-dir", str(tmp_path / "work"),
+        env=_env(
+            XDG_DATA_HOME=str(tmp_path / "xdg"),
+            COBALT_DATABASE_URL=f"sqlite:///{team}",
+            COBALT_TRAINER_PYTHON=str(tmp_path / "nowhere" / "python"),  # fails at set-up
+        ),
+    )  # fmt: skip
+
+    assert done.returncode == 1 and "the trainer environment" in done.stderr
+    first, note = done.stdout.splitlines()[:2]
+    assert first.startswith(f"store: sqlite:///{tmp_path / 'xdg' / 'cobalt' / 'cobalt.db'} ")
+    assert note.startswith("note: COBALT_DATABASE_URL is set but `cobalt demo` does not use it")
+    assert not team.exists()
 
 
 def test_up_refuses_workers_without_redis(tmp_path: Path) -> None:

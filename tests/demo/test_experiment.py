@@ -31,6 +31,14 @@ import pytest
 from sqlalchemy import select
 
 from cobalt.demo.experiment import generated
+from cobalt.demo.experiment.estimate import (
+    AVX2,
+    NATIVE,
+    cpu_kind,
+    estimate,
+    help_estimate,
+    plan_lines,
+)
 from cobalt.demo.experiment.plan import (
     ExperimentOptions,
     arms_of,
@@ -38,21 +46,23 @@ from cobalt.demo.experiment.plan import (
     select_training_problems,
     split_pool,
 )
+from cobalt.demo.store import choose_store
 from cobalt.orchestrator.datasets.generated.templates import TEMPLATES
 from cobalt.orchestrator.runs.comparison import compare_runs
 from cobalt.orchestrator.runs.evaluation import stored_report
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker
 from cobalt.orchestrator.store.models import Dataset, Problem, Run
 from cobalt.orchestrator.training.service import job_public, list_jobs
+from cobalt.shared.contracts.training import TrainerHyperparameters, TrainingMode
 from cobalt.shared.ports import free_port
 from tests.support.inference import CONTROL_TOKEN, Server
 
 COBALT = str(Path(sys.executable).parent / "cobalt")
-ARMS = ("base", "cobalt", "single_turn", "multi_turn")
+ARMS = ("base", "cobalt", "shuffled", "single_turn", "multi_turn")
 TINY = [
-    # Generated data (docs/datasets.md): one candidate per template, 2 held-out and 4
-    # training instances.
-    "--data", "generated", "--screen-instances", "1", "--held-out", "2",
+    # Generated data (docs/datasets.md): one candidate per template, 2 held-out, 2
+    # validation and 4 training instances.
+    "--data", "generated", "--screen-instances", "1", "--held-out", "2", "--validation", "2",
     "--train-instances", "4",
     "--screen-samples", "2", "--no-select", "--samples", "2", "--turns", "1",
     "--steps", "1", "--contexts-per-step", "2", "--group-size", "2", "--episode-turns", "2",
@@ -95,8 +105,13 @@ def test_the_tiny_experiment_runs_every_arm_on_equal_budgets_and_reports_the_sto
     env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
     env["XDG_DATA_HOME"] = str(tmp_path / "xdg")  # the user's store, as any command has it
     env["COBALT_INFERENCE_CONTROL_TOKEN"] = CONTROL_TOKEN  # how --inference-url's is given
+    # A team's store in the environment is not where an experiment writes (--store is).
+    team_store = tmp_path / "team.db"
+    env["COBALT_DATABASE_URL"] = f"sqlite:///{team_store}"
     done = _experiment(served.model_dir, served.url, work, env)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith(f"store: sqlite:///{tmp_path / 'xdg' / 'cobalt' / 'cobalt.db'}")
+    assert "COBALT_DATABASE_URL is set but" in done.stdout and not team_store.exists()
 
     report = (work / "report.md").read_text(encoding="utf-8")
     data = json.loads((work / "results.json").read_text(encoding="utf-8"))
@@ -114,8 +129,13 @@ def test_the_tiny_experiment_runs_every_arm_on_equal_budgets_and_reports_the_sto
             # sharing no task; every arm's runs over the split they are reported for.
             candidates = _metadata(session, data["datasets"]["candidates"])
             held_out = _metadata(session, data["datasets"]["held_out"])
+            validation = _metadata(session, data["datasets"]["validation"])
             train = _metadata(session, data["datasets"]["train"])
             assert (len(candidates), len(train), len(held_out)) == (len(TEMPLATES), 4, 2)
+            assert len(validation) == 2 and {m["split"] for m in validation} == {"validation"}
+            assert not {m["task"] for m in candidates + train + held_out} & {
+                m["task"] for m in validation
+            }
             assert {m["template"] for m in candidates} == {t.name for t in TEMPLATES}
             assert data["screening"]["training_problems"] == sorted(t.name for t in TEMPLATES)
             assert {m["split"] for m in candidates + train} == {"train"}
@@ -126,7 +146,8 @@ def test_the_tiny_experiment_runs_every_arm_on_equal_budgets_and_reports_the_sto
                 for name in data["datasets"].values()
             }
             for arm in data["arms"]:
-                for split in ("train", "held_out"):
+                assert set(arm["runs"]) == {"train", "validation", "held_out"}
+                for split in ("train", "validation", "held_out"):
                     run = session.get(Run, arm["runs"][split])
                     assert run is not None
                     assert run.dataset_id == dataset_of[data["datasets"][split]]
@@ -134,8 +155,13 @@ def test_the_tiny_experiment_runs_every_arm_on_equal_budgets_and_reports_the_sto
                     assert run.template_name == "brief" and run.params["stop_at_code_end"]
         base = data["arms"][0]
         budgets = set()
+        # The held-out split is read last: every held-out run after every other run.
+        held_out_runs = [arm["runs"]["held_out"] for arm in data["arms"]]
+        other_runs = [arm["runs"][s] for arm in data["arms"] for s in ("train", "validation")]
+        assert min(held_out_runs) > max(other_runs)
+        assert "Validation Pass@1 per turn" in report
         for arm in data["arms"]:
-            for split in ("train", "held_out"):
+            for split in ("train", "validation", "held_out"):
                 stored = stored_report(sessions, arm["runs"][split], ks=(1,))
                 figures = arm["splits"][split]
                 assert (stored.turns, stored.samples) == (2, 2)
@@ -161,6 +187,9 @@ def test_the_tiny_experiment_runs_every_arm_on_equal_budgets_and_reports_the_sto
             # on, counted from the stored steps, are the same for every arm.
             job = job_public(sessions, arm["job"])
             assert job.status == "finished" and job.mode == arm["mode"]
+            # The control is Cobalt's job with its rewards shuffled, stored and shown.
+            shuffle_seed = job.params.model_dump()["trainer"].get("reward_shuffle_seed")
+            assert shuffle_seed == (0 if arm["name"] == "shuffled" else None)
             trained = int(sum(step.metrics["samples"] for step in job.steps))
             assert trained == arm["trained_responses"] == arm["planned_responses"]
             assert f"| {arm['job']} | {len(job.steps)} |" in report
@@ -253,6 +282,8 @@ def test_generated_templates_are_kept_by_the_rule_fixed_before_screening() -> No
     assert generated.select_templates(per_template, select=False) == (sorted(per_template), {})
     train, held_out = generated.train_and_held_out_specs(options, kept)
     assert (train["split"], held_out["split"], held_out["count"]) == ("train", "heldout", 30)
+    validation = generated.validation_spec(options, kept)
+    assert (validation["split"], validation["templates"]) == ("validation", ["times_k"])
     assert train["templates"] == held_out["templates"] == ["times_k"]
     with pytest.raises(ValueError, match="--data"):
         ExperimentOptions(data="mbpp")
@@ -264,3 +295,100 @@ def test_generated_templates_are_kept_by_the_rule_fixed_before_screening() -> No
     # HumanEval experiments keep the keys they had before --data existed.
     assert "data" not in ExperimentOptions().identity()
     assert options.identity()["data"] == "generated"
+
+
+def test_the_shuffled_control_is_cobalts_job_with_shuffled_rewards_at_the_same_budget() -> None:
+    options = ExperimentOptions(shuffle_seed=11)
+    arms = {arm.name: arm for arm in arms_of(options)}
+    assert list(arms) == ["base", "cobalt", "shuffled", "single_turn", "multi_turn"]
+    cobalt, control = arms["cobalt"], arms["shuffled"]
+    assert control.mode == cobalt.mode == TrainingMode.COBALT
+    assert control.budget == cobalt.budget == arms["multi_turn"].budget > 0
+    assert (control.steps, control.contexts_per_step) == (cobalt.steps, cobalt.contexts_per_step)
+    # Trained exactly like Cobalt but for the declared seed, a setting the job validates.
+    trainer = dict(control.params["trainer"])
+    assert trainer.pop("reward_shuffle_seed") == 11
+    assert {**control.params, "trainer": trainer} == dict(cobalt.params)
+    assert "reward_shuffle_seed" not in cobalt.params["trainer"]
+    assert (
+        TrainerHyperparameters.model_validate(control.params["trainer"]).reward_shuffle_seed == 11
+    )
+    # Its seed names its job only: the other arms keep their keys.
+    other = ExperimentOptions(shuffle_seed=12)
+    keys = {arm.name: arm.key(other) for arm in arms_of(other)}
+    assert keys["shuffled"] != control.key(options)
+    assert all(keys[name] == arms[name].key(options) for name in keys if name != "shuffled")
+
+
+def test_the_plan_gives_time_for_both_cpu_kinds_and_disk_from_the_sizes() -> None:
+    assert cpu_kind(frozenset({"avx2", "avx512_bf16"})) is NATIVE
+    assert cpu_kind(frozenset({"avx2"})) is AVX2
+    options = ExperimentOptions()
+    found = estimate(options)
+    assert found.minutes(AVX2) == pytest.approx(4 * found.minutes(NATIVE))
+    assert found.trained_arms == 4  # cobalt, shuffled, single_turn, multi_turn
+    assert found.disk_gb == pytest.approx(4 * found.checkpoint_gb_per_arm + found.model_gb)
+    assert 2.0 < found.checkpoint_gb_per_arm < 3.0  # ~2.5 GB measured per SmolLM2 arm
+    fewer = estimate(ExperimentOptions(arms=("base", "cobalt")))
+    assert fewer.trained_arms == 1 and fewer.minutes(NATIVE) < found.minutes(NATIVE)
+    larger = estimate(ExperimentOptions(data="generated"))
+    assert larger.minutes(NATIVE) > found.minutes(NATIVE)  # validation and 200 x 4 held out
+    for kind in (NATIVE, AVX2):
+        lines = plan_lines(options, kind)
+        time_line = next(line for line in lines if line.startswith("time:"))
+        assert f"~{found.minutes(kind):.0f} min on this CPU" in time_line
+        assert any(line.startswith("disk:") for line in lines)
+        assert any(line.startswith("memory:") for line in lines)
+    text = help_estimate()
+    assert f"{found.minutes(NATIVE):.0f} minutes" in text
+    assert f"{found.minutes(AVX2):.0f} minutes" in text
+
+
+def test_dry_run_prints_the_store_first_then_the_plan_and_writes_nothing(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
+    env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
+    env["COBALT_DATABASE_URL"] = f"sqlite:///{tmp_path / 'team.db'}"
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor : 0\nflags : fpu sse2 avx2\n")
+    env["COBALT_CPUINFO"] = str(cpuinfo)
+    work = tmp_path / "work"
+    done = subprocess.run(
+        [COBALT, "experiment", "--dry-run", "--work-dir", str(work)],
+        env=env, capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith(f"store: sqlite:///{tmp_path / 'xdg' / 'cobalt' / 'cobalt.db'}")
+    assert "COBALT_DATABASE_URL is set but" in lines[1]
+    assert any("shuffled: cobalt (rewards shuffled within groups)" in line for line in lines)
+    assert any(line.startswith("time:") and "AVX2-only kind" in line for line in lines)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cpuinfo"]  # nothing written
+    # --store names the store; one that cannot be is refused before anything runs.
+    given = f"sqlite:///{tmp_path / 'mine.db'}"
+    done = subprocess.run(
+        [COBALT, "experiment", "--dry-run", "--store", given, "--work-dir", str(work)],
+        env=env, capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout.startswith(f"store: {given} (--store)")
+    for bad in ("not a url", f"sqlite:///{tmp_path / 'missing' / 'x.db'}"):
+        done = subprocess.run(
+            [COBALT, "experiment", "--dry-run", "--store", bad, "--work-dir", str(work)],
+            env=env, capture_output=True, text=True, check=False, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 2 and done.stderr.startswith("error: --store"), done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cpuinfo"]
+
+
+def test_the_demo_and_the_experiment_use_the_users_store_unless_told(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    monkeypatch.setenv("COBALT_DATABASE_URL", "postgresql+psycopg://team@db.example/cobalt")
+    chosen = choose_store(None)
+    assert chosen.url == f"sqlite:///{tmp_path / 'cobalt' / 'cobalt.db'}" and not chosen.given
+    assert "does not use it" in chosen.lines("demo")[1]
+    asked = choose_store("postgresql+psycopg://team:secret@db.example/cobalt")
+    assert asked.given and asked.ignored_environment is None
+    assert "secret" not in asked.lines("demo")[0]
+    monkeypatch.delenv("COBALT_DATABASE_URL")
+    assert choose_store(None).ignored_environment is None

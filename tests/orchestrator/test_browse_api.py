@@ -255,6 +255,44 @@ def test_a_steps_groups_with_rewards_and_advantages(api: httpx.Client, seeded: S
     assert api.get("/v1/training/jobs/999/steps/1/groups").status_code == 404
 
 
+def test_a_shuffled_reward_jobs_groups_show_the_advantages_it_trained_on(
+    api: httpx.Client, engine: Engine, seeded: Seeded
+) -> None:
+    """The control (`reward_shuffle_seed`): each sample keeps its own reward, and shows the
+    advantage of the reward the trainer gave it after the permutation."""
+    from cobalt.orchestrator.store.models import TrainingJob
+    from cobalt.shared.reward_shuffle import shuffled_within_groups
+
+    job = seeded.training_job
+    group = api.get(f"/v1/training/jobs/{job}/steps/1/groups").json()["groups"][0]
+    rewards = [s["reward"] for s in group["samples"]]
+    seed = next(  # a seed that moves a reward: the check below then means something
+        k
+        for k in range(100)
+        if group_advantages(shuffled_within_groups(rewards, [group["id"]] * 4, k))
+        != group_advantages(rewards)
+    )
+    with Session(engine) as session:
+        row = session.get(TrainingJob, job)
+        assert row is not None
+        original = dict(row.params)
+        trainer = {**(original.get("trainer") or {}), "reward_shuffle_seed": seed}
+        row.params = {**original, "trainer": trainer}
+        session.commit()
+    try:
+        shown = api.get(f"/v1/training/jobs/{job}/steps/1/groups").json()["groups"][0]
+    finally:
+        with Session(engine) as session:
+            row = session.get(TrainingJob, job)
+            assert row is not None
+            row.params = original
+            session.commit()
+    assert [s["reward"] for s in shown["samples"]] == rewards == STEP_GROUPS[1]
+    trained_on = shuffled_within_groups(rewards, [group["id"]] * 4, seed)
+    assert [s["advantage"] for s in shown["samples"]] == pytest.approx(group_advantages(trained_on))
+    assert shown["reward_mean"] == pytest.approx(group["reward_mean"])
+
+
 def test_a_silent_job_is_stale(api: httpx.Client, seeded: Seeded) -> None:
     jobs = {j["id"]: j for j in api.get("/v1/training/jobs").json()["items"]}
     assert jobs[seeded.stale_job]["status"] == "running"

@@ -12,6 +12,7 @@ from transformers import Qwen2ForCausalLM
 
 from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.shared.errors import InvalidInput
+from cobalt.shared.reward_shuffle import shuffled_within_groups
 from cobalt.trainer.equivalence import micro_batch_check, tiny_config, uneven_step
 from cobalt.trainer.precision import Precision, enable_activation_checkpointing, freeze, read_model
 from cobalt.trainer.step import (
@@ -204,6 +205,76 @@ def test_episode_advantages_normalise_over_episodes_not_turns() -> None:
     assert episode_advantages(per_turn, batch.response_mask)[:, 0].tolist() != pytest.approx(
         expected
     )
+
+
+def test_the_shuffled_reward_control_trains_on_a_permutation_within_each_group() -> None:
+    """`reward_shuffle_seed`: each group's rewards permuted (a known seed changes the order),
+    the multiset and so the group's mean kept; episodes keep one reward for all turns."""
+    two_groups = Rollouts(
+        prompt_ids=[[1]] * 8,
+        response_ids=[[2]] * 8,
+        rewards=[0.0, 1.0, 0.25, 0.5, -1.0, -0.5, 0.75, 1.0],
+        group_ids=["a"] * 4 + ["b"] * 4,
+    )
+    mask = torch.ones((8, 1))
+    shuffled = shuffled_within_groups(two_groups.rewards, two_groups.group_ids, seed=7)
+    assert shuffled == shuffled_within_groups(two_groups.rewards, two_groups.group_ids, seed=7)
+    for rows in (slice(0, 4), slice(4, 8)):
+        assert sorted(shuffled[rows]) == sorted(two_groups.rewards[rows])
+        assert sum(shuffled[rows]) == sum(two_groups.rewards[rows])
+    assert shuffled != list(two_groups.rewards)  # seed 7 moves rewards in both groups
+    assert shuffled[:4] != list(two_groups.rewards[:4])
+    assert shuffled[4:] != list(two_groups.rewards[4:])
+    # The advantages are those of the shuffled rewards, exactly; without a seed, unchanged.
+    as_shuffled = Rollouts(
+        prompt_ids=two_groups.prompt_ids,
+        response_ids=two_groups.response_ids,
+        rewards=shuffled,
+        group_ids=two_groups.group_ids,
+    )
+    control = episode_advantages(two_groups, mask, reward_shuffle_seed=7)
+    assert control.tolist() == episode_advantages(as_shuffled, mask).tolist()
+    assert control.tolist() != episode_advantages(two_groups, mask).tolist()
+    for rows in (slice(0, 4), slice(4, 8)):
+        assert float(control[rows].sum()) == pytest.approx(0.0, abs=1e-6)
+    # Multi-turn: an episode's turns move together, so they still share one advantage.
+    rollouts = multi_turn_group()
+    kept = Rollouts(
+        prompt_ids=rollouts.prompt_ids[:5],
+        response_ids=rollouts.response_ids[:5],
+        rewards=rollouts.rewards[:5],
+        group_ids=rollouts.group_ids[:5],
+        episode_ids=rollouts.episode_ids[:5] if rollouts.episode_ids else None,
+    )
+    episodes = episode_advantages(kept, pack(kept, PAD).response_mask, reward_shuffle_seed=7)
+    assert len({float(v) for v in episodes[:3, 0]}) == 1
+    assert sorted(episodes[[0, 3, 4], 0].tolist()) == pytest.approx(
+        sorted(episode_advantages(kept, pack(kept, PAD).response_mask)[[0, 3, 4], 0].tolist())
+    )
+
+
+def test_a_job_with_a_reward_shuffle_seed_steps_on_the_shuffled_advantages(
+    tiny_model: Qwen2ForCausalLM,
+) -> None:
+    rollouts = one_group()
+    seeded = TrainerHyperparameters(
+        n_samples=4, contexts_per_step=1, updates_per_step=1, kl_coef=0.0, reward_shuffle_seed=3
+    )
+    shuffled = shuffled_within_groups(rollouts.rewards, rollouts.group_ids, seed=3)
+    assert shuffled != list(rollouts.rewards)
+    as_shuffled = Rollouts(
+        prompt_ids=rollouts.prompt_ids,
+        response_ids=rollouts.response_ids,
+        rewards=shuffled,
+        group_ids=rollouts.group_ids,
+    )
+    plain = seeded.model_copy(update={"reward_shuffle_seed": None})
+    control, reference = copy.deepcopy(tiny_model), copy.deepcopy(tiny_model)
+    metrics = train_step(control, None, make_optimizer(control, seeded), rollouts, seeded)
+    expected = train_step(reference, None, make_optimizer(reference, plain), as_shuffled, plain)
+    assert metrics[0]["pg_loss"] == pytest.approx(expected[0]["pg_loss"])
+    for trained, wanted in zip(control.parameters(), reference.parameters(), strict=True):
+        assert torch.equal(trained, wanted)
 
 
 def test_episode_turns_must_share_reward_and_group() -> None:

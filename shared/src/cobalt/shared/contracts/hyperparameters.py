@@ -98,6 +98,12 @@ class TrainerHyperparameters(BaseModel):
     [1 / mis_threshold, mis_threshold] is left out of the loss (no gradient, not counted
     in the token-mean). Needs `recompute_old_log_probs`. None: no token is masked."""
 
+    reward_shuffle_seed: int | None = Field(default=None, ge=0, le=INT32_MAX)
+    """A control, not a method: permute the rewards within each group (one permutation
+    per group, from this seed and the group) before the advantages are computed, so the
+    job trains on its own rewards attached to the wrong responses
+    (cobalt.shared.reward_shuffle; docs/experiments.md). None: the rewards as sampled."""
+
     @model_validator(mode="after")
     def _mini_batches_split_evenly(self) -> TrainerHyperparameters:
         if self.contexts_per_step % self.updates_per_step:

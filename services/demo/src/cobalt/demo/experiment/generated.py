@@ -8,6 +8,8 @@
   `select`, every template is kept;
 - train: `train_instances` fresh train-split instances of the kept templates (another
   seed than the candidates' draw);
+- validation: `validation` instances of the kept templates from the validation split,
+  where every arm is evaluated beside its training curve (choices are made there);
 - held-out: `held_out` instances of the kept templates from the held-out split, whose
   tasks no training instance shares (the split is a function of the task).
 
@@ -33,6 +35,7 @@ __all__ = [
     "select_templates",
     "template_rates",
     "train_and_held_out_specs",
+    "validation_spec",
 ]
 
 TRAIN_SEED_OFFSET = 1_000_003
@@ -125,3 +128,15 @@ def train_and_held_out_specs(
     }
     held_out = {"split": "heldout", "seed": options.seed, "count": options.held_out, **common}
     return train, held_out
+
+
+def validation_spec(options: ExperimentOptions, kept: Sequence[str]) -> dict[str, Any]:
+    """`validation` instances of the kept templates from the validation split (no task
+    of it is a training or held-out task: the split is a function of the task)."""
+    return {
+        "split": "validation",
+        "seed": options.seed,
+        "count": options.validation,
+        "difficulty": options.difficulty,
+        "templates": list(kept),
+    }

@@ -4,11 +4,15 @@
    held-out problems, each imported as a dataset;
 2. screening: the base model on the candidates; the training problems are those it
    solved sometimes but not always (the held-out problems are never looked at to choose);
-3. the base arm: fresh runs on the training and held-out problems, evaluated on hidden
-   tests; its training run is also Cobalt's offline data, cut into bandit contexts;
-4. each trained arm, from the base weights, with the same number of sampled responses;
-   then its runs on both splits, evaluated the same way;
-5. the report (markdown and PNGs) from what the store holds.
+3. the base arm: a fresh run on the training problems (and, generated data, the
+   validation instances), evaluated on hidden tests; its training run is also Cobalt's
+   offline data, cut into bandit contexts;
+4. each trained arm (the shuffled-reward control among them), from the base weights,
+   with the same number of sampled responses; then its runs on the training problems
+   and the validation instances, evaluated the same way;
+5. the held-out problems, read once at the end: every arm's weights, one run each
+   (nothing is chosen after this: choices are made on training curves and validation);
+6. the report (markdown and PNGs) from what the store holds.
 
 One vLLM serves every arm: the base weights are loaded back before an arm trains, and an
 arm's last weights before its runs. Every run and job is recorded under a key derived from
@@ -43,7 +47,6 @@ from cobalt.demo.pipeline import (
     evaluate_on_hidden_tests,
     executor_settings,
     run_trainer,
-    store_url_or_exit,
     trained_policy_dir,
 )
 from cobalt.demo.progress import DemoProgress
@@ -62,7 +65,9 @@ class ArmResult:
     key: str
     job: int | None = None
     runs: dict[str, int] = field(default_factory=dict)
-    """"train" and "held_out": the run evaluated on those problems."""
+    """"train", "validation" (generated data) and "held_out": the run evaluated there."""
+    weights: Path | None = None
+    """The policy its runs sample from (the base model's directory for base)."""
 
 
 @dataclass
@@ -297,8 +302,11 @@ def _stack_options(options: ExperimentOptions) -> DemoOptions:
     )
 
 
-def run_experiment(options: ExperimentOptions, progress: DemoProgress) -> ExperimentResult:
-    """Every arm, its evaluation, and the report; see the module's docstring.
+def run_experiment(
+    options: ExperimentOptions, store_url: str, progress: DemoProgress
+) -> ExperimentResult:
+    """Every arm, its evaluation, and the report, in the store `store_url`
+    (`cobalt.demo.store.choose_store`); see the module's docstring.
 
     Raises:
         DemoFailed: a step failed; the message says which and what to do.
@@ -309,7 +317,7 @@ def run_experiment(options: ExperimentOptions, progress: DemoProgress) -> Experi
     from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
     from cobalt.shared.reward import TokenizerCounter
 
-    paths = DemoPaths(options.work_dir.expanduser().resolve(), database_url=store_url_or_exit())
+    paths = DemoPaths(options.work_dir.expanduser().resolve(), database_url=store_url)
     paths.root.mkdir(parents=True, exist_ok=True)
     stack = _stack_options(options)
     check_setup(stack)
@@ -395,8 +403,15 @@ def _run_arms(
         train_spec, held_out_spec = generated.train_and_held_out_specs(options, training)
         digest = _digest(training)
         train = f"{prefix}-train-{digest}-n{options.train_instances}"
+        validation = f"{prefix}-validation-{digest}-n{options.validation}"
         held_out = f"{prefix}-held-out-{digest}-n{options.held_out}"
         generated.import_spec(ctx.sessions, ctx.paths.root, train, train_spec)
+        generated.import_spec(
+            ctx.sessions,
+            ctx.paths.root,
+            validation,
+            generated.validation_spec(options, training),
+        )
         held_out_ids = generated.import_spec(ctx.sessions, ctx.paths.root, held_out, held_out_spec)
         split = Split(tuple(candidate_ids), tuple(held_out_ids))
     else:
@@ -410,28 +425,28 @@ def _run_arms(
         # The selected problems are their own dataset, named by what they are.
         train = _import(ctx, f"{prefix}-train-{_digest(training)}", rows, training)
     datasets = {"candidates": candidates, "train": train, "held_out": held_out}
+    if options.data == "generated":
+        datasets["validation"] = validation
     results: list[ArmResult] = []
     for arm in arms:
         key = arm.key(options)
         result = ArmResult(arm, key)
         if arm.mode is None:
-            weights = ctx.model_dir
+            result.weights = ctx.model_dir
         else:
             contexts = _contexts(ctx, results[0].runs["train"], options)[0]
-            result.job, weights = _trained_job(ctx, arm, key, contexts, progress)
-        for split_name, dataset in (("train", train), ("held_out", held_out)):
-            result.runs[split_name] = _evaluated_run(
-                ctx,
-                state,
-                f"{key}:{split_name}:{result.job}",
-                dataset=dataset,
-                samples=options.samples,
-                weights=weights,
-                options=options,
-                progress=progress,
-                label=f"{arm.name} on {split_name.replace('_', '-')} problems",
+            result.job, result.weights = _trained_job(ctx, arm, key, contexts, progress)
+        for split_name in options.splits[:-1]:  # every split but held-out
+            result.runs[split_name] = _arm_run(
+                ctx, state, result, datasets[split_name], options, split_name, progress
             )
         results.append(result)
+    # The held-out problems, read once, after every arm has trained and been evaluated on
+    # the splits where choices may be made.
+    for result in results:
+        result.runs["held_out"] = _arm_run(
+            ctx, state, result, held_out, options, "held_out", progress
+        )
     bandit, count = _contexts(ctx, results[0].runs["train"], options)
     return ExperimentResult(
         options=options,
@@ -446,6 +461,30 @@ def _run_arms(
         bandit_dataset=bandit,
         bandit_contexts=count,
         arms=results,
+    )
+
+
+def _arm_run(
+    ctx: RunContext,
+    state: _State,
+    result: ArmResult,
+    dataset: str,
+    options: ExperimentOptions,
+    split: str,
+    progress: DemoProgress,
+) -> int:
+    """The arm's evaluated run on one split (its weights served), reused when done."""
+    assert result.weights is not None
+    return _evaluated_run(
+        ctx,
+        state,
+        f"{result.key}:{split}:{result.job}",
+        dataset=dataset,
+        samples=options.samples,
+        weights=result.weights,
+        options=options,
+        progress=progress,
+        label=f"{result.arm.name} on {split.replace('_', '-')} problems",
     )
 
 

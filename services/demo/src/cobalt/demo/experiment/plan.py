@@ -11,13 +11,14 @@ import hashlib
 import json
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cobalt.shared import defaults
+from pydantic import model_validator
+
+from cobalt.demo.options import StackOptions
 from cobalt.shared.contracts.training import TrainingMode
-from cobalt.shared.reward_format import RewardFormat
 
 __all__ = [
     "ARM_NAMES",
@@ -34,11 +35,13 @@ __all__ = [
 DEFAULT_WORK_DIR = Path(".cobalt-experiment")
 """Relative to where it runs (the checkout for `make experiment`); gitignored."""
 
-ARM_NAMES = ("base", "cobalt", "single_turn", "multi_turn", "verpo")
-"""Every arm there is, in the report's order; `base` is never trained."""
+ARM_NAMES = ("base", "cobalt", "shuffled", "single_turn", "multi_turn", "verpo")
+"""Every arm there is, in the report's order; `base` is never trained. `shuffled` is the
+control: Cobalt's training with each group's rewards permuted (`reward_shuffle_seed`)."""
 
 _MODES = {
     "cobalt": TrainingMode.COBALT,
+    "shuffled": TrainingMode.COBALT,
     "single_turn": TrainingMode.SINGLE_TURN,
     "multi_turn": TrainingMode.MULTI_TURN,
     "verpo": TrainingMode.VERPO,
@@ -48,22 +51,24 @@ _MODES = {
 DATA_CHOICES = ("humaneval", "generated")
 
 
-@dataclass(frozen=True)
-class ExperimentOptions:
-    """The experiment's sizes; docs/experiments.md derives the defaults from measured costs."""
+class ExperimentOptions(StackOptions):
+    """The experiment's sizes; docs/experiments.md derives the defaults from measured costs.
+    Each field's docstring is its option's help (`cobalt experiment --help`)."""
 
     pool: int = 40
     """HumanEval problems used: the N with the shortest reference solutions (a property of
-    the data, not of any result), split by `seed` into halves (not used with generated data)."""
+    the data, not of any result), split by --seed into halves (not used with generated data)."""
     data: str = "humaneval"
-    """humaneval (the bundled pool) or generated (docs/datasets.md, "Generated problems":
-    templates screened by the base model, fresh train instances of the kept ones, held-out
-    instances of the same templates from the held-out split)."""
+    """humaneval (the bundled pool) or generated (one-function tasks from templates,
+    screened by the base model; docs/datasets.md, "Generated problems")."""
     screen_instances: int = 4
     """Generated data: training candidates screened per template (train-split instances)."""
     held_out: int = 200
-    """Generated data: held-out instances (200 x `samples` 4 detects +0.09 with power 0.87
-    at the base rates measured on such tasks; docs/experiments.md)."""
+    """Generated data: held-out instances (200 x --samples 4 detects +0.09 with power 0.87
+    at the base rates measured on such tasks; docs/experiments.md). Read once, at the end."""
+    validation: int = 100
+    """Generated data: validation-split instances of the kept templates, on which every arm
+    is evaluated beside its training curve; choices are made there, never on held-out."""
     train_instances: int = 200
     """Generated data: training instances of the kept templates."""
     difficulty: int = 1
@@ -75,32 +80,37 @@ class ExperimentOptions:
     training problems (its own samples: the base's measured rate is not the selection's)."""
     select: bool = True
     """Keep only training candidates whose base pass rate in screening is neither 0 nor 1
-    (off: every candidate; the tiny test model never passes)."""
+    (generated: within [0.1, 0.9]); --no-select keeps every candidate."""
     samples: int = 4
-    """Evaluation samples per problem (trajectories of turn 0 plus `turns` feedback turns)."""
+    """Evaluation samples per problem (trajectories of turn 0 plus --turns feedback turns)."""
     turns: int = 2
     """Feedback turns after turn 0, in evaluation and in Cobalt's offline collection."""
     steps: int = 8
-    """GRPO steps of the single-step arms (Cobalt, single-turn)."""
+    """GRPO steps of the single-step arms (Cobalt, shuffled, single-turn)."""
     contexts_per_step: int = 2
+    """Contexts per step of the single-step arms (an episode arm takes fewer: equal budgets)."""
     group_size: int = 4
+    """GRPO group: responses per context."""
     episode_turns: int = 2
     """Turns per online episode (multi-turn, VeRPO), turn 0 included; every episode runs
     them all, so a step samples contexts x group x episode_turns responses."""
-    arms: tuple[str, ...] = ("base", "cobalt", "single_turn", "multi_turn")
+    arms: tuple[str, ...] = ("base", "cobalt", "shuffled", "single_turn", "multi_turn")
+    """The arms run, in the report's order (--arms, comma-separated; base is always one)."""
+    shuffle_seed: int = 0
+    """The shuffled-reward control's seed: its job's `reward_shuffle_seed` (one permutation
+    of the rewards per group), declared before it runs."""
     max_tokens: int = 256
-    max_context_tokens: int = 768
-    max_model_len: int = 2048
+    """Longest response, in rollouts and in training."""
     lr: float = 1e-5
-    reward_format: RewardFormat = RewardFormat.INSTRUCT
-    temperature: float = defaults.TEMPERATURE
+    """AdamW learning rate of every arm (choose another from the training curves and the
+    validation split, never from held-out Pass@1)."""
     work_dir: Path = DEFAULT_WORK_DIR
-    model: Path | None = None
-    served_model: str | None = None
-    inference_url: str | None = None
+    """Converted model, checkpoints, logs, state and the report (not the store: --store)."""
     ui_port: int = 8300
+    """Port of the orchestrator API."""
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _sizes(self) -> ExperimentOptions:
         for name in (
             "pool",
             "screen_samples",
@@ -109,7 +119,6 @@ class ExperimentOptions:
             "contexts_per_step",
             "episode_turns",
             "max_tokens",
-            "max_context_tokens",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
@@ -118,13 +127,13 @@ class ExperimentOptions:
         if self.data not in DATA_CHOICES:
             raise ValueError(f"--data {self.data!r}: choose one of {', '.join(DATA_CHOICES)}")
         if (
-            min(self.held_out, self.screen_instances) < 1
+            min(self.held_out, self.screen_instances, self.validation) < 1
             or self.train_instances < 2
             or self.difficulty not in (1, 2, 3)
         ):
             raise ValueError(
-                "--held-out and --screen-instances must be at least 1, --train-instances at "
-                "least 2, --difficulty 1-3"
+                "--held-out, --validation and --screen-instances must be at least 1, "
+                "--train-instances at least 2, --difficulty 1-3"
             )
         if self.turns < 1:
             raise ValueError("--turns must be at least 1 (the bandit builder needs feedback turns)")
@@ -136,19 +145,9 @@ class ExperimentOptions:
                 f"--arms: {', '.join(unknown) or 'base missing'}; the arms are "
                 f"{', '.join(ARM_NAMES)} and base is always one (every arm is compared to it)"
             )
-        if self.max_context_tokens + self.max_tokens > self.max_model_len:
-            raise ValueError(
-                "--max-context-tokens plus --max-tokens must be at most --max-model-len"
-            )
-        if self.inference_url is not None and self.model is None:
-            raise ValueError("--inference-url needs --model: the directory that server serves")
+        self._check_stack(self.max_tokens)
         arms_of(self)  # the budgets must divide evenly
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            k: str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v
-            for k, v in asdict(self).items()
-        }
+        return self
 
     @property
     def cheap_samples(self) -> dict[str, Any]:
@@ -158,11 +157,26 @@ class ExperimentOptions:
             return {}
         return {"template": "brief", "stop_at_code_end": True}
 
+    @property
+    def splits(self) -> tuple[str, ...]:
+        """The evaluation splits, in the order they are read: held-out last, once."""
+        if self.data == "generated":
+            return ("train", "validation", "held_out")
+        return ("train", "held_out")
+
     def identity(self) -> dict[str, Any]:
-        """What makes two runs the same experiment (not where it works or which port)."""
-        skip = {"work_dir", "ui_port", "inference_url", "arms"}
+        """What makes two runs the same experiment (not where it works or stores, which
+        port, which arms; the control's seed is its arm's own parameter)."""
+        skip = {"work_dir", "ui_port", "inference_url", "arms", "store", "shuffle_seed"}
         if self.data == "humaneval":  # keys of experiments from before --data stay the same
-            skip |= {"data", "screen_instances", "held_out", "train_instances", "difficulty"}
+            skip |= {
+                "data",
+                "screen_instances",
+                "held_out",
+                "validation",
+                "train_instances",
+                "difficulty",
+            }
         return {k: v for k, v in self.as_dict().items() if k not in skip}
 
 
@@ -235,6 +249,8 @@ def arms_of(options: ExperimentOptions) -> list[Arm]:
             # Mini-batches must split a step evenly; 2 updates (the paper's) where they can.
             "updates_per_step": 2 if arm_contexts % 2 == 0 else 1,
         }
+        if name == "shuffled":  # the control: Cobalt's job, rewards permuted per group
+            params["trainer"]["reward_shuffle_seed"] = options.shuffle_seed
         arms.append(Arm(name, mode, arm_steps, arm_contexts, arm_contexts * group * turns, params))
     budgets = {arm.budget for arm in arms if arm.mode is not None}
     assert len(budgets) <= 1, budgets  # by construction above

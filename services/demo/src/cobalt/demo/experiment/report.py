@@ -20,7 +20,21 @@ if TYPE_CHECKING:
 
 __all__ = ["CURVES", "SPLITS", "collect", "render_markdown", "write_report"]
 
-SPLITS = (("train", "training problems"), ("held_out", "held-out problems"))
+SPLITS = (
+    ("train", "training problems"),
+    ("validation", "validation instances"),
+    ("held_out", "held-out problems"),
+)
+"""Every split an arm may be evaluated on, in the order they are read (validation with
+generated data only: `_splits` keeps those the result has)."""
+
+
+def _splits(data_or_arms: Any) -> list[tuple[str, str]]:
+    """The SPLITS the first arm has runs on (every arm has the same)."""
+    first = data_or_arms[0]
+    runs = first.runs if hasattr(first, "runs") else first["runs"]
+    return [(split, label) for split, label in SPLITS if split in runs]
+
 
 CURVES = (
     ("reward_mean", "mean reward"),
@@ -54,7 +68,7 @@ def collect(result: ExperimentResult, sessions: sessionmaker[Session]) -> dict[s
             "runs": dict(arm.runs),
             "splits": {},
         }
-        for split, _ in SPLITS:
+        for split, _ in _splits(result.arms):
             k = result.options.group_size
             report = stored_report(sessions, arm.runs[split], ks=(1, k))
             figures: dict[str, Any] = {
@@ -131,7 +145,7 @@ def _at(values: list[Any] | None, turn: int) -> Any:
 def _significant(data: dict[str, Any]) -> list[str]:
     found = []
     for arm in data["arms"][1:]:
-        for split, split_label in SPLITS:
+        for split, split_label in _splits(data["arms"]):
             figures = arm["splits"][split]
             for turn, interval in enumerate(figures.get("difference_interval", [])):
                 verdict = _verdict(interval)
@@ -178,7 +192,7 @@ def render_markdown(data: dict[str, Any], images: dict[str, str], *, wall_s: flo
             f"{arm['contexts_per_step']} | "
             f"{per_step:.0f} | {arm['trained_responses']} |"
         )
-    for split, label in SPLITS:
+    for split, label in _splits(data["arms"]):
         lines += [
             "",
             f"## Pass@1 per turn, {label}",
@@ -199,6 +213,7 @@ def render_markdown(data: dict[str, Any], images: dict[str, str], *, wall_s: flo
         lines += ["", f"![Pass@1, {label}]({images[split]})"]
     lines += _outcome_lines(data)
     lines += ["", "## Training curves", "", f"![training curves]({images['curves']})", ""]
+    lines += _validation_beside_curves(data)
     significant = _significant(data)
     lines += ["## What is significant", ""]
     if significant:
@@ -229,8 +244,11 @@ def _design_lines(data: dict[str, Any]) -> list[str]:
             f"within [0.1, 0.9], the rule fixed before the run{selection}: {len(kept)} kept "
             f"({', '.join(kept)}), {len(screening['dropped'])} left out.",
             f"- Training: {options['train_instances']} fresh train-split instances of the "
-            f"kept templates; held-out: {len(data['split']['held_out'])} instances of the kept "
-            "templates from the held-out split, whose tasks no training instance shares.",
+            f"kept templates; validation: {options.get('validation')} instances of them from "
+            "the validation split (every arm's choices are judged there); held-out: "
+            f"{len(data['split']['held_out'])} instances of the kept templates from the "
+            "held-out split, read once after every arm, whose tasks no training or "
+            "validation instance shares.",
         ]
     return [
         f"- Pool: the {options['pool']} bundled HumanEval problems with the shortest reference "
@@ -244,10 +262,34 @@ def _design_lines(data: dict[str, Any]) -> list[str]:
     ]
 
 
+def _validation_beside_curves(data: dict[str, Any]) -> list[str]:
+    """Each arm's validation Pass@1 per turn next to its curves: what choices of steps,
+    learning rate or checkpoint are made on (never the held-out problems)."""
+    if "validation" not in data["arms"][0]["runs"]:
+        return []
+    lines = [
+        "Validation Pass@1 per turn (where hyper-parameters and checkpoints are chosen; "
+        "the held-out split is read once, after every arm):",
+        "",
+        "| arm | last step's mean reward | validation Pass@1 per turn |",
+        "|---|---:|---|",
+    ]
+    for arm in data["arms"]:
+        figures = arm["splits"]["validation"]
+        steps = arm.get("steps") or []
+        reward = steps[-1].get("reward_mean") if steps else None
+        shown = ", ".join(
+            _cell(value, _at(figures["interval"], turn))
+            for turn, value in enumerate(figures["pass_at_1"] or [])
+        )
+        lines.append(f"| {arm['name']} | {'-' if reward is None else f'{reward:+.3f}'} | {shown} |")
+    return [*lines, ""]
+
+
 def _outcome_lines(data: dict[str, Any]) -> list[str]:
     """Turn 0 of each arm's runs: format-valid share, pass@k and failures by kind."""
     lines: list[str] = []
-    for split, label in SPLITS:
+    for split, label in _splits(data["arms"]):
         lines += [
             "",
             f"## Turn-0 answers by outcome, {label}",
@@ -302,7 +344,7 @@ def write_report(result: ExperimentResult, sessions: sessionmaker[Session], path
 
     data = collect(result, sessions)
     images = {}
-    for split, label in SPLITS:
+    for split, label in _splits(result.arms):
         name = f"pass_at_1_{split}.png"
         plot_pass_at_1(
             [stored_report(sessions, arm.runs[split], ks=(1,)) for arm in result.arms],

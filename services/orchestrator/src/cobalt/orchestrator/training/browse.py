@@ -5,7 +5,11 @@ The advantage is recomputed from the ledger's rewards with the trainer's formula
 (`cobalt.trainer.grpo.group_advantages`: (r - mean) / (std + 1e-6), std with Bessel's
 correction, exactly 0 when every reward of the group is equal; in a multi-turn group one
 reward per episode, its first row's, as `trainer.step.episode_advantages` takes it), so
-the page shows what the trainer trained on without storing a second copy.
+the page shows what the trainer trained on without storing a second copy. A job with
+`reward_shuffle_seed` (the shuffled-reward control) trained on its rewards permuted within
+each group: its advantages are computed from the same permutation
+(`cobalt.shared.reward_shuffle`), so each sample shows the advantage it was trained with
+beside its own reward.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from cobalt.shared.contracts.training import (
     LedgerSamplePublic,
     StepGroupsPublic,
 )
+from cobalt.shared.reward_shuffle import shuffled_within_groups
 
 __all__ = [
     "ADVANTAGE_EPSILON",
@@ -107,6 +112,11 @@ def _episode_rewards(group: TrainingGroup) -> dict[int, float]:
     return rewards
 
 
+def _reward_shuffle_seed(job: TrainingJob) -> int | None:
+    seed = ((job.params or {}).get("trainer") or {}).get("reward_shuffle_seed")
+    return None if seed is None else int(seed)
+
+
 def step_groups(sessions: sessionmaker[Session], job_id: int, step: int) -> StepGroupsPublic:
     """The groups step `step` consumed or dropped (stale, or unjudged), with every sample.
 
@@ -114,12 +124,18 @@ def step_groups(sessions: sessionmaker[Session], job_id: int, step: int) -> Step
         NotFound: no such job.
     """
     with sessions() as session:
-        repo_training.get_job(session, job_id=job_id)
+        job = repo_training.get_job(session, job_id=job_id)
+        shuffle_seed = _reward_shuffle_seed(job)
         groups, names = repo_training.step_groups(session, job_id=job_id, step=step)
         public = []
         for group in groups:
             episodes = _episode_rewards(group)
-            advantage = dict(zip(episodes, group_advantages(list(episodes.values())), strict=True))
+            trained_on = list(episodes.values())
+            if shuffle_seed is not None:
+                trained_on = shuffled_within_groups(
+                    trained_on, [group.id] * len(trained_on), shuffle_seed
+                )
+            advantage = dict(zip(episodes, group_advantages(trained_on), strict=True))
             mean, spread = mean_and_std(list(episodes.values()))
             public.append(
                 LedgerGroupPublic(

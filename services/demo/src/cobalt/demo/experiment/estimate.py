@@ -1,0 +1,219 @@
+"""What `cobalt experiment` will cost, said before it starts (and by --dry-run): the
+arms, the responses each stage samples, the time on this CPU kind, the disk its
+checkpoints take and the memory it peaks at. Arithmetic on the options and on costs
+measured on this project's machines (docs/experiments.md, "Sizes"); nothing runs.
+
+The costs were measured on a 2-vCPU Zen 5 EPYC with native bfloat16 (`avx512_bf16`):
+the seed-0 experiment of 2026-11-28 (240-response rollout rounds with their hidden-test
+evaluation in ~5.4 min; 8 GRPO steps of 8 responses in 4.2-4.9 min). On the AVX2-only
+kind vLLM and the trainer compute in float32 and the demo measured 4x slower.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cobalt.shared.cpu_dtype import NATIVE_BF16_FLAGS, read_cpu_flags
+
+if TYPE_CHECKING:
+    from cobalt.demo.experiment.plan import ExperimentOptions
+
+__all__ = ["CpuKind", "Estimate", "cpu_kind", "estimate", "help_estimate", "plan_lines"]
+
+RESPONSE_S = 1.35
+"""Seconds per sampled response in a rollout run, its execution and evaluation included."""
+TRAINED_RESPONSE_S = 4.3
+"""Seconds of GRPO step per response trained on (SmolLM2, 256-token answers)."""
+STARTUP_S = 120.0
+"""vLLM's start and the services'."""
+TRAINER_START_S = 45.0
+"""torch, the model and the reference: per trained arm."""
+AVX2_SLOWDOWN = 4.0
+"""The demo's measured factor on the AVX2-only kind against native bfloat16."""
+KEPT_SHARE = 0.1
+"""HumanEval: the share of candidates screening kept in both declared runs (2 of 20)."""
+SMOLLM2_PARAMETERS = 134_515_008
+CHECKPOINT_COPIES = 5
+"""float32 copies of the weights an arm's checkpoints hold: two policy directories and a
+resume state of weights and two AdamW moments."""
+PEAK_MEMORY_GB = 10.6
+"""Measured peak resident set of the experiment at its defaults with SmolLM2 (the
+trainer beside vLLM; docs/experiments.md)."""
+
+
+@dataclass(frozen=True)
+class CpuKind:
+    native_bf16: bool
+    slowdown: float
+
+    @property
+    def label(self) -> str:
+        if self.native_bf16:
+            return "native bfloat16 (avx512_bf16/amx_bf16)"
+        return f"no native bfloat16 (AVX2-only kind: float32, {self.slowdown:.0f}x slower)"
+
+
+NATIVE = CpuKind(native_bf16=True, slowdown=1.0)
+AVX2 = CpuKind(native_bf16=False, slowdown=AVX2_SLOWDOWN)
+
+
+def cpu_kind(flags: frozenset[str] | None = None) -> CpuKind:
+    """This machine's kind, from /proc/cpuinfo (COBALT_CPUINFO in tests)."""
+    present = read_cpu_flags() if flags is None else flags
+    return NATIVE if present & set(NATIVE_BF16_FLAGS) else AVX2
+
+
+@dataclass(frozen=True)
+class Estimate:
+    stages: list[tuple[str, int, float]]
+    """(stage, responses sampled, seconds on the native-bfloat16 kind)."""
+    checkpoint_gb_per_arm: float
+    trained_arms: int
+    model_gb: float
+
+    def minutes(self, kind: CpuKind) -> float:
+        return sum(seconds for _, _, seconds in self.stages) * kind.slowdown / 60
+
+    @property
+    def disk_gb(self) -> float:
+        return self.checkpoint_gb_per_arm * self.trained_arms + self.model_gb
+
+
+def _parameters(model: Path | None) -> int:
+    """SmolLM2's, or a given model's from its weight files (bytes / bytes per value)."""
+    if model is None:
+        return SMOLLM2_PARAMETERS
+    import json
+
+    weights = sum(p.stat().st_size for p in model.glob("*.safetensors")) if model.is_dir() else 0
+    if not weights:
+        return SMOLLM2_PARAMETERS
+    try:
+        config = json.loads((model / "config.json").read_text(encoding="utf-8"))
+        width = 4 if str(config.get("torch_dtype", "")).endswith("32") else 2
+    except (OSError, ValueError):
+        width = 2
+    return weights // width
+
+
+def estimate(options: ExperimentOptions) -> Estimate:
+    """Responses and seconds per stage, and the disk, from the options alone."""
+    from cobalt.demo.experiment.plan import arms_of
+
+    rounds = options.turns + 1  # turn 0 and the feedback turns of every trajectory
+    if options.data == "generated":
+        from cobalt.orchestrator.datasets.generated.templates import TEMPLATES
+
+        candidates = options.screen_instances * len(TEMPLATES)
+        training = options.train_instances
+        evaluated = {"train": training, "validation": options.validation}
+    else:
+        candidates = options.pool // 2
+        training = max(2, round(candidates * KEPT_SHARE))
+        evaluated = {"train": training}
+    evaluated["held_out"] = options.held_out if options.data == "generated" else candidates
+    screening = candidates * options.screen_samples * rounds
+    stages = [
+        ("start-up", 0, STARTUP_S),
+        (f"screening ({candidates} candidates)", screening, screening * RESPONSE_S),
+    ]
+    arms = arms_of(options)
+    per_arm_eval = sum(evaluated.values()) * options.samples * rounds
+    for arm in arms:
+        seconds = per_arm_eval * RESPONSE_S
+        sampled = per_arm_eval
+        if arm.mode is not None:
+            seconds += TRAINER_START_S + arm.budget * TRAINED_RESPONSE_S
+            if arm.params.get("turns"):  # an episode arm samples its responses online
+                seconds += arm.budget * RESPONSE_S
+            sampled += arm.budget
+        stages.append((f"{arm.name}", sampled, seconds))
+    parameters = _parameters(options.model)
+    trained = sum(1 for arm in arms if arm.mode is not None)
+    return Estimate(
+        stages=stages,
+        checkpoint_gb_per_arm=parameters * 4 * CHECKPOINT_COPIES / 1e9,
+        trained_arms=trained,
+        model_gb=parameters * 4 / 1e9,
+    )
+
+
+def _free_gb(path: Path) -> float | None:
+    import shutil
+
+    for folder in (path, *path.parents):
+        if folder.exists():
+            return shutil.disk_usage(folder).free / 1e9
+    return None
+
+
+def plan_lines(options: ExperimentOptions, kind: CpuKind | None = None) -> list[str]:
+    """The plan as printed before the experiment starts (and by --dry-run)."""
+    from cobalt.demo.experiment.plan import arms_of
+
+    kind = kind or cpu_kind()
+    found = estimate(options)
+    arms = arms_of(options)
+    splits = ", ".join(s.replace("_", "-") for s in options.splits)
+    lines = [
+        f"plan: data {options.data}, seed {options.seed}, arms {', '.join(a.name for a in arms)}; "
+        f"each evaluated on {splits} ({options.samples} samples x {options.turns + 1} turns)"
+        + (
+            "; held-out read once, after every arm has trained"
+            if options.data == "generated"
+            else ""
+        ),
+    ]
+    for arm in arms:
+        if arm.mode is None:
+            continue
+        control = " (rewards shuffled within groups)" if arm.name == "shuffled" else ""
+        lines.append(
+            f"  {arm.name}: {arm.mode.value}{control}, {arm.steps} steps x "
+            f"{arm.responses_per_step} responses = {arm.budget} trained responses"
+        )
+    lines.append("  stages, on this CPU:")
+    for stage, responses, seconds in found.stages:
+        sampled = f"{responses} responses, " if responses else ""
+        lines.append(f"    {stage}: {sampled}~{seconds * kind.slowdown / 60:.0f} min")
+    if options.data == "humaneval":
+        lines.append(
+            f"  (HumanEval: assumes screening keeps {KEPT_SHARE:.0%} of the candidates, as "
+            "measured; more kept, more minutes)"
+        )
+    lines.append(
+        f"time: ~{found.minutes(kind):.0f} min on this CPU, {kind.label} "
+        f"(~{found.minutes(NATIVE):.0f} min with native bfloat16, "
+        f"~{found.minutes(AVX2):.0f} min AVX2-only)"
+    )
+    free = _free_gb(options.work_dir.expanduser().resolve())
+    room = "" if free is None else f"; {free:.1f} GB free there"
+    lines.append(
+        f"disk: ~{found.disk_gb:.1f} GB in {options.work_dir} ({found.trained_arms} trained "
+        f"arms x {found.checkpoint_gb_per_arm:.1f} GB of checkpoints, the converted model "
+        f"{found.model_gb:.1f} GB){room}"
+    )
+    if free is not None and free < found.disk_gb:
+        lines.append("warning: less free disk than the checkpoints need")
+    lines.append(
+        f"memory: ~{PEAK_MEMORY_GB} GB peak (measured at the defaults with SmolLM2: the "
+        "trainer beside vLLM; more with larger --contexts-per-step, --group-size, --max-tokens "
+        "or model)"
+    )
+    return lines
+
+
+def help_estimate() -> str:
+    """The defaults' estimate for both CPU kinds, for `--help` (this machine not read)."""
+    from cobalt.demo.experiment.plan import ExperimentOptions
+
+    found = estimate(ExperimentOptions())
+    return (
+        f"At the defaults: about {found.minutes(NATIVE):.0f} minutes on 2 cores with native "
+        f"bfloat16 (avx512_bf16) and about {found.minutes(AVX2):.0f} minutes on the AVX2-only "
+        f"kind (the demo measured 4x slower there); ~{found.disk_gb:.0f} GB of checkpoints "
+        f"and model, ~{PEAK_MEMORY_GB} GB peak memory; the plan printed first (and "
+        "--dry-run) gives this machine's."
+    )
