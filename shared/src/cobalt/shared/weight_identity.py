@@ -33,8 +33,10 @@ __all__ = [
     "SAMPLE_BYTES",
     "WHOLE_FILE_BYTES",
     "describe_weights",
+    "same_weights",
     "weights_digest",
     "weights_kind",
+    "weights_line",
 ]
 
 SAMPLE_BYTES = 1 << 20
@@ -112,3 +114,34 @@ def describe_weights(directory: Path) -> WeightsIdentity:
 
 def _natural(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def weights_line(identity: WeightsIdentity) -> str:
+    """One line that names the weights: the training job and step first when they came
+    from one, then the version served as, the directory and the digest's first 12 hex."""
+    parts: list[str] = []
+    if identity.job is not None:
+        parts.append(
+            f"job {identity.job} step {identity.step if identity.step is not None else '?'}"
+        )
+    if identity.kind == "broadcast":
+        parts.append("broadcast from the trainer")
+    elif identity.kind != "full":
+        parts.append(identity.kind)
+    if identity.version is not None:
+        parts.append(f"version {identity.version}")
+    line = ", ".join(parts) or "base weights"
+    if identity.path is not None:
+        line += f" at {identity.path}"
+    if identity.digest is not None:
+        line += f" (digest {identity.digest[:12]})"
+    return line
+
+
+def same_weights(first: WeightsIdentity, second: WeightsIdentity) -> bool:
+    """Whether two reports name the same weights: by digest when both have one, else by
+    kind, directory, job and step (a broadcast has nothing else to compare)."""
+    if first.digest is not None and second.digest is not None:
+        return first.digest == second.digest
+    keys = ("kind", "path", "job", "step")
+    return all(getattr(first, key) == getattr(second, key) for key in keys)
