@@ -33,6 +33,7 @@ __all__ = [
     "SAMPLE_BYTES",
     "WHOLE_FILE_BYTES",
     "describe_weights",
+    "policy_line",
     "same_weights",
     "weights_digest",
     "weights_kind",
@@ -136,6 +137,13 @@ def weights_line(identity: WeightsIdentity) -> str:
     if identity.digest is not None:
         line += f" (digest {identity.digest[:12]})"
     return line
+
+
+def policy_line(identity: WeightsIdentity | None) -> str:
+    """`weights_line` of the policy a run recorded, or why there is none."""
+    if identity is None:
+        return "not reported (the endpoint is not Cobalt's inference service)"
+    return weights_line(identity)
 
 
 def same_weights(first: WeightsIdentity, second: WeightsIdentity) -> bool:
