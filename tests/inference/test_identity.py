@@ -11,9 +11,11 @@ import pytest
 
 from cobalt.shared import weight_identity
 from cobalt.shared.checkpoints import write_policy_version
+from cobalt.shared.clients.inference import served_weights
 from cobalt.shared.weight_identity import describe_weights, weights_digest
 from tests.support.checkpoints import checkpoint
 from tests.support.control import StandInEngine, client, load, make, run
+from tests.support.scripted_server import Reply, scripted_server
 
 
 def test_the_digest_is_of_the_weights_not_of_where_they_are_or_their_version_number(
@@ -107,3 +109,13 @@ def test_a_failed_load_leaves_the_reported_weights_as_they_were(tmp_path: Path) 
 
     run(scenario())
     assert controller.weights == before
+
+
+def test_an_endpoint_that_does_not_say_which_weights_it_serves_reports_none() -> None:
+    """Another OpenAI-compatible server (no /v1/policy), an answer that is no policy
+    status, a refused token: a run then records no policy rather than failing."""
+    replies = [Reply(404, {"detail": "Not Found"}), Reply(200, {"data": []}), Reply(401, {})]
+    with scripted_server(*replies) as server:
+        for _ in replies:
+            assert served_weights(f"{server.url}/v1", "key") is None
+    assert server.requests == [("GET", "/v1/policy")] * 3
