@@ -64,6 +64,8 @@ class FakeOpenAI:
     """End every choice's text with `# policy version N`, N the version of its header."""
     loads: list[int] = field(default_factory=list)
     """The versions loaded through the control path, in order."""
+    weights: dict[str, Any] | None = None
+    """What `GET /v1/policy` reports as the serving weights (a `WeightsIdentity`)."""
 
     def app(self) -> FastAPI:
         app = FastAPI()
@@ -178,7 +180,7 @@ class FakeOpenAI:
         return {
             "version": self.policy_version, "served_name": self.model, "weights_path": "/fake",
             "state": "serving", "loaded_at": "2026-01-01T00:00:00Z", "loads": len(self.loads),
-            "failed_loads": 0,
+            "failed_loads": 0, "weights": self.weights,
         }  # fmt: skip
 
 

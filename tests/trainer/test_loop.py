@@ -30,6 +30,7 @@ from cobalt.shared.contracts.training import (
 from cobalt.shared.errors import InvalidInput, Unavailable, UpstreamError
 from cobalt.shared.ports import free_port
 from cobalt.shared.weight_broadcast import open_weight_group
+from cobalt.shared.weight_identity import weights_digest
 from cobalt.trainer import loop as loop_module
 from cobalt.trainer.arrivals import RedisArrivals
 from cobalt.trainer.checkpoint import latest_checkpoint, latest_weights, load_checkpoint
@@ -201,6 +202,11 @@ def test_each_step_is_claimed_trained_checkpointed_and_reported(
     assert trainer(fake, tmp_path / "ckpt").run(max_steps=2) == 2
     assert fake.rounds == [1, 2] and fake.claims == [1, 2]
     assert [(r.step, r.policy_version) for r in fake.reports] == [(1, 1), (2, 2)]
+    # Each report names the checkpoint it published (the job page lists it, provenance).
+    named = fake.reports[1].checkpoint
+    assert named is not None and named.path is not None
+    assert (named.kind, named.job, named.step, named.version) == ("full", JOB, 2, 2)
+    assert named.digest == weights_digest(Path(named.path))
     metrics = fake.reports[0].metrics
     for key in ("reward_mean", "reward_std", "pass_rate", "advantage_abs_mean", "pg_clipfrac",
                 "kl_ref", "entropy", "grad_norm", "train_seconds", "sync_seconds",

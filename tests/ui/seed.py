@@ -30,8 +30,10 @@ from cobalt.orchestrator.store.models import (
     TurnReward,
 )
 from cobalt.orchestrator.store.repo_bandit import ContextRow
+from cobalt.orchestrator.store.repo_policy import record_run_policy
 from cobalt.orchestrator.store.repo_runs import TurnRow
 from cobalt.orchestrator.store.repo_training import SampleRow
+from cobalt.shared.contracts.inference import WeightsIdentity
 from cobalt.shared.reward import RewardBreakdown
 
 DATASET = "demo"
@@ -193,11 +195,21 @@ def seed(sessions: sessionmaker[Session]) -> Seeded:
             session, dataset.id, ids, TRAINED_PASSES, turns=2, status="finished",
             policy_version=TRAINED_POLICY_VERSION,
         )  # fmt: skip
+        # The trained run was evaluated with the job's last checkpoint (provenance).
+        record_run_policy(session, run_id=trained, policy=checkpoint_of(job, 3))
         stale = _stale_job(session, job)
         done = _finished_job(session, job)
     return Seeded(
         finished_run=finished, running_run=running, training_job=job, hacking_case=case,
         trained_run=trained, stale_job=stale, finished_job=done,
+    )  # fmt: skip
+
+
+def checkpoint_of(job_id: int, step: int) -> WeightsIdentity:
+    """The checkpoint a seeded training step published (a directory no machine has)."""
+    return WeightsIdentity(
+        kind="full", path=f"/checkpoints/job-{job_id}/step-{step}/policy",
+        digest=f"{step:02x}" * 32, job=job_id, step=step, version=step,
     )  # fmt: skip
 
 
@@ -292,7 +304,10 @@ def _training(session: Session, run_id: int, problem_id: int) -> int:
         bandit_dataset_id=bandit.id, params={"trainer": {"contexts_per_step": 2}},
     )  # fmt: skip
     for step, metrics in enumerate(TRAINING_METRICS, start=1):
-        session.add(TrainingStep(job_id=job.id, step=step, policy_version=step, metrics=metrics))
+        session.add(
+            TrainingStep(job_id=job.id, step=step, policy_version=step, metrics=metrics,
+                         checkpoint=checkpoint_of(job.id, step).model_dump(mode="json"))
+        )  # fmt: skip
     for step, rewards in STEP_GROUPS.items():
         repo_training.record_group(
             session, job_id=job.id, context_key=f"bandit:{step}", round=step,

@@ -266,6 +266,29 @@ def test_training_groups_and_liveness(
     assert severe_console_entries(browser) == []
 
 
+def test_a_run_names_its_policy_and_the_job_lists_its_checkpoints_and_runs(
+    browser: webdriver.Chrome, base_url: str, seeded: Seeded, screenshots: Path
+) -> None:
+    """Provenance: the trained run names the job's step-3 checkpoint and links the job;
+    the job's page lists each checkpoint, the line that serves it, and that run."""
+    job = seeded.training_job
+    open_view(browser, base_url, f"/runs/{seeded.trained_run}")
+    policy = browser.find_element(By.CSS_SELECTOR, "[data-testid=run-policy]")
+    assert f"job {job} step 3, version 3 at /checkpoints/job-{job}/step-3/policy" in policy.text
+    assert "digest 030303030303" in policy.text
+    policy.find_element(By.LINK_TEXT, f"training job #{job}").click()
+    wait_rendered(browser, f"/training/{job}")
+    row = browser.find_element(By.CSS_SELECTOR, "[data-testid=checkpoint-3]")
+    serve = f"cobalt inference serve --model /checkpoints/job-{job}/step-3/policy"
+    assert f"{serve} --served-name demo-grpo-step-3" in row.text
+    assert "not on this machine" in row.text
+    assert row.find_element(By.LINK_TEXT, f"#{seeded.trained_run}")
+    other = browser.find_element(By.CSS_SELECTOR, "[data-testid=checkpoint-1]")
+    assert other.text.endswith("none")  # no run was evaluated with step 1
+    full_page_screenshot(browser, screenshots / "training-checkpoints.png")
+    assert severe_console_entries(browser) == []
+
+
 def test_a_job_that_spent_its_budget_reads_finished_not_stale(
     browser: webdriver.Chrome, base_url: str, seeded: Seeded
 ) -> None:

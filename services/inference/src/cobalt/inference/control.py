@@ -47,6 +47,7 @@ from pydantic import BaseModel, ValidationError
 from cobalt.inference.adapters import AdapterSlot, adapter_name, adapter_problems
 from cobalt.inference.checkpoints import CheckpointError, checkpoint_problems
 from cobalt.inference.follow import PolicyFollower
+from cobalt.inference.identity import identify
 from cobalt.inference.settings import InferenceSettings
 from cobalt.shared.checkpoints import read_policy_version
 from cobalt.shared.contracts.inference import (
@@ -173,6 +174,7 @@ class PolicyController:
         self.gate = GenerationGate()
         self.serving_dir = settings.model_dir().resolve()
         self.version = read_policy_version(self.serving_dir) or 0
+        self.weights = identify(self.serving_dir, self.version)
         self.state: str = "serving"
         self.loaded_at = datetime.now(UTC)
         self.loads = 0
@@ -196,6 +198,7 @@ class PolicyController:
             workers=self.settings.workers(),
             adapter=current.name if (current := self.adapters.current) is not None else None,
             lora_max_rank=self.settings.lora_max_rank,
+            weights=self.weights,
         )
 
     def _target_version(self, request: LoadWeightsRequest | LoadAdapterRequest, path: Path) -> int:
@@ -264,7 +267,11 @@ class PolicyController:
         source = f"{chain.full_dir} + {len(chain.deltas)} delta(s)"
         try:
             return await self._swap(
-                partial(self._apply_chain, chain), version=version, weights_dir=None, source=source
+                partial(self._apply_chain, chain),
+                version=version,
+                weights_dir=None,
+                source=source,
+                described=path,
             )
         except LoadError as exc:
             if exc.status != 422:
@@ -310,7 +317,7 @@ class PolicyController:
         if self.adapters.current is not None:  # new base weights: serve them alone
             commit = partial(self.adapters.drop, self.models, self.engine)
         return await self._swap(
-            call, version=version, weights_dir=path, source=str(path), commit=commit
+            call, version=version, weights_dir=path, source=str(path), commit=commit, described=path
         )
 
     async def load_adapter(self, request: LoadAdapterRequest) -> LoadWeightsResponse:
@@ -341,6 +348,7 @@ class PolicyController:
                 version=version,
                 weights_dir=None,
                 source=str(path),
+                described=path,
                 commit=partial(self.adapters.commit, self.models, self.engine, name, path),
                 undo=partial(self._forget_adapter, name),
             )
@@ -420,6 +428,7 @@ class PolicyController:
         version: int,
         weights_dir: Path | None,
         source: str,
+        described: Path | None = None,
         commit: Callable[[], Coroutine[Any, Any, None]] | None = None,
         undo: Callable[[], Coroutine[Any, Any, dict[str, Any]]] | None = None,
     ) -> LoadWeightsResponse:
@@ -430,7 +439,10 @@ class PolicyController:
         checks against). `commit` runs after a successful `call`, before the gate opens
         (an adapter load: serve the new adapter, unload the old one); `undo` takes back a
         `call` that completed after its timeout (default: reload the serving weights).
+        `described` is the directory `status().weights` names once it serves (None: a
+        broadcast); described before the gate closes, so generation does not wait for it.
         """
+        identity = await asyncio.to_thread(identify, described, version)
         drain_started = time.monotonic()
         await self.gate.close(self.settings.drain_timeout_s)
         drained = time.monotonic()
@@ -469,7 +481,7 @@ class PolicyController:
             load_s = time.monotonic() - drained
             if weights_dir is not None:
                 self.serving_dir = weights_dir
-            self.version = version
+            self.version, self.weights = version, identity
             self.state, self.loaded_at = "serving", datetime.now(UTC)
             self.loads += 1
             self.last_error = None

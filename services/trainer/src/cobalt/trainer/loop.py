@@ -87,6 +87,7 @@ from cobalt.trainer.publish import (
     WeightPublisher,
     check_publishable,
     choose_publisher,
+    published_weights,
     serve_checkpoint,
 )
 from cobalt.trainer.replicas import InferenceReplicas
@@ -290,8 +291,7 @@ class TrainerRun:
                     seconds["resume_state_write"] = store.writer.last_write_s
                 metrics = step_metrics(batch, updates, seconds, claim.current_version)
                 report = StepReport(step=step, policy_version=version, metrics=metrics)
-                send_report = partial(self.orchestrator.report_step, self.job_id, report)
-                on_rank_zero(partial(self._patiently, send_report))  # e.
+                on_rank_zero(partial(self._report_step, report, saved.policy_dir))  # e.
                 logger.info(
                     "job %d step %d: reward %.3f, pass rate %.3f, policy version %d (%.1f s)",
                     self.job_id,
@@ -320,6 +320,11 @@ class TrainerRun:
         for round in range(first_round, last_round + 1):
             self._patiently(partial(self.orchestrator.start_round, self.job_id, round))
         return self._wait_for(step, claim, last_round)
+
+    def _report_step(self, report: StepReport, policy_dir: Path) -> None:
+        """Report a step, naming the checkpoint it published (on rank 0, which wrote it)."""
+        report = report.model_copy(update={"checkpoint": published_weights(policy_dir)})
+        self._patiently(partial(self.orchestrator.report_step, self.job_id, report))
 
     def _patiently(self, call: Callable[[], _T]) -> _T:
         """`call` to the orchestrator, waited through an outage (its API restarting, its

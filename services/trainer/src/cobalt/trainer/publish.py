@@ -21,15 +21,18 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 from functools import partial
+from pathlib import Path
 from typing import Protocol
 
 import torch
 
 from cobalt.shared.checkpoints import PUBLISHED_FILE, PublishedPolicy, write_published
 from cobalt.shared.clients import InferenceControlClient
+from cobalt.shared.contracts.inference import WeightsIdentity
 from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.shared.errors import CobaltError, InvalidInput
 from cobalt.shared.weight_delta import is_delta_dir
+from cobalt.shared.weight_identity import describe_weights
 from cobalt.trainer.checkpoint import Checkpoint, CheckpointStore, latest_weights, partial_of
 from cobalt.trainer.distributed import on_rank_zero
 from cobalt.trainer.lora import is_adapter_dir
@@ -47,6 +50,7 @@ __all__ = [
     "choose_publisher",
     "load_into_replica",
     "Patience",
+    "published_weights",
     "serve_checkpoint",
 ]
 
@@ -276,3 +280,14 @@ def check_publishable(hyper: TrainerHyperparameters, settings: TrainerSettings) 
             "a LoRA job publishes its adapter (megabytes) through the checkpoint "
             "directory; unset COBALT_TRAINER_WEIGHT_BROADCAST for it"
         )
+
+
+def published_weights(policy_dir: Path) -> WeightsIdentity | None:
+    """What a step's report names as the checkpoint it published (directory, digest, job
+    and step), so the job's page can list it and the runs evaluated with it; None (and a
+    warning) when it cannot be read back, which costs the report nothing else."""
+    try:
+        return describe_weights(policy_dir)
+    except OSError as exc:
+        logger.warning("cannot describe the checkpoint %s for the step report: %s", policy_dir, exc)
+        return None

@@ -24,6 +24,7 @@ from cobalt.shared.contracts.inference import (
     LoadWeightsRequest,
     LoadWeightsResponse,
     PolicyStatus,
+    WeightsIdentity,
 )
 from cobalt.shared.errors import InvalidInput, Unavailable
 from cobalt.shared.settings import CobaltSettings
@@ -38,6 +39,7 @@ __all__ = [
     "policy_version_of",
     "probe_endpoint",
     "require_served_model",
+    "served_weights",
 ]
 
 PROBE_TIMEOUT_S = 5.0
@@ -163,6 +165,25 @@ def require_served_model(
             "(pass one of them as --model)"
         )
     return probe
+
+
+def served_weights(
+    base_url: str, api_key: str | None = None, *, timeout_s: float = PROBE_TIMEOUT_S
+) -> WeightsIdentity | None:
+    """Which weights the endpoint at `base_url` (up to /v1) serves, as Cobalt's inference
+    service reports them (`GET /v1/policy`), asked once without retries; None when it
+    does not say: another OpenAI-compatible server, an older Cobalt one, a control token
+    other than `api_key`, or no answer. What a run records as the policy that produced it.
+    """
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    url = f"{base_url.rstrip('/')}/policy"
+    try:
+        response = httpx.get(url, headers=headers, timeout=timeout_s)
+        if not response.is_success:
+            return None
+        return PolicyStatus.model_validate_json(response.content).weights
+    except (httpx.HTTPError, ValueError):  # ValidationError is a ValueError
+        return None
 
 
 class _EndpointSettings(CobaltSettings):

@@ -19,6 +19,7 @@ from cobalt.shared.contracts.bounds import (
     URL_CHARS,
 )
 from cobalt.shared.contracts.executor import Compare, Limits
+from cobalt.shared.contracts.inference import WeightsIdentity
 from cobalt.shared.contracts.sampling import SamplingSettings
 from cobalt.shared.contracts.statuses import RunKind, RunStatus, TrajectoryStatus
 from cobalt.shared.reward_format import RewardFormat
@@ -262,6 +263,11 @@ class RunPublic(BaseModel):
     name: str | None = Field(default=None, description="what people call the run")
     tags: list[str] = Field(default_factory=list)
     notes: str | None = None
+    policy: WeightsIdentity | None = Field(
+        default=None,
+        description="the weights that produced the run, as the inference service reported "
+        "them when it started (null: the endpoint does not report them)",
+    )
     trajectories: list[TrajectoryPublic] | None = None
 
 

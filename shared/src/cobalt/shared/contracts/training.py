@@ -18,6 +18,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 from cobalt.shared.contracts.bounds import DATASET_NAME_CHARS, INT32_MAX, URL_CHARS
 from cobalt.shared.contracts.browse import TurnRewardPublic
 from cobalt.shared.contracts.hyperparameters import TrainerHyperparameters, TrainingMode
+from cobalt.shared.contracts.inference import WeightsIdentity
 from cobalt.shared.contracts.statuses import TrainingJobStatus
 from cobalt.shared.contracts.training_params import (
     TrainingParams,
@@ -27,6 +28,7 @@ from cobalt.shared.contracts.training_params import (
 
 __all__ = [
     "GROUP_LIST_MAX",
+    "JobCheckpoint",
     "JobLiveness",
     "LedgerGroupPublic",
     "LedgerSamplePublic",
@@ -93,6 +95,30 @@ class StepPublic(BaseModel):
     created_at: datetime | None = None
 
 
+class JobCheckpoint(BaseModel):
+    """A step's published policy and the runs evaluated with it (the job page)."""
+
+    step: int
+    policy_version: int
+    weights: WeightsIdentity | None = Field(
+        default=None, description="the directory the step published (null: not reported)"
+    )
+    present: bool = Field(
+        default=False,
+        description="the directory is there as the orchestrator sees it (the trainer keeps "
+        "only its newest few: COBALT_TRAINER_KEEP_CHECKPOINTS)",
+    )
+    serve_command: str | None = Field(
+        default=None,
+        description="the `cobalt inference serve` line that serves these weights (null: "
+        "a delta or an adapter, which no server starts from alone, or not reported)",
+    )
+    runs: list[int] = Field(
+        default_factory=list,
+        description="runs whose recorded policy is this step's weights, newest first",
+    )
+
+
 class JobLiveness(StrEnum):
     """Whether a job's trainer is still reporting: a function of the last report's time,
     so a trainer that died shows as stale instead of `running` forever."""
@@ -119,6 +145,11 @@ class TrainingJobPublic(BaseModel):
     error: str | None
     created_at: datetime
     steps: list[StepPublic] = Field(default_factory=list)
+    checkpoints: list[JobCheckpoint] = Field(
+        default_factory=list,
+        description="with the steps: each reported step's checkpoint (newest first) and the "
+        "runs evaluated with it",
+    )
     step_budget: int | None = Field(
         default=None,
         description="the steps the job trains before it is finished (from its max_steps and "
@@ -223,6 +254,9 @@ class StepReport(BaseModel):
     step: int = Field(ge=1, le=INT32_MAX)
     policy_version: int = Field(ge=0, le=INT32_MAX)
     metrics: dict[str, float] = Field(default_factory=dict)
+    checkpoint: WeightsIdentity | None = Field(
+        default=None, description="the policy directory the step published"
+    )
 
 
 class LedgerSamplePublic(BaseModel):

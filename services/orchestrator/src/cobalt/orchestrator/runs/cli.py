@@ -47,6 +47,7 @@ from cobalt.shared.contracts.statuses import RunStatus
 from cobalt.shared.errors import InvalidInput, first_validation_error_parts
 from cobalt.shared.reward_format import RewardFormat
 from cobalt.shared.tables import print_table
+from cobalt.shared.weight_identity import policy_line
 
 # The commands import the store, the run service and the contracts when they run, so that
 # `cobalt run --help` loads none of SQLAlchemy, the OpenAI client, RQ or matplotlib.
@@ -187,6 +188,7 @@ def _print_run(public: RunPublic) -> None:
         ("notes", public.notes),
         ("dataset", public.dataset),
         ("model", f"{public.model} at {public.base_url}"),
+        ("policy", policy_line(public.policy)),
         ("parent run", public.parent_run_id),
         (
             "params",

@@ -24,6 +24,7 @@ from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.rollouts.runtime import JobInterrupted, RolloutRuntime
 from cobalt.orchestrator.rollouts.sampling import SamplingParams
 from cobalt.orchestrator.runs.failures import failed_trajectory_error, run_failure
+from cobalt.orchestrator.runs.provenance import ask_served_policy, record_served_policy
 from cobalt.orchestrator.store import repo_runs
 from cobalt.orchestrator.store.models import Problem, RunStatus, TrajectoryStatus
 from cobalt.orchestrator.store.repo_runs import TurnRow
@@ -135,8 +136,10 @@ def roll_out_run_problem(
                 f"(sha256 {template.sha256[:12]} != {run.template_sha256[:12]}); restore it "
                 "or start a new run"
             )
+        served = ask_served_policy(run, api_key)  # before the lock: an HTTP call
         run = repo_runs.get_run(session, run_id=run_id, lock=True)  # its jobs start together
         if run.status in RUN_TRANSITIONS[RunEvent.START]:
+            record_served_policy(session, run, served)
             status = run_after(run_id, run.status, RunEvent.START)
             repo_runs.set_run_status(session, run_id=run_id, status=status)
         repo_runs.move_trajectories(

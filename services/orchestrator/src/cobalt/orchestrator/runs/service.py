@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.lifecycle import RUN_TRANSITIONS, RunEvent, TrajectoryEvent, run_after
 from cobalt.orchestrator.store import repo_datasets, repo_runs
 from cobalt.orchestrator.store.models import Run, Turn
+from cobalt.orchestrator.store.repo_policy import run_policy
 from cobalt.orchestrator.store.repo_runs import TurnRow
 from cobalt.shared.contracts.executor import Compare, reference_limits
 from cobalt.shared.contracts.runs import (
@@ -320,6 +321,7 @@ def _publics(session: Session, runs: Sequence[Run]) -> list[RunPublic]:
             trajectories_by_status=dict(progress[run.id].trajectories),
             turns_written=progress[run.id].turns,
             policy_versions=list(progress[run.id].policy_versions),
+            policy=run_policy(run),
             created_at=run.created_at,
             started_at=run.started_at,
             finished_at=run.finished_at,

@@ -194,6 +194,12 @@ class Run(Base):
     """What people call the run ("baseline"); set with `cobalt run label`."""
     tags: Mapped[list[str]] = mapped_column(JsonValue, default=list, server_default="[]")
     notes: Mapped[str | None] = mapped_column(StoredText, default=None)
+    policy: Mapped[dict[str, Any] | None] = mapped_column(NullableJson, default=None)
+    """The weights that produced it, as the inference service reported them when the run
+    started (a `WeightsIdentity`); None: not reported (another OpenAI-compatible server)."""
+    policy_job_id: Mapped[int | None] = mapped_column(Integer, default=None, index=True)
+    """The training job whose checkpoint it was evaluated with (`policy`'s job). No foreign
+    key: a checkpoint may come from another store's job."""
 
     dataset: Mapped[Dataset] = relationship()
     parent: Mapped[Run | None] = relationship(remote_side=[id])
@@ -559,4 +565,7 @@ class TrainingStep(Base):
     policy_version: Mapped[int] = mapped_column(Integer)
     metrics: Mapped[dict[str, float]] = mapped_column(JsonValue, default=dict)
     """Reward, pass rate, advantage, loss, clip fraction, KL, entropy, phase seconds..."""
+    checkpoint: Mapped[dict[str, Any] | None] = mapped_column(NullableJson, default=None)
+    """The policy directory the step published (a `WeightsIdentity`, as the trainer
+    reported it); None from trainers older than the field."""
     created_at: Mapped[datetime] = mapped_column(StoredTime(), server_default=func.now())

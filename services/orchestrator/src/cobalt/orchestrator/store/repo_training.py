@@ -156,7 +156,13 @@ def steps_of(session: Session, *, job_id: int) -> list[TrainingStep]:
 
 
 def record_step(
-    session: Session, *, job_id: int, step: int, policy_version: int, metrics: dict[str, float]
+    session: Session,
+    *,
+    job_id: int,
+    step: int,
+    policy_version: int,
+    metrics: dict[str, float],
+    checkpoint: dict[str, Any] | None = None,
 ) -> bool:
     """Store a step's report unless one is stored (a trainer retrying its report);
     returns whether it was stored now."""
@@ -166,7 +172,13 @@ def record_step(
     if exists is not None:
         return False
     session.add(
-        TrainingStep(job_id=job_id, step=step, policy_version=policy_version, metrics=metrics)
+        TrainingStep(
+            job_id=job_id,
+            step=step,
+            policy_version=policy_version,
+            metrics=metrics,
+            checkpoint=checkpoint,
+        )
     )
     return True
 

@@ -30,6 +30,7 @@ from cobalt.orchestrator.store.models import (
     TrainingJobStatus,
 )
 from cobalt.orchestrator.training.browse import DEFAULT_STALE_S, last_activity, liveness_of
+from cobalt.orchestrator.training.checkpoints import job_checkpoints
 from cobalt.orchestrator.training.selection import RoundProgress, round_progress, round_stream
 from cobalt.orchestrator.training.staleness import open_rounds, scheduling_step
 from cobalt.shared.contracts.training import (
@@ -355,6 +356,9 @@ def report_step(sessions: sessionmaker[Session], job_id: int, report: StepReport
             step=report.step,
             policy_version=report.policy_version,
             metrics=report.metrics,
+            checkpoint=(
+                report.checkpoint.model_dump(mode="json") if report.checkpoint is not None else None
+            ),
         )
         job.step = max(job.step, report.step)
         job.policy_version = max(job.policy_version, report.policy_version)
@@ -370,8 +374,9 @@ def _public(
     session: Session, job: TrainingJob, *, with_steps: bool, stale_after_s: float
 ) -> TrainingJobPublic:
     dataset = session.get(BanditDataset, job.bandit_dataset_id) if job.bandit_dataset_id else None
-    steps = []
+    steps, checkpoints = [], []
     if with_steps:
+        rows = repo_training.steps_of(session, job_id=job.id)
         steps = [
             StepPublic(
                 step=row.step,
@@ -379,8 +384,9 @@ def _public(
                 metrics=row.metrics,
                 created_at=row.created_at,
             )
-            for row in repo_training.steps_of(session, job_id=job.id)
+            for row in rows
         ]
+        checkpoints = job_checkpoints(session, job, rows)
     return TrainingJobPublic(
         id=job.id,
         name=job.name,
@@ -395,6 +401,7 @@ def _public(
         error=job.error,
         created_at=job.created_at,
         steps=steps,
+        checkpoints=checkpoints,
         step_budget=step_budget(session, job),
         last_activity_at=(active := last_activity(session, job)),
         liveness=liveness_of(job.status, active, datetime.now(UTC), stale_after_s),

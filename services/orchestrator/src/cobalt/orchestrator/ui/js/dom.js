@@ -47,6 +47,17 @@ export const fmt = {
   num: (v, digits = 3) =>
     v === null || v === undefined ? "–" : Number.isInteger(v) ? String(v) : v.toFixed(digits),
   date: (v) => (v ? new Date(v).toLocaleString() : "–"),
+  // Which weights (a WeightsIdentity), as `cobalt run show` names them (weight_identity.weights_line).
+  weights: (w) => {
+    if (!w) return "not reported (the endpoint is not Cobalt's inference service)";
+    const parts = [];
+    if (w.job !== null && w.job !== undefined) parts.push(`job ${w.job} step ${w.step ?? "?"}`);
+    if (w.kind === "broadcast") parts.push("broadcast from the trainer");
+    else if (w.kind !== "full") parts.push(w.kind);
+    if (w.version !== null && w.version !== undefined) parts.push(`version ${w.version}`);
+    return (parts.join(", ") || "base weights") + (w.path ? ` at ${w.path}` : "")
+      + (w.digest ? ` (digest ${w.digest.slice(0, 12)})` : "");
+  },
 };
 
 export function badge(text, kind = "") {

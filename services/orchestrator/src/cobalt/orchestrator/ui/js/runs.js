@@ -210,6 +210,9 @@ export async function runPage(runId, query) {
         card("reward format rules", run.params.reward_format ?? "reasoning"),
         report.turns_without_feedback
           ? card("feedback turns without a public test", String(report.turns_without_feedback)) : null),
+      h("p", { "data-testid": "run-policy" }, h("strong", {}, "Policy: "), fmt.weights(run.policy),
+        run.policy?.job != null
+          ? [" · ", h("a", { href: `#/training/${run.policy.job}` }, `training job #${run.policy.job}`)] : null),
       h("p", {}, h("a", { href: `#/runs/${runId}/hacking` }, "Reward-hacking cases of this run"),
         " · ", h("a", { href: `#/runs/${runId}/trajectories` }, "Filter and search its trajectories")),
       h("details", {}, h("summary", {}, "Settings"), h("pre", {}, JSON.stringify({

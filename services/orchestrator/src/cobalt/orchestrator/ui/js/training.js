@@ -107,6 +107,21 @@ function groupSection(group) {
         h("td", {}, h("details", {}, h("summary", {}, `${s.response.length} characters`), h("pre", {}, s.response))))))));
 }
 
+// Each reported step's published weights: where, whether still on disk, the line that
+// serves them, and the runs whose recorded policy they are.
+function checkpointsTable(job) {
+  if (!job.checkpoints.length) return h("p", {}, "No step reported yet.");
+  return h("div", { className: "table-scroll" }, h("table", { "data-testid": "checkpoints" },
+    h("thead", {}, h("tr", {}, ["step", "version", "weights", "serve with", "runs evaluated"].map((c) => h("th", { scope: "col" }, c)))),
+    h("tbody", {}, job.checkpoints.map((c) => h("tr", { "data-testid": `checkpoint-${c.step}` },
+      h("td", { className: "num" }, c.step), h("td", { className: "num" }, c.policy_version),
+      h("td", {}, c.weights ? fmt.weights(c.weights) : "not reported by the trainer",
+        c.weights && !c.present ? h("span", { className: "muted" }, " (not on this machine: pruned, or the trainer's disk)") : null),
+      h("td", {}, c.serve_command ? h("code", {}, c.serve_command)
+        : c.weights ? h("span", { className: "muted" }, `a ${c.weights.kind}: no server starts from it alone`) : "–"),
+      h("td", {}, c.runs.length ? c.runs.map((id, i) => [i ? ", " : "", h("a", { href: `#/runs/${id}` }, `#${id}`)]) : "none"))))));
+}
+
 export async function trainingJobPage(jobId, query) {
   const job = await api.trainingJob(jobId);
   const stepNumbers = job.steps.map((s) => s.step);
@@ -163,6 +178,8 @@ export async function trainingJobPage(jobId, query) {
           ...shownMetrics.map((k) => ({ key: k, label: k.replaceAll("_", " "), numeric: true, render: (s) => fmt.num(s[k]) }))],
         rows: steps,
       })),
+      h("h2", {}, "Checkpoints and the runs evaluated with them"),
+      checkpointsTable(job),
       h("h2", {}, "Groups of a step"),
       stepNumbers.length
         ? [h("div", { className: "filters" }, stepPicker,
