@@ -8,18 +8,12 @@ that reaches Redis, the database, the model endpoint and the executor), otherwis
 this process. Ctrl-C marks such a run `interrupted` (exit 130); `cobalt run resume`
 continues it.
 
-`cobalt worker`'s exit statuses: 0 done (with --burst); 2 usage (no COBALT_REDIS_URL, bad settings);
-3 the executor is not ready; 130 interrupted.
-
-Ctrl-C (or SIGTERM) stops the worker at once rather than after its current job (RQ's warm
-shutdown would wait for every turn of it): the job's model and executor calls are
-cancelled, its trajectories go back to pending with every stored turn kept, and the job
-fails with `JobInterrupted`, so RQ puts it back on the queue for another worker (without
-spending one of its COBALT_JOB_RETRIES). The run itself goes on. A second Ctrl-C is RQ's
-cold shutdown.
-
-Each worker also looks, every COBALT_RUN_RECOVERY_INTERVAL_S, for runs' jobs the queue
-lost (their worker killed, Redis emptied) and queues them again (`worker.recovery`).
+`cobalt worker` (`worker.rq_worker`) exits 0 when done (with --burst); 2 on usage (no
+COBALT_REDIS_URL, bad settings); 3 when the executor is not ready; 130 interrupted: Ctrl-C
+(or SIGTERM) stops it at once, its job going back on the queue for another worker while
+the run goes on; a second Ctrl-C is RQ's cold shutdown. Each worker also looks, every
+COBALT_RUN_RECOVERY_INTERVAL_S, for runs' jobs the queue lost (their worker killed, Redis
+emptied) and queues them again (`worker.recovery`).
 """
 
 from __future__ import annotations
@@ -38,7 +32,6 @@ from cobalt.orchestrator.console import (
     echo_json,
     fail,
     handled,
-    open_executor,
     sampling_settings_set,
     settings_or_exit,
     store_context,
@@ -92,55 +85,16 @@ def worker_command(
 ) -> None:
     """An RQ worker for rollout jobs (COBALT_REDIS_URL); run as many as you like, anywhere."""
     # Imported when a worker starts, not for `cobalt worker --help`.
-    from rq import SimpleWorker, Worker
-
     from cobalt.orchestrator.worker.carrier import queue_carrier
-    from cobalt.orchestrator.worker.queue import QUEUE_NAME
-    from cobalt.orchestrator.worker.recovery import Recovery
-    from cobalt.orchestrator.worker.runtime import (
-        JobContext,
-        close_runtime,
-        install_job_context,
-        runtime,
-        sessions_for,
-    )
-    from cobalt.shared.clients import ReferenceEndpointSettings
+    from cobalt.orchestrator.worker.rq_worker import work_on_the_queue
 
     settings = settings_or_exit()
     carrier = queue_carrier(settings)
     if carrier is None:
         raise fail(EXIT_USAGE, "COBALT_REDIS_URL is not set: a worker needs the queue's Redis")
-    connection = carrier.connection()
-    base = Worker if fork else SimpleWorker
-
-    class StopsItsJob(base):  # type: ignore[valid-type,misc]
-        """RQ's worker, whose warm shutdown also interrupts the job in this process."""
-
-        stopped = False
-
-        def handle_warm_shutdown_request(self) -> None:
-            StopsItsJob.stopped = True
-            runtime().interrupt()
-            super().handle_warm_shutdown_request()
-
-    worker = StopsItsJob([QUEUE_NAME], connection=connection, name=name)
-    # COBALT_EXECUTOR_URL's executor, or one this worker starts: its jobs get it (and the
-    # settings) from the job context, not from the environment.
-    with open_executor() as executor:
-        install_job_context(
-            JobContext(
-                settings,
-                executor=executor.address(),
-                vllm_extensions=ReferenceEndpointSettings().vllm_extensions,
-            )
-        )
-        try:
-            with Recovery(carrier, sessions_for(settings.database_url)):
-                worker.work(burst=burst, with_scheduler=True)
-        finally:
-            close_runtime()
-    if StopsItsJob.stopped:
-        raise interrupted(f"worker {worker.name} stopped; a job it held went back on the queue")
+    stopped = work_on_the_queue(carrier, settings, burst=burst, name=name, fork=fork)
+    if stopped is not None:
+        raise interrupted(f"worker {stopped} stopped; a job it held went back on the queue")
 
 
 def _request(
