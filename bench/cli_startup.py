@@ -113,7 +113,12 @@ def main() -> None:
     parser.add_argument("--before", type=Path, help="A checkout of an earlier commit.")
     parser.add_argument("--lazy-only", action="store_true", help="This tree's lazy root only.")
     options = parser.parse_args()
-    installed = sorted(point.name for point in importlib.metadata.entry_points(group=COMMAND_GROUP))
+    # The root's commands: `run.sample` and the like are commands of a group (`run`).
+    installed = sorted(
+        point.name
+        for point in importlib.metadata.entry_points(group=COMMAND_GROUP)
+        if "." not in point.name
+    )
     chosen = options.commands.split(",") if options.commands else installed
     cases = [["--version"], *([name, "--help"] for name in chosen)]
     before = source_path(options.before) if options.before else None

@@ -22,7 +22,6 @@ ALLOWANCES = {
     "services/inference/src/cobalt/inference/control.py": 800,
     "services/trainer/src/cobalt/trainer/step.py": 700,
     "services/executor/src/cobalt/executor/sandbox.py": 640,
-    "services/orchestrator/src/cobalt/orchestrator/runs/cli.py": 620,
     "services/trainer/src/cobalt/trainer/checkpoint.py": 650,
     "shared/src/cobalt/shared/clients/base.py": 650,
 }

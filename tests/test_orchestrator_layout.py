@@ -2,19 +2,26 @@
 domain (runs, rollouts, training) never reaches up into `worker`.
 
 `worker/` sits on top: it alone knows RQ and "queue or run in process", and calls domain
-functions that take their dependencies as arguments. CLI modules (`cli.py`) are entry
-points, above everything, so they may import anything and are left out of the graph.
+functions that take their dependencies as arguments. A command module (`cli.py`) belongs
+to its sub-package like any other module: `cobalt run sample`, which carries work out, is
+written in `worker/cli.py`, not `runs/`; a group's commands written in other packages join
+it by entry points (`GROUP.NAME`, the distributions' pyproject.toml), which only the root
+command (`cobalt.shared.commands`) reads, so no command module imports another package's to
+register it.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
+import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from tests.support.imports import cycles, imports_of, runtime_imports_of
 
-ROOT = Path(__file__).resolve().parents[1] / "services/orchestrator/src/cobalt/orchestrator"
+REPOSITORY = Path(__file__).resolve().parents[1]
+ROOT = REPOSITORY / "services/orchestrator/src/cobalt/orchestrator"
 PREFIX = "cobalt.orchestrator."
 DOMAIN = {"runs", "rollouts", "training"}
 
@@ -43,11 +50,14 @@ def orchestrator_imports() -> dict[Path, set[str]]:
     }
 
 
-def package_graph(imports: Mapping[Path, Iterable[str]]) -> dict[str, set[str]]:
-    """Sub-package -> the sub-packages its non-CLI modules import."""
+def package_graph(
+    imports: Mapping[Path, Iterable[str]], *, with_cli: bool = False
+) -> dict[str, set[str]]:
+    """Sub-package -> the sub-packages its modules import (its command modules too only
+    `with_cli`)."""
     graph: dict[str, set[str]] = {}
     for path, modules in imports.items():
-        if is_cli(path):
+        if is_cli(path) and not with_cli:
             continue
         source = sub_package(module_name(path))
         assert source is not None
@@ -62,6 +72,66 @@ def package_graph(imports: Mapping[Path, Iterable[str]]) -> dict[str, set[str]]:
 def test_no_cycle_between_orchestrator_sub_packages() -> None:
     found = cycles(package_graph(orchestrator_imports()))
     assert not found, [" -> ".join(cycle) for cycle in found]
+
+
+def test_no_cycle_between_orchestrator_sub_packages_counting_commands() -> None:
+    """The command modules sit in the layers too: `results <-> runs <-> training <->
+    worker` was the cycle they once closed (`runs/cli.py` queued work, `results/cli.py`
+    registered commands onto `runs/cli.py`'s group).
+
+    Every import counts: those inside functions (a command imports its store and service
+    when it runs, to start fast, but depends on them all the same) and those under
+    `TYPE_CHECKING` (an annotation names its module's package as much as a call does).
+    """
+    found = cycles(package_graph(orchestrator_imports(), with_cli=True))
+    assert not found, [" -> ".join(cycle) for cycle in found]
+
+
+def test_no_command_module_registers_another_s_commands() -> None:
+    """A group's commands from other modules are entry points (`GROUP.NAME`), so no
+    orchestrator module needs an import below its code (`# noqa: E402`) to register them."""
+    offenders = sorted(
+        str(path.relative_to(ROOT))
+        for path in ROOT.rglob("*.py")
+        if "noqa: E402" in path.read_text()
+    )
+    assert not offenders, offenders
+
+
+def declared_commands() -> dict[str, str]:
+    """Every `cobalt.commands` entry point the distributions' pyproject.toml files declare
+    (this checkout's, not the installed metadata's), name -> target."""
+    declared: dict[str, str] = {}
+    for pyproject in [
+        REPOSITORY / "shared/pyproject.toml",
+        *REPOSITORY.glob("services/*/pyproject.toml"),
+    ]:
+        project = tomllib.loads(pyproject.read_text())["project"]
+        points = project.get("entry-points", {}).get("cobalt.commands", {})
+        assert not set(points) & set(declared), f"{pyproject}: a command declared twice"
+        declared.update(points)
+    return declared
+
+
+def test_every_declared_command_names_a_command_of_a_declared_group() -> None:
+    """Each entry point names a typer app or a function that exists, and a `GROUP.NAME`
+    one a group that is declared and has no command of that name of its own."""
+    import typer
+
+    declared = declared_commands()
+    assert {"run", "run.sample", "run.table", "train.metrics", "data.generate"} <= set(declared)
+    for name, target in declared.items():
+        module, _, attribute = target.partition(":")
+        command = getattr(importlib.import_module(module), attribute)
+        assert isinstance(command, typer.Typer) or callable(command), name
+        group, dot, sub = name.partition(".")
+        if dot:
+            assert "." not in sub, f"{name}: a group's commands are one level deep"
+            owner = declared.get(group, "").partition(":")
+            app = getattr(importlib.import_module(owner[0]), owner[2]) if owner[0] else None
+            assert isinstance(app, typer.Typer), f"{name}: no group {group!r} is declared"
+            own = {info.name for info in app.registered_commands}
+            assert sub not in own, f"{name}: {group} has a command {sub!r} of its own"
 
 
 def test_the_domain_never_imports_the_worker_outside_cli_modules() -> None:

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import typer
 from pydantic import BaseModel, Field
+from typer._click.core import Context
 from typer.testing import CliRunner
 
 from cobalt.orchestrator.options import (
@@ -26,8 +27,7 @@ from cobalt.orchestrator.options import (
     model_options,
     shown_default,
 )
-from cobalt.orchestrator.runs.cli import run_app
-from cobalt.orchestrator.training.cli import train_app
+from cobalt.shared.commands import app as cobalt_app
 from cobalt.shared.contracts.runs import (
     INHERITED_BY_REFINE,
     REFINE_OWN_SETTINGS,
@@ -43,10 +43,11 @@ DECLARED = {"trainer", "report_to", "api_key", "limits"}
 """Fields that are no generated option: a nested model, or an option of its own."""
 
 
-def command(app: typer.Typer, name: str) -> Any:
-    """The click command `name` of `app` (typer's own click)."""
-    group: Any = typer.main.get_command(app)
-    return group.commands[name]
+def command(group: str, name: str) -> Any:
+    """The click command `cobalt GROUP NAME` as the root assembles it (typer's own click)."""
+    root: Any = typer.main.get_command(cobalt_app)
+    context = Context(root)
+    return root.get_command(context, group).get_command(context, name)
 
 
 def model_default(models: tuple[type[BaseModel], ...], name: str) -> tuple[bool, Any]:
@@ -62,10 +63,11 @@ def fields(*models: type[BaseModel]) -> set[str]:
 
 
 def field_options(
-    app: typer.Typer, name: str, models: tuple[type[BaseModel], ...]
+    group: str, name: str, models: tuple[type[BaseModel], ...]
 ) -> Iterator[tuple[Any, Any]]:
-    """Each option of command `name` that is a field of `models`, with the field's default."""
-    for param in command(app, name).params:
+    """Each option of `cobalt GROUP NAME` that is a field of `models`, with the field's
+    default."""
+    for param in command(group, name).params:
         assert param.name is not None
         known, default = model_default(models, param.name)
         if known:
@@ -74,7 +76,7 @@ def field_options(
 
 def test_train_start_shows_each_setting_s_model_default() -> None:
     checked, options = [], set()
-    for param, default in field_options(train_app, "start", TRAINING_MODELS):
+    for param, default in field_options("train", "start", TRAINING_MODELS):
         options.add(param.name)
         assert param.default is None, f"--{param.name}: unset must leave it to the job"
         if default is None:
@@ -91,7 +93,7 @@ def test_train_start_shows_each_setting_s_model_default() -> None:
 
 def test_run_sample_defaults_to_its_request_model() -> None:
     checked, options = [], set()
-    for param, default in field_options(run_app, "sample", (SampleRunRequest,)):
+    for param, default in field_options("run", "sample", (SampleRunRequest,)):
         options.add(param.name)
         assert param.default == default, (param.name, param.default, default)
         checked.append(param.name)
@@ -105,7 +107,7 @@ def test_run_refine_sends_only_what_was_given() -> None:
     """Unset, an inherited option is the sample run's ([inherited] in its help), an own one
     the model's default (shown in its help, so a drift from the model shows there)."""
     inherited, own, options = set(), set(), set()
-    for param, default in field_options(run_app, "refine", (RefineRunRequest,)):
+    for param, default in field_options("run", "refine", (RefineRunRequest,)):
         options.add(param.name)
         help_text = getattr(param, "help", "") or ""
         if param.name == "from_run":
@@ -124,7 +126,7 @@ def test_run_refine_sends_only_what_was_given() -> None:
 
 
 def test_run_refine_help_says_unset_options_are_inherited() -> None:
-    shown = CliRunner().invoke(run_app, ["refine", "--help"], env={"COLUMNS": "200"})
+    shown = CliRunner().invoke(cobalt_app, ["run", "refine", "--help"], env={"COLUMNS": "200"})
     assert shown.exit_code == 0, shown.output
     rows = {row.split()[1]: row for row in shown.output.splitlines() if "  --" in row}
     assert "[inherited]" in rows["--temperature"] and "0.6" not in rows["--temperature"]
@@ -132,7 +134,7 @@ def test_run_refine_help_says_unset_options_are_inherited() -> None:
     turns = f"[{RefineRunRequest.model_fields['feedback_turns'].default}]"
     assert turns in rows["--feedback-turns"] and "[inherited]" not in rows["--feedback-turns"]
     assert "sample run's unless given" in " ".join(shown.output.split())
-    missing = CliRunner().invoke(run_app, ["refine", "--temperature", "0.2"])
+    missing = CliRunner().invoke(cobalt_app, ["run", "refine", "--temperature", "0.2"])
     assert missing.exit_code == 2 and "--from" in missing.output
 
 

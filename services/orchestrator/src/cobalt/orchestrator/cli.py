@@ -1,4 +1,6 @@
-"""`cobalt data`: import, list, show, export, perturb and delete benchmark datasets.
+"""`cobalt data`: import, list, show, export, perturb and delete benchmark datasets
+(`generate` and `screen`, generated problems, join the group from
+`datasets/generated/cli.py` by their entry points).
 
 The database is `COBALT_DATABASE_URL` (default: a SQLite file in the user's data
 directory); its schema is brought up to date by the first command that touches it.
@@ -44,7 +46,6 @@ from cobalt.orchestrator.console import (
 from cobalt.orchestrator.console import (
     progress_bar as _progress,
 )
-from cobalt.orchestrator.datasets.generated.cli import generate_command, screen_command
 from cobalt.orchestrator.datasets.import_report import (
     FIRST_BAD_ROWS,
     import_executor,
@@ -88,11 +89,6 @@ def data(ctx: typer.Context) -> None:
     context = DataContext(settings=settings_or_exit())
     ctx.obj = context
     ctx.call_on_close(context.close)
-
-
-# Generated problems (datasets/generated/cli.py): drawn, then imported like any file.
-data_app.command("generate")(generate_command)
-data_app.command("screen")(screen_command)
 
 
 # --- cobalt data import -------------------------------------------------------------------

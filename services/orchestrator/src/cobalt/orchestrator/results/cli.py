@@ -1,10 +1,9 @@
-"""`cobalt run table/export/label/trajectory`, `cobalt run show --problems` and `cobalt
-train metrics`: results read from the store, as text or as files.
+"""`cobalt run compare/table/export/label/trajectory` and `cobalt train metrics`: results
+read from the store, as text or as files.
 
-Registered onto `cobalt run` and `cobalt train` by `register_run_commands` and
-`register_train_commands`, so the run and training command modules stay as they are.
-Like every command module, nothing heavy is imported at load time (the store, the
-contracts and numpy are imported by the command that runs).
+Each joins its group by an entry point (`run.table`, `train.metrics`: the orchestrator's
+pyproject.toml). Like every command module, nothing heavy is imported at load time (the
+store, the contracts and numpy are imported by the command that runs).
 """
 
 from __future__ import annotations
@@ -33,12 +32,12 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
     from sqlalchemy.orm import Session, sessionmaker
 
-    from cobalt.shared.contracts.browse import RunProblemsPublic, TrajectoryDetail
+    from cobalt.shared.contracts.browse import TrajectoryDetail
     from cobalt.shared.reward_format import RewardFormat
 
 _Body = TypeVar("_Body", bound="BaseModel")
 
-__all__ = ["print_problems", "register_run_commands", "register_train_commands", "write_export"]
+__all__ = ["compare", "export", "export_job", "label", "table", "trajectory", "write_export"]
 
 EXIT_NOT_EVALUATED = 1
 """A table or export of runs with no hidden results: the command ran, the figures do not
@@ -177,6 +176,81 @@ def _per_turn_table(sessions: sessionmaker[Session], runs: list[int], *, as_json
         raise typer.Exit(EXIT_NOT_EVALUATED)
 
 
+CHANGED_SHOWN = 20
+"""Problems listed per change (fixed, broken) by `cobalt run compare`; --json has all."""
+
+
+def compare(
+    run_a: Annotated[int, typer.Argument(help="The baseline run (e.g. before training).")],
+    run_b: Annotated[int, typer.Argument(help="The run to compare with it (same dataset).")],
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Write it as CSV or JSON (by the suffix); '-' is stdout."),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Which problems run B fixed and which it broke, turn by turn, from stored results.
+
+    Fixed and broken count only changes larger than their noise (95% intervals,
+    docs/analysis.md). Exits 1 when either run has no hidden results yet.
+    """
+    from cobalt.orchestrator.analysis.text import difference_text
+    from cobalt.orchestrator.results.exports import comparison_rows
+    from cobalt.orchestrator.runs.cli import rate_at
+    from cobalt.orchestrator.runs.comparison import compare_runs
+
+    store = store_context(settings_or_exit())
+    with handled():
+        comparison = compare_runs(store.sessions(), run_a, run_b)
+    if as_json:
+        echo_json(comparison.model_dump(mode="json"))
+    missing = [r for r in (comparison.report_a, comparison.report_b) if r.pass_at_1 is None]
+    for report in missing:
+        typer.echo(
+            f"error: run {report.run_id} has no hidden-test results to compare; "
+            f"`{report.unevaluated}` measures them",
+            err=True,
+        )
+    if missing:
+        raise typer.Exit(EXIT_NOT_EVALUATED)
+    if as_json:
+        return
+    if out is not None:
+        write_export(comparison, comparison_rows, out, None)
+        return
+    a, b = comparison.report_a, comparison.report_b
+    changes = ("fixed", "broken", "within_noise", "unchanged", "unevaluated")
+    shown = Table(
+        "turn",
+        f"Pass@1 run {run_a}",
+        f"Pass@1 run {run_b}",
+        "B - A",
+        *changes,
+        title=f"run {run_b} against run {run_a} (hidden tests; [95% intervals])",
+    )
+    for turn, counts in enumerate(comparison.counts):
+        shown.add_row(
+            str(turn),
+            rate_at(a, turn),
+            rate_at(b, turn),
+            difference_text(comparison.difference[turn], comparison.difference_interval[turn]),
+            *(str(counts.get(key, 0)) for key in changes),
+        )
+    print_table(shown)
+    for change in ("fixed", "broken"):
+        names = [p.external_id for p in comparison.problems if p.change == change]
+        if names:
+            more = (
+                f" (+{len(names) - CHANGED_SHOWN} more: --json)"
+                if len(names) > CHANGED_SHOWN
+                else ""
+            )
+            typer.echo(f"{change} at the last turn: {', '.join(names[:CHANGED_SHOWN])}{more}")
+    noise = sum(p.change == "within_noise" for p in comparison.problems)
+    if noise:
+        typer.echo(f"{noise} problem(s) moved within their noise at the last turn (--json)")
+
+
 def export(
     run_id: Annotated[int, typer.Argument(help="The run.")],
     out: OutOption = None,
@@ -243,41 +317,6 @@ def label(
         return
     tags = " ".join(f"#{t}" for t in public.tags) or "no tags"
     typer.echo(f"run {run_id}: {public.name or '(no name)'}, {tags}")
-
-
-def print_problems(problems: RunProblemsPublic, unevaluated: str | None) -> None:
-    """`cobalt run show ID --problems`: one line per problem."""
-    shown = Table(
-        "problem",
-        "difficulty",
-        "outcome",
-        "samples",
-        "turns",
-        "pass turn 0 [95%]",
-        "pass last [95%]",
-        "public last",
-        "reward",
-        "flagged",
-        "failed",
-        title=f"run {problems.run_id}: {problems.total} problems (hidden tests)",
-    )
-    for p in problems.items:
-        shown.add_row(
-            p.external_id,
-            p.difficulty or "-",
-            p.outcome.value,
-            str(p.samples),
-            str(p.turns),
-            _rate(p.hidden_pass_first, p.hidden_pass_first_interval),
-            _rate(p.hidden_pass_last, p.hidden_pass_last_interval),
-            _rate(p.public_pass_last, None),
-            "-" if p.mean_reward is None else f"{p.mean_reward:+.3f}",
-            str(p.flagged),
-            str(p.failed),
-        )
-    print_table(shown)
-    if unevaluated:
-        typer.echo(f"no hidden-test results yet: `{unevaluated}` measures them")
 
 
 def _verdicts(verdicts: list[str] | None, passed: bool | None) -> str:
@@ -367,14 +406,3 @@ def export_job(
     with handled():
         job = job_public(store.sessions(), job_id)
     write_export(job, job_metric_rows, out, form)
-
-
-def register_run_commands(app: typer.Typer) -> None:
-    app.command("table")(table)
-    app.command("export")(export)
-    app.command("label")(label)
-    app.command("trajectory")(trajectory)
-
-
-def register_train_commands(app: typer.Typer) -> None:
-    app.command("metrics")(export_job)

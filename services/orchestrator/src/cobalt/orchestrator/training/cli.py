@@ -1,4 +1,6 @@
-"""`cobalt train start|list|show|stop|resume`: training jobs in the store.
+"""`cobalt train start|list|show|stop|resume|export|export-verl`: training jobs in the store
+(`cobalt train metrics`, a job's step metrics as a file, joins the group from
+`results/cli.py` by its entry point).
 
 A job only describes the training; its trainer process (`cobalt trainer serve --job ID`)
 drives it: schedules rollout rounds, claims steps, trains and publishes weights.
@@ -322,9 +324,3 @@ def _show(job: TrainingJobPublic, *, as_json: bool) -> None:
                 *("-" if v is None else f"{v:.4g}" for v in values),
             )
         print_table(table)
-
-
-# `cobalt train metrics` (a job's step metrics as CSV or JSON) lives with the other exports.
-from cobalt.orchestrator.results.cli import register_train_commands  # noqa: E402
-
-register_train_commands(train_app)
