@@ -10,6 +10,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.store import repo_datasets, repo_training
 from cobalt.orchestrator.store.models import Problem, TrainingGroup, TrainingSample
 from cobalt.orchestrator.store.repo_training import SampleRow
+from cobalt.orchestrator.training.staleness import stale_for
 from cobalt.shared.errors import Conflict, InvalidInput
 from cobalt.shared.reward import TokenLengths, score_response
 
@@ -70,9 +71,10 @@ def claim(
     sessions: sessionmaker[Session], job: tuple[int, int], step: int, groups: int = 2, **kw: int
 ) -> repo_training.ClaimedStep | None:
     options = {"current_version": 0, "max_staleness": 0} | kw
+    stale = stale_for(options.pop("current_version"), max_staleness=options.pop("max_staleness"))
     with sessions.begin() as session:
         claimed = repo_training.claim_step(
-            session, job_id=job[0], step=step, groups=groups, **options
+            session, job_id=job[0], step=step, groups=groups, stale=stale, **options
         )
         if claimed is not None:  # read what the trainer reads, inside the transaction
             for group in claimed.groups:

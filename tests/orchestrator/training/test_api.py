@@ -122,6 +122,28 @@ def test_bad_requests_get_4xx_with_a_message(
     assert skipped.status_code == 422 and "claim 1 next" in skipped.json()["error"]["message"]
 
 
+def test_the_api_says_which_rounds_a_trainer_on_a_step_begins(
+    api: httpx.Client,
+    sessions: sessionmaker[Session],
+    model: tuple[FakeOpenAI, str],
+    policy_dir: Path,
+) -> None:
+    """The off-policy window is the orchestrator's: the step's round and `max_staleness`
+    more, none past the budget; the trainer only starts what it is told."""
+    bandit_dataset(sessions)
+    _, url = model
+    body = job_body(url, policy_dir)
+    body["params"] |= {"max_staleness": 2, "max_steps": 3}
+    job_id = api.post("/v1/training/jobs", json=body).json()["id"]
+    rounds = {
+        step: api.get(f"/v1/training/jobs/{job_id}/steps/{step}/rounds").json() for step in (1, 2)
+    }
+    assert rounds == {1: {"step": 1, "rounds": [1, 2, 3]}, 2: {"step": 2, "rounds": [2, 3]}}
+    step_zero = api.get(f"/v1/training/jobs/{job_id}/steps/0/rounds")
+    assert step_zero.status_code == 422 and "count from 1" in step_zero.json()["error"]["message"]
+    assert api.get("/v1/training/jobs/999/steps/1/rounds").status_code == 404
+
+
 def test_a_round_on_redis_is_rolled_out_by_an_rq_worker(
     postgresql_url: str,
     sessions: sessionmaker[Session],
