@@ -3,6 +3,8 @@ once, steps claimed exactly once and identically on every re-claim, stale groups
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
@@ -10,7 +12,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.store import repo_datasets, repo_training
 from cobalt.orchestrator.store.models import Problem, TrainingGroup, TrainingSample
 from cobalt.orchestrator.store.repo_training import SampleRow
-from cobalt.orchestrator.training.staleness import stale_for
 from cobalt.shared.errors import Conflict, InvalidInput
 from cobalt.shared.reward import TokenLengths, score_response
 
@@ -67,14 +68,23 @@ def record(
         )
 
 
+def never(version: int) -> bool:
+    return False
+
+
 def claim(
-    sessions: sessionmaker[Session], job: tuple[int, int], step: int, groups: int = 2, **kw: int
+    sessions: sessionmaker[Session],
+    job: tuple[int, int],
+    step: int,
+    groups: int = 2,
+    *,
+    stale: Callable[[int], bool] = never,
 ) -> repo_training.ClaimedStep | None:
-    options = {"current_version": 0, "max_staleness": 0} | kw
-    stale = stale_for(options.pop("current_version"), max_staleness=options.pop("max_staleness"))
+    """Claim as a trainer would; `stale`: which sampled versions the off-policy rule
+    (`training.staleness`, tested on its own) calls too old at the claim."""
     with sessions.begin() as session:
         claimed = repo_training.claim_step(
-            session, job_id=job[0], step=step, groups=groups, stale=stale, **options
+            session, job_id=job[0], step=step, groups=groups, stale=stale
         )
         if claimed is not None:  # read what the trainer reads, inside the transaction
             for group in claimed.groups:
@@ -144,11 +154,11 @@ def test_groups_too_many_versions_behind_are_dropped_and_counted_never_trained(
     record(sessions, job, "old", version=0)
     record(sessions, job, "recent", version=1)
     record(sessions, job, "new", version=2)
-    claimed = claim(sessions, job, 1, groups=2, current_version=2, max_staleness=1)
+    claimed = claim(sessions, job, 1, groups=2, stale=lambda version: version < 1)
     assert keys(claimed) == ["recent", "new"]
     assert claimed is not None and claimed.stale == 1
     record(sessions, job, "newer", version=2)
-    assert claim(sessions, job, 2, groups=2, current_version=2, max_staleness=0) is None
+    assert claim(sessions, job, 2, groups=2, stale=lambda version: version < 2) is None
     with sessions() as session:
         rows = session.execute(select(TrainingGroup.context_key, TrainingGroup.status))
         statuses = {key: status for key, status in rows}

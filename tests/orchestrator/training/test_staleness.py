@@ -62,6 +62,12 @@ def test_a_step_begins_its_own_round_and_the_window_ahead_within_the_budget(
                             begun=begun)) == [r for r in rounds if r > step]  # fmt: skip
 
 
+def test_a_job_two_rounds_ahead_with_a_budget_of_three() -> None:
+    assert list(rounds_to_begin(1, max_staleness=2, budget=3)) == [1, 2, 3]
+    assert list(rounds_to_begin(2, max_staleness=2, budget=3)) == [2, 3]  # none past it
+    assert list(rounds_to_begin(4, max_staleness=0, budget=None)) == [4]  # synchronous
+
+
 def test_the_claim_s_predicate_is_the_rule_at_the_trainer_s_version() -> None:
     stale = stale_for(5, max_staleness=1)
     assert [version for version in range(7) if stale(version)] == [0, 1, 2, 3]
