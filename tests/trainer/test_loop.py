@@ -165,15 +165,6 @@ class FakeInference:
         loaded = {"version": self.version, "path": "broadcast", "load_s": 0.0, "drain_s": 0.0}
         return httpx.Response(200, json=loaded)
 
-    def step_rounds(self, step: int) -> StepRounds:
-        """The orchestrator's window (`training.staleness.rounds_to_begin`, not importable
-        in the trainer's environment): the step's round and `max_staleness` more, none
-        past the budget."""
-        last = step + self.params["max_staleness"]
-        if self.step_budget is not None:
-            last = min(last, self.step_budget)
-        return StepRounds(step=step, rounds=list(range(step, last + 1)))
-
     def handler(self, request: httpx.Request) -> httpx.Response:
         if request.method == "GET" and request.url.path == "/v1/policy":
             status = {"version": self.version, "served_name": "policy", "weights_path": "/w",

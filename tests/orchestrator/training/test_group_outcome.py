@@ -3,34 +3,20 @@ settings and the group's rewards: no database, no model, no sandbox."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from cobalt.orchestrator.store.repo_training import ZERO_VARIANCE, SampleRow
 from cobalt.orchestrator.training.jobs import GroupOutcome, group_outcome
 from cobalt.orchestrator.training.rollout import ScoredGroup
 from cobalt.shared.contracts.training_params import CobaltParams
-from cobalt.shared.reward import TokenLengths, score_response
-
-RESPONSE = "<think>ok</think>\n```python\nprint(1)\n```\n"
+from tests.orchestrator.test_store_training import sample as ledger_sample
 
 
 def sample(index: int, passed: int, *, turn: int = 0) -> SampleRow:
-    return SampleRow(
-        sample_index=index,
-        turn=turn,
-        response=RESPONSE,
-        prompt_token_ids=[1, 2],
-        response_token_ids=[3, 4],
-        response_logprobs=[-0.5, -0.5],
-        verdicts=["accepted"] * passed + ["wrong_answer"] * (4 - passed),
-        reward=score_response(
-            RESPONSE,
-            tests_passed=passed,
-            tests_total=4,
-            prev_best=0.0,
-            lengths=TokenLengths(2, 9, 1),
-        ),
-    )
+    """A scored response passing `passed` of 4 tests (`turn`: of episode `index`)."""
+    return replace(ledger_sample(index, passed), turn=turn)
 
 
 def group(*samples: SampleRow, masked: int = 0) -> ScoredGroup:
