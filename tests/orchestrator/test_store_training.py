@@ -3,6 +3,8 @@ once, steps claimed exactly once and identically on every re-claim, stale groups
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
@@ -66,13 +68,23 @@ def record(
         )
 
 
+def never(version: int) -> bool:
+    return False
+
+
 def claim(
-    sessions: sessionmaker[Session], job: tuple[int, int], step: int, groups: int = 2, **kw: int
+    sessions: sessionmaker[Session],
+    job: tuple[int, int],
+    step: int,
+    groups: int = 2,
+    *,
+    stale: Callable[[int], bool] = never,
 ) -> repo_training.ClaimedStep | None:
-    options = {"current_version": 0, "max_staleness": 0} | kw
+    """Claim as a trainer would; `stale`: which sampled versions the off-policy rule
+    (`training.staleness`, tested on its own) calls too old at the claim."""
     with sessions.begin() as session:
         claimed = repo_training.claim_step(
-            session, job_id=job[0], step=step, groups=groups, **options
+            session, job_id=job[0], step=step, groups=groups, stale=stale
         )
         if claimed is not None:  # read what the trainer reads, inside the transaction
             for group in claimed.groups:
@@ -142,11 +154,11 @@ def test_groups_too_many_versions_behind_are_dropped_and_counted_never_trained(
     record(sessions, job, "old", version=0)
     record(sessions, job, "recent", version=1)
     record(sessions, job, "new", version=2)
-    claimed = claim(sessions, job, 1, groups=2, current_version=2, max_staleness=1)
+    claimed = claim(sessions, job, 1, groups=2, stale=lambda version: version < 1)
     assert keys(claimed) == ["recent", "new"]
     assert claimed is not None and claimed.stale == 1
     record(sessions, job, "newer", version=2)
-    assert claim(sessions, job, 2, groups=2, current_version=2, max_staleness=0) is None
+    assert claim(sessions, job, 2, groups=2, stale=lambda version: version < 2) is None
     with sessions() as session:
         rows = session.execute(select(TrainingGroup.context_key, TrainingGroup.status))
         statuses = {key: status for key, status in rows}

@@ -23,6 +23,7 @@ from cobalt.shared.contracts.training import (
     RoundStarted,
     StepBatch,
     StepReport,
+    StepRounds,
     TrainingGroupPublic,
     TrainingJobPublic,
     TrainingSamplePublic,
@@ -100,10 +101,21 @@ class FakeOrchestrator:
         return StepBatch(step=step, ready=True, stale=0, dropped=1, masked=2, groups=groups,
                          dropped_zero_variance=3, refill_rounds=1)  # fmt: skip
 
+    def step_rounds(self, step: int) -> StepRounds:
+        """The orchestrator's window (`training.staleness.rounds_to_begin`, not importable
+        in the trainer's environment): the step's round and `max_staleness` more, none
+        past the budget."""
+        last = step + self.params["max_staleness"]
+        if self.step_budget is not None:
+            last = min(last, self.step_budget)
+        return StepRounds(step=step, rounds=list(range(step, last + 1)))
+
     def handler(self, request: httpx.Request) -> httpx.Response:
         path = request.url.path
         if request.method == "GET" and path == f"/v1/training/jobs/{JOB}":
             return httpx.Response(200, json=self.job().model_dump(mode="json"))
+        if match := re.fullmatch(rf"/v1/training/jobs/{JOB}/steps/(\d+)/rounds", path):
+            return httpx.Response(200, json=self.step_rounds(int(match.group(1))).model_dump())
         if match := re.fullmatch(rf"/v1/training/jobs/{JOB}/rounds/(\d+)", path):
             self.rounds.append(int(match.group(1)))
             started = RoundStarted(round=int(match.group(1)), contexts=[1, 2], queued=True)

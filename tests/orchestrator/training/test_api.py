@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.api.app import create_app
 from cobalt.orchestrator.settings import OrchestratorSettings
+from cobalt.orchestrator.training.staleness import rounds_to_begin
 from cobalt.shared.contracts.training import group_list_key
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.chaos import PrivateRedis
@@ -120,6 +121,32 @@ def test_bad_requests_get_4xx_with_a_message(
         json={"groups": 2, "current_version": 0, "max_staleness": 0},
     )
     assert skipped.status_code == 422 and "claim 1 next" in skipped.json()["error"]["message"]
+
+
+def test_the_api_says_which_rounds_a_trainer_on_a_step_begins(
+    api: httpx.Client,
+    sessions: sessionmaker[Session],
+    model: tuple[FakeOpenAI, str],
+    policy_dir: Path,
+) -> None:
+    """The off-policy window is the orchestrator's (`staleness.rounds_to_begin`, with the
+    job's `max_staleness` and budget); the trainer only starts what it is told."""
+    bandit_dataset(sessions)
+    _, url = model
+    body = job_body(url, policy_dir)
+    body["params"] |= {"max_staleness": 2, "max_steps": 3}
+    job_id = api.post("/v1/training/jobs", json=body).json()["id"]
+    rounds = {
+        step: api.get(f"/v1/training/jobs/{job_id}/steps/{step}/rounds").json() for step in (1, 2)
+    }
+    # The rule's own answer (its values: test_staleness.py), for the job's window and budget.
+    assert rounds == {
+        step: {"step": step, "rounds": list(rounds_to_begin(step, max_staleness=2, budget=3))}
+        for step in (1, 2)
+    }
+    step_zero = api.get(f"/v1/training/jobs/{job_id}/steps/0/rounds")
+    assert step_zero.status_code == 422 and "count from 1" in step_zero.json()["error"]["message"]
+    assert api.get("/v1/training/jobs/999/steps/1/rounds").status_code == 404
 
 
 def test_a_round_on_redis_is_rolled_out_by_an_rq_worker(

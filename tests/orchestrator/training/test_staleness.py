@@ -5,7 +5,13 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cobalt.orchestrator.training.staleness import is_stale, open_rounds, scheduling_step
+from cobalt.orchestrator.training.staleness import (
+    is_stale,
+    open_rounds,
+    rounds_to_begin,
+    scheduling_step,
+    stale_for,
+)
 
 counts = st.integers(min_value=0, max_value=50)
 
@@ -39,3 +45,29 @@ def test_a_sample_is_stale_past_the_window_only(
     assert is_stale(
         current_version=current, sampled_version=sampled, max_staleness=max_staleness
     ) == (sampled < current - max_staleness)
+
+
+@given(step=st.integers(min_value=1, max_value=50), max_staleness=counts, budget=st.none() | counts)
+def test_a_step_begins_its_own_round_and_the_window_ahead_within_the_budget(
+    step: int, max_staleness: int, budget: int | None
+) -> None:
+    rounds = list(rounds_to_begin(step, max_staleness=max_staleness, budget=budget))
+    if budget is None or step <= budget:
+        assert rounds[0] == step  # the step's own round first
+    ahead = step + max_staleness if budget is None else min(step + max_staleness, budget)
+    assert rounds == list(range(step, ahead + 1))
+    # What a trainer on the next step has open is this window moved on by one.
+    begun = max(rounds, default=0)
+    assert list(open_rounds(steps_done=step, max_staleness=max_staleness, budget=budget,
+                            begun=begun)) == [r for r in rounds if r > step]  # fmt: skip
+
+
+def test_a_job_two_rounds_ahead_with_a_budget_of_three() -> None:
+    assert list(rounds_to_begin(1, max_staleness=2, budget=3)) == [1, 2, 3]
+    assert list(rounds_to_begin(2, max_staleness=2, budget=3)) == [2, 3]  # none past it
+    assert list(rounds_to_begin(4, max_staleness=0, budget=None)) == [4]  # synchronous
+
+
+def test_the_claim_s_predicate_is_the_rule_at_the_trainer_s_version() -> None:
+    stale = stale_for(5, max_staleness=1)
+    assert [version for version in range(7) if stale(version)] == [0, 1, 2, 3]

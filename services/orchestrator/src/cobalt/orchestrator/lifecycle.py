@@ -115,7 +115,7 @@ class GroupEvent(StrEnum):
     CONSUME = "consume"
     """A trainer's claim took the group for a step (exactly once)."""
     EXPIRE = "expire"
-    """A claim found it sampled by a policy more than `max_staleness` versions behind."""
+    """A claim found it sampled outside the job's off-policy window (`training.staleness`)."""
 
 
 _R = RunStatus

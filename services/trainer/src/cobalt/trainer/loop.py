@@ -8,8 +8,10 @@
    newest complete resume state's weights, optimizer, RNG and step, and the inference
    service is brought to the newest weights this job published if it serves older ones.
 3. The loop, one step at a time:
-   a. rollouts: rounds up to `step + max_staleness` are started (the workers sample at the
-      version being served, execute and score, and write the ledger);
+   a. rollouts: the rounds the orchestrator says step k needs begun (its own and those
+      sampled ahead: the off-policy window is the orchestrator's rule) are started, those
+      not started yet (the workers sample at the version being served, execute and
+      score, and write the ledger);
    b. claim step k's groups from the ledger (the same groups on every ask, so a trainer
       killed anywhere in step k trains on exactly them after resume); wait until ready,
       meanwhile loading the current weights into a replica found behind them (restarted
@@ -200,7 +202,6 @@ class TrainerRun:
             return job.step
         params = stored_training_params(job.mode, job.params)
         hyper = job_hyperparameters(params.trainer.model_dump(), self.settings)
-        max_staleness = params.max_staleness
         check_publishable(hyper, self.settings)
         model_dir = Path(job.model)
 
@@ -246,16 +247,12 @@ class TrainerRun:
             while last is None or step < last:
                 step += 1
                 started = time.perf_counter()
-                ahead = step + max_staleness  # no round past the job's budget
-                if job.step_budget is not None:
-                    ahead = min(ahead, job.step_budget)
-                first_new, rounds_started = rounds_started + 1, max(rounds_started, ahead)
                 # The claim says where the trainer is; which groups are too old is the
-                # orchestrator's rule (its job's max_staleness).
+                # orchestrator's rule, as is which rounds to begin.
                 claim = StepClaim(groups=hyper.contexts_per_step, current_version=version)
                 # a. rollouts, b. the step's groups
-                batch = on_rank_zero(
-                    partial(self._start_rounds_and_claim, step, claim, first_new, rounds_started)
+                batch, rounds_started = on_rank_zero(
+                    partial(self._start_rounds_and_claim, step, claim, rounds_started)
                 )
                 claimed = time.perf_counter()
                 updates = train_step(  # c. GRPO
@@ -315,11 +312,17 @@ class TrainerRun:
         return step
 
     def _start_rounds_and_claim(
-        self, step: int, claim: StepClaim, first_round: int, last_round: int
-    ) -> StepBatch:
-        for round in range(first_round, last_round + 1):
-            self._patiently(partial(self.orchestrator.start_round, self.job_id, round))
-        return self._wait_for(step, claim, last_round)
+        self, step: int, claim: StepClaim, rounds_started: int
+    ) -> tuple[StepBatch, int]:
+        """Start the rounds `step` needs begun that are past `rounds_started` (the last
+        one this process started), then wait for the step's groups; returns them and the
+        last round started."""
+        wanted = self._patiently(partial(self.orchestrator.step_rounds, self.job_id, step))
+        for round in wanted.rounds:
+            if round > rounds_started:
+                self._patiently(partial(self.orchestrator.start_round, self.job_id, round))
+        rounds_started = max([rounds_started, *wanted.rounds])
+        return self._wait_for(step, claim, rounds_started), rounds_started
 
     def _report_step(self, report: StepReport, policy_dir: Path) -> None:
         """Report a step, naming the checkpoint it published (on rank 0, which wrote it)."""

@@ -2,9 +2,9 @@
 
 Three policies take part in a step (decoupled PPO, as verl's rollout correction and
 slime's TIS/MIS name them): pi_sampler, which sampled the tokens (vLLM, in its own dtype
-and kernels, up to `max_staleness` versions behind); pi_old, the trainer's weights before
-the step's first update, recomputed when `recompute_old_log_probs` is set; pi_theta, the
-weights being updated. Per response token
+and kernels, as far behind as the orchestrator's off-policy window lets it); pi_old, the
+trainer's weights before the step's first update, recomputed when
+`recompute_old_log_probs` is set; pi_theta, the weights being updated. Per response token
 
     delta = log pi_old - log pi_sampler,    rho = exp(delta)
 

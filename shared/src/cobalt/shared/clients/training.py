@@ -1,10 +1,11 @@
 """The trainer's client of the orchestrator's training API (`/v1/training/jobs/...`).
 
-The trainer process never opens the database: it reads its job, starts rollout rounds,
-claims each step's scored groups and reports finished steps over this client. Every call
-is safe to repeat (a round or a claim asked for twice gives the same groups, a step
-reported twice is recorded once), so all of them retry as `cobalt.shared.clients.base`
-describes, then raise `Unavailable` or the error the orchestrator answered.
+The trainer process never opens the database: it reads its job, asks which rollout
+rounds to begin (the off-policy window is the orchestrator's) and starts them, claims each
+step's scored groups and reports finished steps over this client. Every call is safe to
+repeat (a round or a claim asked for twice gives the same groups, a step reported twice
+is recorded once), so all of them retry as `cobalt.shared.clients.base` describes, then
+raise `Unavailable` or the error the orchestrator answered.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from cobalt.shared.contracts.training import (
     StepBatch,
     StepClaim,
     StepReport,
+    StepRounds,
     TrainingJobPublic,
 )
 
@@ -31,6 +33,12 @@ class TrainingClient(ServiceClient):
     def job(self, job_id: int) -> TrainingJobPublic:
         """The job with its settings and every reported step."""
         return self._parse(self._send("GET", f"/v1/training/jobs/{job_id}"), TrainingJobPublic)
+
+    def step_rounds(self, job_id: int, step: int) -> StepRounds:
+        """The rounds to have begun for `step`: the job's off-policy window, the
+        orchestrator's rule (the trainer starts those it has not yet)."""
+        path = f"/v1/training/jobs/{job_id}/steps/{step}/rounds"
+        return self._parse(self._send("GET", path), StepRounds)
 
     def start_round(self, job_id: int, round: int) -> RoundStarted:
         """Have the rollout workers produce round `round`'s groups."""

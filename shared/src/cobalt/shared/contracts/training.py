@@ -38,6 +38,7 @@ __all__ = [
     "StepPublic",
     "StepGroupsPublic",
     "StepReport",
+    "StepRounds",
     "TrainingGroupPublic",
     "TrainerHyperparameters",
     "TrainingJobCreate",
@@ -86,6 +87,15 @@ class RoundStarted(BaseModel):
     round: int
     contexts: list[int] = Field(description="the bandit context ids of the round, in order")
     queued: bool = Field(description="true: on the RQ queue; false: running in the API process")
+
+
+class StepRounds(BaseModel):
+    """The rollout rounds a trainer on one step should have begun: the step's own and
+    those sampled ahead while it trains. The off-policy window is the orchestrator's rule;
+    the trainer starts the rounds it has not started yet, and computes none."""
+
+    step: int
+    rounds: list[int] = Field(description="ascending; none past the job's step budget")
 
 
 class StepPublic(BaseModel):

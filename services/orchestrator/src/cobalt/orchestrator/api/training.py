@@ -16,6 +16,7 @@ from cobalt.shared.contracts.training import (
     StepClaim,
     StepGroupsPublic,
     StepReport,
+    StepRounds,
     TrainingJobCreate,
     TrainingJobPublic,
     TrainingJobsPublic,
@@ -73,6 +74,12 @@ def start_rollout_round(
 ) -> RoundStarted:
     """Queue the rollouts of round `round` (the groups step `round` will train on)."""
     return start_round(carrier, sessions, job_id, round)
+
+
+@router.get("/{job_id}/steps/{step}/rounds")
+def rounds_of_step(job_id: JobId, step: StepNumber, sessions: Sessions) -> StepRounds:
+    """The rounds a trainer on `step` should have begun: the job's off-policy window."""
+    return service.step_rounds(sessions, job_id, step)
 
 
 @router.post("/{job_id}/steps/{step}/claim")

@@ -18,7 +18,7 @@ Like every repository module: keyword-only arguments, the caller owns the transa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -317,8 +317,7 @@ def claim_step(
     job_id: int,
     step: int,
     groups: int,
-    current_version: int,
-    max_staleness: int,
+    stale: Callable[[int], bool],
     enough: int | None = None,
 ) -> ClaimedStep | None:
     """The groups of step `step`: the same ones every time it is asked for.
@@ -326,8 +325,9 @@ def claim_step(
     The first call for a step takes the oldest ready groups, up to `groups`; `enough`
     (default `groups`) of them make the step ready (fewer: a job filtering zero-variance
     groups whose round has spent its refills trains on the informative ones it has). A group
-    sampled by a policy more than `max_staleness` versions behind `current_version` is
-    marked stale with this step (counted, never trained on). When enough fresh ones are
+    whose policy version is `stale` (the off-policy rule, `training.staleness`, applied for
+    the claiming trainer's version) is marked stale with this step (counted, never trained
+    on). When enough fresh ones are
     there, they are marked consumed by this step; otherwise nothing is marked as consumed
     and None is returned (wait for the rollouts; the stale marks stand, they stay stale).
     The job's row is locked first, so two trainers of one job cannot split a step. Steps are
@@ -361,7 +361,7 @@ def claim_step(
     ).all()
     fresh: list[TrainingGroup] = []
     for group in ready:
-        if current_version - group.policy_version > max_staleness:
+        if stale(group.policy_version):
             status = group_after(group.id, group.status, GroupEvent.EXPIRE)
             group.status, group.step = status.value, step
         elif len(fresh) < groups:

@@ -2,12 +2,13 @@
 
 `roll_out_training_group` reads in four phases: load the context and its problem
 (`_load`), sample and score the group (`_roll_out`: `rollout.roll_out_group`, or an episode
-mode's loop), decide its outcome from its rewards alone (`group_outcome`, pure) and write
-it to the ledger in one transaction (`_record`). The ledger's unique key (job, context,
-round) makes a retried job harmless. A group sampled by a server already further behind
-the job's reported policy version than `max_staleness` (a server restarted on its base
-weights) is not recorded: it could never be trained on, and would hold its slot for good;
-the job fails and is rolled out again.
+mode's loop), refuse it if stale on arrival (`_fresh_version`), decide its outcome from
+its rewards alone (`group_outcome`, pure) and write it to the ledger in one transaction
+(`_record`). The ledger's unique key (job, context, round) makes a retried job harmless.
+A group sampled by a server already outside the job's off-policy window
+(`staleness.is_stale` against the job's reported policy version: a server restarted on
+its base weights) is not recorded: it could never be trained on, and would hold its slot
+for good; the job fails and is rolled out again.
 
 Infrastructure errors are not rewards: responses the sandbox failed to judge are masked by
 the scorer; a group left with fewer than two is written as `dropped` with its reason, and
@@ -15,16 +16,15 @@ once the job's masked share passes its `error_budget` the job fails with an erro
 the executor and the counts, instead of training on a broken judge. A job with
 `filter_zero_variance` records a group whose responses all got the same reward as
 `dropped` too (reason `zero_variance`, its samples kept): its round is refilled
-(`training.selection`).
-It takes what it uses as arguments; queueing it, running it in this process and waking
-the trainer are `worker`'s business.
+(`training.selection`). It takes what it uses as arguments; queueing it, running it in
+this process and waking the trainer are `worker`'s business.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from pydantic import SecretStr
@@ -137,6 +137,16 @@ class _Loaded:
 
 
 @dataclass(frozen=True, slots=True)
+class _GroupKey:
+    """The ledger's key of one group (its unique key: job, context, round) and its problem."""
+
+    job_id: int
+    context_key: str
+    round: int
+    problem_id: int
+
+
+@dataclass(frozen=True, slots=True)
 class GroupOutcome:
     """What a scored group becomes in the ledger (`group_outcome`)."""
 
@@ -191,34 +201,10 @@ def roll_out_training_group(
         params, n=params.trainer.n_samples, max_tokens=params.trainer.max_response_tokens
     )
     group = _roll_out(loaded, sampling, job_id, runtime, executor, api_key)
-    version = group.policy_version if group.policy_version is not None else loaded.scheduled_version
-    if is_stale(
-        current_version=loaded.scheduled_version,
-        sampled_version=version,
-        max_staleness=params.max_staleness,
-    ):
-        # Stale on arrival: every claim from now on would expire it, and its (context,
-        # round) slot would never be sampled again. Not recorded; the job fails and is
-        # retried (RQ, then the recovery sweep) once the trainer has loaded the current
-        # weights into the server (its catch-up).
-        raise Unavailable(
-            f"the inference service served policy version {version}, "
-            f"behind training job {job_id}'s version {loaded.scheduled_version} by more "
-            f"than its max_staleness {params.max_staleness} (restarted on its base "
-            f"weights?); the group of context {context_id}, round {round} is not recorded "
-            "and is rolled out again"
-        )
+    version = _fresh_version(loaded, group, job_id=job_id, context_id=context_id, round=round)
     outcome = group_outcome(params, group, sampling.n)
-    key: dict[str, Any] = {
-        "job_id": job_id,
-        "context_key": loaded.context.context_key,
-        "round": round,
-        "problem_id": loaded.context.problem_id,
-        "policy_version": version,
-        "phase_seconds": group.seconds,
-        "masked_samples": group.masked,
-    }
-    group_id = _record(sessions, params, group, outcome, key, sampling.n, executor)
+    key = _GroupKey(job_id, loaded.context.context_key, round, loaded.context.problem_id)
+    group_id = _record(sessions, params, key, version, group, outcome, executor)
     logger.info(
         "training job %d round %d context %d: group %s at policy version %d",
         job_id,
@@ -228,6 +214,31 @@ def roll_out_training_group(
         version,
     )
     return {"group_id": group_id, "samples": len(group.samples) if group_id else 0}
+
+
+def _fresh_version(
+    loaded: _Loaded, group: ScoredGroup, *, job_id: int, context_id: int, round: int
+) -> int:
+    """The policy version that sampled `group` (the job's, from an endpoint that does not
+    say), once it is known not to be stale on arrival (`staleness.is_stale`).
+
+    Raises:
+        Unavailable: it is. Every claim from now on would expire it, and its (context,
+            round) slot would never be sampled again; so it is not recorded, the job fails
+            and is retried (RQ, then the recovery sweep) once the trainer has loaded the
+            current weights into the server (its catch-up).
+    """
+    current = loaded.scheduled_version
+    version = group.policy_version if group.policy_version is not None else current
+    window = loaded.params.max_staleness
+    if is_stale(current_version=current, sampled_version=version, max_staleness=window):
+        raise Unavailable(
+            f"the inference service served policy version {version}, "
+            f"behind training job {job_id}'s version {current} by more than its "
+            f"max_staleness {window} (restarted on its base weights?); the group of "
+            f"context {context_id}, round {round} is not recorded and is rolled out again"
+        )
+    return version
 
 
 def _load(sessions: sessionmaker[Session], job_id: int, context_id: int) -> _Loaded | None:
@@ -307,15 +318,21 @@ def _roll_out(
 def _record(
     sessions: sessionmaker[Session],
     params: TrainingParams,
+    key: _GroupKey,
+    version: int,
     group: ScoredGroup,
     outcome: GroupOutcome,
-    key: dict[str, Any],
-    group_size: int,
     executor: ExecutorAddress,
 ) -> int | None:
     """Write the group as its outcome says, in one transaction, and judge the job's error
     budget when responses were masked; returns the id of a group to train on."""
-    job_id = key["job_id"]
+    job_id = key.job_id
+    row: dict[str, Any] = {
+        **asdict(key),
+        "policy_version": version,
+        "phase_seconds": group.seconds,
+        "masked_samples": group.masked,
+    }
     with sessions.begin() as session:
         if group.masked:
             # The job's row first: a group's insert share-locks it (its foreign key), so
@@ -323,16 +340,16 @@ def _record(
             job = repo_training.get_job(session, job_id=job_id, for_update=True)
         group_id = None
         if outcome.trained:
-            group_id = repo_training.record_group(session, samples=group.samples, **key)
+            group_id = repo_training.record_group(session, samples=group.samples, **row)
         elif outcome.samples_kept:
             repo_training.record_group(
-                session, samples=group.samples, drop_reason=outcome.drop_reason, **key
+                session, samples=group.samples, drop_reason=outcome.drop_reason, **row
             )
         else:
-            repo_training.record_dropped_group(session, reason=str(outcome.drop_reason), **key)
+            repo_training.record_dropped_group(session, reason=str(outcome.drop_reason), **row)
         if group.masked:
             masked, sampled = repo_training.masked_share(
-                session, job_id=job_id, group_size=group_size
+                session, job_id=job_id, group_size=params.trainer.n_samples
             )
             one_step = params.trainer.contexts_per_step * params.trainer.n_samples
             error = budget_error(

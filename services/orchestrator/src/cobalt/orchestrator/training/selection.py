@@ -5,10 +5,10 @@ dataset's order, the job's settings and what the ledger recorded.
 A round's *stream* holds every context once: the dataset's seeded order rotated to start
 at (round - 1) x P (P: contexts_per_step), so its first P are the paper's fixed slice.
 With `schedule_contexts` the stream is stably re-ordered by what the ledger knows of
-each context (`priority`), from the visits claimed by step round - 1 - max_staleness:
-the trainer starts round r only once that step is claimed, and a claimed step's groups
-never change, so the order is the same whenever (and however often) the round is asked
-for, a replay after kill -9 included.
+each context (`priority`), from the visits claimed by the round's scheduling step
+(`staleness.scheduling_step`): round r is begun only once that step is claimed, and a
+claimed step's groups never change, so the order is the same whenever (and however
+often) the round is asked for, a replay after kill -9 included.
 
 The round's first batch is the stream's first P contexts. With `filter_zero_variance`, a
 group whose responses all got the same reward (zero advantage: it teaches nothing) is

@@ -32,12 +32,18 @@ from cobalt.orchestrator.store.models import (
 from cobalt.orchestrator.training.browse import DEFAULT_STALE_S, last_activity, liveness_of
 from cobalt.orchestrator.training.checkpoints import job_checkpoints
 from cobalt.orchestrator.training.selection import RoundProgress, round_progress, round_stream
-from cobalt.orchestrator.training.staleness import open_rounds, scheduling_step
+from cobalt.orchestrator.training.staleness import (
+    open_rounds,
+    rounds_to_begin,
+    scheduling_step,
+    stale_for,
+)
 from cobalt.shared.contracts.training import (
     StepBatch,
     StepClaim,
     StepPublic,
     StepReport,
+    StepRounds,
     TrainingGroupPublic,
     TrainingJobCreate,
     TrainingJobPublic,
@@ -65,6 +71,7 @@ __all__ = [
     "report_step",
     "set_job_status",
     "step_budget",
+    "step_rounds",
 ]
 
 
@@ -221,6 +228,24 @@ def open_round_contexts(session: Session) -> list[tuple[int, int, list[int]]]:
     return sorted(found)
 
 
+def step_rounds(sessions: sessionmaker[Session], job_id: int, step: int) -> StepRounds:
+    """The rounds a trainer on `step` should have begun (`staleness.rounds_to_begin`, the
+    job's window and budget): it starts those it has not, and never computes the window.
+
+    Raises:
+        NotFound: no such job.
+        InvalidInput: `step` is not a step (they count from 1).
+    """
+    if step < 1:
+        raise InvalidInput(f"steps count from 1, not {step}")
+    with sessions() as session:
+        job = repo_training.get_job(session, job_id=job_id)
+        params = stored_training_params(job.mode, job.params)
+        budget = step_budget(session, job)
+    rounds = rounds_to_begin(step, max_staleness=params.max_staleness, budget=budget)
+    return StepRounds(step=step, rounds=list(rounds))
+
+
 def begin_round(sessions: sessionmaker[Session], job_id: int, round: int) -> list[int]:
     """The contexts of a round about to be rolled out; a pending job becomes running.
 
@@ -296,8 +321,8 @@ def claim_step(
             job_id=job_id,
             step=step,
             groups=claim.groups,
-            current_version=claim.current_version,
-            max_staleness=params.max_staleness,  # the job's: the window is ours to apply
+            # The job's window: the claim says where the trainer is, never how far back.
+            stale=stale_for(claim.current_version, max_staleness=params.max_staleness),
             enough=enough,
         )
         if claimed is None and progress is not None and progress.complete:
