@@ -253,7 +253,7 @@ def test_trackers_log_nothing_for_a_run_not_evaluated(tmp_path: Path) -> None:
 def test_a_problem_with_no_turn_yet_has_no_rates(
     api: httpx.Client, seeded: Seeded, sessions: sessionmaker[Session]
 ) -> None:
-    from cobalt.orchestrator.store import repo_runs
+    from cobalt.orchestrator.store import repo_runs, repo_trajectories
     from cobalt.orchestrator.store.models import Problem
 
     with sessions.begin() as session:
@@ -263,7 +263,7 @@ def test_a_problem_with_no_turn_yet_has_no_rates(
             model="m", params={"n": 2}, template_name="default", template_sha256="0" * 64,
             total_trajectories=2,
         )  # fmt: skip
-        repo_runs.ensure_trajectories(
+        repo_trajectories.ensure_trajectories(
             session, run_id=run.id, keys=[(problem.id, 0), (problem.id, 1)]
         )
         run_id = run.id

@@ -18,7 +18,14 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.analysis.hacking import unified_diff
-from cobalt.orchestrator.store import repo_bandit, repo_datasets, repo_runs, repo_training
+from cobalt.orchestrator.store import (
+    repo_bandit,
+    repo_datasets,
+    repo_runs,
+    repo_training,
+    repo_trajectories,
+    repo_turns,
+)
 from cobalt.orchestrator.store.models import (
     HackingCase,
     JudgeVerdict,
@@ -30,8 +37,8 @@ from cobalt.orchestrator.store.models import (
     TurnReward,
 )
 from cobalt.orchestrator.store.repo_bandit import ContextRow
-from cobalt.orchestrator.store.repo_runs import TurnRow
 from cobalt.orchestrator.store.repo_training import SampleRow
+from cobalt.orchestrator.store.repo_turns import TurnRow
 from cobalt.shared.reward import RewardBreakdown
 
 DATASET = "demo"
@@ -219,20 +226,20 @@ def _run(
         params={"n": 2, "turns": turns, "temperature": 0.6}, template_name="default",
         template_sha256="ab" * 32, total_trajectories=6, parent_run_id=parent_run_id,
     )  # fmt: skip
-    repo_runs.ensure_trajectories(
+    repo_trajectories.ensure_trajectories(
         session, run_id=run.id, keys=[(ids[p], s) for p in passes for s in range(2)]
     )
-    repo_runs.insert_turns(session, rows=_turns(run.id, ids, passes, policy_version))
+    repo_turns.insert_turns(session, rows=_turns(run.id, ids, passes, policy_version))
     for problem, samples in passes.items():
         for sample, outcomes in enumerate(samples):
             done = len(outcomes) == turns + 1 or status == "finished"
             for moved_to in ("running", "finished") if done else ("running",):
-                repo_runs.mark_trajectory(
+                repo_trajectories.mark_trajectory(
                     session, run_id=run.id, problem_id=ids[problem], sample_index=sample,
                     status=moved_to, turns_done=len(outcomes),
                 )  # fmt: skip
     stored = session.scalars(select(Turn).where(Turn.run_id == run.id)).all() if evaluated else []
-    repo_runs.record_hidden_results(
+    repo_turns.record_hidden_results(
         session,
         results=[(turn.id, turn.public_verdicts, turn.public_passed) for turn in stored],
         outputs={turn.id: turn.public_outputs or [] for turn in stored},
@@ -357,7 +364,7 @@ def add_turn(sessions: sessionmaker[Session], run_id: int) -> None:
             select(Problem.id).where(Problem.external_id == "lcb/reverse")
         ).one()
         row = _turns(run_id, {"lcb/reverse": problem_id}, {"lcb/reverse": [[], [False]]})
-        repo_runs.insert_turns(session, rows=row)
+        repo_turns.insert_turns(session, rows=row)
 
 
 def add_run(

@@ -35,7 +35,7 @@ from cobalt.orchestrator.bandit.selection import (
     plan_validation_context,
 )
 from cobalt.orchestrator.rollouts.conversation import TurnRecord, next_turn_messages
-from cobalt.orchestrator.store import repo_bandit, repo_runs
+from cobalt.orchestrator.store import repo_bandit, repo_runs, repo_trajectories, repo_turns
 from cobalt.orchestrator.store.models import Problem, RunStatus, TrajectoryStatus, Turn
 from cobalt.orchestrator.store.repo_bandit import ContextRow
 from cobalt.shared.contracts.runs import RunParams
@@ -114,14 +114,14 @@ def _load(
     session: Session, run_id: int, counts: DropCounts
 ) -> dict[int, tuple[Problem, list[_Trajectory]]]:
     """The run's complete trajectories per problem, every turn judged on hidden tests."""
-    problems = repo_runs.problems_with_trajectories(session, run_id=run_id)
+    problems = repo_trajectories.problems_with_trajectories(session, run_id=run_id)
     turns: dict[int, list[Turn]] = defaultdict(list)
-    for turn in repo_runs.judged_turns(session, run_id=run_id, problems=problems):
+    for turn in repo_turns.judged_turns(session, run_id=run_id, problems=problems):
         turns[turn.trajectory_id].append(turn)
     run_params = RunParams.model_validate(repo_runs.get_run(session, run_id=run_id).params)
     expected_turns = 1 + run_params.feedback_turns
     by_problem: dict[int, tuple[Problem, list[_Trajectory]]] = {}
-    for trajectory in repo_runs.trajectories_of(session, run_id=run_id):
+    for trajectory in repo_trajectories.trajectories_of(session, run_id=run_id):
         counts.trajectories += 1
         rows = turns.get(trajectory.id, [])
         complete = trajectory.status == TrajectoryStatus.FINISHED.value and rows
