@@ -87,7 +87,7 @@ def stored_run(
             dataset_id=dataset.id,
             base_url="http://model/v1",
             model="m",
-            params={"n": 2, "turns": 2, **(params or {})},
+            params=RunParams.model_validate({"n": 2, "turns": 2, **(params or {})}),
             template_name="default",
             template_sha256="ab" * 32,
             total_trajectories=3,

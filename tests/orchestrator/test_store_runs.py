@@ -21,6 +21,7 @@ from cobalt.orchestrator.store import repo_datasets, repo_runs, repo_trajectorie
 from cobalt.orchestrator.store.db import alembic_config, make_engine, upgrade_database
 from cobalt.orchestrator.store.models import Base, Run, Trajectory, Turn
 from cobalt.orchestrator.store.repo_turns import TurnRow
+from cobalt.shared.contracts.runs import RunParams
 from cobalt.shared.errors import Conflict, InvalidInput, NotFound
 from tests.support.databases import empty_database
 
@@ -93,7 +94,7 @@ def _run(session: Session, dataset_id: int, **overrides: Any) -> Run:
         "dataset_id": dataset_id,
         "base_url": "http://127.0.0.1:8000/v1",
         "model": "tiny",
-        "params": {"n": 2, "temperature": 0.6, "top_p": 0.95, "turns": 3},
+        "params": RunParams(n=2, temperature=0.6, top_p=0.95, turns=3),
         "template_name": "cobalt",
         "template_sha256": "ab" * 32,
         "total_trajectories": 4,
@@ -285,7 +286,7 @@ def test_create_list_and_get_runs(sessions: sessionmaker[Session]) -> None:
         assert [r.id for r in repo_runs.list_runs(session, limit=1)] == [second.id]
         stored = repo_runs.get_run(session, run_id=first.id)
         assert (stored.kind, stored.status, stored.parent_run_id) == ("sample", "pending", None)
-        assert stored.params == {"n": 2, "temperature": 0.6, "top_p": 0.95, "turns": 3}
+        assert stored.params == RunParams(n=2, temperature=0.6, top_p=0.95, turns=3)
         assert stored.created_at is not None and stored.started_at is None
         assert repo_runs.get_run(session, run_id=second.id).parent_run_id == first.id
 

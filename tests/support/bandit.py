@@ -10,6 +10,7 @@ from cobalt.orchestrator.store import repo_datasets, repo_runs, repo_trajectorie
 from cobalt.orchestrator.store.models import Problem, Trajectory
 from cobalt.orchestrator.store.models import Turn as TurnModel
 from cobalt.orchestrator.store.repo_turns import TurnRow
+from cobalt.shared.contracts.runs import RunParams
 
 Turn = tuple[str, str] | None
 LONG_ANSWER = "word " * 400
@@ -64,7 +65,7 @@ def stored_run(sessions: sessionmaker[Session]) -> tuple[int, dict[str, int]]:
             dataset_id=dataset.id,
             base_url="http://model/v1",
             model="m",
-            params={"n": 7, "turns": 2, "temperature": 0.6, "top_p": 0.95},
+            params=RunParams(n=7, turns=2, temperature=0.6, top_p=0.95),
             template_name="default",
             template_sha256="ab" * 32,
             total_trajectories=11,

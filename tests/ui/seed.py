@@ -18,6 +18,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.analysis.hacking import unified_diff
+from cobalt.orchestrator.bandit.builder import BuildOptions
 from cobalt.orchestrator.store import (
     repo_bandit,
     repo_datasets,
@@ -39,6 +40,8 @@ from cobalt.orchestrator.store.models import (
 from cobalt.orchestrator.store.repo_bandit import ContextRow
 from cobalt.orchestrator.store.repo_training import SampleRow
 from cobalt.orchestrator.store.repo_turns import TurnRow
+from cobalt.shared.contracts.runs import RunParams
+from cobalt.shared.contracts.training_params import TrainingMode, training_params
 from cobalt.shared.reward import RewardBreakdown
 
 DATASET = "demo"
@@ -223,7 +226,7 @@ def _run(
     run = repo_runs.create_run(
         session, kind="sample" if parent_run_id is None else "refine", dataset_id=dataset_id,
         base_url="http://model/v1", model="demo-model",
-        params={"n": 2, "turns": turns, "temperature": 0.6}, template_name="default",
+        params=RunParams(n=2, turns=turns, temperature=0.6), template_name="default",
         template_sha256="ab" * 32, total_trajectories=6, parent_run_id=parent_run_id,
     )  # fmt: skip
     repo_trajectories.ensure_trajectories(
@@ -283,7 +286,8 @@ def _hacking_case(session: Session, run_id: int, problem_id: int) -> int:
 
 def _training(session: Session, run_id: int, problem_id: int) -> int:
     bandit = repo_bandit.create_bandit_dataset(
-        session, name="demo-contexts", source_run_id=run_id, split="train", params={"keep": 2},
+        session, name="demo-contexts", source_run_id=run_id, split="train",
+        params=BuildOptions(keep=2).as_params(),
         counts={"problems": 3, "problems_all_pass_at_turn_0": 0, "trajectories": 6,
                 "not_candidates": 2, "dropped_over_token_cap": 1, "turn_0_contexts": 2,
                 "partial_contexts": 1, "mixed_in": {}},
@@ -295,8 +299,8 @@ def _training(session: Session, run_id: int, problem_id: int) -> int:
         ],
     )  # fmt: skip
     job = repo_training.create_job(
-        session, name="demo-grpo", mode="cobalt", model="/models/policy",
-        bandit_dataset_id=bandit.id, params={"trainer": {"contexts_per_step": 2}},
+        session, name="demo-grpo", model="/models/policy", bandit_dataset_id=bandit.id,
+        params=training_params(TrainingMode.COBALT, {"trainer": {"contexts_per_step": 2}}),
     )  # fmt: skip
     for step, metrics in enumerate(TRAINING_METRICS, start=1):
         session.add(TrainingStep(job_id=job.id, step=step, policy_version=step, metrics=metrics))

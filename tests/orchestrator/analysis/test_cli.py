@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.store import repo_datasets, repo_runs, repo_trajectories, repo_turns
 from cobalt.orchestrator.store.models import HackingCase, JudgeVerdict, Problem, Turn
 from cobalt.orchestrator.store.repo_turns import TurnRow
+from cobalt.shared.contracts.runs import RunParams
 from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
 from tests.support.cli import cobalt_here
 from tests.support.runs import cobalt, json_out
@@ -93,9 +94,15 @@ def stored_run(
             "template_sha256": "ab" * 32,
             "total_trajectories": 5,
         }
-        parent = repo_runs.create_run(session, kind="sample", params={"n": 4, "turns": 1}, **common)
+        parent = repo_runs.create_run(
+            session, kind="sample", params=RunParams(n=4, turns=1), **common
+        )
         run = repo_runs.create_run(
-            session, kind="refine", parent_run_id=parent.id, params={"n": 4, "turns": 3}, **common
+            session,
+            kind="refine",
+            parent_run_id=parent.id,
+            params=RunParams(n=4, turns=3),
+            **common,
         )
         keys = [(ids[p], s) for p, samples in TRAJECTORIES.items() for s in range(len(samples))]
         repo_trajectories.ensure_trajectories(session, run_id=run.id, keys=keys)

@@ -38,7 +38,7 @@ from cobalt.shared.contracts.browse import (
     TurnDetail,
     TurnRewardPublic,
 )
-from cobalt.shared.contracts.runs import EvaluationReport, RunParams, TurnPublic
+from cobalt.shared.contracts.runs import EvaluationReport, TurnPublic
 from cobalt.shared.contracts.statuses import TrajectoryStatus
 from cobalt.shared.errors import NotFound
 from cobalt.shared.extraction import THINK_CLOSE, THINK_OPEN, answer_part
@@ -215,6 +215,6 @@ def run_problem_detail(
             public_tests=len(problem.public_tests),
             hidden_tests=len(problem.hidden_tests),
             swapped_tests=swapped,
-            reward_format=RunParams.model_validate(run.params).reward_format,
+            reward_format=run.params.reward_format,
             trajectories=trajectories,
         )

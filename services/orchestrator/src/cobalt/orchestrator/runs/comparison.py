@@ -27,7 +27,6 @@ from cobalt.shared.contracts.browse import (
     RunComparison,
     TurnChange,
 )
-from cobalt.shared.contracts.runs import RunParams
 from cobalt.shared.errors import InvalidInput
 
 __all__ = ["change_of", "compare_runs", "problem_counts"]
@@ -51,7 +50,7 @@ def change_of(a: Counted | None, b: Counted | None) -> TurnChange:
 def problem_counts(session: Session, run: Run) -> tuple[dict[int, list[Counted]], int]:
     """Per problem with hidden results in `run`, per turn (passing samples, samples); and
     the run's turns."""
-    params = RunParams.model_validate(run.params)
+    params = run.params
     n, turns = params.n, params.feedback_turns + 1
     outcomes: dict[int, list[list[bool | None]]] = {}
     rows = repo_turns.turn_outcomes(session, run_id=run.id)

@@ -169,7 +169,7 @@ def evaluate_run(
 
     with sessions() as session:
         run = repo_runs.get_run(session, run_id=run_id)
-        params = RunParams.model_validate(run.params)
+        params = run.params
         plans, known = _pending_plans(session, run_id, params.limits, params.compare)
     with sessions.begin() as session:
         repo_turns.record_hidden_results(session, results=known)
@@ -217,7 +217,7 @@ def stored_report(
     `intervals` the bootstrap is skipped (a list of many runs needs only the rates).
     """
     with sessions() as session:
-        params = RunParams.model_validate(repo_runs.get_run(session, run_id=run_id).params)
+        params = repo_runs.get_run(session, run_id=run_id).params
         scored = repo_rewards.has_rewards(session, run_id=run_id)
     return _report(sessions, run_id, params, ks, with_rewards=scored, intervals=intervals)
 

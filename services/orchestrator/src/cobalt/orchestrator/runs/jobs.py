@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
 
 from pydantic import SecretStr
 from sqlalchemy.orm import Session, sessionmaker
@@ -78,9 +77,8 @@ class DatabaseTurnStore:
         return self._status in (RunStatus.CANCELLED.value, RunStatus.INTERRUPTED.value)
 
 
-def spec_of_run(run_id: int, stored: dict[str, Any]) -> RolloutSpec:
-    """The rollout settings a run recorded when it was created."""
-    params = RunParams.model_validate(stored)
+def spec_of_run(run_id: int, params: RunParams) -> RolloutSpec:
+    """The rollout settings a run recorded when it was created (`Run.params`)."""
     return RolloutSpec(
         run_id=run_id,
         n=params.n,

@@ -112,7 +112,7 @@ def create_sample_run(
             dataset_id=dataset.id,
             base_url=request.base_url,
             model=request.model,
-            params=params.model_dump(mode="json"),
+            params=params,
             template_name=request.template,
             template_sha256=template.sha256,
             total_trajectories=len(problem_ids) * request.n,
@@ -123,7 +123,7 @@ def create_sample_run(
 
 
 def _add_sample_trajectories(session: Session, run: Run) -> None:
-    params = RunParams.model_validate(run.params)
+    params = run.params
     if params.problems is None:
         return  # a run from before deferred creation: created whole
     problem_ids = repo_datasets.problem_ids(
@@ -182,7 +182,7 @@ def create_refine_run(
                 f"run {parent.id} is a {parent.status} {parent.kind} run; refine starts from "
                 "a finished sample run"
             )
-        inherited = RunParams.model_validate(parent.params)
+        inherited = parent.params
         if maximums is not None:
             maximums.refuse_above(inherited.limits, chosen_by=f"sample run {parent.id}")
         params = RunParams.model_validate(
@@ -199,7 +199,7 @@ def create_refine_run(
             parent_run_id=parent.id,
             base_url=request.base_url or parent.base_url,
             model=request.model or parent.model,
-            params=params.model_dump(mode="json"),
+            params=params,
             template_name=parent.template_name,
             template_sha256=parent.template_sha256,
             total_trajectories=parent.total_trajectories,
@@ -315,7 +315,7 @@ def _publics(session: Session, runs: Sequence[Run]) -> list[RunPublic]:
             parent_run_id=run.parent_run_id,
             base_url=run.base_url,
             model=run.model,
-            params=RunParams.model_validate(run.params),
+            params=run.params,
             template_name=run.template_name,
             template_sha256=run.template_sha256,
             total_trajectories=run.total_trajectories,

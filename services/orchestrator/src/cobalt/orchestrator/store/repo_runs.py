@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
@@ -26,6 +25,7 @@ from cobalt.orchestrator.store.models import (
     Turn,
 )
 from cobalt.orchestrator.store.times import utc_now
+from cobalt.shared.contracts.runs import RunParams
 from cobalt.shared.errors import Conflict, InvalidInput, NotFound
 
 __all__ = [
@@ -116,7 +116,7 @@ def create_run(
     dataset_id: int,
     base_url: str,
     model: str,
-    params: dict[str, Any],
+    params: RunParams,
     template_name: str,
     template_sha256: str,
     total_trajectories: int = 0,
@@ -127,7 +127,7 @@ def create_run(
     Args:
         kind: a `RunKind`; a refine run needs `parent_run_id`, a sample run must not
             have one.
-        params: the decoding and loop settings as given (n, temperature, turns, ...).
+        params: the decoding and loop settings (n, temperature, turns, ...).
         total_trajectories: problems x n, the denominator of progress.
 
     Raises:
