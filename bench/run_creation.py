@@ -33,7 +33,10 @@ from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade
 from cobalt.orchestrator.store.models import Problem, Run  # noqa: E402
 from cobalt.shared.clients import ExecutorClientSettings  # noqa: E402
 from cobalt.shared.contracts import ProblemRow, StdinTest  # noqa: E402
-from cobalt.shared.contracts.runs import SampleRunRequest  # noqa: E402
+from cobalt.shared.contracts.runs import (
+    RunParams,  # noqa: E402
+    SampleRunRequest,  # noqa: E402
+)
 
 
 def measure(url: str, problems: int, samples: int) -> dict[str, float]:
@@ -69,7 +72,7 @@ def measure(url: str, problems: int, samples: int) -> dict[str, float]:
         assert run is not None
         copy = repo_runs.create_run(
             session, kind="sample", dataset_id=run.dataset_id, base_url="u", model="m",
-            params={}, template_name="default", template_sha256="0" * 64,
+            params=RunParams(), template_name="default", template_sha256="0" * 64,
             total_trajectories=0,
         )  # fmt: skip
         ids = list(session.scalars(select(Problem.id).where(Problem.dataset_id == run.dataset_id)))

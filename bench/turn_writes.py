@@ -42,6 +42,7 @@ from cobalt.orchestrator.store import repo_datasets, repo_runs, repo_trajectorie
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
 from cobalt.orchestrator.store.models import Trajectory, Turn
 from cobalt.orchestrator.store.repo_turns import TurnRow
+from cobalt.shared.contracts.runs import RunParams
 
 TARGET_PER_S = 5000.0
 """Turn rows per second the batched writes must reach on the build machine."""
@@ -144,7 +145,7 @@ def prepare_run(
             dataset_id=dataset_id,
             base_url="http://127.0.0.1:8000/v1",
             model="Qwen/Qwen3-1.7B",
-            params={"n": SAMPLES_PER_PROBLEM, "turns": TURNS_PER_TRAJECTORY},
+            params=RunParams(n=SAMPLES_PER_PROBLEM, turns=TURNS_PER_TRAJECTORY),
             template_name="cobalt",
             template_sha256="0" * 64,
         )
