@@ -336,8 +336,8 @@ def _silent_job(session: Session, job_id: int, name: str, params: dict[str, Any]
     """A job on `job_id`'s contexts, created and last changed two hours ago."""
     job = session.get_one(TrainingJob, job_id)
     silent = repo_training.create_job(
-        session, name=name, mode="cobalt", model="/models/policy",
-        bandit_dataset_id=job.bandit_dataset_id, params=params,
+        session, name=name, model="/models/policy", bandit_dataset_id=job.bandit_dataset_id,
+        params=training_params(TrainingMode.COBALT, params),
     )  # fmt: skip
     session.flush()
     long_ago = datetime.now(UTC) - timedelta(hours=2)
