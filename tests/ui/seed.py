@@ -40,8 +40,9 @@ from cobalt.orchestrator.store.models import (
 from cobalt.orchestrator.store.repo_bandit import ContextRow
 from cobalt.orchestrator.store.repo_training import SampleRow
 from cobalt.orchestrator.store.repo_turns import TurnRow
+from cobalt.shared.contracts.hyperparameters import TrainingMode
 from cobalt.shared.contracts.runs import RunParams
-from cobalt.shared.contracts.training_params import TrainingMode, training_params
+from cobalt.shared.contracts.training_params import training_params
 from cobalt.shared.reward import RewardBreakdown
 
 DATASET = "demo"
