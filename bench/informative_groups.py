@@ -60,6 +60,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from cobalt.orchestrator.bandit.builder import BuildOptions  # noqa: E402
 from cobalt.orchestrator.settings import OrchestratorSettings  # noqa: E402
 from cobalt.orchestrator.store import repo_bandit, repo_datasets, repo_runs  # noqa: E402
 from cobalt.orchestrator.store.db import (  # noqa: E402
@@ -73,6 +74,7 @@ from cobalt.orchestrator.training import service  # noqa: E402
 from cobalt.orchestrator.worker.carry_out import schedule_round  # noqa: E402
 from cobalt.shared.clients import ExecutorAddress  # noqa: E402
 from cobalt.shared.clients.local_executor import local_executor  # noqa: E402
+from cobalt.shared.contracts.runs import RunParams  # noqa: E402
 from cobalt.shared.contracts.training import StepBatch, StepClaim, TrainingJobCreate  # noqa: E402
 from cobalt.shared.errors import CobaltError  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai  # noqa: E402
@@ -153,7 +155,7 @@ def bandit_contexts(
         problems = problems.all()
         run = repo_runs.create_run(
             session, kind="sample", dataset_id=dataset_id, base_url="http://x/v1", model="m",
-            params={"n": 1, "turns": 1}, template_name="default", template_sha256="ab" * 32,
+            params=RunParams(n=1, turns=1), template_name="default", template_sha256="ab" * 32,
             total_trajectories=len(problems),
         )  # fmt: skip
         rows = []
@@ -164,7 +166,8 @@ def bandit_contexts(
                                    prompt_tokens=tokens_of(messages),
                                    template_sha256="ab" * 32))  # fmt: skip
         repo_bandit.create_bandit_dataset(
-            session, name="ctx", source_run_id=run.id, split="train", params={}, counts={},
+            session, name="ctx", source_run_id=run.id, split="train",
+            params=BuildOptions().as_params(), counts={},
             contexts=rows,
         )  # fmt: skip
 

@@ -5,7 +5,7 @@ in a throwaway PostgreSQL database (and with --sqlite, a SQLite file):
 - request: what `POST /v1/runs` waits for now (`create_sample_run(defer_trajectories=True)`:
   the run row), and `run_public` of the new run;
 - rows, generated: the trajectories written by the database in one INSERT ... SELECT
-  (`repo_runs.add_sample_trajectories`, done after the request answers);
+  (`repo_trajectories.add_sample_trajectories`, done after the request answers);
 - rows, sent: the same rows sent from Python as parameters (`ensure_trajectories`), which
   is what the request used to wait for.
 
@@ -28,12 +28,15 @@ from sqlalchemy import select  # noqa: E402
 from throwaway_db import drop_database, throwaway_database  # noqa: E402
 
 from cobalt.orchestrator.runs import service  # noqa: E402
-from cobalt.orchestrator.store import repo_datasets, repo_runs  # noqa: E402
+from cobalt.orchestrator.store import repo_datasets, repo_runs, repo_trajectories  # noqa: E402
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database  # noqa: E402
 from cobalt.orchestrator.store.models import Problem, Run  # noqa: E402
 from cobalt.shared.clients import ExecutorClientSettings  # noqa: E402
 from cobalt.shared.contracts import ProblemRow, StdinTest  # noqa: E402
-from cobalt.shared.contracts.runs import SampleRunRequest  # noqa: E402
+from cobalt.shared.contracts.runs import (
+    RunParams,  # noqa: E402
+    SampleRunRequest,  # noqa: E402
+)
 
 
 def measure(url: str, problems: int, samples: int) -> dict[str, float]:
@@ -69,13 +72,13 @@ def measure(url: str, problems: int, samples: int) -> dict[str, float]:
         assert run is not None
         copy = repo_runs.create_run(
             session, kind="sample", dataset_id=run.dataset_id, base_url="u", model="m",
-            params={}, template_name="default", template_sha256="0" * 64,
+            params=RunParams(), template_name="default", template_sha256="0" * 64,
             total_trajectories=0,
         )  # fmt: skip
         ids = list(session.scalars(select(Problem.id).where(Problem.dataset_id == run.dataset_id)))
         started = time.perf_counter()
         keys = [(problem_id, i) for problem_id in ids for i in range(samples)]
-        repo_runs.ensure_trajectories(session, run_id=copy.id, keys=keys)
+        repo_trajectories.ensure_trajectories(session, run_id=copy.id, keys=keys)
         sent = time.perf_counter() - started
     engine.dispose()
     return {"request": answered, "generated": generated, "sent": sent}

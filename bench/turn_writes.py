@@ -38,10 +38,11 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 from throwaway_db import ADMIN_URL, drop_database, throwaway_database
 
-from cobalt.orchestrator.store import repo_datasets, repo_runs
+from cobalt.orchestrator.store import repo_datasets, repo_runs, repo_trajectories, repo_turns
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
 from cobalt.orchestrator.store.models import Trajectory, Turn
-from cobalt.orchestrator.store.repo_runs import TurnRow
+from cobalt.orchestrator.store.repo_turns import TurnRow
+from cobalt.shared.contracts.runs import RunParams
 
 TARGET_PER_S = 5000.0
 """Turn rows per second the batched writes must reach on the build machine."""
@@ -144,12 +145,12 @@ def prepare_run(
             dataset_id=dataset_id,
             base_url="http://127.0.0.1:8000/v1",
             model="Qwen/Qwen3-1.7B",
-            params={"n": SAMPLES_PER_PROBLEM, "turns": TURNS_PER_TRAJECTORY},
+            params=RunParams(n=SAMPLES_PER_PROBLEM, turns=TURNS_PER_TRAJECTORY),
             template_name="cobalt",
             template_sha256="0" * 64,
         )
         trajectories = sorted({(p, s) for p, s, _ in keys})
-        repo_runs.ensure_trajectories(session, run_id=run.id, keys=trajectories)
+        repo_trajectories.ensure_trajectories(session, run_id=run.id, keys=trajectories)
         ids = {
             (run.id, p, s): id_
             for p, s, id_ in session.execute(
@@ -176,7 +177,7 @@ def run_cobalt(sessions: sessionmaker[Session], rows: list[TurnRow], batch_size:
     inserted = 0
     for start in range(0, len(rows), batch_size):
         with sessions.begin() as session:
-            inserted += repo_runs.insert_turns(session, rows=rows[start : start + batch_size])
+            inserted += repo_turns.insert_turns(session, rows=rows[start : start + batch_size])
     return inserted
 
 

@@ -152,7 +152,7 @@ def test_the_tiny_experiment_runs_every_arm_on_equal_budgets_and_reports_the_sto
                     assert run is not None
                     assert run.dataset_id == dataset_of[data["datasets"][split]]
                     # Cheap samples on generated data: the brief prompt, answers cut at code.
-                    assert run.template_name == "brief" and run.params["stop_at_code_end"]
+                    assert run.template_name == "brief" and run.params.stop_at_code_end
         base = data["arms"][0]
         budgets = set()
         # The held-out split is read last: every held-out run after every other run.

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.runs.browse import split_reasoning
 from cobalt.orchestrator.store import repo_datasets, repo_runs
 from cobalt.orchestrator.training.browse import group_advantages
+from cobalt.shared.contracts.runs import RunParams
 from tests.support.cli import cobalt_here
 from tests.ui.seed import (
     CHANGE_COUNTS,
@@ -182,7 +183,7 @@ def test_a_comparison_needs_two_runs_of_one_dataset(
         other = repo_datasets.create_dataset(session, name="other", source="jsonl")
         run = repo_runs.create_run(
             session, kind="sample", dataset_id=other.id, base_url="http://m/v1", model="m",
-            params={"n": 1}, template_name="default", template_sha256="0" * 64,
+            params=RunParams(n=1), template_name="default", template_sha256="0" * 64,
             total_trajectories=0,
         )  # fmt: skip
         other_run = run.id

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from typer.testing import CliRunner
 
 from cobalt.shared.commands import app
+from cobalt.shared.contracts.runs import RunParams
 from cobalt.shared.ports import free_port
 
 
@@ -224,7 +225,7 @@ def test_delete_asks_refuses_while_runs_use_it_and_deletes(
         assert used is not None
         run = repo_runs.create_run(
             session, kind="sample", dataset_id=used.id, base_url="http://m/v1", model="m",
-            params={}, template_name="default", template_sha256="0" * 64,
+            params=RunParams(), template_name="default", template_sha256="0" * 64,
         )  # fmt: skip
     refused = cli("delete", "used", "--yes")
     assert refused.exit_code == 2 and f"runs {run.id}" in refused.stderr

@@ -15,7 +15,7 @@ from cobalt.orchestrator.lifecycle import GroupEvent, JobEvent, RunEvent, Trajec
 from cobalt.orchestrator.runs import service
 from cobalt.orchestrator.store import repo_datasets, repo_runs
 from cobalt.orchestrator.store.models import Run
-from cobalt.shared.contracts.runs import RunPublic
+from cobalt.shared.contracts.runs import RunParams, RunPublic
 from cobalt.shared.contracts.statuses import (
     RunStatus,
     TrainingGroupStatus,
@@ -134,7 +134,7 @@ def _pending_run(session: Session) -> Run:
     dataset = repo_datasets.create_dataset(session, name="empty", source="jsonl")
     return repo_runs.create_run(
         session, kind="sample", dataset_id=dataset.id, base_url="http://x/v1", model="m",
-        params={"n": 1}, template_name="default", template_sha256="ab" * 32,
+        params=RunParams(n=1), template_name="default", template_sha256="ab" * 32,
         total_trajectories=0,
     )  # fmt: skip
 
@@ -207,7 +207,7 @@ def test_listing_runs_takes_the_same_queries_for_one_run_or_many(
         for _ in range(5):
             repo_runs.create_run(
                 session, kind="sample", dataset_id=dataset_id, base_url="http://x/v1",
-                model="m", params={"n": 1}, template_name="default",
+                model="m", params=RunParams(n=1), template_name="default",
                 template_sha256="ab" * 32, total_trajectories=0,
             )  # fmt: skip
     many, runs = statements_of_listing()

@@ -25,6 +25,7 @@ from cobalt.orchestrator.store.db import (
     upgrade_database,
 )
 from cobalt.orchestrator.store.models import Run
+from cobalt.shared.contracts.runs import RunParams
 from tests.support.cli import cobalt_here
 from tests.support.databases import empty_database
 from tests.ui.seed import (
@@ -253,17 +254,17 @@ def test_trackers_log_nothing_for_a_run_not_evaluated(tmp_path: Path) -> None:
 def test_a_problem_with_no_turn_yet_has_no_rates(
     api: httpx.Client, seeded: Seeded, sessions: sessionmaker[Session]
 ) -> None:
-    from cobalt.orchestrator.store import repo_runs
+    from cobalt.orchestrator.store import repo_runs, repo_trajectories
     from cobalt.orchestrator.store.models import Problem
 
     with sessions.begin() as session:
         problem = session.scalars(select(Problem).where(Problem.external_id == "double")).one()
         run = repo_runs.create_run(
             session, kind="sample", dataset_id=problem.dataset_id, base_url="http://m/v1",
-            model="m", params={"n": 2}, template_name="default", template_sha256="0" * 64,
+            model="m", params=RunParams(n=2), template_name="default", template_sha256="0" * 64,
             total_trajectories=2,
         )  # fmt: skip
-        repo_runs.ensure_trajectories(
+        repo_trajectories.ensure_trajectories(
             session, run_id=run.id, keys=[(problem.id, 0), (problem.id, 1)]
         )
         run_id = run.id

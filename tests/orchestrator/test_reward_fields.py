@@ -1,7 +1,7 @@
 """The reward's fields are written in four places: the breakdown the rules compute
 (`shared.reward.RewardBreakdown`), the store's columns (`store.models.RewardComponents`),
 the turn's reward as the API shows it (`contracts.browse.TurnRewardPublic`) and the
-components a turn search may range over (`store.repo_turns.REWARD_COMPONENTS`). They agree:
+components a turn search may range over (`store.repo_turn_search.REWARD_COMPONENTS`). They agree:
 a field added to one and not the others fails here, not in a query."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import typing
 from sqlalchemy import Boolean, Float, Integer
 
 from cobalt.orchestrator.store.models import RewardComponents, TurnReward
-from cobalt.orchestrator.store.repo_turns import REWARD_COMPONENTS
+from cobalt.orchestrator.store.repo_turn_search import REWARD_COMPONENTS
 from cobalt.shared.contracts.browse import TurnRewardPublic
 from cobalt.shared.reward import RewardBreakdown
 

@@ -20,7 +20,7 @@ from rq.job import Job, JobStatus
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.settings import OrchestratorSettings
-from cobalt.orchestrator.store import repo_runs
+from cobalt.orchestrator.store import repo_trajectories
 from cobalt.orchestrator.store.models import Run
 from cobalt.orchestrator.worker.carrier import queue_carrier
 from cobalt.orchestrator.worker.carry_out import start_round
@@ -192,12 +192,12 @@ def test_a_failed_job_rq_will_retry_leaves_its_trajectories_pending(
     monkeypatch.setattr(rq, "get_current_job", lambda: SimpleNamespace(retries_left=retries_left))
     resources = JobResources.here(settings, ExecutorAddress(executor_url), api_key=None)
     with pg_sessions() as session:
-        problem_id = repo_runs.open_problem_ids(session, run_id=run_id)[0]
+        problem_id = repo_trajectories.open_problem_ids(session, run_id=run_id)[0]
     with pytest.raises(CobaltError):
         run_problem(run_id, problem_id, resources=resources)
     with pg_sessions() as session:
         statuses = {
-            t.status for t in repo_runs.trajectories_of(session, run_id=run_id)
+            t.status for t in repo_trajectories.trajectories_of(session, run_id=run_id)
             if t.problem_id == problem_id
         }  # fmt: skip
     assert statuses == ({"pending"} if retries_left else {"failed"})

@@ -27,9 +27,9 @@ from cobalt.orchestrator.runs.rewards import (
     run_reward_format,
     score_turn_rewards,
 )
-from cobalt.orchestrator.store import repo_datasets, repo_runs
+from cobalt.orchestrator.store import repo_datasets, repo_runs, repo_trajectories, repo_turns
 from cobalt.orchestrator.store.models import Problem, Trajectory, Turn, TurnReward
-from cobalt.orchestrator.store.repo_runs import TurnRow
+from cobalt.orchestrator.store.repo_turns import TurnRow
 from cobalt.shared.clients import ExecutorClient
 from cobalt.shared.contracts.runs import INHERITED_BY_REFINE, RunParams, SampleRunRequest
 from cobalt.shared.contracts.training import TrainingMode
@@ -87,13 +87,15 @@ def stored_run(
             dataset_id=dataset.id,
             base_url="http://model/v1",
             model="m",
-            params={"n": 2, "turns": 2, **(params or {})},
+            params=RunParams.model_validate({"n": 2, "turns": 2, **(params or {})}),
             template_name="default",
             template_sha256="ab" * 32,
             total_trajectories=3,
         )
-        repo_runs.ensure_trajectories(session, run_id=run.id, keys=[(ids[p], s) for p, s in TURNS])
-        repo_runs.insert_turns(
+        repo_trajectories.ensure_trajectories(
+            session, run_id=run.id, keys=[(ids[p], s) for p, s in TURNS]
+        )
+        repo_turns.insert_turns(
             session,
             rows=[
                 TurnRow(
@@ -115,7 +117,7 @@ def stored_run(
             flags = TURNS[(problem, turn.sample_index)][turn.turn_index][2]
             if flags is not None:
                 hidden.append((turn.id, verdicts(flags), flags == "AA"))
-        repo_runs.record_hidden_results(session, results=hidden)
+        repo_turns.record_hidden_results(session, results=hidden)
         for trajectory in session.scalars(select(Trajectory)):
             trajectory.status = "finished"
     return run.id

@@ -31,7 +31,7 @@ def test_a_stored_run_reads_back_with_its_feedback_turns() -> None:
     stored |= {"compare": "lcb", "limits": None, "problems": 5}
     params = RunParams.model_validate(stored)
     assert (params.feedback_turns, params.n, params.temperature) == (3, 2, 0.9)
-    spec = spec_of_run(7, stored)
+    spec = spec_of_run(7, params)
     assert (spec.feedback_turns, spec.compare, spec.sampling.temperature) == (3, Compare.LCB, 0.9)
     # A row from before `stop_on_pass` and `think_cap_chars` were stored reads with defaults.
     old = RunParams.model_validate({"n": 1, "temperature": 0.6, "top_p": 0.95, "max_tokens": 8})

@@ -20,8 +20,8 @@ PACKAGE = Path(cobalt.orchestrator.__file__).parent
 
 WRITERS = {
     ("store/repo_runs.py", "set_run_status"): "is_run_move",
-    ("store/repo_runs.py", "mark_trajectory"): "is_trajectory_move",
-    ("store/repo_runs.py", "move_trajectories"): "TRAJECTORY_TRANSITIONS",
+    ("store/repo_trajectories.py", "mark_trajectory"): "is_trajectory_move",
+    ("store/repo_trajectories.py", "move_trajectories"): "TRAJECTORY_TRANSITIONS",
     ("store/repo_training.py", "apply_job_event"): "job_after",
     ("store/repo_training.py", "claim_step"): "group_after",
 }
@@ -108,7 +108,7 @@ def test_status_is_written_only_by_the_lifecycle_writers() -> None:
     ]
     assert stray == [], (
         "status written outside the lifecycle writers; call repo_runs.set_run_status, "
-        "repo_runs.move_trajectories / mark_trajectory or repo_training.apply_job_event "
+        "repo_trajectories.move_trajectories / mark_trajectory or repo_training.apply_job_event "
         f"instead: {stray}"
     )
 

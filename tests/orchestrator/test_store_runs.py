@@ -1,4 +1,5 @@
-"""Runs, trajectories and turns on real PostgreSQL and SQLite (`repo_runs`, migrations 0002-3)."""
+"""Runs, trajectories and turns on real PostgreSQL and SQLite (`repo_runs`,
+`repo_trajectories`, `repo_turns`; migrations 0002-3)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.lifecycle import TrajectoryEvent
-from cobalt.orchestrator.store import repo_datasets, repo_runs
+from cobalt.orchestrator.store import repo_datasets, repo_runs, repo_trajectories, repo_turns
 from cobalt.orchestrator.store.db import alembic_config, make_engine, upgrade_database
 from cobalt.orchestrator.store.models import Base, Run, Trajectory, Turn
-from cobalt.orchestrator.store.repo_runs import TurnRow
+from cobalt.orchestrator.store.repo_turns import TurnRow
+from cobalt.shared.contracts.runs import RunParams
 from cobalt.shared.errors import Conflict, InvalidInput, NotFound
 from tests.support.databases import empty_database
 
@@ -92,7 +94,7 @@ def _run(session: Session, dataset_id: int, **overrides: Any) -> Run:
         "dataset_id": dataset_id,
         "base_url": "http://127.0.0.1:8000/v1",
         "model": "tiny",
-        "params": {"n": 2, "temperature": 0.6, "top_p": 0.95, "turns": 3},
+        "params": RunParams(n=2, temperature=0.6, top_p=0.95, turns=3),
         "template_name": "cobalt",
         "template_sha256": "ab" * 32,
         "total_trajectories": 4,
@@ -134,7 +136,7 @@ def run_with_trajectories(sessions: sessionmaker[Session]) -> tuple[int, list[in
         dataset_id, problems = _dataset(session)
         run = _run(session, dataset_id)
         keys = [(p, s) for p in problems for s in range(2)]
-        assert repo_runs.ensure_trajectories(session, run_id=run.id, keys=keys) == 4
+        assert repo_trajectories.ensure_trajectories(session, run_id=run.id, keys=keys) == 4
         return run.id, problems
 
 
@@ -182,9 +184,9 @@ def test_every_downgrade_keeps_the_runs_trajectories_and_turns(fresh_url: str) -
             dataset_id, problems = _dataset(session)
             run_id = _run(session, dataset_id).id
             keys = [(p, 0) for p in problems]
-            repo_runs.ensure_trajectories(session, run_id=run_id, keys=keys)
+            repo_trajectories.ensure_trajectories(session, run_id=run_id, keys=keys)
             rows = [_turn(run_id, p, 0, turn) for p in problems for turn in range(2)]
-            assert repo_runs.insert_turns(session, rows=rows) == 4
+            assert repo_turns.insert_turns(session, rows=rows) == 4
 
         def counts() -> tuple[int, ...]:
             with engine.connect() as conn:
@@ -224,7 +226,7 @@ def test_migration_0003_packs_stored_token_arrays_and_unpacks_them_on_downgrade(
                 ),
                 {"dataset": dataset_id, "sha": "ab" * 32},
             ).scalar_one()
-            repo_runs.ensure_trajectories(session, run_id=run_id, keys=[(problems[0], 0)])
+            repo_trajectories.ensure_trajectories(session, run_id=run_id, keys=[(problems[0], 0)])
             trajectory_id = session.scalar(select(Trajectory.id))
         with engine.begin() as conn:
             for turn_index, arrays in ((0, (ids, ids[:1], logprobs)), (1, (None, None, None))):
@@ -284,7 +286,7 @@ def test_create_list_and_get_runs(sessions: sessionmaker[Session]) -> None:
         assert [r.id for r in repo_runs.list_runs(session, limit=1)] == [second.id]
         stored = repo_runs.get_run(session, run_id=first.id)
         assert (stored.kind, stored.status, stored.parent_run_id) == ("sample", "pending", None)
-        assert stored.params == {"n": 2, "temperature": 0.6, "top_p": 0.95, "turns": 3}
+        assert stored.params == RunParams(n=2, temperature=0.6, top_p=0.95, turns=3)
         assert stored.created_at is not None and stored.started_at is None
         assert repo_runs.get_run(session, run_id=second.id).parent_run_id == first.id
 
@@ -351,8 +353,8 @@ def test_ensure_trajectories_is_idempotent(
     run_id, problems = run_with_trajectories
     with sessions.begin() as session:
         keys = [(problems[0], 0), (problems[0], 2)]
-        assert repo_runs.ensure_trajectories(session, run_id=run_id, keys=keys) == 1
-        assert repo_runs.ensure_trajectories(session, run_id=run_id, keys=[]) == 0
+        assert repo_trajectories.ensure_trajectories(session, run_id=run_id, keys=keys) == 1
+        assert repo_trajectories.ensure_trajectories(session, run_id=run_id, keys=[]) == 0
     with sessions.begin() as session:
         progress = repo_runs.run_progress(session, run_id=run_id)
         assert progress.trajectories == {"pending": 5, "running": 0, "finished": 0, "failed": 0}
@@ -364,20 +366,22 @@ def test_inserting_the_same_turns_twice_writes_them_once(
     run_id, (p0, p1) = run_with_trajectories
     first = [_turn(run_id, p0, 0, 0), _turn(run_id, p0, 0, 1), _turn(run_id, p1, 1, 0)]
     with sessions.begin() as session:
-        assert repo_runs.insert_turns(session, rows=first) == 3
+        assert repo_turns.insert_turns(session, rows=first) == 3
     retried = [
         _turn(run_id, p0, 0, 0, raw_response="a different answer"),
         _turn(run_id, p0, 0, 1),
         _turn(run_id, p0, 0, 2),
     ]
     with sessions.begin() as session:
-        assert repo_runs.insert_turns(session, rows=retried) == 1
-        assert repo_runs.insert_turns(session, rows=retried) == 0
-        assert repo_runs.insert_turns(session, rows=[]) == 0
+        assert repo_turns.insert_turns(session, rows=retried) == 1
+        assert repo_turns.insert_turns(session, rows=retried) == 0
+        assert repo_turns.insert_turns(session, rows=[]) == 0
     with sessions.begin() as session:
         assert session.scalar(select(func.count(Turn.id))) == 4
         assert repo_runs.run_progress(session, run_id=run_id).turns == 4
-        turn0 = repo_runs.turns_of_trajectory(session, run_id=run_id, problem_id=p0, sample_index=0)
+        turn0 = repo_turns.turns_of_trajectory(
+            session, run_id=run_id, problem_id=p0, sample_index=0
+        )
         assert turn0[0].raw_response.startswith("<think>")  # the first write wins
         trajectory = session.scalar(
             select(Trajectory).where(
@@ -396,9 +400,9 @@ def test_turn_columns_round_trip(
     run_id, (p0, _) = run_with_trajectories
     row = _turn(run_id, p0, 1, 0, code=None, prompt_token_ids=None, policy_version=None)
     with sessions.begin() as session:
-        repo_runs.insert_turns(session, rows=[row])
+        repo_turns.insert_turns(session, rows=[row])
     with sessions.begin() as session:
-        (turn,) = repo_runs.turns_of_trajectory(
+        (turn,) = repo_turns.turns_of_trajectory(
             session, run_id=run_id, problem_id=p0, sample_index=1
         )
         for name in (
@@ -437,7 +441,7 @@ def test_turns_for_a_missing_trajectory_are_refused(
     with sessions.begin() as session:
         rows = [_turn(run_id, p0, 0, 0), _turn(run_id, p0, 9, 0)]
         with pytest.raises(NotFound, match=r"ensure_trajectories first") as caught:
-            repo_runs.insert_turns(session, rows=rows)
+            repo_turns.insert_turns(session, rows=rows)
         assert caught.value.detail == {"missing": [(run_id, p0, 9)]}
         assert session.scalar(select(func.count(Turn.id))) == 0
 
@@ -457,12 +461,12 @@ def test_concurrent_duplicate_inserts_write_one_row(
     def second_worker() -> None:
         try:
             with sessions.begin() as session:
-                inserted.append(repo_runs.insert_turns(session, rows=rows))
+                inserted.append(repo_turns.insert_turns(session, rows=rows))
         except BaseException as exc:  # surfaced by the assertions below
             errors.append(exc)
 
     with sessions.begin() as first:
-        inserted.append(repo_runs.insert_turns(session=first, rows=rows))
+        inserted.append(repo_turns.insert_turns(session=first, rows=rows))
         worker = threading.Thread(target=second_worker)
         worker.start()
         # Commit only once the second insert waits on our uncommitted keys.
@@ -492,18 +496,22 @@ def test_resume_reads_turns_in_order(
 ) -> None:
     run_id, (p0, p1) = run_with_trajectories
     with sessions.begin() as session:
-        repo_runs.insert_turns(session, rows=[_turn(run_id, p0, 1, 2), _turn(run_id, p1, 1, 0)])
-        repo_runs.insert_turns(session, rows=[_turn(run_id, p0, 1, 0), _turn(run_id, p0, 0, 0)])
-        repo_runs.insert_turns(session, rows=[_turn(run_id, p0, 1, 1)])
+        repo_turns.insert_turns(session, rows=[_turn(run_id, p0, 1, 2), _turn(run_id, p1, 1, 0)])
+        repo_turns.insert_turns(session, rows=[_turn(run_id, p0, 1, 0), _turn(run_id, p0, 0, 0)])
+        repo_turns.insert_turns(session, rows=[_turn(run_id, p0, 1, 1)])
     with sessions.begin() as session:
-        turns = repo_runs.turns_of_trajectory(session, run_id=run_id, problem_id=p0, sample_index=1)
+        turns = repo_turns.turns_of_trajectory(
+            session, run_id=run_id, problem_id=p0, sample_index=1
+        )
         assert [(t.problem_id, t.sample_index, t.turn_index) for t in turns] == [
             (p0, 1, 0),
             (p0, 1, 1),
             (p0, 1, 2),
         ]
         assert turns[1].stored_response == "```python\nprint(1)\n```"
-        empty = repo_runs.turns_of_trajectory(session, run_id=run_id, problem_id=p1, sample_index=0)
+        empty = repo_turns.turns_of_trajectory(
+            session, run_id=run_id, problem_id=p1, sample_index=0
+        )
         assert empty == []
 
 
@@ -512,9 +520,9 @@ def test_mark_trajectory_and_progress(
 ) -> None:
     run_id, (p0, p1) = run_with_trajectories
     with sessions.begin() as session:
-        repo_runs.insert_turns(session, rows=[_turn(run_id, p0, 0, 0), _turn(run_id, p0, 0, 1)])
+        repo_turns.insert_turns(session, rows=[_turn(run_id, p0, 0, 0), _turn(run_id, p0, 0, 1)])
         for problem, sample in [(p0, 0), (p1, 0), (p1, 1)]:
-            repo_runs.mark_trajectory(
+            repo_trajectories.mark_trajectory(
                 session,
                 run_id=run_id,
                 problem_id=problem,
@@ -522,10 +530,10 @@ def test_mark_trajectory_and_progress(
                 status="running",
                 turns_done=0,
             )
-        repo_runs.mark_trajectory(
+        repo_trajectories.mark_trajectory(
             session, run_id=run_id, problem_id=p0, sample_index=0, status="finished", turns_done=2
         )
-        repo_runs.mark_trajectory(
+        repo_trajectories.mark_trajectory(
             session,
             run_id=run_id,
             problem_id=p1,
@@ -544,7 +552,7 @@ def test_mark_trajectory_and_progress(
         assert failed is not None and failed.error == "sandbox unavailable"
         assert failed.updated_at is not None
         with pytest.raises(NotFound, match="no trajectory for problem"):
-            repo_runs.mark_trajectory(
+            repo_trajectories.mark_trajectory(
                 session,
                 run_id=run_id,
                 problem_id=p0,
@@ -553,7 +561,7 @@ def test_mark_trajectory_and_progress(
                 turns_done=0,
             )
         with pytest.raises(InvalidInput, match="unknown trajectory status"):
-            repo_runs.mark_trajectory(
+            repo_trajectories.mark_trajectory(
                 session, run_id=run_id, problem_id=p0, sample_index=0, status="done", turns_done=0
             )
 
@@ -564,18 +572,18 @@ def test_a_trajectory_moves_only_as_the_lifecycle_allows(
     run_id, (p0, _) = run_with_trajectories
     with sessions.begin() as session:
         with pytest.raises(Conflict, match="cannot go from pending to finished"):
-            repo_runs.mark_trajectory(
+            repo_trajectories.mark_trajectory(
                 session, run_id=run_id, problem_id=p0, sample_index=0, status="finished",
                 turns_done=0,
             )  # fmt: skip
         for status in ("running", "finished"):
-            repo_runs.mark_trajectory(
+            repo_trajectories.mark_trajectory(
                 session, run_id=run_id, problem_id=p0, sample_index=0, status=status,
                 turns_done=0,
             )  # fmt: skip
         for status in ("running", "pending", "failed"):
             with pytest.raises(Conflict, match=f"cannot go from finished to {status}"):
-                repo_runs.mark_trajectory(
+                repo_trajectories.mark_trajectory(
                     session, run_id=run_id, problem_id=p0, sample_index=0, status=status,
                     turns_done=0,
                 )  # fmt: skip
@@ -592,11 +600,11 @@ def test_move_trajectories_moves_only_those_the_event_applies_to(
     with sessions.begin() as session:
 
         def move(event: TrajectoryEvent, problem: int | None, error: str | None = None) -> int:
-            return repo_runs.move_trajectories(
+            return repo_trajectories.move_trajectories(
                 session, run_id=run_id, problem_id=problem, event=event, error=error
             )
 
-        repo_runs.insert_turns(session, rows=[_turn(run_id, p0, 0, 0)])
+        repo_turns.insert_turns(session, rows=[_turn(run_id, p0, 0, 0)])
         assert move(TrajectoryEvent.START, p0) == 2
         assert move(TrajectoryEvent.FINISH, p0) == 2
         # A job carried out again finds them finished: no event moves them.
@@ -629,24 +637,26 @@ def test_record_hidden_results(
     run_id, (p0, _) = run_with_trajectories
     with sessions.begin() as session:
         rows = [_turn(run_id, p0, 0, index) for index in range(3)]
-        repo_runs.insert_turns(session, rows=rows)
+        repo_turns.insert_turns(session, rows=rows)
         ids = [
             t.id
-            for t in repo_runs.turns_of_trajectory(
+            for t in repo_turns.turns_of_trajectory(
                 session, run_id=run_id, problem_id=p0, sample_index=0
             )
         ]
     with sessions.begin() as session:
         results = [(ids[0], ["accepted", "wrong_answer"], False), (ids[2], ["accepted"], True)]
-        assert repo_runs.record_hidden_results(session, results=results) == 2
-        assert repo_runs.record_hidden_results(session, results=[]) == 0
+        assert repo_turns.record_hidden_results(session, results=results) == 2
+        assert repo_turns.record_hidden_results(session, results=[]) == 0
     with sessions.begin() as session:
         with pytest.raises(NotFound, match="1 turns do not exist"):
-            repo_runs.record_hidden_results(
+            repo_turns.record_hidden_results(
                 session, results=[(ids[1], ["accepted"], True)] + [(10**9, [], False)]
             )
     with sessions.begin() as session:
-        turns = repo_runs.turns_of_trajectory(session, run_id=run_id, problem_id=p0, sample_index=0)
+        turns = repo_turns.turns_of_trajectory(
+            session, run_id=run_id, problem_id=p0, sample_index=0
+        )
         assert [(t.hidden_verdicts, t.hidden_passed) for t in turns] == [
             (["accepted", "wrong_answer"], False),
             (None, None),
@@ -661,8 +671,8 @@ def test_deleting_a_run_deletes_its_trajectories_and_turns(
     with sessions.begin() as session:
         dataset_id = repo_runs.get_run(session, run_id=run_id).dataset_id
         other = _run(session, dataset_id).id
-        repo_runs.ensure_trajectories(session, run_id=other, keys=[(p0, 0)])
-        repo_runs.insert_turns(
+        repo_trajectories.ensure_trajectories(session, run_id=other, keys=[(p0, 0)])
+        repo_turns.insert_turns(
             session,
             rows=[_turn(run_id, p0, 0, 0), _turn(run_id, p1, 1, 0), _turn(other, p0, 0, 0)],
         )
@@ -706,10 +716,10 @@ def test_the_last_jobs_of_a_run_ending_together_finish_it_once(
     with sessions.begin() as session:
         repo_runs.set_run_status(session, run_id=run_id, status="running")
         for problem in problems:
-            repo_runs.move_trajectories(
+            repo_trajectories.move_trajectories(
                 session, run_id=run_id, problem_id=problem, event=TrajectoryEvent.START
             )
-            repo_runs.move_trajectories(
+            repo_trajectories.move_trajectories(
                 session, run_id=run_id, problem_id=problem, event=TrajectoryEvent.FINISH
             )
     both_read = threading.Barrier(2)

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.store import repo_datasets, repo_training
 from cobalt.orchestrator.store.models import Problem, TrainingGroup, TrainingSample
 from cobalt.orchestrator.store.repo_training import SampleRow
+from cobalt.shared.contracts.training_params import CobaltParams
 from cobalt.shared.errors import Conflict, InvalidInput
 from cobalt.shared.reward import TokenLengths, score_response
 
@@ -48,7 +49,7 @@ def job(sessions: sessionmaker[Session]) -> tuple[int, int]:
         )
         problem_id = session.scalars(select(Problem.id)).one()
         created = repo_training.create_job(
-            session, name="j", mode="cobalt", model="m", bandit_dataset_id=None, params={}
+            session, name="j", model="m", bandit_dataset_id=None, params=CobaltParams()
         )
         return created.id, problem_id
 
@@ -121,7 +122,7 @@ def test_a_group_needs_two_distinct_samples_and_jobs_unique_names(
         )  # fmt: skip
     with pytest.raises(Conflict, match="named 'j'"), sessions.begin() as session:
         repo_training.create_job(
-            session, name="j", mode="cobalt", model="m", bandit_dataset_id=None, params={}
+            session, name="j", model="m", bandit_dataset_id=None, params=CobaltParams()
         )
 
 

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import JSON, column, insert, table
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.api.app import create_app
 from cobalt.orchestrator.runs.service import run_public
 from cobalt.orchestrator.settings import OrchestratorSettings
-from cobalt.orchestrator.store import repo_datasets, repo_runs, repo_training
+from cobalt.orchestrator.store import repo_bandit, repo_datasets
 from cobalt.orchestrator.training.service import job_public
 from cobalt.shared import defaults
+from cobalt.shared.contracts.browse import BanditDatasetParams, BanditMix
 from cobalt.shared.contracts.training import TrainingMode
 from cobalt.shared.contracts.training_params import MODE_PARAMS, CobaltParams, VerpoParams
 
@@ -44,31 +46,70 @@ def test_the_document_types_every_params_field(tmp_path: Any) -> None:
     assert request["additionalProperties"] is False
 
 
+def stored_row(session: Session, table_name: str, **values: Any) -> int:
+    """A row as an older version wrote it: its JSON exactly as given, past the models'
+    column types (which write only what today's models dump)."""
+    columns = [column(name, JSON() if isinstance(v, dict) else None) for name, v in values.items()]
+    statement = insert(table(table_name, *columns, column("id"))).values(**values)
+    return int(session.execute(statement.returning(column("id"))).scalar_one())
+
+
 def test_rows_stored_before_the_models_still_read(sessions: sessionmaker[Session]) -> None:
     with sessions.begin() as session:
         dataset = repo_datasets.create_dataset(session, name="old", source="jsonl")
-        run = repo_runs.create_run(
-            session, kind="sample", dataset_id=dataset.id, base_url="http://m/v1", model="m",
-            params={"n": 2, "turns": 1, "retired_setting": "x"}, template_name="default",
-            template_sha256="0" * 64, total_trajectories=0,
+        run_id = stored_row(
+            session, "runs", kind="sample", status="pending", dataset_id=dataset.id,
+            base_url="http://m/v1", model="m", params={"n": 2, "turns": 1, "retired_setting": "x"},
+            template_name="default", template_sha256="0" * 64, total_trajectories=0,
         )  # fmt: skip
-        mixed = repo_training.create_job(
-            session, name="mixed", mode="cobalt", model="m", bandit_dataset_id=None,
+        job = {"model": "m", "status": "pending", "step": 0, "policy_version": 0}
+        mixed_id = stored_row(
+            session, "training_jobs", name="mixed", mode="cobalt", **job,
             params={"turns": 3, "verpo_outcome_weight": 0.5, "temperature": 0.3,
                     "trainer": {"n_samples": 4}},
         )  # fmt: skip
-        verpo = repo_training.create_job(
-            session, name="verpo", mode="verpo", model="m", bandit_dataset_id=None,
+        verpo_id = stored_row(
+            session, "training_jobs", name="verpo", mode="verpo", **job,
             params={"turns": 2, "reward_format": "instruct"},
         )  # fmt: skip
-    public = run_public(sessions, run.id)
+    public = run_public(sessions, run_id)
     assert (public.params.n, public.params.feedback_turns) == (2, 1)
     assert public.params.max_tokens == defaults.MAX_RESPONSE_TOKENS  # the row lacks it
     shown = public.model_dump(mode="json")["params"]
     assert shown["turns"] == 1 and "feedback_turns" not in shown and "retired_setting" not in shown
-    cobalt = job_public(sessions, mixed.id).params
+    cobalt = job_public(sessions, mixed_id).params
     assert isinstance(cobalt, CobaltParams) and cobalt.mode == TrainingMode.COBALT
     assert (cobalt.temperature, cobalt.trainer.n_samples) == (0.3, 4)
     assert "turns" not in cobalt.model_dump()  # another mode's setting, dropped
-    episodes = job_public(sessions, verpo.id).params
+    episodes = job_public(sessions, verpo_id).params
     assert isinstance(episodes, VerpoParams) and episodes.episode_turns == 2
+
+
+def test_a_bandit_dataset_stored_before_the_parity_options_reads_with_their_defaults(
+    sessions: sessionmaker[Session],
+) -> None:
+    """A bandit dataset built before `first_stop_turns`, `research_validation` and
+    `turn_zero_only` were stored reads as every build was then."""
+    with sessions.begin() as session:
+        dataset = repo_datasets.create_dataset(session, name="old", source="jsonl")
+        run_id = stored_row(
+            session, "runs", kind="sample", status="finished", dataset_id=dataset.id,
+            base_url="http://m/v1", model="m", params={"n": 2}, template_name="default",
+            template_sha256="0" * 64, total_trajectories=0,
+        )  # fmt: skip
+        first_version = {
+            "validation": False, "keep": 4, "context_turns": [1, 2, 3],
+            "max_prompt_tokens": 4096, "seed": 1234, "mix": [{"name": "p", "ratio": 0.5}],
+            "tokenizer": "/t",
+        }  # fmt: skip
+        stored_row(
+            session, "bandit_datasets", name="old-contexts", source_run_id=run_id,
+            split="train", params=first_version, counts={},
+        )  # fmt: skip
+    with sessions() as session:
+        params = repo_bandit.get_bandit_dataset(session, name="old-contexts").params
+    assert params == BanditDatasetParams(
+        validation=False, keep=4, context_turns=(1, 2, 3), max_prompt_tokens=4096, seed=1234,
+        mix=(BanditMix(name="p", ratio=0.5),), tokenizer="/t", first_stop_turns=(0, 1),
+    )  # fmt: skip
+    assert not params.research_validation and not params.turn_zero_only

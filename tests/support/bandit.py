@@ -6,10 +6,11 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from cobalt.orchestrator.store import repo_datasets, repo_runs
+from cobalt.orchestrator.store import repo_datasets, repo_runs, repo_trajectories, repo_turns
 from cobalt.orchestrator.store.models import Problem, Trajectory
 from cobalt.orchestrator.store.models import Turn as TurnModel
-from cobalt.orchestrator.store.repo_runs import TurnRow
+from cobalt.orchestrator.store.repo_turns import TurnRow
+from cobalt.shared.contracts.runs import RunParams
 
 Turn = tuple[str, str] | None
 LONG_ANSWER = "word " * 400
@@ -64,13 +65,13 @@ def stored_run(sessions: sessionmaker[Session]) -> tuple[int, dict[str, int]]:
             dataset_id=dataset.id,
             base_url="http://model/v1",
             model="m",
-            params={"n": 7, "turns": 2, "temperature": 0.6, "top_p": 0.95},
+            params=RunParams(n=7, turns=2, temperature=0.6, top_p=0.95),
             template_name="default",
             template_sha256="ab" * 32,
             total_trajectories=11,
         )
         keys = [(ids[p], s) for p, samples in RUN.items() for s in range(len(samples))]
-        repo_runs.ensure_trajectories(session, run_id=run.id, keys=keys)
+        repo_trajectories.ensure_trajectories(session, run_id=run.id, keys=keys)
         rows = []
         for name, samples in RUN.items():
             for sample, turns in enumerate(samples):
@@ -93,7 +94,7 @@ def stored_run(sessions: sessionmaker[Session]) -> tuple[int, dict[str, int]]:
                             model="m",
                         )
                     )
-        repo_runs.insert_turns(session, rows=rows)
+        repo_turns.insert_turns(session, rows=rows)
         for trajectory in session.scalars(select(Trajectory).where(Trajectory.run_id == run.id)):
             trajectory.status = "finished"
         repo_runs.set_run_status(session, run_id=run.id, status="finished")
@@ -110,5 +111,5 @@ def stored_run(sessions: sessionmaker[Session]) -> tuple[int, dict[str, int]]:
             turn = RUN[name][sample][index]
             verdicts = verdicts_of(turn[1]) if turn else []
             hidden.append((turn_id, verdicts, turn is not None and turn[1] == "AA"))
-        repo_runs.record_hidden_results(session, results=hidden)
+        repo_turns.record_hidden_results(session, results=hidden)
     return run.id, ids

@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from cobalt.orchestrator.bandit.builder import BuildOptions
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store import repo_bandit, repo_datasets, repo_runs
 from cobalt.orchestrator.store.models import Problem, TrainingGroup
@@ -29,6 +30,7 @@ from cobalt.orchestrator.worker.runtime import (
     sessions_for,
 )
 from cobalt.shared.clients import ExecutorAddress
+from cobalt.shared.contracts.runs import RunParams
 from cobalt.shared.contracts.training import TrainingJobCreate
 
 RIGHT = "<think>Double it.</think>\n```python\nprint(2 * int(input()))\n```\n"
@@ -68,12 +70,13 @@ def bandit_dataset(sessions: sessionmaker[Session]) -> str:
         problem_id = session.scalars(select(Problem.id)).one()
         run = repo_runs.create_run(
             session, kind="sample", dataset_id=dataset.id, base_url="http://x/v1", model="m",
-            params={"n": 1, "turns": 2}, template_name="default", template_sha256="ab" * 32,
+            params=RunParams(n=1, turns=2), template_name="default", template_sha256="ab" * 32,
             total_trajectories=1,
         )  # fmt: skip
         later = [*prompt, {"role": "assistant", "content": WRONG}, {"role": "user", "content": "3"}]
         repo_bandit.create_bandit_dataset(
-            session, name="ctx", source_run_id=run.id, split="train", params={}, counts={},
+            session, name="ctx", source_run_id=run.id, split="train",
+            params=BuildOptions().as_params(), counts={},
             contexts=[
                 ContextRow(problem_id=problem_id, source_run_id=run.id, trajectory_id=None,
                            assistant_turns=turns, messages=messages, prev_best=best,

@@ -18,7 +18,15 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.analysis.hacking import unified_diff
-from cobalt.orchestrator.store import repo_bandit, repo_datasets, repo_runs, repo_training
+from cobalt.orchestrator.bandit.builder import BuildOptions
+from cobalt.orchestrator.store import (
+    repo_bandit,
+    repo_datasets,
+    repo_runs,
+    repo_training,
+    repo_trajectories,
+    repo_turns,
+)
 from cobalt.orchestrator.store.models import (
     HackingCase,
     JudgeVerdict,
@@ -31,9 +39,12 @@ from cobalt.orchestrator.store.models import (
 )
 from cobalt.orchestrator.store.repo_bandit import ContextRow
 from cobalt.orchestrator.store.repo_policy import record_run_policy
-from cobalt.orchestrator.store.repo_runs import TurnRow
 from cobalt.orchestrator.store.repo_training import SampleRow
+from cobalt.orchestrator.store.repo_turns import TurnRow
+from cobalt.shared.contracts.hyperparameters import TrainingMode
 from cobalt.shared.contracts.inference import WeightsIdentity
+from cobalt.shared.contracts.runs import RunParams
+from cobalt.shared.contracts.training_params import training_params
 from cobalt.shared.reward import RewardBreakdown
 
 DATASET = "demo"
@@ -228,23 +239,23 @@ def _run(
     run = repo_runs.create_run(
         session, kind="sample" if parent_run_id is None else "refine", dataset_id=dataset_id,
         base_url="http://model/v1", model="demo-model",
-        params={"n": 2, "turns": turns, "temperature": 0.6}, template_name="default",
+        params=RunParams(n=2, turns=turns, temperature=0.6), template_name="default",
         template_sha256="ab" * 32, total_trajectories=6, parent_run_id=parent_run_id,
     )  # fmt: skip
-    repo_runs.ensure_trajectories(
+    repo_trajectories.ensure_trajectories(
         session, run_id=run.id, keys=[(ids[p], s) for p in passes for s in range(2)]
     )
-    repo_runs.insert_turns(session, rows=_turns(run.id, ids, passes, policy_version))
+    repo_turns.insert_turns(session, rows=_turns(run.id, ids, passes, policy_version))
     for problem, samples in passes.items():
         for sample, outcomes in enumerate(samples):
             done = len(outcomes) == turns + 1 or status == "finished"
             for moved_to in ("running", "finished") if done else ("running",):
-                repo_runs.mark_trajectory(
+                repo_trajectories.mark_trajectory(
                     session, run_id=run.id, problem_id=ids[problem], sample_index=sample,
                     status=moved_to, turns_done=len(outcomes),
                 )  # fmt: skip
     stored = session.scalars(select(Turn).where(Turn.run_id == run.id)).all() if evaluated else []
-    repo_runs.record_hidden_results(
+    repo_turns.record_hidden_results(
         session,
         results=[(turn.id, turn.public_verdicts, turn.public_passed) for turn in stored],
         outputs={turn.id: turn.public_outputs or [] for turn in stored},
@@ -288,7 +299,8 @@ def _hacking_case(session: Session, run_id: int, problem_id: int) -> int:
 
 def _training(session: Session, run_id: int, problem_id: int) -> int:
     bandit = repo_bandit.create_bandit_dataset(
-        session, name="demo-contexts", source_run_id=run_id, split="train", params={"keep": 2},
+        session, name="demo-contexts", source_run_id=run_id, split="train",
+        params=BuildOptions(keep=2).as_params(),
         counts={"problems": 3, "problems_all_pass_at_turn_0": 0, "trajectories": 6,
                 "not_candidates": 2, "dropped_over_token_cap": 1, "turn_0_contexts": 2,
                 "partial_contexts": 1, "mixed_in": {}},
@@ -300,8 +312,8 @@ def _training(session: Session, run_id: int, problem_id: int) -> int:
         ],
     )  # fmt: skip
     job = repo_training.create_job(
-        session, name="demo-grpo", mode="cobalt", model="/models/policy",
-        bandit_dataset_id=bandit.id, params={"trainer": {"contexts_per_step": 2}},
+        session, name="demo-grpo", model="/models/policy", bandit_dataset_id=bandit.id,
+        params=training_params(TrainingMode.COBALT, {"trainer": {"contexts_per_step": 2}}),
     )  # fmt: skip
     for step, metrics in enumerate(TRAINING_METRICS, start=1):
         session.add(
@@ -340,8 +352,8 @@ def _silent_job(session: Session, job_id: int, name: str, params: dict[str, Any]
     """A job on `job_id`'s contexts, created and last changed two hours ago."""
     job = session.get_one(TrainingJob, job_id)
     silent = repo_training.create_job(
-        session, name=name, mode="cobalt", model="/models/policy",
-        bandit_dataset_id=job.bandit_dataset_id, params=params,
+        session, name=name, model="/models/policy", bandit_dataset_id=job.bandit_dataset_id,
+        params=training_params(TrainingMode.COBALT, params),
     )  # fmt: skip
     session.flush()
     long_ago = datetime.now(UTC) - timedelta(hours=2)
@@ -372,7 +384,7 @@ def add_turn(sessions: sessionmaker[Session], run_id: int) -> None:
             select(Problem.id).where(Problem.external_id == "lcb/reverse")
         ).one()
         row = _turns(run_id, {"lcb/reverse": problem_id}, {"lcb/reverse": [[], [False]]})
-        repo_runs.insert_turns(session, rows=row)
+        repo_turns.insert_turns(session, rows=row)
 
 
 def add_run(

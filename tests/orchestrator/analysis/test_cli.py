@@ -16,9 +16,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from cobalt.orchestrator.store import repo_datasets, repo_runs
+from cobalt.orchestrator.store import repo_datasets, repo_runs, repo_trajectories, repo_turns
 from cobalt.orchestrator.store.models import HackingCase, JudgeVerdict, Problem, Turn
-from cobalt.orchestrator.store.repo_runs import TurnRow
+from cobalt.orchestrator.store.repo_turns import TurnRow
+from cobalt.shared.contracts.runs import RunParams
 from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
 from tests.support.cli import cobalt_here
 from tests.support.runs import cobalt, json_out
@@ -93,13 +94,19 @@ def stored_run(
             "template_sha256": "ab" * 32,
             "total_trajectories": 5,
         }
-        parent = repo_runs.create_run(session, kind="sample", params={"n": 4, "turns": 1}, **common)
+        parent = repo_runs.create_run(
+            session, kind="sample", params=RunParams(n=4, turns=1), **common
+        )
         run = repo_runs.create_run(
-            session, kind="refine", parent_run_id=parent.id, params={"n": 4, "turns": 3}, **common
+            session,
+            kind="refine",
+            parent_run_id=parent.id,
+            params=RunParams(n=4, turns=3),
+            **common,
         )
         keys = [(ids[p], s) for p, samples in TRAJECTORIES.items() for s in range(len(samples))]
-        repo_runs.ensure_trajectories(session, run_id=run.id, keys=keys)
-        repo_runs.insert_turns(
+        repo_trajectories.ensure_trajectories(session, run_id=run.id, keys=keys)
+        repo_turns.insert_turns(
             session,
             rows=[
                 TurnRow(
@@ -129,7 +136,7 @@ def stored_run(
                 hidden.append((turn.id, verdicts, bool(verdicts) and all(v == A for v in verdicts)))
         if not evaluated:
             hidden = hidden[1:]
-        repo_runs.record_hidden_results(session, results=hidden)
+        repo_turns.record_hidden_results(session, results=hidden)
         return run.id
 
 

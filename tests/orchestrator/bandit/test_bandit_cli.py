@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from cobalt.orchestrator.bandit.prompt_length import PromptTokenCounter
+from cobalt.shared.contracts.runs import RunParams
 from cobalt.shared.errors import InvalidInput
 from tests.support.bandit import LONG_ANSWER, PROMPT, stored_run
 from tests.support.cli import cobalt_here
@@ -165,7 +166,7 @@ def test_a_run_without_feedback_turns_is_refused_unless_turn_zero_is_asked_for(
     with sessions.begin() as session:
         run = session.get(Run, run_id)
         assert run is not None
-        run.params = {**run.params, "turns": 0}  # a plain sample run: turn 0 only
+        run.params = run.params.model_copy(update={"feedback_turns": 0})  # turn 0 only
     env = {**cli_env, "COBALT_POLICY_TOKENIZER": str(tokenizer_dir)}
     build = ("bandit", "build", "--run", str(run_id), "--name", "b", "--max-tokens", "200")
     done = cobalt_here(env, *build)
@@ -174,7 +175,7 @@ def test_a_run_without_feedback_turns_is_refused_unless_turn_zero_is_asked_for(
     with sessions.begin() as session:
         refine = repo_runs.create_run(
             session, kind="refine", dataset_id=run.dataset_id, parent_run_id=run_id,
-            base_url="http://model/v1", model="m", params={"n": 7, "turns": 2},
+            base_url="http://model/v1", model="m", params=RunParams(n=7, turns=2),
             template_name="default", template_sha256="ab" * 32, total_trajectories=11,
         )  # fmt: skip
     done = cobalt_here(env, *build)

@@ -215,7 +215,7 @@ def test_research_first_stop_checks_turns_0_and_2(sessions: sessionmaker[Session
     assert result.counts["stopped_two_passed_feedbacks"] == 5
     with sessions() as session:
         params = repo_bandit.get_bandit_dataset(session, name="research").params
-    assert params["first_stop_turns"] == [0, 2] and params["research_validation"] is False
+    assert params.first_stop_turns == (0, 2) and params.research_validation is False
 
 
 def test_research_validation_adds_turn_0_and_the_candidates_contexts(

@@ -17,7 +17,7 @@ import pytest
 from cobalt.orchestrator.rollouts.loop import RolloutSpec, roll_out_problem
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.rollouts.sampling import ChatSampler, SamplingParams
-from cobalt.orchestrator.store.repo_runs import TurnRow
+from cobalt.orchestrator.store.repo_turns import TurnRow
 from cobalt.shared.clients import AsyncExecutorClient, ModelEndpoint
 from cobalt.shared.contracts import ProblemRow, StdinTest
 from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai

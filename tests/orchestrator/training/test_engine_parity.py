@@ -19,7 +19,7 @@ import pytest
 from cobalt.orchestrator.rollouts.loop import RolloutSpec, roll_out_problem
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.rollouts.sampling import ChatSampler, SamplingParams
-from cobalt.orchestrator.store.repo_runs import TurnRow
+from cobalt.orchestrator.store.repo_turns import TurnRow
 from cobalt.orchestrator.training.episodes import EpisodeSpec, roll_out_episodes
 from cobalt.orchestrator.training.rollout import GroupContext, ScoredGroup
 from cobalt.shared.clients import AsyncExecutorClient, ModelEndpoint

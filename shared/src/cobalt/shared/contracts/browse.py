@@ -12,7 +12,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from cobalt.shared.contracts.runs import EvaluationReport, RunPublic, TurnPublic
 from cobalt.shared.contracts.statuses import TrajectoryStatus
@@ -21,7 +21,9 @@ from cobalt.shared.reward_format import RewardFormat
 __all__ = [
     "BanditContextPublic",
     "BanditContextsPage",
+    "BanditDatasetParams",
     "BanditDatasetPublic",
+    "BanditMix",
     "BanditDatasetsPublic",
     "ComparedProblem",
     "ComparedTurn",
@@ -182,6 +184,45 @@ class ProblemsPage(BaseModel):
     difficulties: list[str] = Field(description="every difficulty in the dataset, sorted")
 
 
+class BanditMix(BaseModel):
+    """Contexts of another bandit dataset mixed into a build: `ratio` of them per own one."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    ratio: float
+
+
+class BanditDatasetParams(BaseModel):
+    """Every setting a bandit dataset was built with (`cobalt bandit build`), stored with it
+    (`BanditDataset.params`).
+
+    Rows written before a setting existed read with the value every build had then: one
+    context per problem's first stop at turns (0, 1), no research validation, and no
+    turn-0-only request. Unknown keys are ignored.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    validation: bool = Field(description="one context per problem (a validation set)")
+    keep: int = Field(description="trajectories kept per problem (max-variance down-sampling)")
+    context_turns: tuple[int, ...] = Field(description="assistant turns contexts are cut after")
+    max_prompt_tokens: int = Field(description="the cap on a rendered context's tokens")
+    seed: int = Field(description="the seed of the selection and the shuffle")
+    mix: tuple[BanditMix, ...] = Field(description="other bandit datasets mixed in")
+    tokenizer: str = Field(description="where the token counter came from")
+    first_stop_turns: tuple[int, int] = Field(
+        default=(0, 1),
+        description="turns whose both passing everything stops a trajectory at its first context",
+    )
+    research_validation: bool = Field(
+        default=False, description="validation contexts as the research script cut them"
+    )
+    turn_zero_only: bool = Field(
+        default=False, description="built from a run without feedback turns, on request"
+    )
+
+
 class BanditDatasetPublic(BaseModel):
     """A bandit dataset with the builder's per-rule kept/dropped counts (`counts`)."""
 
@@ -190,7 +231,7 @@ class BanditDatasetPublic(BaseModel):
     split: str
     source_run_id: int
     contexts: int
-    params: dict[str, Any]
+    params: BanditDatasetParams
     counts: dict[str, Any]
     created_at: datetime
 

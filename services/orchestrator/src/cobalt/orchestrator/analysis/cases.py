@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from cobalt.orchestrator.analysis.hacking import TurnFacts, flag_turns, unified_diff
 from cobalt.orchestrator.analysis.judge import CaseForJudge, JudgedCase
-from cobalt.orchestrator.store import repo_datasets, repo_hacking, repo_runs
+from cobalt.orchestrator.store import repo_datasets, repo_hacking, repo_runs, repo_turns
 from cobalt.orchestrator.store.models import HackingCase, JudgeVerdict, Problem, Turn
 from cobalt.orchestrator.store.repo_hacking import CaseSelection, verdict_counts
 from cobalt.shared.contracts import Verdict
@@ -90,7 +90,7 @@ def find_and_store_cases(
             "dataset made by `cobalt data perturb`"
         )
     turns: dict[tuple[int, int], list[Turn]] = defaultdict(list)
-    for turn in repo_runs.judged_turns(session, run_id=run_id, problems=problems):
+    for turn in repo_turns.judged_turns(session, run_id=run_id, problems=problems):
         turns[(turn.problem_id, turn.sample_index)].append(turn)
     stored = repo_hacking.case_keys(session, run_id=run_id)
     cases: list[HackingCase] = []

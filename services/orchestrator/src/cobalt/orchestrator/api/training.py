@@ -28,10 +28,8 @@ router = APIRouter(prefix="/v1/training/jobs", tags=["training"])
 @router.post("", status_code=status.HTTP_201_CREATED)
 def create_job(body: TrainingJobCreate, sessions: Sessions) -> TrainingJobPublic:
     """A pending job; its trainer (`cobalt trainer serve --job ID`) drives it."""
-    template = body.params.get("template")
-    if isinstance(template, str):
-        check_bundled_name(template)
-    return service.job_public(sessions, service.create_job(sessions, body))
+    job_id = service.create_job(sessions, body, check_template=check_bundled_name)
+    return service.job_public(sessions, job_id)
 
 
 @router.get("")

@@ -35,9 +35,10 @@ from cobalt.orchestrator.bandit.selection import (
     plan_validation_context,
 )
 from cobalt.orchestrator.rollouts.conversation import TurnRecord, next_turn_messages
-from cobalt.orchestrator.store import repo_bandit, repo_runs
+from cobalt.orchestrator.store import repo_bandit, repo_runs, repo_trajectories, repo_turns
 from cobalt.orchestrator.store.models import Problem, RunStatus, TrajectoryStatus, Turn
 from cobalt.orchestrator.store.repo_bandit import ContextRow
+from cobalt.shared.contracts.browse import BanditDatasetParams, BanditMix
 from cobalt.shared.contracts.runs import RunParams
 from cobalt.shared.errors import Conflict, InvalidInput
 
@@ -68,19 +69,20 @@ class BuildOptions:
     turn_zero_only: bool = False
     """Build from a run without feedback turns (turn-0 contexts only) rather than refuse."""
 
-    def as_params(self) -> dict[str, Any]:
-        return {
-            "validation": self.validation,
-            "keep": self.keep,
-            "context_turns": list(self.context_turns),
-            "max_prompt_tokens": self.max_prompt_tokens,
-            "seed": self.seed,
-            "mix": [{"name": name, "ratio": ratio} for name, ratio in self.mix],
-            "tokenizer": self.tokenizer,
-            "first_stop_turns": list(self.first_stop_turns),
-            "research_validation": self.research_validation,
-            "turn_zero_only": self.turn_zero_only,
-        }
+    def as_params(self) -> BanditDatasetParams:
+        """The settings as the dataset stores them."""
+        return BanditDatasetParams(
+            validation=self.validation,
+            keep=self.keep,
+            context_turns=self.context_turns,
+            max_prompt_tokens=self.max_prompt_tokens,
+            seed=self.seed,
+            mix=tuple(BanditMix(name=name, ratio=ratio) for name, ratio in self.mix),
+            tokenizer=self.tokenizer,
+            first_stop_turns=self.first_stop_turns,
+            research_validation=self.research_validation,
+            turn_zero_only=self.turn_zero_only,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,14 +116,14 @@ def _load(
     session: Session, run_id: int, counts: DropCounts
 ) -> dict[int, tuple[Problem, list[_Trajectory]]]:
     """The run's complete trajectories per problem, every turn judged on hidden tests."""
-    problems = repo_runs.problems_with_trajectories(session, run_id=run_id)
+    problems = repo_trajectories.problems_with_trajectories(session, run_id=run_id)
     turns: dict[int, list[Turn]] = defaultdict(list)
-    for turn in repo_runs.judged_turns(session, run_id=run_id, problems=problems):
+    for turn in repo_turns.judged_turns(session, run_id=run_id, problems=problems):
         turns[turn.trajectory_id].append(turn)
-    run_params = RunParams.model_validate(repo_runs.get_run(session, run_id=run_id).params)
+    run_params = repo_runs.get_run(session, run_id=run_id).params
     expected_turns = 1 + run_params.feedback_turns
     by_problem: dict[int, tuple[Problem, list[_Trajectory]]] = {}
-    for trajectory in repo_runs.trajectories_of(session, run_id=run_id):
+    for trajectory in repo_trajectories.trajectories_of(session, run_id=run_id):
         counts.trajectories += 1
         rows = turns.get(trajectory.id, [])
         complete = trajectory.status == TrajectoryStatus.FINISHED.value and rows
@@ -297,7 +299,7 @@ def build_bandit_dataset(
                 f"resume {run_id}` completes it)"
             )
         if not options.turn_zero_only:
-            _refuse_without_feedback_turns(session, run_id, RunParams.model_validate(run.params))
+            _refuse_without_feedback_turns(session, run_id, run.params)
         if not replace:
             existing = {d.name for d, _ in repo_bandit.list_bandit_datasets(session)}
             if name in existing:

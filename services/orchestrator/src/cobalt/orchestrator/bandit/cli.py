@@ -192,7 +192,7 @@ def show(
             "name": dataset.name,
             "split": dataset.split,
             "source_run_id": dataset.source_run_id,
-            "params": dataset.params,
+            "params": dataset.params.model_dump(mode="json"),
             "counts": dataset.counts,
             "contexts": len(contexts),
         }

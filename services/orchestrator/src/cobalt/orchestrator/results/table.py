@@ -14,7 +14,6 @@ from cobalt.orchestrator.runs.comparison import problem_counts
 from cobalt.orchestrator.runs.service import run_public
 from cobalt.orchestrator.store import repo_datasets, repo_runs
 from cobalt.shared.contracts.results import DifficultyCell, RunTable, RunTableRow
-from cobalt.shared.contracts.runs import RunParams
 from cobalt.shared.errors import InvalidInput
 
 __all__ = ["MAX_RUNS", "difficulty_order", "run_table"]
@@ -70,7 +69,7 @@ def run_table(sessions: sessionmaker[Session], run_ids: Sequence[int]) -> RunTab
         with sessions() as session:
             run = repo_runs.get_run(session, run_id=run_id)
             counts, turns = problem_counts(session, run)
-            n = RunParams.model_validate(run.params).n
+            n = run.params.n
             levels = {
                 problem_id: problem.difficulty
                 for problem_id, problem in repo_datasets.problems_by_id(session, ids=counts).items()

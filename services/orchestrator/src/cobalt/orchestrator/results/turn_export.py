@@ -23,7 +23,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.datasets.export import export_format, write_replacing
 from cobalt.orchestrator.store import repo_datasets, repo_rewards, repo_runs
 from cobalt.orchestrator.store.models import Turn, TurnReward
-from cobalt.shared.contracts.runs import RunParams
 
 __all__ = ["JSON_COLUMNS", "TURN_COLUMNS", "export_run_turns", "turn_rows"]
 
@@ -106,7 +105,7 @@ def turn_rows(session: Session, run_id: int) -> Iterator[list[dict[str, Any]]]:
         NotFound: no such run.
     """
     run = repo_runs.get_run(session, run_id=run_id)
-    fmt = str(RunParams.model_validate(run.params).reward_format)
+    fmt = str(run.params.reward_format)
     problems = repo_datasets.external_ids(session, dataset_id=run.dataset_id)
     trajectory_ids = repo_rewards.trajectory_ids_of_run(session, run_id=run_id)
     for start in range(0, len(trajectory_ids), _TRAJECTORIES_PER_BATCH):

@@ -29,7 +29,7 @@ from cobalt.orchestrator.rollouts.engine import (
 from cobalt.orchestrator.rollouts.program_outputs import stored_outputs
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 from cobalt.orchestrator.rollouts.sampling import ChatSampler, SamplingParams
-from cobalt.orchestrator.store.repo_runs import TurnRow
+from cobalt.orchestrator.store.repo_turns import TurnRow
 from cobalt.shared.clients import AsyncExecutorClient
 from cobalt.shared.contracts import Compare, Limits, ProblemRow
 from cobalt.shared.defaults import HISTORY_CAP_CHARS

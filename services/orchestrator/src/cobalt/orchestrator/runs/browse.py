@@ -15,7 +15,14 @@ from cobalt.orchestrator.analysis.hacking import unified_diff
 from cobalt.orchestrator.analysis.statistics import wilson_interval
 from cobalt.orchestrator.rollouts.conversation import messages_of_turns
 from cobalt.orchestrator.runs.evaluation import stored_report
-from cobalt.orchestrator.store import repo_datasets, repo_hacking, repo_rewards, repo_runs
+from cobalt.orchestrator.store import (
+    repo_datasets,
+    repo_hacking,
+    repo_rewards,
+    repo_runs,
+    repo_trajectories,
+    repo_turns,
+)
 from cobalt.orchestrator.store.models import (
     Dataset,
     Trajectory,
@@ -31,7 +38,7 @@ from cobalt.shared.contracts.browse import (
     TurnDetail,
     TurnRewardPublic,
 )
-from cobalt.shared.contracts.runs import EvaluationReport, RunParams, TurnPublic
+from cobalt.shared.contracts.runs import EvaluationReport, TurnPublic
 from cobalt.shared.contracts.statuses import TrajectoryStatus
 from cobalt.shared.errors import NotFound
 from cobalt.shared.extraction import THINK_CLOSE, THINK_OPEN, answer_part
@@ -89,10 +96,10 @@ def run_problems(sessions: sessionmaker[Session], run_id: int) -> RunProblemsPub
         run = repo_runs.get_run(session, run_id=run_id)
         problems = repo_datasets.problems_of(session, dataset_id=run.dataset_id)
         trajectories: dict[int, list[Trajectory]] = defaultdict(list)
-        for trajectory in repo_runs.trajectories_of(session, run_id=run_id):
+        for trajectory in repo_trajectories.trajectories_of(session, run_id=run_id):
             trajectories[trajectory.problem_id].append(trajectory)
         turns: dict[tuple[int, int], list[tuple[int, bool, bool | None]]] = defaultdict(list)
-        for problem_id, sample, index, public, hidden in repo_runs.turn_outcomes(
+        for problem_id, sample, index, public, hidden in repo_turns.turn_outcomes(
             session, run_id=run_id
         ):
             turns[(problem_id, sample)].append((index, public, hidden))
@@ -179,7 +186,7 @@ def run_problem_detail(
             raise NotFound(f"run {run_id}'s dataset has no problem {external_id!r}")
         dataset = session.get(Dataset, run.dataset_id)
         by_sample: dict[int, list[Turn]] = defaultdict(list)
-        for turn in repo_runs.turns_of_problem(session, run_id=run_id, problem_id=problem.id):
+        for turn in repo_turns.turns_of_problem(session, run_id=run_id, problem_id=problem.id):
             by_sample[turn.sample_index].append(turn)
         turn_ids = [t.id for rows in by_sample.values() for t in rows]
         rewards = repo_rewards.rewards_of_turns(session, turn_ids=turn_ids)
@@ -191,7 +198,9 @@ def run_problem_detail(
                 error=t.error,
                 turns=_details(by_sample.get(t.sample_index, []), rewards, cases),
             )
-            for t in repo_runs.trajectories_of(session, run_id=run_id, problem_id=problem.id)
+            for t in repo_trajectories.trajectories_of(
+                session, run_id=run_id, problem_id=problem.id
+            )
         ]
         swapped = sorted(
             int(s["new_index"]) for s in (problem.perturbation or {}).get("swapped", [])
@@ -206,6 +215,6 @@ def run_problem_detail(
             public_tests=len(problem.public_tests),
             hidden_tests=len(problem.hidden_tests),
             swapped_tests=swapped,
-            reward_format=RunParams.model_validate(run.params).reward_format,
+            reward_format=run.params.reward_format,
             trajectories=trajectories,
         )

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.analysis.statistics import bootstrap_difference, newcombe_difference
 from cobalt.orchestrator.runs.evaluation import per_turn_counts, stored_report
 from cobalt.orchestrator.runs.service import run_public
-from cobalt.orchestrator.store import repo_datasets, repo_runs
+from cobalt.orchestrator.store import repo_datasets, repo_runs, repo_turns
 from cobalt.orchestrator.store.models import Run
 from cobalt.shared.contracts.browse import (
     ComparedProblem,
@@ -27,7 +27,6 @@ from cobalt.shared.contracts.browse import (
     RunComparison,
     TurnChange,
 )
-from cobalt.shared.contracts.runs import RunParams
 from cobalt.shared.errors import InvalidInput
 
 __all__ = ["change_of", "compare_runs", "problem_counts"]
@@ -51,10 +50,10 @@ def change_of(a: Counted | None, b: Counted | None) -> TurnChange:
 def problem_counts(session: Session, run: Run) -> tuple[dict[int, list[Counted]], int]:
     """Per problem with hidden results in `run`, per turn (passing samples, samples); and
     the run's turns."""
-    params = RunParams.model_validate(run.params)
+    params = run.params
     n, turns = params.n, params.feedback_turns + 1
     outcomes: dict[int, list[list[bool | None]]] = {}
-    rows = repo_runs.turn_outcomes(session, run_id=run.id)
+    rows = repo_turns.turn_outcomes(session, run_id=run.id)
     evaluable = {problem_id for problem_id, *_, hidden in rows if hidden is not None}
     for problem_id, sample, _, _, hidden in rows:
         if problem_id in evaluable and sample < n:

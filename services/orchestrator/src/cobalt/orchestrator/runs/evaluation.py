@@ -29,7 +29,7 @@ from cobalt.orchestrator.runs.rewards import (
     run_reward_format,
     score_turn_rewards,
 )
-from cobalt.orchestrator.store import repo_rewards, repo_runs
+from cobalt.orchestrator.store import repo_rewards, repo_runs, repo_trajectories, repo_turns
 from cobalt.shared.contracts.runs import EvaluationReport, RunParams
 from cobalt.shared.reward_format import RewardFormat
 
@@ -101,11 +101,13 @@ def _pending_plans(
 
     problems = {
         problem_id: ProblemRow.model_validate(p, from_attributes=True)
-        for problem_id, p in repo_runs.problems_with_turns(session, run_id=run_id).items()
+        for problem_id, p in repo_turns.problems_with_turns(session, run_id=run_id).items()
     }
     plans: list[tuple[int, list[PlannedRequest]]] = []
     known: list[tuple[int, list[str], bool]] = []
-    for turn_id, problem_id, code in repo_runs.turns_without_hidden_results(session, run_id=run_id):
+    for turn_id, problem_id, code in repo_turns.turns_without_hidden_results(
+        session, run_id=run_id
+    ):
         hidden = problems[problem_id].hidden_tests
         if not hidden:
             continue
@@ -167,10 +169,10 @@ def evaluate_run(
 
     with sessions() as session:
         run = repo_runs.get_run(session, run_id=run_id)
-        params = RunParams.model_validate(run.params)
+        params = run.params
         plans, known = _pending_plans(session, run_id, params.limits, params.compare)
     with sessions.begin() as session:
-        repo_runs.record_hidden_results(session, results=known)
+        repo_turns.record_hidden_results(session, results=known)
     done, unjudged_turns = 0, []
     for start in range(0, len(plans), _PROGRAMS_PER_CALL):
         chunk = plans[start : start + _PROGRAMS_PER_CALL]
@@ -186,7 +188,7 @@ def evaluate_run(
             results.append((turn_id, verdicts, merged.passed == merged.total))
             outputs[turn_id] = stored_outputs(merged) or []
         with sessions.begin() as session:
-            repo_runs.record_hidden_results(session, results=results, outputs=outputs)
+            repo_turns.record_hidden_results(session, results=results, outputs=outputs)
         done += len(chunk)
         if on_progress is not None:
             on_progress(done, len(plans))
@@ -194,7 +196,7 @@ def evaluate_run(
         score_turn_rewards(sessions, run_id, reward_tokens, tokenizer=tokenizer)
     unjudged: dict[int, int] = {}
     with sessions() as session:
-        for problem_id in repo_runs.problem_ids_of_turns(session, turn_ids=unjudged_turns):
+        for problem_id in repo_turns.problem_ids_of_turns(session, turn_ids=unjudged_turns):
             unjudged[problem_id] = unjudged.get(problem_id, 0) + 1
     return _report(
         sessions, run_id, params, ks, with_rewards=reward_tokens is not None, unjudged=unjudged
@@ -215,7 +217,7 @@ def stored_report(
     `intervals` the bootstrap is skipped (a list of many runs needs only the rates).
     """
     with sessions() as session:
-        params = RunParams.model_validate(repo_runs.get_run(session, run_id=run_id).params)
+        params = repo_runs.get_run(session, run_id=run_id).params
         scored = repo_rewards.has_rewards(session, run_id=run_id)
     return _report(sessions, run_id, params, ks, with_rewards=scored, intervals=intervals)
 
@@ -238,7 +240,7 @@ def _report(
     hidden: dict[int, list[list[bool | None]]] = {}
     public: dict[int, list[list[bool | None]]] = {}
     with sessions() as session:
-        outcomes = repo_runs.turn_outcomes(session, run_id=run_id)
+        outcomes = repo_turns.turn_outcomes(session, run_id=run_id)
         evaluable = {row[0] for row in outcomes if row[4] is not None}
         for problem_id in evaluable:
             hidden[problem_id] = [[] for _ in range(n)]
@@ -250,7 +252,7 @@ def _report(
         for problem_id in unjudged:  # a sandbox error is not a failed problem: left out
             hidden.pop(problem_id, None)
             public.pop(problem_id, None)
-        failed_trajectories = repo_runs.failed_trajectories(session, run_id=run_id)
+        failed_trajectories = repo_trajectories.failed_trajectories(session, run_id=run_id)
         test_counts = repo_rewards.problem_test_counts(
             session, problem_ids={row[0] for row in outcomes}
         )

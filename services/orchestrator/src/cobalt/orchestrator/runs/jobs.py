@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
 
 from pydantic import SecretStr
 from sqlalchemy.orm import Session, sessionmaker
@@ -25,9 +24,9 @@ from cobalt.orchestrator.rollouts.runtime import JobInterrupted, RolloutRuntime
 from cobalt.orchestrator.rollouts.sampling import SamplingParams
 from cobalt.orchestrator.runs.failures import failed_trajectory_error, run_failure
 from cobalt.orchestrator.runs.provenance import ask_served_policy, record_served_policy
-from cobalt.orchestrator.store import repo_runs
+from cobalt.orchestrator.store import repo_runs, repo_trajectories, repo_turns
 from cobalt.orchestrator.store.models import Problem, RunStatus, TrajectoryStatus
-from cobalt.orchestrator.store.repo_runs import TurnRow
+from cobalt.orchestrator.store.repo_turns import TurnRow
 from cobalt.shared.clients import ExecutorAddress, ModelEndpoint
 from cobalt.shared.contracts import ProblemRow
 from cobalt.shared.contracts.runs import RunParams
@@ -61,17 +60,17 @@ class DatabaseTurnStore:
         with self.sessions() as session:
             # Read once here, so that saving a turn needs no lookup round trip.
             self._trajectory_ids.update(
-                repo_runs.trajectory_ids_of_problem(
+                repo_trajectories.trajectory_ids_of_problem(
                     session, run_id=self.run_id, problem_id=problem_id
                 )
             )
-            return repo_runs.turn_rows_of_problem(
+            return repo_turns.turn_rows_of_problem(
                 session, run_id=self.run_id, problem_id=problem_id
             )
 
     def save(self, rows: Sequence[TurnRow]) -> None:
         with self.sessions.begin() as session:
-            repo_runs.insert_turns(session, rows=rows, trajectory_ids=self._trajectory_ids)
+            repo_turns.insert_turns(session, rows=rows, trajectory_ids=self._trajectory_ids)
             self._status = repo_runs.run_status(session, run_id=self.run_id)
 
     def cancelled(self) -> bool:
@@ -79,9 +78,8 @@ class DatabaseTurnStore:
         return self._status in (RunStatus.CANCELLED.value, RunStatus.INTERRUPTED.value)
 
 
-def spec_of_run(run_id: int, stored: dict[str, Any]) -> RolloutSpec:
-    """The rollout settings a run recorded when it was created."""
-    params = RunParams.model_validate(stored)
+def spec_of_run(run_id: int, params: RunParams) -> RolloutSpec:
+    """The rollout settings a run recorded when it was created (`Run.params`)."""
     return RolloutSpec(
         run_id=run_id,
         n=params.n,
@@ -142,7 +140,7 @@ def roll_out_run_problem(
             record_served_policy(session, run, served)
             status = run_after(run_id, run.status, RunEvent.START)
             repo_runs.set_run_status(session, run_id=run_id, status=status)
-        repo_runs.move_trajectories(
+        repo_trajectories.move_trajectories(
             session, run_id=run_id, problem_id=problem_id, event=TrajectoryEvent.START
         )
         session.commit()
@@ -198,7 +196,7 @@ def _move_problem(
     error: str | None = None,
 ) -> None:
     with sessions.begin() as session:
-        repo_runs.move_trajectories(
+        repo_trajectories.move_trajectories(
             session, run_id=run_id, problem_id=problem_id, event=event, error=error
         )
 
@@ -226,7 +224,7 @@ def finish_run_if_done(sessions: sessionmaker[Session], run_id: int) -> str | No
         status = run_after(run_id, progress.status, event)
         errors = [
             t.error
-            for t in repo_runs.trajectories_of(session, run_id=run_id)
+            for t in repo_trajectories.trajectories_of(session, run_id=run_id)
             if t.status == TrajectoryStatus.FAILED
         ]
         repo_runs.set_run_status(

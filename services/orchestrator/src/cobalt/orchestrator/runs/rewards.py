@@ -28,7 +28,6 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.store import repo_rewards, repo_runs
 from cobalt.orchestrator.store.models import Turn
-from cobalt.shared.contracts.runs import RunParams
 from cobalt.shared.errors import Conflict
 from cobalt.shared.reward_format import RewardFormat
 
@@ -98,7 +97,7 @@ def run_reward_format(
     """
     with sessions.begin() as session:
         run = repo_runs.get_run(session, run_id=run_id)
-        params = RunParams.model_validate(run.params)
+        params = run.params
         if asked is None or asked == params.reward_format:
             return params.reward_format
         if repo_rewards.has_rewards(session, run_id=run_id):
@@ -106,7 +105,7 @@ def run_reward_format(
                 f"run {run_id}'s rewards were scored with the {params.reward_format} format "
                 f"rules, not {asked}; its stored rewards keep the rules they were scored with"
             )
-        run.params = params.model_copy(update={"reward_format": asked}).model_dump(mode="json")
+        run.params = params.model_copy(update={"reward_format": asked})
     return asked
 
 

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.lifecycle import RUN_TRANSITIONS, RunEvent, TrajectoryEvent, run_after
-from cobalt.orchestrator.store import repo_datasets, repo_runs
+from cobalt.orchestrator.store import repo_datasets, repo_runs, repo_trajectories, repo_turns
 from cobalt.orchestrator.store.models import Run, Turn
 from cobalt.orchestrator.store.repo_policy import run_policy
-from cobalt.orchestrator.store.repo_runs import TurnRow
+from cobalt.orchestrator.store.repo_turns import TurnRow
 from cobalt.shared.contracts.executor import Compare, reference_limits
 from cobalt.shared.contracts.runs import (
     INHERITED_BY_REFINE,
@@ -113,7 +113,7 @@ def create_sample_run(
             dataset_id=dataset.id,
             base_url=request.base_url,
             model=request.model,
-            params=params.model_dump(mode="json"),
+            params=params,
             template_name=request.template,
             template_sha256=template.sha256,
             total_trajectories=len(problem_ids) * request.n,
@@ -124,13 +124,13 @@ def create_sample_run(
 
 
 def _add_sample_trajectories(session: Session, run: Run) -> None:
-    params = RunParams.model_validate(run.params)
+    params = run.params
     if params.problems is None:
         return  # a run from before deferred creation: created whole
     problem_ids = repo_datasets.problem_ids(
         session, dataset_id=run.dataset_id, limit=params.problems
     )
-    repo_runs.add_sample_trajectories(
+    repo_trajectories.add_sample_trajectories(
         session,
         run_id=run.id,
         dataset_id=run.dataset_id,
@@ -183,7 +183,7 @@ def create_refine_run(
                 f"run {parent.id} is a {parent.status} {parent.kind} run; refine starts from "
                 "a finished sample run"
             )
-        inherited = RunParams.model_validate(parent.params)
+        inherited = parent.params
         if maximums is not None:
             maximums.refuse_above(inherited.limits, chosen_by=f"sample run {parent.id}")
         params = RunParams.model_validate(
@@ -200,16 +200,16 @@ def create_refine_run(
             parent_run_id=parent.id,
             base_url=request.base_url or parent.base_url,
             model=request.model or parent.model,
-            params=params.model_dump(mode="json"),
+            params=params,
             template_name=parent.template_name,
             template_sha256=parent.template_sha256,
             total_trajectories=parent.total_trajectories,
         )
-        first_turns = repo_runs.first_turns(session, run_id=parent.id)
+        first_turns = repo_turns.first_turns(session, run_id=parent.id)
         keys = sorted({(t.problem_id, t.sample_index) for t in first_turns})
-        repo_runs.ensure_trajectories(session, run_id=run.id, keys=keys)
+        repo_trajectories.ensure_trajectories(session, run_id=run.id, keys=keys)
         copied = [_copy(turn, run.id, params.think_cap_chars) for turn in first_turns]
-        repo_runs.insert_turns(session, rows=copied)
+        repo_turns.insert_turns(session, rows=copied)
         return run.id
 
 
@@ -228,7 +228,7 @@ def open_problem_ids(sessions: sessionmaker[Session], run_id: int) -> list[int]:
     """Problems of the run with a trajectory still pending or running (the work left)."""
     with sessions() as session:
         repo_runs.get_run(session, run_id=run_id)
-        return repo_runs.open_problem_ids(session, run_id=run_id)
+        return repo_trajectories.open_problem_ids(session, run_id=run_id)
 
 
 def reopen_failed(sessions: sessionmaker[Session], run_id: int) -> int:
@@ -239,7 +239,9 @@ def reopen_failed(sessions: sessionmaker[Session], run_id: int) -> int:
             return 0  # nothing to resume
         status = run_after(run_id, run.status, RunEvent.RESUME)
         _add_missing_trajectories(session, run)  # a creation cut short completes here
-        reopened = repo_runs.move_trajectories(session, run_id=run_id, event=TrajectoryEvent.REOPEN)
+        reopened = repo_trajectories.move_trajectories(
+            session, run_id=run_id, event=TrajectoryEvent.REOPEN
+        )
         repo_runs.set_run_status(session, run_id=run_id, status=status)
         return reopened
 
@@ -281,7 +283,7 @@ def interrupt_run(sessions: sessionmaker[Session], run_id: int) -> bool:
 
 def completion_tokens(session: Session, run_id: int) -> int:
     """Tokens generated so far in a run (for the tokens/s of the progress display)."""
-    return repo_runs.completion_tokens(session, run_id=run_id)
+    return repo_turns.completion_tokens(session, run_id=run_id)
 
 
 def run_public(
@@ -314,7 +316,7 @@ def _publics(session: Session, runs: Sequence[Run]) -> list[RunPublic]:
             parent_run_id=run.parent_run_id,
             base_url=run.base_url,
             model=run.model,
-            params=RunParams.model_validate(run.params),
+            params=run.params,
             template_name=run.template_name,
             template_sha256=run.template_sha256,
             total_trajectories=run.total_trajectories,
@@ -339,7 +341,7 @@ def _trajectories(session: Session, run: Run) -> list[TrajectoryPublic]:
 
     names = repo_datasets.external_ids(session, dataset_id=run.dataset_id)
     rows: dict[tuple[int, int], list[Turn]] = {}
-    for turn in repo_runs.turns_of_run(session, run_id=run.id):
+    for turn in repo_turns.turns_of_run(session, run_id=run.id):
         rows.setdefault((turn.problem_id, turn.sample_index), []).append(turn)
     turns = {
         key: [
@@ -350,7 +352,7 @@ def _trajectories(session: Session, run: Run) -> list[TrajectoryPublic]:
         ]
         for key, trajectory in rows.items()
     }
-    trajectories = repo_runs.trajectories_of(session, run_id=run.id)
+    trajectories = repo_trajectories.trajectories_of(session, run_id=run.id)
     return [
         TrajectoryPublic(
             problem=names.get(t.problem_id, str(t.problem_id)),

@@ -4,7 +4,7 @@ ranges; and one turn's tests with the program's outputs.
 The questions a researcher asks of a run's failures ("which turn-2 programs time out?",
 "which turns earned an improvement bonus but still fail hidden tests?") are filters over
 the stored turns and their rewards; they run in the database, a page at a time
-(`store/repo_turns.py` has the queries and the filters).
+(`store/repo_turn_search.py` has the queries and the filters).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.rollouts.program_outputs import shown_tests
-from cobalt.orchestrator.store import repo_runs, repo_turns
-from cobalt.orchestrator.store.repo_turns import REWARD_COMPONENTS, TestSet, TurnFilters
+from cobalt.orchestrator.store import repo_runs, repo_turn_search
+from cobalt.orchestrator.store.repo_turn_search import REWARD_COMPONENTS, TestSet, TurnFilters
 from cobalt.shared.contracts.browse import (
     TurnMatch,
     TurnMatchesPage,
@@ -41,7 +41,7 @@ def find_turns(
     """
     with sessions() as session:
         repo_runs.get_run(session, run_id=run_id)
-        total, rows = repo_turns.matching_turns(
+        total, rows = repo_turn_search.matching_turns(
             session, run_id=run_id, filters=filters, offset=offset, limit=limit
         )
         items = [
@@ -72,7 +72,7 @@ def turn_tests(sessions: sessionmaker[Session], run_id: int, turn_id: int) -> Tu
     """
     with sessions() as session:
         repo_runs.get_run(session, run_id=run_id)
-        turn, problem = repo_turns.turn_of_run(session, run_id=run_id, turn_id=turn_id)
+        turn, problem = repo_turn_search.turn_of_run(session, run_id=run_id, turn_id=turn_id)
         public: Sequence[str] | None = turn.public_verdicts if turn.code is not None else None
         return TurnTests(
             turn_id=turn.id,

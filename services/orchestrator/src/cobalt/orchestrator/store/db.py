@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, Table, create_engine, event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
 from cobalt.shared.errors import InvalidInput
 
@@ -28,6 +28,7 @@ __all__ = [
     "head_revision",
     "make_engine",
     "make_sessionmaker",
+    "table_of",
     "upgrade_database",
     "upgrade_if_behind",
 ]
@@ -99,6 +100,13 @@ def conflict_insert(session: Session) -> Any:
     from sqlalchemy.dialects import sqlite
 
     return sqlite.insert
+
+
+def table_of(model: type[DeclarativeBase]) -> Table:
+    """The `Table` of a mapped class (what a Core `insert` of many rows is built on)."""
+    table = model.__table__
+    assert isinstance(table, Table)
+    return table
 
 
 def make_sessionmaker(engine: Engine) -> sessionmaker[Session]:

@@ -26,9 +26,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from cobalt.orchestrator.store.model_json import ModelJson
 from cobalt.orchestrator.store.packed import PackedFloat64List, PackedInt32List
 from cobalt.orchestrator.store.text import StoredString, StoredText
 from cobalt.orchestrator.store.times import StoredTime
+from cobalt.shared.contracts.browse import BanditDatasetParams
+from cobalt.shared.contracts.runs import RunParams
 
 # The statuses are contracts (the REST schema lists them); the store keeps them as strings.
 from cobalt.shared.contracts.statuses import (
@@ -38,6 +41,7 @@ from cobalt.shared.contracts.statuses import (
     TrainingJobStatus,
     TrajectoryStatus,
 )
+from cobalt.shared.contracts.training_params import TrainingParams, stored_training_params
 
 __all__ = [
     "BanditContext",
@@ -179,7 +183,7 @@ class Run(Base):
     )
     base_url: Mapped[str] = mapped_column(StoredString(500))
     model: Mapped[str] = mapped_column(StoredString(200))
-    params: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
+    params: Mapped[RunParams] = mapped_column(ModelJson(RunParams))
     """Decoding and loop settings: n, temperature, top_p, max_tokens, turns, stop_on_pass,
     think_cap_chars, ..."""
     template_name: Mapped[str] = mapped_column(StoredString(200))
@@ -324,7 +328,7 @@ class BanditDataset(Base):
     )
     split: Mapped[str] = mapped_column(StoredString(20))
     """"train" (the full builder) or "validation" (one context per problem)."""
-    params: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
+    params: Mapped[BanditDatasetParams] = mapped_column(ModelJson(BanditDatasetParams))
     counts: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
     created_at: Mapped[datetime] = mapped_column(StoredTime(), server_default=func.now())
 
@@ -475,8 +479,9 @@ class TrainingJob(Base):
         ForeignKey("bandit_datasets.id", ondelete="RESTRICT"), default=None, index=True
     )
     model: Mapped[str] = mapped_column(StoredString(500))
-    params: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
-    """Every setting the job was started with (the trainer's and the rollouts')."""
+    params_json: Mapped[dict[str, Any]] = mapped_column("params", JsonValue, default=dict)
+    """The JSON of `params` less its mode (the `mode` column), as every version stored it:
+    read it through `params`."""
     status: Mapped[str] = mapped_column(StoredString(20), default=TrainingJobStatus.PENDING.value)
     step: Mapped[int] = mapped_column(Integer, default=0)
     policy_version: Mapped[int] = mapped_column(Integer, default=0)
@@ -488,6 +493,22 @@ class TrainingJob(Base):
     updated_at: Mapped[datetime] = mapped_column(
         StoredTime(), server_default=func.now(), onupdate=func.now()
     )
+
+    @property
+    def params(self) -> TrainingParams:
+        """Every setting the job was started with (the trainer's and the rollouts'), as
+        its mode's model.
+
+        Not a `ModelJson` column: which model the JSON is depends on the `mode` column,
+        and a column type sees its own column alone. Rows written before the per-mode
+        models carry every mode's settings; the others' are dropped here.
+        """
+        return stored_training_params(self.mode, self.params_json)
+
+    @params.setter
+    def params(self, value: TrainingParams) -> None:
+        self.mode = value.mode.value
+        self.params_json = value.model_dump(mode="json", exclude={"mode"})
 
 
 class TrainingGroup(Base):

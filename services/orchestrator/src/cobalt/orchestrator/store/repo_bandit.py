@@ -10,6 +10,7 @@ from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session
 
 from cobalt.orchestrator.store.models import BanditContext, BanditDataset, Problem, Run
+from cobalt.shared.contracts.browse import BanditDatasetParams
 from cobalt.shared.errors import Conflict, NotFound
 
 __all__ = [
@@ -85,7 +86,7 @@ def create_bandit_dataset(
     name: str,
     source_run_id: int,
     split: str,
-    params: dict[str, Any],
+    params: BanditDatasetParams,
     counts: dict[str, Any],
     contexts: Sequence[ContextRow],
 ) -> BanditDataset:

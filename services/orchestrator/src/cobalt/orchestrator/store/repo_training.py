@@ -37,6 +37,7 @@ from cobalt.orchestrator.store.models import (
     TrainingSample,
     TrainingStep,
 )
+from cobalt.shared.contracts.training_params import TrainingParams
 from cobalt.shared.errors import Conflict, InvalidInput, NotFound
 
 if TYPE_CHECKING:  # an annotation only: the reward package imports numpy and tokenizers
@@ -106,21 +107,18 @@ def create_job(
     session: Session,
     *,
     name: str,
-    mode: str,
     model: str,
     bandit_dataset_id: int | None,
-    params: dict[str, Any],
+    params: TrainingParams,
 ) -> TrainingJob:
-    """A new pending training job.
+    """A new pending training job of `params.mode`.
 
     Raises:
         Conflict: a job of that name exists.
     """
     if session.scalar(select(TrainingJob.id).where(TrainingJob.name == name)) is not None:
         raise Conflict(f"a training job named {name!r} exists; pick another --name")
-    job = TrainingJob(
-        name=name, mode=mode, model=model, bandit_dataset_id=bandit_dataset_id, params=params
-    )
+    job = TrainingJob(name=name, model=model, bandit_dataset_id=bandit_dataset_id, params=params)
     session.add(job)
     session.flush()
     return job

@@ -15,7 +15,7 @@ from sqlalchemy import DateTime
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
-__all__ = ["StoredTime"]
+__all__ = ["StoredTime", "utc_now"]
 
 
 class StoredTime(TypeDecorator[datetime]):
@@ -28,3 +28,8 @@ class StoredTime(TypeDecorator[datetime]):
         if value is not None and value.tzinfo is None:
             return value.replace(tzinfo=UTC)
         return value
+
+
+def utc_now() -> datetime:
+    """Now, in UTC: what the stores' writers stamp rows with."""
+    return datetime.now(UTC)

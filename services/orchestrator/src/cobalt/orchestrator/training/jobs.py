@@ -52,7 +52,6 @@ from cobalt.shared.contracts import ProblemRow
 from cobalt.shared.contracts.training_params import (
     EpisodeParams,
     TrainingParams,
-    stored_training_params,
 )
 from cobalt.shared.errors import InvalidInput, NotFound, Unavailable
 from cobalt.shared.reward import TokenizerCounter
@@ -256,7 +255,7 @@ def _load(sessions: sessionmaker[Session], job_id: int, context_id: int) -> _Loa
             TrainingJobStatus.FAILED,
         ):
             return None
-        params = stored_training_params(job.mode, job.params)
+        params = job.params
         context = session.get(BanditContext, context_id)
         problem = session.get(Problem, context.problem_id) if context is not None else None
         if context is None or problem is None:

@@ -18,6 +18,7 @@ report of its last step moves it to `finished`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -53,7 +54,6 @@ from cobalt.shared.contracts.training import (
 from cobalt.shared.contracts.training_params import (
     MODE_PARAMS,
     EpisodeParams,
-    stored_training_params,
     training_params,
 )
 from cobalt.shared.errors import Conflict, InvalidInput
@@ -75,12 +75,23 @@ __all__ = [
 ]
 
 
-def create_job(sessions: sessionmaker[Session], request: TrainingJobCreate) -> int:
+def create_job(
+    sessions: sessionmaker[Session],
+    request: TrainingJobCreate,
+    *,
+    check_template: Callable[[str], None] | None = None,
+) -> int:
     """A pending job over the bandit dataset `request.contexts`; returns its id.
+
+    Args:
+        check_template: Refuses a feedback template name before it is loaded (the REST
+            API passes `prompts.check_bundled_name`: the server's registry alone); None:
+            any name `PromptTemplate.load` takes, a template file of the user's included.
 
     Raises:
         NotFound: no bandit dataset of that name.
         InvalidInput: bad parameters, or the mode has no contexts to train on.
+        TemplateError: the template named is refused.
         Conflict: a job of that name exists.
     """
     # Imported here: the rollout rules cost the job-reading commands' start-up.
@@ -88,6 +99,8 @@ def create_job(sessions: sessionmaker[Session], request: TrainingJobCreate) -> i
 
     params = training_params(request.mode, request.params)
     if isinstance(params, EpisodeParams) and params.template is not None:
+        if check_template is not None:
+            check_template(params.template)
         PromptTemplate.load(params.template)  # a bad name fails here, not in every rollout
     with sessions.begin() as session:
         dataset = repo_bandit.get_bandit_dataset(session, name=request.contexts)
@@ -103,10 +116,9 @@ def create_job(sessions: sessionmaker[Session], request: TrainingJobCreate) -> i
         job = repo_training.create_job(
             session,
             name=request.name,
-            mode=request.mode.value,
             model=request.model,
             bandit_dataset_id=dataset.id,
-            params=params.model_dump(mode="json", exclude={"mode"}),
+            params=params,
         )
         return job.id
 
@@ -117,7 +129,7 @@ def _turn_zero_only(mode: str) -> bool:
 
 def step_budget(session: Session, job: TrainingJob) -> int | None:
     """The steps `job` trains before it is finished; None: until stopped."""
-    params = stored_training_params(job.mode, job.params)
+    params = job.params
     if params.epochs is None:  # no count needed
         return params.max_steps
     contexts = (
@@ -144,7 +156,7 @@ def context_ids_for_round(session: Session, *, job_id: int, round: int) -> list[
     context at most once (the ledger stores one group per context and round).
     """
     job = repo_training.get_job(session, job_id=job_id)
-    params = stored_training_params(job.mode, job.params)
+    params = job.params
     if params.filter_zero_variance:
         return progress_of_round(session, job, round).pending
     return _round_stream(session, job, round)[: params.trainer.contexts_per_step]
@@ -156,7 +168,7 @@ def _round_stream(session: Session, job: TrainingJob, round: int) -> list[int]:
         raise InvalidInput(f"rounds count from 1, not {round}")
     if job.bandit_dataset_id is None:
         raise InvalidInput(f"training job {job.id} has no bandit dataset")
-    params = stored_training_params(job.mode, job.params)
+    params = job.params
     ordered = repo_bandit.context_ids(
         session, dataset_id=job.bandit_dataset_id, turn_zero_only=_turn_zero_only(job.mode)
     )
@@ -179,7 +191,7 @@ def _round_stream(session: Session, job: TrainingJob, round: int) -> list[int]:
 
 def progress_of_round(session: Session, job: TrainingJob, round: int) -> RoundProgress:
     """Where round `round` of `job` stands in the ledger (`selection.round_progress`)."""
-    params = stored_training_params(job.mode, job.params)
+    params = job.params
     stream = _round_stream(session, job, round)
     by_key = repo_training.round_groups(session, job_id=job.id, round=round)
     recorded = {i: by_key[context_key(i)] for i in stream if context_key(i) in by_key}
@@ -194,7 +206,7 @@ def due_refill(sessions: sessionmaker[Session], job_id: int, round: int) -> list
     for a job that does not filter, or a round with nothing due."""
     with sessions() as session:
         job = repo_training.get_job(session, job_id=job_id)
-        if not stored_training_params(job.mode, job.params).filter_zero_variance:
+        if not job.params.filter_zero_variance:
             return []
         progress = progress_of_round(session, job, round)
     begun = progress.refills == 0 or progress.pending != progress.batch
@@ -209,7 +221,7 @@ def open_round_contexts(session: Session) -> list[tuple[int, int, list[int]]]:
     for job in repo_training.list_jobs(session):
         if job.status != TrainingJobStatus.RUNNING:
             continue
-        params = stored_training_params(job.mode, job.params)
+        params = job.params
         rounds = open_rounds(
             steps_done=job.step,
             max_staleness=params.max_staleness,
@@ -262,7 +274,7 @@ def begin_round(sessions: sessionmaker[Session], job_id: int, round: int) -> lis
             raise Conflict(
                 f"round {round} is past training job {job_id}'s budget of {budget} steps"
             )
-        params = stored_training_params(job.mode, job.params)
+        params = job.params
         known = scheduling_step(round, max_staleness=params.max_staleness)
         if params.schedule_contexts and known >= 1:
             if not repo_training.step_was_claimed(session, job_id=job_id, step=known):
@@ -310,7 +322,7 @@ def claim_step(
     failure = None
     with sessions.begin() as session:
         job = repo_training.get_job(session, job_id=job_id, for_update=True)
-        params = stored_training_params(job.mode, job.params)
+        params = job.params
         enough, refills, progress = None, 0, None
         if params.filter_zero_variance:
             progress = progress_of_round(session, job, step)
@@ -419,7 +431,7 @@ def _public(
         status=TrainingJobStatus(job.status),
         contexts=dataset.name if dataset else None,
         model=job.model,
-        params=stored_training_params(job.mode, job.params),
+        params=job.params,
         step=job.step,
         policy_version=job.policy_version,
         groups=repo_training.group_counts(session, job_id=job.id),

@@ -49,7 +49,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.runs import service
 from cobalt.orchestrator.settings import OrchestratorSettings
-from cobalt.orchestrator.store import repo_runs
+from cobalt.orchestrator.store import repo_trajectories
 from cobalt.orchestrator.training import service as training_service
 from cobalt.orchestrator.worker.carrier_base import Carrier
 from cobalt.orchestrator.worker.in_process import ThreadCarrier, in_flight
@@ -92,7 +92,7 @@ def open_work(session: Session, *, runs: bool = True) -> dict[str, OpenWork]:
     and the training rounds'."""
     found: dict[str, OpenWork] = {}
     if runs:
-        for run_id, problem_id in repo_runs.open_problems_of_active_runs(session):
+        for run_id, problem_id in repo_trajectories.open_problems_of_active_runs(session):
             for call in work_for_run(run_id, [problem_id]).values():
                 found[call.queue_id] = OpenWork(call, run_id)
     for job_id, round, context_ids in training_service.open_round_contexts(session):
