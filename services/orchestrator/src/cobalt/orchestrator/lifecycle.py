@@ -6,8 +6,8 @@ the events below. The tables are the whole state machine: an event from a status
 entry for is refused with `Conflict` (HTTP 409, CLI exit 2), and the store's writers are
 the only code that writes a status column (`repo_runs.set_run_status`,
 `repo_trajectories.mark_trajectory`, `repo_trajectories.move_trajectories`,
-`repo_training.apply_job_event`, `repo_training.claim_step`); each of them asks this module first, so no code path can move
-anything around the machine.
+`repo_training.apply_job_event`, `repo_training.claim_step`); each of them asks this
+module first, so no code path can move anything around the machine.
 `tests/orchestrator/test_status_writes.py` fails if a status is written anywhere else.
 
 Runs::

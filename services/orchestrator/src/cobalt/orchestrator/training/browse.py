@@ -113,8 +113,7 @@ def _episode_rewards(group: TrainingGroup) -> dict[int, float]:
 
 
 def _reward_shuffle_seed(job: TrainingJob) -> int | None:
-    seed = ((job.params or {}).get("trainer") or {}).get("reward_shuffle_seed")
-    return None if seed is None else int(seed)
+    return job.params.trainer.reward_shuffle_seed
 
 
 def step_groups(sessions: sessionmaker[Session], job_id: int, step: int) -> StepGroupsPublic:

@@ -252,7 +252,7 @@ def step_rounds(sessions: sessionmaker[Session], job_id: int, step: int) -> Step
         raise InvalidInput(f"steps count from 1, not {step}")
     with sessions() as session:
         job = repo_training.get_job(session, job_id=job_id)
-        params = stored_training_params(job.mode, job.params)
+        params = job.params
         budget = step_budget(session, job)
     rounds = rounds_to_begin(step, max_staleness=params.max_staleness, budget=budget)
     return StepRounds(step=step, rounds=list(rounds))
