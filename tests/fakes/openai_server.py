@@ -215,6 +215,8 @@ def serve_fake_openai(fake: FakeOpenAI) -> Iterator[str]:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
     finally:
         server.should_exit = True
+        # A test may leave a call hanging on purpose (delay_s): don't wait for it to end.
+        server.force_exit = True
         thread.join(timeout=30)
         sock.close()
 
