@@ -111,6 +111,25 @@ def test_a_failed_load_leaves_the_reported_weights_as_they_were(tmp_path: Path) 
     assert controller.weights == before
 
 
+def test_a_broadcast_is_reported_as_the_job_step_the_trainer_said_it_is(tmp_path: Path) -> None:
+    """A broadcast has no directory to describe: the server reports the (job, step) the
+    trainer's request named, so a run sampled from it still records whose weights."""
+    from tests.inference.test_control import broadcast_request
+
+    engine = StandInEngine()
+    app, _, _ = make(tmp_path, engine, weight_broadcast="gloo", tensor_parallel_size=2)
+
+    async def scenario() -> None:
+        async with client(app) as http:
+            sent = broadcast_request(job=6, step=3)
+            assert (await http.post("/v1/policy/broadcast", json=sent)).status_code == 200
+            weights = (await http.get("/v1/policy")).json()["weights"]
+        assert (weights["kind"], weights["job"], weights["step"]) == ("broadcast", 6, 3)
+        assert weights["version"] == 4 and weights["path"] is None
+
+    run(scenario())
+
+
 def test_an_endpoint_that_does_not_say_which_weights_it_serves_reports_none() -> None:
     """Another OpenAI-compatible server (no /v1/policy), an answer that is no policy
     status, a refused token: a run then records no policy rather than failing."""

@@ -276,9 +276,9 @@ def test_a_shuffled_reward_jobs_groups_show_the_advantages_it_trained_on(
     with Session(engine) as session:
         row = session.get(TrainingJob, job)
         assert row is not None
-        original = dict(row.params)
-        trainer = {**(original.get("trainer") or {}), "reward_shuffle_seed": seed}
-        row.params = {**original, "trainer": trainer}
+        original = row.params
+        trainer = original.trainer.model_copy(update={"reward_shuffle_seed": seed})
+        row.params = original.model_copy(update={"trainer": trainer})
         session.commit()
     try:
         shown = api.get(f"/v1/training/jobs/{job}/steps/1/groups").json()["groups"][0]

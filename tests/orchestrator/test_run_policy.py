@@ -17,7 +17,10 @@ from cobalt.orchestrator.store import repo_datasets, repo_runs, repo_training
 from cobalt.orchestrator.store.models import RunStatus
 from cobalt.orchestrator.store.repo_policy import record_run_policy
 from cobalt.orchestrator.training.service import job_public
+from cobalt.shared.contracts.hyperparameters import TrainingMode
 from cobalt.shared.contracts.inference import WeightsIdentity
+from cobalt.shared.contracts.runs import RunParams
+from cobalt.shared.contracts.training_params import training_params
 from cobalt.shared.errors import Conflict
 from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
 from tests.support.cli import cobalt_here
@@ -41,7 +44,7 @@ def new_run(sessions: sessionmaker[Session], base_url: str) -> int:
         )
         run = repo_runs.create_run(
             session, kind="sample", dataset_id=dataset.id, base_url=base_url, model="fake-model",
-            params={"n": 1, "turns": 1}, template_name="default", template_sha256="ab" * 32,
+            params=RunParams(n=1, turns=1), template_name="default", template_sha256="ab" * 32,
             total_trajectories=0,
         )  # fmt: skip
         return run.id
@@ -104,12 +107,13 @@ def test_an_endpoint_that_does_not_report_its_weights_leaves_the_run_without_pol
 
 
 def test_a_job_lists_its_checkpoints_the_serve_line_and_the_runs_evaluated_with_each(
-    sessions: sessionmaker[Session], tmp_path: Path
+    sessions: sessionmaker[Session], tmp_path: Path, cli_env: dict[str, str]
 ) -> None:
     with sessions.begin() as session:
         job = repo_training.create_job(
-            session, name="j", mode="cobalt", model="m", bandit_dataset_id=None, params={}
-        )
+            session, name="j", model="m", bandit_dataset_id=None,
+            params=training_params(TrainingMode.COBALT, {}),
+        )  # fmt: skip
     kept = tmp_path / "job-1" / "step-1" / "policy"
     kept.mkdir(parents=True)
     step_1 = WeightsIdentity(kind="full", path=str(kept), digest="a1" * 32, job=job.id, step=1,
@@ -134,6 +138,12 @@ def test_a_job_lists_its_checkpoints_the_serve_line_and_the_runs_evaluated_with_
     assert one.serve_command == f"cobalt inference serve --model {kept} --served-name j-step-1"
     assert two.runs == [runs[1]] and not two.present and two.serve_command is None
     assert three.weights is None and three.runs == [] and three.serve_command is None
+    shown = cobalt_here({**cli_env, "COLUMNS": "250"}, "train", "show", str(job.id))
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert any(str(kept) in line and str(runs[0]) in line for line in lines), shown.stdout
+    assert any("(not on this machine)" in line and str(runs[1]) in line for line in lines)
+    assert f"serve step 1: {one.serve_command}" in lines
 
 
 def test_a_sampled_run_records_its_policy_end_to_end(

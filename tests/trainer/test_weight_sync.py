@@ -166,3 +166,25 @@ def test_a_worker_outside_the_announced_group_fails_before_loading(tmp_path: Pat
     outcome = StandInWorker(1, StandInModel()).cobalt_receive_weights(request.model_dump())
     assert outcome["loaded"] is False and outcome["restored"] is True
     assert "outside a group of 2" in outcome["error"]
+
+
+def test_the_announcement_says_which_job_step_the_weights_are(
+    tiny_model: Qwen2ForCausalLM,
+) -> None:
+    """The server reports a broadcast's identity from the request (no directory to
+    describe), so the trainer names its job and step in it."""
+    from types import SimpleNamespace
+
+    from cobalt.trainer.settings import TrainerSettings
+    from cobalt.trainer.weight_sync import _plan
+
+    class Replicas:
+        def status(self) -> Any:
+            return SimpleNamespace(version=2, weight_broadcast="gloo", workers=1)
+
+    settings = TrainerSettings(weight_broadcast="gloo")
+    specs = weight_specs(tiny_model, None)
+    plan = _plan(Replicas(), settings, 3, specs, (11, 3))  # type: ignore[arg-type]
+    assert isinstance(plan, BroadcastWeightsRequest)
+    assert (plan.version, plan.job, plan.step, plan.world_size) == (3, 11, 3, 2)
+    assert _plan(Replicas(), settings, 2, specs, (11, 2)) == 2  # served already: nothing sent

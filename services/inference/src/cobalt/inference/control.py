@@ -397,7 +397,13 @@ class PolicyController:
             version = self._newer(request.version)
             source = f"broadcast from {request.master_address}:{request.master_port}"
             call = partial(self._receive, request)
-            return await self._swap(call, version=version, weights_dir=None, source=source)
+            return await self._swap(
+                call,
+                version=version,
+                weights_dir=None,
+                source=source,
+                broadcast_of=(request.job, request.step),
+            )
 
     async def _receive(self, request: BroadcastWeightsRequest) -> dict[str, Any]:
         results = await self.engine.collective_rpc(
@@ -431,6 +437,7 @@ class PolicyController:
         described: Path | None = None,
         commit: Callable[[], Coroutine[Any, Any, None]] | None = None,
         undo: Callable[[], Coroutine[Any, Any, dict[str, Any]]] | None = None,
+        broadcast_of: tuple[int | None, int | None] = (None, None),
     ) -> LoadWeightsResponse:
         """Drain, run `call` on the workers, and serve `version` if every worker loaded.
 
@@ -441,8 +448,10 @@ class PolicyController:
         `call` that completed after its timeout (default: reload the serving weights).
         `described` is the directory `status().weights` names once it serves (None: a
         broadcast); described before the gate closes, so generation does not wait for it.
+        `broadcast_of` is the (job, step) a broadcast says its tensors are.
         """
-        identity = await asyncio.to_thread(identify, described, version)
+        job, step = broadcast_of
+        identity = await asyncio.to_thread(identify, described, version, job=job, step=step)
         drain_started = time.monotonic()
         await self.gate.close(self.settings.drain_timeout_s)
         drained = time.monotonic()

@@ -15,12 +15,15 @@ __all__ = ["identify"]
 logger = logging.getLogger("cobalt.inference")
 
 
-def identify(directory: Path | None, version: int) -> WeightsIdentity:
+def identify(
+    directory: Path | None, version: int, *, job: int | None = None, step: int | None = None
+) -> WeightsIdentity:
     """The identity of the weights `directory` holds, served as `version`; None: they came
-    over a broadcast (no directory to describe). A directory that cannot be read (the
-    server started on a model it has since lost) is named without a digest."""
+    over a broadcast (no directory to describe), named by the training `job` and `step`
+    the trainer said they are. A directory that cannot be read (the server started on a
+    model it has since lost) is named without a digest."""
     if directory is None:
-        return WeightsIdentity(kind="broadcast", version=version)
+        return WeightsIdentity(kind="broadcast", job=job, step=step, version=version)
     try:
         described = describe_weights(directory)
     except OSError as exc:

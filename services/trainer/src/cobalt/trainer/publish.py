@@ -243,6 +243,7 @@ class BroadcastPublisher:
             settings=self.settings,
             version=checkpoint.policy_version,
             serve_dtype=self.store.serve_dtype,
+            origin=(self.store.job_id, checkpoint.step),
         )
 
 

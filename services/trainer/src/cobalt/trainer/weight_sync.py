@@ -70,8 +70,12 @@ def broadcast_weights(
     settings: TrainerSettings,
     version: int,
     serve_dtype: torch.dtype | None,
+    origin: tuple[int, int] | None = None,
 ) -> int:
     """Publish `model`'s weights as `version` by broadcast; returns the version served.
+
+    `origin` is the (job, step) they are, which the server reports as their identity
+    (a broadcast has no directory to describe), so runs sampled from them record it.
 
     Nothing is sent when the server already serves `version` or newer (a replayed step).
 
@@ -82,7 +86,7 @@ def broadcast_weights(
     backend = settings.weight_broadcast
     assert backend is not None
     specs = weight_specs(model, serve_dtype)
-    plan = on_rank_zero(lambda: _plan(inference, settings, version, specs))
+    plan = on_rank_zero(lambda: _plan(inference, settings, version, specs, origin))
     if isinstance(plan, int):
         return plan  # served already
     rank, _ = rank_and_size()
@@ -129,6 +133,7 @@ def _plan(
     settings: TrainerSettings,
     version: int,
     specs: list[TensorSpec],
+    origin: tuple[int, int] | None = None,
 ) -> BroadcastWeightsRequest | int:
     """The request to send, or the version served if there is nothing to send."""
     if inference is None:
@@ -150,6 +155,8 @@ def _plan(
         world_size=1 + status.workers,
         backend=settings.weight_broadcast,  # type: ignore[arg-type]
         tensors=specs,
+        job=origin[0] if origin else None,
+        step=origin[1] if origin else None,
     )
 
 

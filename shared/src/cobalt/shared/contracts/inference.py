@@ -197,6 +197,10 @@ class BroadcastWeightsRequest(BaseModel):
     world_size: int = Field(ge=2, description="1 (the trainer) + the server's `workers`.")
     backend: WeightBroadcastBackend
     tensors: list[TensorSpec] = Field(min_length=1, max_length=100_000)
+    job: int | None = Field(
+        default=None, ge=0, description="The training job whose step these weights are."
+    )
+    step: int | None = Field(default=None, ge=0, description="That job's step.")
 
     @field_validator("tensors")
     @classmethod

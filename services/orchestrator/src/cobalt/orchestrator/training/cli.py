@@ -324,3 +324,26 @@ def _show(job: TrainingJobPublic, *, as_json: bool) -> None:
                 *("-" if v is None else f"{v:.4g}" for v in values),
             )
         print_table(table)
+    _show_checkpoints(job)
+
+
+def _show_checkpoints(job: TrainingJobPublic) -> None:
+    """Each reported step's weights, the runs evaluated with them and how to serve them."""
+    reported = [c for c in job.checkpoints if c.weights is not None]
+    if not reported:
+        return
+    table = Table("step", "checkpoint", "digest", "runs")
+    for checkpoint in reported:
+        weights = checkpoint.weights
+        assert weights is not None
+        where = weights.path or weights.kind
+        table.add_row(
+            str(checkpoint.step),
+            where if checkpoint.present else f"{where} (not on this machine)",
+            (weights.digest or "-")[:12],
+            ", ".join(str(run) for run in checkpoint.runs) or "-",
+        )
+    print_table(table)
+    newest = next((c for c in reversed(reported) if c.present and c.serve_command), None)
+    if newest is not None:
+        typer.echo(f"serve step {newest.step}: {newest.serve_command}")
