@@ -6,6 +6,7 @@ build, because starting jails costs time and the pool is the expensive, stateful
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,13 @@ from cobalt.inference.launcher import running_server
 from cobalt.inference.settings import InferenceSettings
 from tests.support.inference import CONTROL_TOKEN, SERVED_NAME, Server, make_model
 from tests.support.serving import serve_executor
+
+# A shell without job control starts background commands with SIGINT ignored, children
+# inherit that, and Python then installs no KeyboardInterrupt handler: every Ctrl-C test
+# (`cobalt up`, `cobalt worker`, `cobalt run sample`) would hang. A handler here is reset
+# to the default in each child at exec, so the tests behave however the suite was started.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 SANDBOX_SLOTS = 2
 

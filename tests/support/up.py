@@ -49,6 +49,17 @@ def cobalt_up(*args: str, env: dict[str, str], timeout_s: float = 120) -> Iterat
         yield up
     finally:
         process.send_signal(signal.SIGINT)
-        process.wait(timeout=60)
-        reader.join(timeout=10)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            # Fail the test, but leave no services behind to take later tests' work
+            # (their workers would drain the test queue): SIGTERM stops the children too.
+            process.terminate()
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+            raise
+        finally:
+            reader.join(timeout=10)
         process.stderr.close()
