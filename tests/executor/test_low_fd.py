@@ -8,11 +8,7 @@ from __future__ import annotations
 
 import os
 import resource
-import signal
 import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -21,7 +17,7 @@ import pytest
 
 from cobalt.executor.fd_budget import connection_limit
 from cobalt.shared.docs import ASSETS_PATH
-from cobalt.shared.ports import free_port
+from tests.support.serving import executor_process
 
 NOFILE = 200
 SLOTS = 2
@@ -35,43 +31,14 @@ def _low_nofile() -> None:
 
 @pytest.fixture(scope="module")
 def low_fd_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, str]]:
-    log = tmp_path_factory.mktemp("low-fd") / "server.log"
-    port = free_port()
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("COBALT_")},
-        "COBALT_EXECUTOR_PORT": str(port),
+    settings = {
         "COBALT_EXECUTOR_SLOTS": str(SLOTS),
         "COBALT_EXECUTOR_AUTH_TOKEN": TOKEN,
         "COBALT_EXECUTOR_NOFILE": "64",  # a test's own limit fits under the server's
     }
-    boot = "import sys; sys.argv = ['cobalt', 'executor', 'serve']; "
-    boot += "from cobalt.shared.commands import main; main()"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [sys.executable, "-c", boot],
-            env=env,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            preexec_fn=_low_nofile,
-        )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        assert process.poll() is None, log.read_text()[-3000:]
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, "the executor did not become ready"
-        time.sleep(0.2)
-    yield process.pid, url
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+    log = tmp_path_factory.mktemp("low-fd") / "server.log"
+    with executor_process(settings, log, preexec_fn=_low_nofile) as (process, url):
+        yield process.pid, url
 
 
 def _flood(port: int, count: int) -> list[socket.socket]:

@@ -11,11 +11,8 @@ test ended, a 28 MiB invalid body decoded into ~700 MiB in the server.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from cobalt.shared.ports import free_port
+from tests.support.serving import executor_process
 
 TOKEN = "request-path-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -90,41 +87,16 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    log = tmp_path_factory.mktemp("request-path") / "server.log"
-    port = free_port()
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("COBALT_")},
-        "COBALT_EXECUTOR_PORT": str(port),
+    settings = {
         "COBALT_EXECUTOR_SLOTS": "2",
         "COBALT_EXECUTOR_AUTH_TOKEN": TOKEN,
         "COBALT_EXECUTOR_BODY_TIMEOUT_S": "3",
         "COBALT_EXECUTOR_BODY_DEADLINE_S": "4",
         "COBALT_EXECUTOR_MAX_RESPONSE_BYTES": str(RESPONSE_BYTES),
     }
-    boot = "import sys; sys.argv = ['cobalt', 'executor', 'serve']; "
-    boot += "from cobalt.shared.commands import main; main()"
-    with log.open("wb") as sink:
-        process = subprocess.Popen(
-            [sys.executable, "-c", boot], env=env, stdout=sink, stderr=subprocess.STDOUT
-        )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        assert process.poll() is None, log.read_text()[-3000:]
-        try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, "the executor did not become ready"
-        time.sleep(0.2)
-    yield Server(process, url, log)
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+    log = tmp_path_factory.mktemp("request-path") / "server.log"
+    with executor_process(settings, log) as (process, url):
+        yield Server(process, url, log)
 
 
 def _head(route: str, *, token: bool, length: int | None) -> bytes:
