@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.orchestrator.api.app import create_app
 from cobalt.orchestrator.runs.service import run_public
 from cobalt.orchestrator.settings import OrchestratorSettings
-from cobalt.orchestrator.store import repo_bandit, repo_datasets
+from cobalt.orchestrator.store import repo_bandit, repo_datasets, repo_training
 from cobalt.orchestrator.store.db import (
     alembic_config,
     make_engine,
@@ -28,7 +28,12 @@ from cobalt.orchestrator.training.service import job_public
 from cobalt.shared import defaults
 from cobalt.shared.contracts.browse import BanditDatasetParams, BanditMix
 from cobalt.shared.contracts.training import TrainingMode
-from cobalt.shared.contracts.training_params import MODE_PARAMS, CobaltParams, VerpoParams
+from cobalt.shared.contracts.training_params import (
+    MODE_PARAMS,
+    CobaltParams,
+    VerpoParams,
+    training_params,
+)
 from tests.support.databases import empty_database
 
 
@@ -126,6 +131,27 @@ def test_a_bandit_dataset_stored_before_the_parity_options_reads_with_their_defa
         mix=(BanditMix(name="p", ratio=0.5),), tokenizer="/t", first_stop_turns=(0, 1),
     )  # fmt: skip
     assert not params.research_validation and not params.turn_zero_only
+
+
+def test_a_jobs_params_name_its_mode_and_the_mode_column_follows_them(
+    sessions: sessionmaker[Session],
+) -> None:
+    """The params column stores its mode and reads back as the mode's model; the `mode`
+    column (filtered on) is set from the params, and only a mode's model is stored."""
+    verpo = training_params(TrainingMode.VERPO, {"turns": 2})
+    with sessions.begin() as session:
+        job = repo_training.create_job(
+            session, name="j", model="m", bandit_dataset_id=None, params=verpo
+        )
+        job_id = job.id
+        assert job.mode == "verpo"
+        with pytest.raises(TypeError, match="TrainingParams"):
+            job.params = {"mode": "verpo"}  # type: ignore[assignment]
+    with sessions() as session:
+        stored = table("training_jobs", column("id"), column("params", JSON()))
+        raw = session.execute(select(stored.c.params).where(stored.c.id == job_id)).scalar_one()
+    assert raw["mode"] == "verpo" and raw["turns"] == 2
+    assert job_public(sessions, job_id).params == verpo
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])

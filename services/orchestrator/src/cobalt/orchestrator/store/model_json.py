@@ -23,7 +23,7 @@ from cobalt.shared.contracts.training_params import (
     stored_training_params,
 )
 
-__all__ = ["ModelJson", "TrainingParamsJson"]
+__all__ = ["ModelJson", "TrainingParamsJson", "checked_training_params"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -58,6 +58,19 @@ class ModelJson(TypeDecorator[M]):
         return self.model.model_validate(value)
 
 
+def checked_training_params(value: object) -> TrainingParams:
+    """`value`, which must be one mode's model (`TrainingParams`).
+
+    Raises:
+        TypeError: anything else (a mapping the writer has not validated, say).
+    """
+    if not isinstance(value, tuple(MODE_PARAMS.values())):
+        raise TypeError(
+            f"a training params column stores a mode's TrainingParams, not {type(value).__name__}"
+        )
+    return value  # type: ignore[return-value]  # one of the union's members
+
+
 class TrainingParamsJson(TypeDecorator[TrainingParams]):
     """A training job's parameters, one mode's model (`TrainingParams`), stored with their
     `mode` inside the JSON so the column alone says which model it holds.
@@ -75,12 +88,7 @@ class TrainingParamsJson(TypeDecorator[TrainingParams]):
     def process_bind_param(self, value: TrainingParams | None, dialect: Dialect) -> Any:
         if value is None:
             return None
-        if not isinstance(value, tuple(MODE_PARAMS.values())):
-            raise TypeError(
-                f"a training params column stores a mode's TrainingParams, "
-                f"not {type(value).__name__}"
-            )
-        return value.model_dump(mode="json")
+        return checked_training_params(value).model_dump(mode="json")
 
     def process_result_value(self, value: Any, dialect: Dialect) -> TrainingParams | None:
         if value is None:

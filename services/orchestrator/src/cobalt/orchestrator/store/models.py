@@ -26,7 +26,11 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship, validates
 
-from cobalt.orchestrator.store.model_json import ModelJson, TrainingParamsJson
+from cobalt.orchestrator.store.model_json import (
+    ModelJson,
+    TrainingParamsJson,
+    checked_training_params,
+)
 from cobalt.orchestrator.store.packed import PackedFloat64List, PackedInt32List
 from cobalt.orchestrator.store.text import StoredString, StoredText
 from cobalt.orchestrator.store.times import StoredTime
@@ -496,8 +500,8 @@ class TrainingJob(Base):
 
     @validates("params")
     def _mode_follows_params(self, key: str, value: TrainingParams) -> TrainingParams:
-        """The `mode` column (indexed, filtered on) is always the params' mode."""
-        self.mode = value.mode.value
+        """The `mode` column (filtered on) is always the params' mode."""
+        self.mode = checked_training_params(value).mode.value
         return value
 
 
