@@ -53,7 +53,7 @@ def _csv(body: str) -> list[dict[str, str]]:
 
 def test_head_revision_is_alembics(store_url: str) -> None:
     script = ScriptDirectory.from_config(alembic_config(store_url))
-    assert head_revision() == script.get_current_head() == "0014"
+    assert head_revision() == script.get_current_head() == "0015"
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])

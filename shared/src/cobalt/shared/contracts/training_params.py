@@ -8,9 +8,10 @@ turn modes add the reward's format rules; the episode modes (multi-turn, VeRPO) 
 episode's settings; VeRPO adds its outcome weight and drops the format rules (its reward
 reads only verdicts).
 
-Stored as `model_dump(mode="json", exclude={"mode"})` (the job's mode is its own column)
-and read back with `stored_training_params`, which also reads rows written before the
-models were split (they carry every mode's settings: the ones of other modes are dropped).
+Stored as `model_dump(mode="json")`, the mode included (the orchestrator's
+`TrainingParamsJson` column), and read back with `stored_training_params`, which also reads
+rows written before the models were split (they carry every mode's settings: the ones of
+other modes are dropped).
 """
 
 from __future__ import annotations
@@ -365,9 +366,10 @@ def training_params(mode: TrainingMode, raw: Mapping[str, Any]) -> TrainingParam
 def stored_training_params(
     mode: str, stored: Mapping[str, Any] | CommonTrainingParams
 ) -> TrainingParams:
-    """The parameters a job stored (`model_dump(exclude={"mode"})`); settings of other
-    modes, which rows written before the per-mode models carry, are dropped. Parameters
-    already typed (`TrainingJobPublic.params`) are checked against `mode` alike."""
+    """The parameters a job stored (`model_dump()`, with or without their mode), read as
+    `mode`'s model; settings of other modes, which rows written before the per-mode models
+    carry, are dropped. Parameters already typed (`TrainingJobPublic.params`) are checked
+    against `mode` alike."""
     if isinstance(stored, BaseModel):
         stored = stored.model_dump(exclude={"mode"})
     fields = _names(MODE_PARAMS[TrainingMode(mode)])

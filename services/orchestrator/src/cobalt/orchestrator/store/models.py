@@ -24,9 +24,13 @@ from sqlalchemy import (
     func,
     text,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship, validates
 
-from cobalt.orchestrator.store.model_json import ModelJson
+from cobalt.orchestrator.store.model_json import (
+    ModelJson,
+    TrainingParamsJson,
+    checked_training_params,
+)
 from cobalt.orchestrator.store.packed import PackedFloat64List, PackedInt32List
 from cobalt.orchestrator.store.text import StoredString, StoredText
 from cobalt.orchestrator.store.times import StoredTime
@@ -41,7 +45,7 @@ from cobalt.shared.contracts.statuses import (
     TrainingJobStatus,
     TrajectoryStatus,
 )
-from cobalt.shared.contracts.training_params import TrainingParams, stored_training_params
+from cobalt.shared.contracts.training_params import TrainingParams
 
 __all__ = [
     "BanditContext",
@@ -479,9 +483,9 @@ class TrainingJob(Base):
         ForeignKey("bandit_datasets.id", ondelete="RESTRICT"), default=None, index=True
     )
     model: Mapped[str] = mapped_column(StoredString(500))
-    params_json: Mapped[dict[str, Any]] = mapped_column("params", JsonValue, default=dict)
-    """The JSON of `params` less its mode (the `mode` column), as every version stored it:
-    read it through `params`."""
+    params: Mapped[TrainingParams] = mapped_column(TrainingParamsJson())
+    """Every setting the job was started with (the trainer's and the rollouts'), as its
+    mode's model; the JSON names the mode too (`TrainingParamsJson`)."""
     status: Mapped[str] = mapped_column(StoredString(20), default=TrainingJobStatus.PENDING.value)
     step: Mapped[int] = mapped_column(Integer, default=0)
     policy_version: Mapped[int] = mapped_column(Integer, default=0)
@@ -494,21 +498,11 @@ class TrainingJob(Base):
         StoredTime(), server_default=func.now(), onupdate=func.now()
     )
 
-    @property
-    def params(self) -> TrainingParams:
-        """Every setting the job was started with (the trainer's and the rollouts'), as
-        its mode's model.
-
-        Not a `ModelJson` column: which model the JSON is depends on the `mode` column,
-        and a column type sees its own column alone. Rows written before the per-mode
-        models carry every mode's settings; the others' are dropped here.
-        """
-        return stored_training_params(self.mode, self.params_json)
-
-    @params.setter
-    def params(self, value: TrainingParams) -> None:
-        self.mode = value.mode.value
-        self.params_json = value.model_dump(mode="json", exclude={"mode"})
+    @validates("params")
+    def _mode_follows_params(self, key: str, value: TrainingParams) -> TrainingParams:
+        """The `mode` column (filtered on) is always the params' mode."""
+        self.mode = checked_training_params(value).mode.value
+        return value
 
 
 class TrainingGroup(Base):
