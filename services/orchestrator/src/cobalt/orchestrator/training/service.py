@@ -97,10 +97,13 @@ def create_job(
     # Imported here: the rollout rules cost the job-reading commands' start-up.
     from cobalt.orchestrator.rollouts.prompts import PromptTemplate
 
+    named = request.params.get("template")
+    if check_template is not None and isinstance(named, str):
+        # Before the mode's settings are read: a path gets the registry's one answer in any
+        # mode, so the reply never depends on what else the request got wrong.
+        check_template(named)
     params = training_params(request.mode, request.params)
     if isinstance(params, EpisodeParams) and params.template is not None:
-        if check_template is not None:
-            check_template(params.template)
         PromptTemplate.load(params.template)  # a bad name fails here, not in every rollout
     with sessions.begin() as session:
         dataset = repo_bandit.get_bandit_dataset(session, name=request.contexts)
