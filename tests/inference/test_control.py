@@ -22,6 +22,7 @@ from cobalt.shared.contracts.inference import POLICY_VERSION_HEADER
 from tests.support.control import (
     LOADED,
     StandInEngine,
+    broadcast_request,
     client,
     load,
     make,
@@ -234,15 +235,6 @@ def test_stale_versions_and_concurrent_loads_conflict(tmp_path: Path) -> None:
             assert (await first).json()["version"] == 4
 
     run(scenario())
-
-
-def broadcast_request(**changes: Any) -> dict[str, Any]:
-    tensors = [
-        {"name": "model.embed_tokens.weight", "dtype": "bfloat16", "shape": [64, 8]},
-        {"name": "lm_head.weight", "dtype": "bfloat16", "shape": [64, 8]},
-    ]
-    return {"version": 4, "master_address": "10.0.0.2", "master_port": 29600,
-            "world_size": 3, "backend": "gloo", "tensors": tensors, **changes}  # fmt: skip
 
 
 def test_a_broadcast_is_refused_with_the_setting_to_change_when_it_is_off(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from cobalt.shared.checkpoints import write_policy_version
 from cobalt.shared.clients.inference import served_weights
 from cobalt.shared.weight_identity import describe_weights, weights_digest
 from tests.support.checkpoints import checkpoint
-from tests.support.control import StandInEngine, client, load, make, run
+from tests.support.control import StandInEngine, broadcast_request, client, load, make, run
 from tests.support.scripted_server import Reply, scripted_server
 
 
@@ -114,8 +114,6 @@ def test_a_failed_load_leaves_the_reported_weights_as_they_were(tmp_path: Path) 
 def test_a_broadcast_is_reported_as_the_job_step_the_trainer_said_it_is(tmp_path: Path) -> None:
     """A broadcast has no directory to describe: the server reports the (job, step) the
     trainer's request named, so a run sampled from it still records whose weights."""
-    from tests.inference.test_control import broadcast_request
-
     engine = StandInEngine()
     app, _, _ = make(tmp_path, engine, weight_broadcast="gloo", tensor_parallel_size=2)
 

@@ -18,9 +18,9 @@ from cobalt.orchestrator.store.models import RunStatus
 from cobalt.orchestrator.store.repo_policy import record_run_policy
 from cobalt.orchestrator.training.service import job_public
 from cobalt.shared.contracts.hyperparameters import TrainingMode
-from cobalt.shared.contracts.inference import WeightsIdentity
 from cobalt.shared.contracts.runs import RunParams
 from cobalt.shared.contracts.training_params import training_params
+from cobalt.shared.contracts.weights import WeightsIdentity
 from cobalt.shared.errors import Conflict
 from tests.fakes.openai_server import FakeOpenAI, serve_fake_openai
 from tests.support.cli import cobalt_here

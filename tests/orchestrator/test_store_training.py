@@ -11,30 +11,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.store import repo_datasets, repo_training
 from cobalt.orchestrator.store.models import Problem, TrainingGroup, TrainingSample
-from cobalt.orchestrator.store.repo_training import SampleRow
 from cobalt.shared.contracts.training_params import CobaltParams
 from cobalt.shared.errors import Conflict, InvalidInput
-from cobalt.shared.reward import TokenLengths, score_response
-
-RESPONSE = "<think>ok</think>\n```python\nprint(1)\n```\n"
-
-
-def sample(index: int, passed: int) -> SampleRow:
-    return SampleRow(
-        sample_index=index,
-        response=RESPONSE,
-        prompt_token_ids=[1, 2, 3],
-        response_token_ids=[4, 5, index],
-        response_logprobs=[-0.5, -0.25, -1.0 * index],
-        verdicts=["accepted"] * passed + ["wrong_answer"] * (4 - passed),
-        reward=score_response(
-            RESPONSE,
-            tests_passed=passed,
-            tests_total=4,
-            prev_best=0.25,
-            lengths=TokenLengths(2, 9, 1),
-        ),
-    )
+from tests.support.ledger import ledger_sample as sample
 
 
 @pytest.fixture

@@ -89,3 +89,13 @@ async def load(http: httpx.AsyncClient, path: str, **extra: Any) -> httpx.Respon
 
 def run(coroutine: Awaitable[None]) -> None:
     asyncio.run(coroutine)  # type: ignore[arg-type]
+
+
+def broadcast_request(**changes: Any) -> dict[str, Any]:
+    """A valid `POST /v1/policy/broadcast` body (version 4, gloo, 2 workers), with `changes`."""
+    tensors = [
+        {"name": "model.embed_tokens.weight", "dtype": "bfloat16", "shape": [64, 8]},
+        {"name": "lm_head.weight", "dtype": "bfloat16", "shape": [64, 8]},
+    ]
+    return {"version": 4, "master_address": "10.0.0.2", "master_port": 29600,
+            "world_size": 3, "backend": "gloo", "tensors": tensors, **changes}  # fmt: skip

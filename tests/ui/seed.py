@@ -42,9 +42,9 @@ from cobalt.orchestrator.store.repo_policy import record_run_policy
 from cobalt.orchestrator.store.repo_training import SampleRow
 from cobalt.orchestrator.store.repo_turns import TurnRow
 from cobalt.shared.contracts.hyperparameters import TrainingMode
-from cobalt.shared.contracts.inference import WeightsIdentity
 from cobalt.shared.contracts.runs import RunParams
 from cobalt.shared.contracts.training_params import training_params
+from cobalt.shared.contracts.weights import WeightsIdentity
 from cobalt.shared.reward import RewardBreakdown
 
 DATASET = "demo"

@@ -11,7 +11,7 @@ from cobalt.orchestrator.store.repo_training import ZERO_VARIANCE, SampleRow
 from cobalt.orchestrator.training.jobs import GroupOutcome, group_outcome
 from cobalt.orchestrator.training.rollout import ScoredGroup
 from cobalt.shared.contracts.training_params import CobaltParams
-from tests.orchestrator.test_store_training import sample as ledger_sample
+from tests.support.ledger import ledger_sample
 
 
 def sample(index: int, passed: int, *, turn: int = 0) -> SampleRow:

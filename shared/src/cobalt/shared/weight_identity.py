@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Literal
 
 from cobalt.shared.checkpoints import POLICY_FILE
-from cobalt.shared.contracts.inference import WeightsIdentity
+from cobalt.shared.contracts.weights import WeightsIdentity
 
 __all__ = [
     "SAMPLE_BYTES",

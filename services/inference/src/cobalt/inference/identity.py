@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from cobalt.shared.contracts.inference import WeightsIdentity
+from cobalt.shared.contracts.weights import WeightsIdentity
 from cobalt.shared.weight_identity import describe_weights, weights_kind
 
 __all__ = ["identify"]

@@ -28,8 +28,8 @@ import torch
 
 from cobalt.shared.checkpoints import PUBLISHED_FILE, PublishedPolicy, write_published
 from cobalt.shared.clients import InferenceControlClient
-from cobalt.shared.contracts.inference import WeightsIdentity
 from cobalt.shared.contracts.training import TrainerHyperparameters
+from cobalt.shared.contracts.weights import WeightsIdentity
 from cobalt.shared.errors import CobaltError, InvalidInput
 from cobalt.shared.weight_delta import is_delta_dir
 from cobalt.shared.weight_identity import describe_weights

@@ -19,9 +19,9 @@ from cobalt.shared.contracts.bounds import (
     URL_CHARS,
 )
 from cobalt.shared.contracts.executor import Compare, Limits
-from cobalt.shared.contracts.inference import WeightsIdentity
 from cobalt.shared.contracts.sampling import SamplingSettings
 from cobalt.shared.contracts.statuses import RunKind, RunStatus, TrajectoryStatus
+from cobalt.shared.contracts.weights import WeightsIdentity
 from cobalt.shared.reward_format import RewardFormat
 
 __all__ = [

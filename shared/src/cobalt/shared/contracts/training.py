@@ -18,13 +18,13 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 from cobalt.shared.contracts.bounds import DATASET_NAME_CHARS, INT32_MAX, URL_CHARS
 from cobalt.shared.contracts.browse import TurnRewardPublic
 from cobalt.shared.contracts.hyperparameters import TrainerHyperparameters, TrainingMode
-from cobalt.shared.contracts.inference import WeightsIdentity
 from cobalt.shared.contracts.statuses import TrainingJobStatus
 from cobalt.shared.contracts.training_params import (
     TrainingParams,
     TrainingParamsRequest,
     stored_training_params,
 )
+from cobalt.shared.contracts.weights import WeightsIdentity
 
 __all__ = [
     "GROUP_LIST_MAX",

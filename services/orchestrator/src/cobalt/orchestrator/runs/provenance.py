@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from cobalt.orchestrator.store.models import Run, RunStatus
 from cobalt.orchestrator.store.repo_policy import record_run_policy, run_policy
 from cobalt.shared.clients.inference import served_weights
-from cobalt.shared.contracts.inference import WeightsIdentity
+from cobalt.shared.contracts.weights import WeightsIdentity
 from cobalt.shared.errors import Conflict
 from cobalt.shared.weight_identity import same_weights, weights_line
 

@@ -7,7 +7,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from cobalt.orchestrator.store.models import Run
-from cobalt.shared.contracts.inference import WeightsIdentity
+from cobalt.shared.contracts.weights import WeightsIdentity
 
 __all__ = ["record_run_policy", "run_policy", "runs_of_job_weights"]
 

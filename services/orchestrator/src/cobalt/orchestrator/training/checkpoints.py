@@ -12,8 +12,8 @@ from sqlalchemy.orm import Session
 
 from cobalt.orchestrator.store.models import TrainingJob, TrainingStep
 from cobalt.orchestrator.store.repo_policy import runs_of_job_weights
-from cobalt.shared.contracts.inference import WeightsIdentity
 from cobalt.shared.contracts.training import JobCheckpoint
+from cobalt.shared.contracts.weights import WeightsIdentity
 from cobalt.shared.weight_identity import same_weights
 
 __all__ = ["job_checkpoints", "serve_command"]
