@@ -10,13 +10,27 @@ goes to the log, not to the caller: it may quote other rows' data.
 from __future__ import annotations
 
 import logging
+from enum import StrEnum
+from typing import TypeVar
 
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 
 from cobalt.shared.errors import CobaltError, Conflict, InvalidInput, Unavailable
 from cobalt.shared.http import Translation
 
-__all__ = ["DATABASE_TRANSLATIONS"]
+__all__ = ["DATABASE_TRANSLATIONS", "parse_choice"]
+
+E = TypeVar("E", bound=StrEnum)
+
+
+def parse_choice(choices: type[E], value: str, what: str) -> E:
+    """`value` as a member of `choices`; InvalidInput naming every choice otherwise."""
+    try:
+        return choices(value)
+    except ValueError as exc:
+        listed = ", ".join(c.value for c in choices)
+        raise InvalidInput(f"unknown {what} {value!r}; use one of: {listed}") from exc
+
 
 logger = logging.getLogger(__name__)
 

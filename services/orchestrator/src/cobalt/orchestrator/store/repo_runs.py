@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from cobalt.orchestrator.lifecycle import (
     is_run_move,
 )
+from cobalt.orchestrator.store.errors import parse_choice
 from cobalt.orchestrator.store.models import (
     Run,
     RunKind,
@@ -182,11 +183,7 @@ def set_run_status(session: Session, *, run_id: int, status: str, error: str | N
         NotFound: there is no such run.
         Conflict: no lifecycle event moves the run from its status to `status`.
     """
-    try:
-        new = RunStatus(status)
-    except ValueError as exc:
-        choices = ", ".join(s.value for s in RunStatus)
-        raise InvalidInput(f"unknown run status {status!r}; use one of: {choices}") from exc
+    new = parse_choice(RunStatus, status, "run status")
     run = get_run(session, run_id=run_id, lock=True)
     if not is_run_move(run.status, new):
         raise Conflict(f"run {run_id} cannot go from {run.status} to {new}")

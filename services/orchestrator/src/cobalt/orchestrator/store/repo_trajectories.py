@@ -16,6 +16,7 @@ from cobalt.orchestrator.lifecycle import (
     is_trajectory_move,
 )
 from cobalt.orchestrator.store.db import conflict_insert, table_of
+from cobalt.orchestrator.store.errors import parse_choice
 from cobalt.orchestrator.store.models import (
     Problem,
     Run,
@@ -25,7 +26,7 @@ from cobalt.orchestrator.store.models import (
     Turn,
 )
 from cobalt.orchestrator.store.times import utc_now
-from cobalt.shared.errors import Conflict, InvalidInput, NotFound
+from cobalt.shared.errors import Conflict, NotFound
 
 __all__ = [
     "add_sample_trajectories",
@@ -192,11 +193,7 @@ def mark_trajectory(
         NotFound: there is no such trajectory.
         Conflict: no lifecycle event moves the trajectory from its status to `status`.
     """
-    try:
-        new = TrajectoryStatus(status)
-    except ValueError as exc:
-        choices = ", ".join(s.value for s in TrajectoryStatus)
-        raise InvalidInput(f"unknown trajectory status {status!r}; use one of: {choices}") from exc
+    new = parse_choice(TrajectoryStatus, status, "trajectory status")
     trajectory = session.scalar(
         select(Trajectory)
         .where(
