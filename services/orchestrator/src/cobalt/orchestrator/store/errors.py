@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import logging
 from enum import StrEnum
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from sqlalchemy.exc import DataError, IntegrityError, OperationalError
 
 from cobalt.shared.errors import CobaltError, Conflict, InvalidInput, Unavailable
-from cobalt.shared.http import Translation
+
+if TYPE_CHECKING:
+    # Only the type: the store is read by commands that serve nothing (`cobalt run list`),
+    # and cobalt.shared.http loads FastAPI (tests/orchestrator/test_store_startup.py).
+    from cobalt.shared.http import Translation
 
 __all__ = ["DATABASE_TRANSLATIONS", "parse_choice"]
 
