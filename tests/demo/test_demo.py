@@ -51,16 +51,22 @@ def _processes_mentioning(text: str) -> list[str]:
     return found
 
 
+GENERATED = ["--data", "generated", "--eval-problems", "3"]
+"""Trained on 2 generated instances, compared on 3 held-out ones of the same templates."""
+
+
+@pytest.mark.parametrize("source", ["humaneval", "generated"])
 def test_the_smallest_demo_trains_syncs_and_reports_what_the_database_holds(
-    tiny_model: Path, tmp_path: Path
+    tiny_model: Path, tmp_path: Path, source: str
 ) -> None:
     work = tmp_path / "demo"
     ui_port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
     env["XDG_DATA_HOME"] = str(tmp_path / "xdg")  # the user's store, as any command has it
+    generated = source == "generated"
     done = subprocess.run(
-        [COBALT, "demo", *SMALLEST, "--work-dir", str(work), "--model", str(tiny_model),
-         "--ui-port", str(ui_port)],
+        [COBALT, "demo", *SMALLEST, *(GENERATED if generated else []), "--work-dir", str(work),
+         "--model", str(tiny_model), "--ui-port", str(ui_port)],
         env=env, capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
 
@@ -80,15 +86,19 @@ def test_the_smallest_demo_trains_syncs_and_reports_what_the_database_holds(
     engine = make_engine(f"sqlite:///{tmp_path / 'xdg' / 'cobalt' / 'cobalt.db'}")
     try:
         sessions = make_sessionmaker(engine)
+        compared = 3 if generated else 2
         for phase in ("before", "after"):
             stored = stored_report(sessions, data[phase]["refine_run"], ks=(1,))
-            assert (stored.turns, stored.problems, stored.samples) == (2, 2, 2)
+            assert (stored.turns, stored.problems, stored.samples) == (2, compared, 2)
             assert data[phase]["pass_at_1"] == stored.pass_at_1
             assert data[phase]["public_pass_at_1"] == stored.public_pass_at_1
             for turn, value in enumerate(stored.pass_at_1):
                 assert re.search(rf"<td>turn {turn}</td>\s*<td>[^<]*</td>", text)
                 assert f"{value:.3f}" in text
         job = job_public(sessions, data["training"]["job"])
+        evaluated = run_public(sessions, data["before"]["refine_run"]).dataset
+        trained_on = run_public(sessions, data["trained_on"]["refine_run"])
+        sampled = run_public(sessions, data["before"]["sample_run"])
         run_formats = {
             run_public(sessions, data[phase][run]).params.reward_format
             for phase in ("before", "after")
@@ -96,6 +106,20 @@ def test_the_smallest_demo_trains_syncs_and_reports_what_the_database_holds(
         }
     finally:
         engine.dispose()
+    if generated:
+        # The contexts came from the training instances; before and after were compared on
+        # the held-out ones, answered the cheap way (brief prompt, stop at the code's end).
+        assert trained_on.dataset == data["trained_on"]["dataset"] != evaluated
+        assert evaluated == data["evaluated_on"] and "held-out" in evaluated
+        assert (sampled.template_name, sampled.params.stop_at_code_end) == ("brief", True)
+        assert job.params.stop_at_code_end is True
+        for phase in ("before (held-out)", "after (held-out)"):
+            seen = data["outcomes"][phase]
+            assert seen["answers"] == 3 * 2 and sum(seen["outcomes"].values()) == 3 * 2
+        assert "What became of the first answers" in text
+    else:
+        assert trained_on.id == data["before"]["refine_run"] and evaluated == trained_on.dataset
+        assert data["outcomes"] == {}
     assert job.step == 1 and job.steps[0].metrics["samples"] == 2
     # --steps is the job's budget: the job ended finished (not a stale "running")
     assert (job.status, job.step_budget, job.liveness) == ("finished", 1, "ended")

@@ -286,3 +286,14 @@ def test_cobalt_data_screen_keeps_templates_passed_sometimes(
     assert by_name["add_k"]["pass_rate"] == 1.0 and by_name["minus_k"]["pass_rate"] == 0.0
     assert by_name["times_k"]["outcomes"] == {"passed": 4, "wrong_function_name": 4}
     assert server.requests[-1]["stop"] == ["\n```\n"] and server.requests[-1]["temperature"] == 1.0
+
+
+def test_the_demo_s_templates_are_the_recorded_screening_s_kept_ones() -> None:
+    """The demo draws from SmolLM2's recorded screening instead of screening again; the
+    list in the package is that record's, every name a template of the family."""
+    from cobalt.orchestrator.datasets.generated.screened import SMOLLM2_KEPT, SMOLLM2_SCREENING
+
+    record = json.loads((Path(__file__).parents[2] / SMOLLM2_SCREENING).read_text("utf-8"))
+    assert list(SMOLLM2_KEPT) == record["kept"]
+    assert set(SMOLLM2_KEPT) <= {t.name for t in TEMPLATES}
+    assert record["model"] == "smollm2" and record["difficulty"] == 1

@@ -19,6 +19,7 @@ from cobalt.shared import defaults
 from cobalt.shared.reward_format import RewardFormat
 
 __all__ = [
+    "DATA_CHOICES",
     "DEFAULT_WORK_DIR",
     "DEMO_LEARNING_RATE",
     "DemoOptions",
@@ -37,6 +38,10 @@ DEMO_LEARNING_RATE = 2e-5
 parameters must move the policy (docs/experiments.md)."""
 
 
+DATA_CHOICES = ("humaneval", "generated")
+"""The bundled HumanEval pool, or one-function tasks generated from templates."""
+
+
 def usage_error(exc: ValidationError) -> str:
     """The first refusal of a ValidationError, as one line (`--turns must be at least 1`)."""
     first = exc.errors()[0]
@@ -53,6 +58,8 @@ class StackOptions(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
+    data: str = "humaneval"
+    """The problems: humaneval (bundled) or generated (docs/datasets.md)."""
     max_context_tokens: int = 768
     """Longest bandit context kept (rendered prompt tokens; longer ones are dropped, never
     truncated). The trainer's CPU time grows with prompt length: 768 keeps the turn-0
@@ -80,6 +87,14 @@ class StackOptions(BaseModel):
     served_model: str | None = None
     """Name the server serves the model as (default: the directory's name)."""
 
+    @property
+    def cheap_samples(self) -> dict[str, Any]:
+        """Generated data: the `brief` prompt template and answers that end at their code,
+        for every run (a training job takes the template with its contexts' run)."""
+        if self.data != "generated":
+            return {}
+        return {"template": "brief", "stop_at_code_end": True}
+
     def as_dict(self) -> dict[str, Any]:
         """Every option as plain JSON values (Paths as text, tuples as lists)."""
         return {
@@ -88,6 +103,8 @@ class StackOptions(BaseModel):
         }
 
     def _check_stack(self, max_tokens: int) -> None:
+        if self.data not in DATA_CHOICES:
+            raise ValueError(f"--data {self.data!r}: choose one of {', '.join(DATA_CHOICES)}")
         if self.max_context_tokens < 1:
             raise ValueError("--max-context-tokens must be at least 1")
         if self.max_context_tokens + max_tokens > self.max_model_len:
@@ -102,8 +119,18 @@ class StackOptions(BaseModel):
 class DemoOptions(StackOptions):
     """Sizes and switches of one demo run; the defaults fit 2 CPU cores in minutes."""
 
+    data: str = "humaneval"
+    """humaneval: before and after on the trained problems; generated: one-function tasks
+    of the templates SmolLM2 passes sometimes (docs/datasets.md), before and after on
+    --eval-problems fresh held-out instances of them."""
     problems: int = 6
-    """HumanEval problems: the N with the shortest reference solutions (bundled data)."""
+    """Problems trained on: HumanEval's N with the shortest reference solutions (bundled),
+    or N generated training instances."""
+    eval_problems: int = 48
+    """Generated data: held-out instances of the training templates, evaluated before and
+    after training (their tasks are no training task's: the split is the task's hash)."""
+    seed: int = 0
+    """Generated data: seeds the instances drawn."""
     samples: int = 4
     """Trajectories per problem (turn-0 programs, each refined on its own)."""
     turns: int = 1
@@ -135,7 +162,14 @@ class DemoOptions(StackOptions):
 
     @model_validator(mode="after")
     def _sizes(self) -> DemoOptions:
-        for name in ("problems", "samples", "steps", "contexts_per_step", "max_tokens"):
+        for name in (
+            "problems",
+            "eval_problems",
+            "samples",
+            "steps",
+            "contexts_per_step",
+            "max_tokens",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
         self._check_stack(self.max_tokens)

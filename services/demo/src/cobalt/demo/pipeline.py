@@ -117,6 +117,31 @@ def _import_problems(
     return name
 
 
+def _import_generated(
+    sessions: sessionmaker[Session], options: DemoOptions, paths: DemoPaths, bar: StageBar
+) -> tuple[str, str]:
+    """Generated data: `problems` training instances and `eval_problems` held-out ones of
+    the templates SmolLM2 passes sometimes (the recorded screening); their dataset names."""
+    from cobalt.demo.experiment.generated import import_spec
+    from cobalt.orchestrator.datasets.generated.screened import SMOLLM2_KEPT
+
+    common = {"seed": options.seed, "templates": list(SMOLLM2_KEPT)}
+    prefix = f"demo-gen-s{options.seed}"
+    train = f"{prefix}-train-n{options.problems}"
+    held_out = f"{prefix}-held-out-n{options.eval_problems}"
+    import_spec(
+        sessions, paths.root, train, {"split": "train", "count": options.problems, **common}
+    )
+    import_spec(
+        sessions,
+        paths.root,
+        held_out,
+        {"split": "heldout", "count": options.eval_problems, **common},
+    )
+    bar.update(note=f"{train}, {held_out} ({len(SMOLLM2_KEPT)} templates)")
+    return train, held_out
+
+
 def carry_out(
     settings: OrchestratorSettings,
     sessions: sessionmaker[Session],
@@ -171,20 +196,24 @@ def _roll_out(
     options: DemoOptions,
     ctx: RunContext,
     progress: DemoProgress,
+    *,
+    dataset: str,
+    problems: int,
 ) -> PhaseResult:
     """Sample turn 0, refine it with feedback turns, evaluate every turn on hidden tests."""
     version = policy_version(ctx.endpoints)
-    trajectories = options.problems * options.samples
+    trajectories = problems * options.samples
     sample_request = SampleRunRequest(
-        dataset=ctx.dataset,
+        dataset=dataset,
         base_url=f"{ctx.endpoints.inference}/v1",
         model=ctx.served,
         n=options.samples,
-        limit=options.problems,
+        limit=problems,
         max_tokens=options.max_tokens,
         temperature=options.temperature,
         # scored as the training job trains (`_train`): one model, one set of rules
         reward_format=options.reward_format,
+        **options.cheap_samples,
     )
     with progress.stage(f"{label}: sampling turn 0", total=trajectories) as bar:
         sample_run = service.create_sample_run(
@@ -237,6 +266,9 @@ class RunContext:
     reward_tokens: TokenizerCounter
     paths: DemoPaths
     dataset: str
+    eval_dataset: str = ""
+    """Generated data: the held-out instances evaluated before and after; else unused
+    (HumanEval is evaluated on the trained problems)."""
 
 
 def _baseline_key(options: DemoOptions, paths: DemoPaths, model_dir: Path, served: str) -> str:
@@ -252,6 +284,7 @@ def _baseline_key(options: DemoOptions, paths: DemoPaths, model_dir: Path, serve
             options.max_tokens,
             options.temperature,
             paths.database_url,
+            *([options.data, options.seed, options.eval_problems] if options.cheap_samples else []),
         ],
     )
 
@@ -262,10 +295,12 @@ def _without_password(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
-def _reusable_baseline(paths: DemoPaths, key: str, ctx: RunContext) -> PhaseResult | None:
+def _reusable_baseline(
+    paths: DemoPaths, key: str, ctx: RunContext, entry: str = "baseline"
+) -> PhaseResult | None:
     if not paths.state.is_file():
         return None
-    saved = json.loads(paths.state.read_text(encoding="utf-8")).get("baseline") or {}
+    saved = json.loads(paths.state.read_text(encoding="utf-8")).get(entry) or {}
     if saved.get("key") != key:
         return None
     try:
@@ -283,9 +318,10 @@ def _reusable_baseline(paths: DemoPaths, key: str, ctx: RunContext) -> PhaseResu
     )
 
 
-def _save_baseline(paths: DemoPaths, key: str, phase: PhaseResult) -> None:
-    state = {
-        "baseline": {
+def _save_baseline(paths: DemoPaths, key: str, phase: PhaseResult, entry: str = "baseline") -> None:
+    state = json.loads(paths.state.read_text(encoding="utf-8")) if paths.state.is_file() else {}
+    state |= {
+        entry: {
             "key": key,
             "sample_run": phase.sample_run,
             "refine_run": phase.refine_run,
@@ -355,6 +391,8 @@ def _train(
             "reward_format": options.reward_format.value,
             # the job's budget: its last step's report finishes it
             "max_steps": options.steps,
+            # answers end at their code as in the runs (the template comes with the contexts)
+            **({"stop_at_code_end": True} if options.cheap_samples else {}),
         },
     )
     job_id = create_job(ctx.sessions, request)
@@ -472,20 +510,28 @@ def run_demo(
     try:
         sessions = make_sessionmaker(engine)
         with running_services(options, paths, model_dir, served) as (endpoints, children):
-            with progress.stage("importing HumanEval (bundled)") as bar:
-                dataset = _import_problems(sessions, options, paths, bar)
+            eval_dataset = ""
+            if options.data == "generated":
+                with progress.stage("generating problems") as bar:
+                    dataset, eval_dataset = _import_generated(sessions, options, paths, bar)
+            else:
+                with progress.stage("importing HumanEval (bundled)") as bar:
+                    dataset = _import_problems(sessions, options, paths, bar)
             wait_ready(children, progress)
             ctx = RunContext(
                 settings=OrchestratorSettings(
                     database_url=paths.database_url,
                     redis_url=None,
-                    local_concurrency=max(1, min(options.problems, 8)),
+                    # Problems rolled out at once: on 2 cores vLLM's throughput still grows
+                    # from 8 to 32 in flight (docs/benchmarks.md, "vLLM on 2 vCPUs").
+                    local_concurrency=max(1, min(max(options.problems, options.eval_problems), 32)),
                 ),
                 sessions=sessions,
                 endpoints=endpoints,
                 served=served,
                 model_dir=model_dir,
                 dataset=dataset,
+                eval_dataset=eval_dataset,
                 reward_tokens=TokenizerCounter.from_path(model_dir),
                 paths=paths,
             )
@@ -501,19 +547,51 @@ def run_demo(
         engine.dispose()
 
 
-def _loop(options: DemoOptions, ctx: RunContext, progress: DemoProgress) -> DemoResult:
-    """Steps 3-6: baseline, contexts, training, the trained policy's turn."""
+def _baseline(
+    label: str,
+    entry: str,
+    options: DemoOptions,
+    ctx: RunContext,
+    progress: DemoProgress,
+    *,
+    dataset: str,
+    problems: int,
+) -> PhaseResult:
+    """The base policy's roll-out of `dataset`, or an earlier demo's of the same key."""
     key = _baseline_key(options, ctx.paths, ctx.model_dir, ctx.served)
-    before = _reusable_baseline(ctx.paths, key, ctx)
-    if before is not None and before.policy_version == policy_version(ctx.endpoints):
-        progress.say(f"reusing the baseline of an earlier demo (run {before.refine_run})")
-    else:
-        before = _roll_out("before", options, ctx, progress)
-        _save_baseline(ctx.paths, key, before)
+    phase = _reusable_baseline(ctx.paths, key, ctx, entry)
+    if phase is not None and phase.policy_version == policy_version(ctx.endpoints):
+        progress.say(f"reusing the {label} run of an earlier demo (run {phase.refine_run})")
+        return phase
+    phase = _roll_out(label, options, ctx, progress, dataset=dataset, problems=problems)
+    _save_baseline(ctx.paths, key, phase, entry)
+    return phase
+
+
+def _loop(options: DemoOptions, ctx: RunContext, progress: DemoProgress) -> DemoResult:
+    """Steps 3-6: baseline, contexts, training, the trained policy's turn. With generated
+    data the contexts come from the training instances and the before/after comparison is
+    made on the held-out ones, which training never saw."""
+    trained_on = _baseline(
+        "before", "baseline", options, ctx, progress, dataset=ctx.dataset, problems=options.problems
+    )
+    before, evaluated = trained_on, (ctx.dataset, options.problems)
+    if ctx.eval_dataset:
+        evaluated = (ctx.eval_dataset, options.eval_problems)
+        before = _baseline(
+            "before (held-out)",
+            "baseline_eval",
+            options,
+            ctx,
+            progress,
+            dataset=ctx.eval_dataset,
+            problems=options.eval_problems,
+        )
     with progress.stage("building bandit contexts") as bar:
-        name, count, counts = _build_contexts(options, ctx, before.refine_run, bar)
+        name, count, counts = _build_contexts(options, ctx, trained_on.refine_run, bar)
     training = _train(options, ctx, name, count, progress)
-    after = _roll_out("after", options, ctx, progress)
+    label = "after (held-out)" if ctx.eval_dataset else "after"
+    after = _roll_out(label, options, ctx, progress, dataset=evaluated[0], problems=evaluated[1])
     if after.policy_version <= before.policy_version:
         raise DemoFailed(
             f"the inference server still serves policy version {after.policy_version} after "
@@ -522,6 +600,16 @@ def _loop(options: DemoOptions, ctx: RunContext, progress: DemoProgress) -> Demo
     from cobalt.orchestrator.runs.comparison import compare_runs
 
     comparison = compare_runs(ctx.sessions, before.refine_run, after.refine_run)
+    outcomes = {}
+    if ctx.eval_dataset:
+        from cobalt.demo.experiment.outcomes import turn_outcomes
+
+        with progress.stage("failure kinds of the first answers") as bar:
+            for phase in (before, after):
+                outcomes[phase.label] = turn_outcomes(
+                    ctx.sessions, phase.refine_run, ctx.endpoints.executor, compare="cobalt"
+                )
+            bar.update(note=f"{outcomes[after.label]['answers']} answers after training")
     return DemoResult(
         change=comparison.difference,
         change_interval=comparison.difference_interval,
@@ -537,5 +625,8 @@ def _loop(options: DemoOptions, ctx: RunContext, progress: DemoProgress) -> Demo
         ui_url=ctx.endpoints.orchestrator,
         database_url=ctx.paths.database_url,
         dataset=ctx.dataset,
+        eval_dataset=ctx.eval_dataset,
+        trained_on=trained_on,
+        outcomes=outcomes,
         trained_model=trained_policy_dir(ctx.paths.checkpoints, training.id),
     )

@@ -208,8 +208,59 @@ def trained_summary(result: DemoResult) -> str:
         f"{result.model_dir.name} was trained with GRPO (the Cobalt reward, job {job.id}) for "
         f"{job.step} steps of {trainer.contexts_per_step} contexts x "
         f"{trainer.n_samples} samples, on {result.bandit_contexts} bandit "
-        f"contexts cut from the baseline's run {result.before.refine_run}. {where}"
+        f"contexts cut from the baseline's run {_trained_on(result).refine_run}. {where}"
     )
+
+
+def _trained_on(result: DemoResult) -> PhaseResult:
+    """The base policy's run the contexts came from."""
+    return result.trained_on or result.before
+
+
+def problems_line(result: DemoResult) -> str:
+    """What was trained on and what was compared, in words."""
+    options = result.options
+    if not result.eval_dataset:
+        return f"{options.problems} HumanEval problems"
+    return (
+        f"{options.problems} generated training problems; before and after on "
+        f"{options.eval_problems} held-out instances of the same templates"
+    )
+
+
+def _outcome_rows(result: DemoResult) -> list[list[str]]:
+    from cobalt.demo.experiment.outcomes import OUTCOME_KINDS
+
+    rows = []
+    for label, seen in result.outcomes.items():
+        answers = seen["answers"] or 1
+        valid = seen["format_valid"]
+        rows.append(
+            [
+                html.escape(label),
+                str(seen["answers"]),
+                "-" if valid is None else f"{valid:.2f}",
+                *(f"{seen['outcomes'][kind] / answers:.2f}" for kind in OUTCOME_KINDS),
+            ]
+        )
+    return rows
+
+
+def _outcomes_section(result: DemoResult) -> list[str]:
+    if not result.outcomes:
+        return []
+    from cobalt.demo.experiment.outcomes import OUTCOME_KINDS
+
+    return [
+        "<h2>What became of the first answers</h2>",
+        "<p>Every turn-0 answer judged again on its hidden tests, by kind (shares of the "
+        "answers); <i>format-valid</i>: a program the rollouts judge, in one block tagged "
+        "python. A gain that is only format shows here.</p>",
+        _table(
+            ["", "answers", "format-valid", *(k.replace("_", " ") for k in OUTCOME_KINDS)],
+            _outcome_rows(result),
+        ),
+    ]
 
 
 def bandit_summary(counts: dict[str, Any], contexts: int) -> str:
@@ -252,9 +303,12 @@ def report_data(result: DemoResult) -> dict[str, Any]:
             "pass_at_1": result.after.report.pass_at_1,
             "public_pass_at_1": result.after.report.public_pass_at_1,
         },
+        "evaluated_on": result.eval_dataset or result.dataset,
+        "trained_on": {"dataset": result.dataset, "refine_run": _trained_on(result).refine_run},
         "change": result.change,
         "change_interval": result.change_interval,
         "noise_verdict": noise_verdict(result),
+        "outcomes": result.outcomes,
         "bandit": {"name": result.bandit_name, "contexts": result.bandit_contexts},
         "trained_model": None if result.trained_model is None else str(result.trained_model),
         "serve_command": serve_command(result),
@@ -322,8 +376,8 @@ def render_report(result: DemoResult, plots: Sequence[Path] = ()) -> str:
     sections = [
         "<h1>Cobalt demo</h1>",
         f"<p class='muted'>{datetime.now(UTC):%Y-%m-%d %H:%M} UTC · model "
-        f"<code>{html.escape(result.served_model)}</code> · {options.problems} HumanEval "
-        f"problems × {options.samples} samples, {options.turns} feedback turns, "
+        f"<code>{html.escape(result.served_model)}</code> · {html.escape(problems_line(result))}"
+        f" × {options.samples} samples, {options.turns} feedback turns, "
         f"{options.steps} GRPO steps · {total / 60:.1f} min</p>",
         "<h2>What was trained</h2>",
         f"<p>{html.escape(trained_summary(result))}</p>",
@@ -349,7 +403,13 @@ def render_report(result: DemoResult, plots: Sequence[Path] = ()) -> str:
             _pass_rows(result),
         ),
         *(_png(p) for p in plots),
+        *_outcomes_section(result),
         "<h2>Runs</h2><ul>",
+        *(
+            [_phase_line(result, result.trained_on)]
+            if result.trained_on not in (None, result.before)
+            else []
+        ),
         _phase_line(result, result.before),
         _phase_line(result, result.after),
         f"<li>{_link(compare, 'both refined runs on one chart')} in the web UI, and "
@@ -357,7 +417,7 @@ def render_report(result: DemoResult, plots: Sequence[Path] = ()) -> str:
         ": which problems training fixed and which it broke, turn by turn</li></ul>",
         "<h2>Bandit contexts</h2>",
         f"<p>{html.escape(bandit_summary(counts, result.bandit_contexts))} "
-        f"Built from run {before_runs}: "
+        f"Built from run {_trained_on(result).refine_run}: "
         f"{_link(_ui(result, f'bandit/{result.bandit_name}'), result.bandit_name)}.</p>",
         "<details><summary>The builder's counts</summary>",
         _table(

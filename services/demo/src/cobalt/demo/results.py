@@ -43,11 +43,20 @@ class DemoResult:
     timings: dict[str, float] = field(default_factory=dict)
     report_path: Path | None = None
     dataset: str = ""
-    """The imported HumanEval dataset's name (what a new run samples from)."""
+    """The dataset trained on (its name; what a new run samples from)."""
+    eval_dataset: str = ""
+    """Generated data: the held-out instances `before` and `after` were evaluated on."""
+    trained_on: PhaseResult | None = None
+    """The base policy's roll-out the contexts were cut from (`before` itself when the
+    demo evaluates on the trained problems)."""
     change: list[float | None] = field(default_factory=list)
     """Per turn, Pass@1 after minus before over the same problems (runs.comparison)."""
     change_interval: list[tuple[float, float] | None] = field(default_factory=list)
     """Per turn, its paired 95% bootstrap interval: a change inside it is noise."""
+    outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Generated data: per phase label, its turn-0 answers by outcome (passed, no code,
+    syntax error, wrong function name, runtime error, wrong answer) and the format-valid
+    share (`cobalt.demo.experiment.outcomes.turn_outcomes`)."""
     trained_model: Path | None = None
     """The last step's policy directory (a Hugging Face model directory inference can
     serve); None when the trainer left none (e.g. removed since)."""

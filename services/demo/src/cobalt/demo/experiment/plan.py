@@ -48,9 +48,6 @@ _MODES = {
 }
 
 
-DATA_CHOICES = ("humaneval", "generated")
-
-
 class ExperimentOptions(StackOptions):
     """The experiment's sizes; docs/experiments.md derives the defaults from measured costs.
     Each field's docstring is its option's help (`cobalt experiment --help`)."""
@@ -124,8 +121,6 @@ class ExperimentOptions(StackOptions):
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
         if self.pool < 4:
             raise ValueError("--pool must be at least 4 (two training and two held-out problems)")
-        if self.data not in DATA_CHOICES:
-            raise ValueError(f"--data {self.data!r}: choose one of {', '.join(DATA_CHOICES)}")
         if (
             min(self.held_out, self.screen_instances, self.validation) < 1
             or self.train_instances < 2
@@ -148,14 +143,6 @@ class ExperimentOptions(StackOptions):
         self._check_stack(self.max_tokens)
         arms_of(self)  # the budgets must divide evenly
         return self
-
-    @property
-    def cheap_samples(self) -> dict[str, Any]:
-        """Generated data: the `brief` template and answers that end at their code, for
-        every run (training jobs take the template from their contexts' run)."""
-        if self.data != "generated":
-            return {}
-        return {"template": "brief", "stop_at_code_end": True}
 
     @property
     def splits(self) -> tuple[str, ...]:
