@@ -64,7 +64,7 @@ TINY = [
     # validation and 4 training instances.
     "--data", "generated", "--screen-instances", "1", "--held-out", "2", "--validation", "2",
     "--train-instances", "4",
-    "--screen-samples", "2", "--no-select", "--samples", "2", "--turns", "1",
+    "--screen-samples", "2", "--no-select", "--samples", "2", "--turns", "1", "--eval-turns", "0",
     "--steps", "1", "--contexts-per-step", "2", "--group-size", "2", "--episode-turns", "2",
     # The session's server knows the tiny model's 1,024 positions.
     "--max-tokens", "16", "--max-context-tokens", "1000",
@@ -80,6 +80,10 @@ def _experiment(
          "--inference-url", inference_url],
         env=env, capture_output=True, text=True, timeout=1500, check=False,
     )  # fmt: skip
+
+
+def _splits_of(arm: dict[str, Any]) -> set[str]:
+    return {"train", "validation", "held_out"} if arm["job"] is None else {"validation", "held_out"}
 
 
 def _metadata(session: Any, dataset: str) -> list[dict[str, Any]]:
@@ -146,25 +150,34 @@ def test_the_tiny_experiment_runs_every_arm_on_equal_budgets_and_reports_the_sto
                 for name in data["datasets"].values()
             }
             for arm in data["arms"]:
-                assert set(arm["runs"]) == {"train", "validation", "held_out"}
-                for split in ("train", "validation", "held_out"):
+                # Only the base runs on the training problems (Cobalt's contexts come from
+                # that run, with --turns); every arm is compared on validation and held-out,
+                # first answers only (--eval-turns 0).
+                splits = _splits_of(arm)
+                assert set(arm["runs"]) == splits
+                for split in splits:
                     run = session.get(Run, arm["runs"][split])
                     assert run is not None
                     assert run.dataset_id == dataset_of[data["datasets"][split]]
                     # Cheap samples on generated data: the brief prompt, answers cut at code.
                     assert run.template_name == "brief" and run.params.stop_at_code_end
+                    assert run.params.feedback_turns == (1 if split == "train" else 0)
         base = data["arms"][0]
         budgets = set()
         # The held-out split is read last: every held-out run after every other run.
         held_out_runs = [arm["runs"]["held_out"] for arm in data["arms"]]
-        other_runs = [arm["runs"][s] for arm in data["arms"] for s in ("train", "validation")]
+        other_runs = [
+            run for arm in data["arms"] for s, run in arm["runs"].items() if s != "held_out"
+        ]
         assert min(held_out_runs) > max(other_runs)
         assert "Validation Pass@1 per turn" in report
         for arm in data["arms"]:
-            for split in ("train", "validation", "held_out"):
+            # The report compares the splits every arm has.
+            assert set(arm["splits"]) == {"validation", "held_out"}
+            for split in ("validation", "held_out"):
                 stored = stored_report(sessions, arm["runs"][split], ks=(1,))
                 figures = arm["splits"][split]
-                assert (stored.turns, stored.samples) == (2, 2)
+                assert (stored.turns, stored.samples) == (1, 2)
                 assert figures["pass_at_1"] == stored.pass_at_1
                 for turn, value in enumerate(stored.pass_at_1 or []):
                     assert re.search(rf"\| {arm['name']} \| {turn} \| {value:.3f} ", report), (
@@ -392,3 +405,22 @@ def test_the_demo_and_the_experiment_use_the_users_store_unless_told(
     assert "secret" not in asked.lines("demo")[0]
     monkeypatch.delenv("COBALT_DATABASE_URL")
     assert choose_store(None).ignored_environment is None
+
+
+def test_evaluation_turns_and_splits_follow_the_options() -> None:
+    """The base's run on the training problems keeps --turns (Cobalt's contexts are cut
+    from its feedback turns); evaluation runs take --eval-turns; with generated data a
+    trained arm is compared on validation and held-out only, and --validation 0 has none."""
+    options = ExperimentOptions(data="generated", turns=1, eval_turns=0)
+    assert [options.turns_on(s) for s in ("train", "validation", "held_out")] == [1, 0, 0]
+    assert options.splits_of(trained=False) == ("train", "validation", "held_out")
+    assert options.splits_of(trained=True) == ("validation", "held_out")
+    assert ExperimentOptions(data="generated", validation=0).splits == ("train", "held_out")
+    assert ExperimentOptions(turns=2).turns_on("held_out") == 2
+    # HumanEval experiments are as before: every arm on both splits, keys unchanged.
+    humaneval = ExperimentOptions()
+    assert humaneval.splits_of(trained=True) == ("train", "held_out")
+    assert "eval_turns" not in humaneval.identity()
+    assert ExperimentOptions(eval_turns=0).identity()["eval_turns"] == 0
+    with pytest.raises(ValueError, match="--eval-turns"):
+        ExperimentOptions(eval_turns=-1)

@@ -176,9 +176,10 @@ def _evaluated_run(
     options: ExperimentOptions,
     progress: DemoProgress,
     label: str,
+    turns: int,
 ) -> int:
-    """The run `key` (turn 0 and `options.turns` feedback turns of `samples` trajectories
-    per problem, by the policy in `weights`), evaluated on hidden tests; reused if done."""
+    """The run `key` (turn 0 and `turns` feedback turns of `samples` trajectories per
+    problem, by the policy in `weights`), evaluated on hidden tests; reused if done."""
     from cobalt.orchestrator.runs import service
     from cobalt.shared.contracts.runs import SampleRunRequest
 
@@ -191,7 +192,7 @@ def _evaluated_run(
         base_url=f"{ctx.endpoints.inference}/v1",
         model=ctx.served,
         n=samples,
-        turns=options.turns,
+        turns=turns,
         max_tokens=options.max_tokens,
         temperature=options.temperature,
         reward_format=options.reward_format,  # the arms' training jobs use the same rules
@@ -390,6 +391,7 @@ def _run_arms(
         options=options,
         progress=progress,
         label="screening (base, training candidates)",
+        turns=options.turns,
     )
     rates = problem_rates(ctx, screening)
     if options.data == "generated":
@@ -406,12 +408,13 @@ def _run_arms(
         validation = f"{prefix}-validation-{digest}-n{options.validation}"
         held_out = f"{prefix}-held-out-{digest}-n{options.held_out}"
         generated.import_spec(ctx.sessions, ctx.paths.root, train, train_spec)
-        generated.import_spec(
-            ctx.sessions,
-            ctx.paths.root,
-            validation,
-            generated.validation_spec(options, training),
-        )
+        if options.validation:
+            generated.import_spec(
+                ctx.sessions,
+                ctx.paths.root,
+                validation,
+                generated.validation_spec(options, training),
+            )
         held_out_ids = generated.import_spec(ctx.sessions, ctx.paths.root, held_out, held_out_spec)
         split = Split(tuple(candidate_ids), tuple(held_out_ids))
     else:
@@ -425,7 +428,7 @@ def _run_arms(
         # The selected problems are their own dataset, named by what they are.
         train = _import(ctx, f"{prefix}-train-{_digest(training)}", rows, training)
     datasets = {"candidates": candidates, "train": train, "held_out": held_out}
-    if options.data == "generated":
+    if "validation" in options.splits:
         datasets["validation"] = validation
     results: list[ArmResult] = []
     for arm in arms:
@@ -436,7 +439,7 @@ def _run_arms(
         else:
             contexts = _contexts(ctx, results[0].runs["train"], options)[0]
             result.job, result.weights = _trained_job(ctx, arm, key, contexts, progress)
-        for split_name in options.splits[:-1]:  # every split but held-out
+        for split_name in options.splits_of(arm.mode is not None)[:-1]:  # all but held-out
             result.runs[split_name] = _arm_run(
                 ctx, state, result, datasets[split_name], options, split_name, progress
             )
@@ -485,6 +488,7 @@ def _arm_run(
         options=options,
         progress=progress,
         label=f"{result.arm.name} on {split.replace('_', '-')} problems",
+        turns=options.turns_on(split),
     )
 
 

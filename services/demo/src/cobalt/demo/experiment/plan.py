@@ -65,7 +65,8 @@ class ExperimentOptions(StackOptions):
     at the base rates measured on such tasks; docs/experiments.md). Read once, at the end."""
     validation: int = 100
     """Generated data: validation-split instances of the kept templates, on which every arm
-    is evaluated beside its training curve; choices are made there, never on held-out."""
+    is evaluated beside its training curve; choices are made there, never on held-out (0:
+    none, for a run whose choices were made before)."""
     train_instances: int = 200
     """Generated data: training instances of the kept templates."""
     difficulty: int = 1
@@ -81,7 +82,11 @@ class ExperimentOptions(StackOptions):
     samples: int = 4
     """Evaluation samples per problem (trajectories of turn 0 plus --turns feedback turns)."""
     turns: int = 2
-    """Feedback turns after turn 0, in evaluation and in Cobalt's offline collection."""
+    """Feedback turns after turn 0, in Cobalt's offline collection (the base's run on the
+    training problems) and, unless --eval-turns, in evaluation."""
+    eval_turns: int | None = None
+    """Feedback turns in the evaluation runs on validation and held-out problems (default
+    --turns); 0 evaluates first answers only, at about half the cost per trajectory."""
     steps: int = 8
     """GRPO steps of the single-step arms (Cobalt, shuffled, single-turn)."""
     contexts_per_step: int = 2
@@ -121,13 +126,16 @@ class ExperimentOptions(StackOptions):
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1")
         if self.pool < 4:
             raise ValueError("--pool must be at least 4 (two training and two held-out problems)")
+        if self.eval_turns is not None and self.eval_turns < 0:
+            raise ValueError("--eval-turns must be at least 0")
         if (
-            min(self.held_out, self.screen_instances, self.validation) < 1
+            min(self.held_out, self.screen_instances) < 1
+            or self.validation < 0
             or self.train_instances < 2
             or self.difficulty not in (1, 2, 3)
         ):
             raise ValueError(
-                "--held-out, --validation and --screen-instances must be at least 1, "
+                "--held-out and --screen-instances must be at least 1, --validation at least 0, "
                 "--train-instances at least 2, --difficulty 1-3"
             )
         if self.turns < 1:
@@ -148,13 +156,30 @@ class ExperimentOptions(StackOptions):
     def splits(self) -> tuple[str, ...]:
         """The evaluation splits, in the order they are read: held-out last, once."""
         if self.data == "generated":
-            return ("train", "validation", "held_out")
+            return ("train", "validation", "held_out") if self.validation else ("train", "held_out")
         return ("train", "held_out")
+
+    def splits_of(self, trained: bool) -> tuple[str, ...]:
+        """The splits an arm is evaluated on. With generated data a trained arm skips the
+        training problems: its training curve shows them, and validation is where it is
+        compared before held-out (HumanEval experiments are unchanged)."""
+        if trained and self.data == "generated":
+            return tuple(split for split in self.splits if split != "train")
+        return self.splits
+
+    def turns_on(self, split: str) -> int:
+        """Feedback turns of the runs on `split`: the training problems' run feeds Cobalt's
+        contexts, so it always has --turns."""
+        if split == "train" or self.eval_turns is None:
+            return self.turns
+        return self.eval_turns
 
     def identity(self) -> dict[str, Any]:
         """What makes two runs the same experiment (not where it works or stores, which
         port, which arms; the control's seed is its arm's own parameter)."""
         skip = {"work_dir", "ui_port", "inference_url", "arms", "store", "shuffle_seed"}
+        if self.eval_turns is None:  # keys of experiments from before --eval-turns
+            skip.add("eval_turns")
         if self.data == "humaneval":  # keys of experiments from before --data stay the same
             skip |= {
                 "data",

@@ -30,10 +30,10 @@ generated data only: `_splits` keeps those the result has)."""
 
 
 def _splits(data_or_arms: Any) -> list[tuple[str, str]]:
-    """The SPLITS the first arm has runs on (every arm has the same)."""
-    first = data_or_arms[0]
-    runs = first.runs if hasattr(first, "runs") else first["runs"]
-    return [(split, label) for split, label in SPLITS if split in runs]
+    """The SPLITS every arm has runs on (with generated data only the base runs on the
+    training problems, to cut Cobalt's contexts: that run is not a comparison)."""
+    runs = [arm.runs if hasattr(arm, "runs") else arm["runs"] for arm in data_or_arms]
+    return [(split, label) for split, label in SPLITS if all(split in r for r in runs)]
 
 
 CURVES = (

@@ -2,7 +2,7 @@
 line (the `data` group registers both; docs/datasets.md, "Generated problems").
 
 Parse, call the generator or the screening, print. Exit statuses as for every `cobalt
-data` command (cobalt.orchestrator.cli).
+data` command (cobalt.orchestrator.datasets.cli).
 """
 
 from __future__ import annotations
