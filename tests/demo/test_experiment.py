@@ -424,3 +424,24 @@ def test_evaluation_turns_and_splits_follow_the_options() -> None:
     assert ExperimentOptions(eval_turns=0).identity()["eval_turns"] == 0
     with pytest.raises(ValueError, match="--eval-turns"):
         ExperimentOptions(eval_turns=-1)
+
+
+def test_the_recorded_screening_is_read_only_where_it_applies(tmp_path: Path) -> None:
+    """SmolLM2's recorded screening stands in for a screening run only for the model,
+    difficulty and temperature it was made with; --rescreen screens anyway."""
+    from cobalt.orchestrator.datasets.generated.screened import SMOLLM2_KEPT, SMOLLM2_RATES
+
+    assert ExperimentOptions(data="generated").recorded_screening
+    for other in (
+        {"rescreen": True},
+        {"model": tmp_path},
+        {"difficulty": 2},
+        {"temperature": 1.0},
+        {"data": "humaneval"},
+    ):
+        assert not ExperimentOptions(**{"data": "generated", **other}).recorded_screening, other
+    rates, kept, dropped = generated.recorded_templates(select=True)
+    assert rates == SMOLLM2_RATES and sorted(kept) == sorted(SMOLLM2_KEPT)
+    assert set(dropped) == set(SMOLLM2_RATES) - set(SMOLLM2_KEPT)
+    assert all(why.endswith("(recorded)") for why in dropped.values())
+    assert generated.recorded_templates(select=False)[1] == sorted(SMOLLM2_RATES)

@@ -32,6 +32,7 @@ __all__ = [
     "candidate_templates",
     "candidates_spec",
     "import_spec",
+    "recorded_templates",
     "select_templates",
     "template_rates",
     "train_and_held_out_specs",
@@ -114,6 +115,17 @@ def select_templates(
         else:
             kept.append(name)
     return kept, dropped
+
+
+def recorded_templates(*, select: bool) -> tuple[dict[str, float], list[str], dict[str, str]]:
+    """SmolLM2's recorded screening (`datasets.generated.screened`): the rates, the kept
+    templates and why each other was left out, as `select_templates` gives them for a
+    screening run (its rule is the same, [0.1, 0.9])."""
+    from cobalt.orchestrator.datasets.generated.screened import SMOLLM2_RATES
+
+    rates = dict(sorted(SMOLLM2_RATES.items()))
+    kept, dropped = select_templates(rates, select=select)
+    return rates, kept, {name: f"{why} (recorded)" for name, why in dropped.items()}
 
 
 def train_and_held_out_specs(

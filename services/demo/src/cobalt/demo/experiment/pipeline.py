@@ -76,7 +76,8 @@ class ExperimentResult:
     database_url: str
     model_dir: Path
     split: Split
-    screening_run: int
+    screening_run: int | None
+    """None: the templates were read from the recorded screening (`recorded_screening`)."""
     screening_rates: dict[str, float]
     training_problems: list[str]
     dropped: dict[str, str]
@@ -369,34 +370,46 @@ def _run_arms(
     base = next(arm for arm in arms if arm.name == "base")
     base_key = base.key(options)
     prefix = f"exp-s{options.seed}-p{options.pool}"
-    if options.data == "generated":
-        prefix = f"exp-gen-s{options.seed}-i{options.screen_instances}-d{options.difficulty}"
-        candidate_ids = generated.import_spec(
-            ctx.sessions,
-            ctx.paths.root,
-            f"{prefix}-candidates",
-            generated.candidates_spec(options),
+    screening: int | None = None
+    candidate_ids: list[str] = []
+    if options.recorded_screening:
+        prefix = f"exp-gen-s{options.seed}-recorded-d{options.difficulty}"
+        rates, training, dropped = generated.recorded_templates(select=options.select)
+        candidates = ""
+        progress.say(
+            f"templates: {len(training)} of {len(rates)} kept by SmolLM2's recorded screening "
+            "(--rescreen to screen again)"
         )
-        candidates = f"{prefix}-candidates"
     else:
-        candidates = _import(ctx, f"{prefix}-candidates", rows, split.candidates)
-        held_out = _import(ctx, f"{prefix}-held-out", rows, split.held_out)
-    screening = _evaluated_run(
-        ctx,
-        state,
-        f"{base_key}:screening",
-        dataset=candidates,
-        samples=options.screen_samples,
-        weights=ctx.model_dir,
-        options=options,
-        progress=progress,
-        label="screening (base, training candidates)",
-        turns=options.turns,
-    )
-    rates = problem_rates(ctx, screening)
+        if options.data == "generated":
+            prefix = f"exp-gen-s{options.seed}-i{options.screen_instances}-d{options.difficulty}"
+            candidate_ids = generated.import_spec(
+                ctx.sessions,
+                ctx.paths.root,
+                f"{prefix}-candidates",
+                generated.candidates_spec(options),
+            )
+            candidates = f"{prefix}-candidates"
+        else:
+            candidates = _import(ctx, f"{prefix}-candidates", rows, split.candidates)
+            held_out = _import(ctx, f"{prefix}-held-out", rows, split.held_out)
+        screening = _evaluated_run(
+            ctx,
+            state,
+            f"{base_key}:screening",
+            dataset=candidates,
+            samples=options.screen_samples,
+            weights=ctx.model_dir,
+            options=options,
+            progress=progress,
+            label="screening (base, training candidates)",
+            turns=options.turns,
+        )
+        rates = problem_rates(ctx, screening)
     if options.data == "generated":
-        rates = generated.template_rates(rates, generated.candidate_templates(options))
-        training, dropped = generated.select_templates(rates, select=options.select)
+        if screening is not None:
+            rates = generated.template_rates(rates, generated.candidate_templates(options))
+            training, dropped = generated.select_templates(rates, select=options.select)
         if not training:
             raise DemoFailed(
                 f"screening kept no template of {len(rates)} (the base model's pass rate must "
@@ -427,7 +440,9 @@ def _run_arms(
             )
         # The selected problems are their own dataset, named by what they are.
         train = _import(ctx, f"{prefix}-train-{_digest(training)}", rows, training)
-    datasets = {"candidates": candidates, "train": train, "held_out": held_out}
+    datasets = {"train": train, "held_out": held_out}
+    if candidates:
+        datasets["candidates"] = candidates
     if "validation" in options.splits:
         datasets["validation"] = validation
     results: list[ArmResult] = []

@@ -58,6 +58,11 @@ class ExperimentOptions(StackOptions):
     data: str = "humaneval"
     """humaneval (the bundled pool) or generated (one-function tasks from templates,
     screened by the base model; docs/datasets.md, "Generated problems")."""
+    rescreen: bool = False
+    """Generated data: screen the templates with the base model (--screen-instances each)
+    instead of reading SmolLM2's recorded screening (docs/experiments/
+    generated-screening-t0.6.json), which is read only for the default model at difficulty 1
+    and temperature 0.6; any other is screened."""
     screen_instances: int = 4
     """Generated data: training candidates screened per template (train-split instances)."""
     held_out: int = 200
@@ -158,6 +163,21 @@ class ExperimentOptions(StackOptions):
         if self.data == "generated":
             return ("train", "validation", "held_out") if self.validation else ("train", "held_out")
         return ("train", "held_out")
+
+    @property
+    def recorded_screening(self) -> bool:
+        """Whether the kept templates are read from SmolLM2's recorded screening: generated
+        data, not --rescreen, the default model, and the record's difficulty and
+        temperature (a screening is the model's and the sampling's, not the seed's)."""
+        from cobalt.orchestrator.datasets.generated.screened import SMOLLM2_TEMPERATURE
+
+        return (
+            self.data == "generated"
+            and not self.rescreen
+            and self.model is None
+            and self.difficulty == 1
+            and self.temperature == SMOLLM2_TEMPERATURE
+        )
 
     def splits_of(self, trained: bool) -> tuple[str, ...]:
         """The splits an arm is evaluated on. With generated data a trained arm skips the

@@ -235,14 +235,30 @@ def _design_lines(data: dict[str, Any]) -> list[str]:
     kept = screening["training_problems"]
     selection = "" if options["select"] else " (selection off: all kept)"
     if options.get("data") == "generated":
+        if screening["run"] is None:
+            screened = [
+                f"- Data: generated one-function problems (docs/datasets.md), difficulty "
+                f"{options['difficulty']}.",
+                "- Screening: SmolLM2-135M-Instruct's recorded one (docs/experiments/"
+                "generated-screening-t0.6.json: 2 train instances x 4 samples per template "
+                "at temperature 0.6, first answers), the rule fixed before it ran: a "
+                f"template is kept when its pass rate is within [0.1, 0.9]{selection}: "
+                f"{len(kept)} kept ({', '.join(kept)}), {len(screening['dropped'])} left out "
+                "(`--rescreen` screens again).",
+            ]
+        else:
+            screened = [
+                f"- Data: generated one-function problems (docs/datasets.md), difficulty "
+                f"{options['difficulty']}; {len(data['split']['candidates'])} training "
+                f"candidates ({options['screen_instances']} train-split instances per "
+                "template).",
+                f"- Screening (run {screening['run']}, base model, {options['screen_samples']} "
+                "samples per candidate, every turn): a template is kept when its pass rate is "
+                f"within [0.1, 0.9], the rule fixed before the run{selection}: {len(kept)} "
+                f"kept ({', '.join(kept)}), {len(screening['dropped'])} left out.",
+            ]
         return [
-            f"- Data: generated one-function problems (docs/datasets.md), difficulty "
-            f"{options['difficulty']}; {len(data['split']['candidates'])} training candidates "
-            f"({options['screen_instances']} train-split instances per template).",
-            f"- Screening (run {screening['run']}, base model, {options['screen_samples']} "
-            "samples per candidate, every turn): a template is kept when its pass rate is "
-            f"within [0.1, 0.9], the rule fixed before the run{selection}: {len(kept)} kept "
-            f"({', '.join(kept)}), {len(screening['dropped'])} left out.",
+            *screened,
             f"- Training: {options['train_instances']} fresh train-split instances of the "
             f"kept templates; validation: {options.get('validation')} instances of them from "
             "the validation split (every arm's choices are judged there); held-out: "
