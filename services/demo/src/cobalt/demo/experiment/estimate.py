@@ -23,11 +23,27 @@ if TYPE_CHECKING:
 __all__ = ["CpuKind", "Estimate", "cpu_kind", "estimate", "help_estimate", "plan_lines"]
 
 RESPONSE_S = 1.35
-"""Seconds per sampled response in a rollout run, its execution and evaluation included."""
+"""HumanEval: seconds per sampled response in a rollout run, its execution and evaluation
+included (native bfloat16)."""
 TRAINED_RESPONSE_S = 4.3
-"""Seconds of GRPO step per response trained on (SmolLM2, 256-token answers)."""
-STARTUP_S = 120.0
-"""vLLM's start and the services'."""
+"""HumanEval: seconds of GRPO step per response trained on (SmolLM2, 256-token answers)."""
+GENERATED_RESPONSE_S = 0.64 / 4.0
+"""Generated data (brief prompts, answers ending at their code, 128 tokens at most): 0.59-0.69
+s per turn with execution and evaluation, measured on the AVX2-only kind (2026-12-06,
+2 vCPUs, vLLM with no reserved core), taken 4x faster with native bfloat16 (the demo's
+factor; not measured on that kind for this data)."""
+GENERATED_TRAINED_RESPONSE_S = 3.1 / 4.0
+"""Generated data: a GRPO step of 16 responses took 30-61 s (~50) on the AVX2-only kind,
+its sampling included (same run and factor)."""
+COSTS = {
+    "humaneval": (RESPONSE_S, TRAINED_RESPONSE_S),
+    "generated": (GENERATED_RESPONSE_S, GENERATED_TRAINED_RESPONSE_S),
+}
+"""Per data: (seconds per sampled response, seconds per trained response), native kind."""
+STARTUP_S = 90.0
+"""Converting the model, vLLM's start and the services': 66 s measured on the AVX2-only
+kind (2026-12-06), 60-130 s on the other (ARCHITECTURE.md); mostly loading, so the same
+for both kinds (not scaled)."""
 TRAINER_START_S = 45.0
 """torch, the model and the reference: per trained arm."""
 AVX2_SLOWDOWN = 4.0
@@ -68,13 +84,14 @@ def cpu_kind(flags: frozenset[str] | None = None) -> CpuKind:
 @dataclass(frozen=True)
 class Estimate:
     stages: list[tuple[str, int, float]]
-    """(stage, responses sampled, seconds on the native-bfloat16 kind)."""
+    """(stage, responses sampled, seconds on the native-bfloat16 kind); the start-up
+    (STARTUP_S, the same on both kinds) comes before them."""
     checkpoint_gb_per_arm: float
     trained_arms: int
     model_gb: float
 
     def minutes(self, kind: CpuKind) -> float:
-        return sum(seconds for _, _, seconds in self.stages) * kind.slowdown / 60
+        return (STARTUP_S + sum(seconds for _, _, seconds in self.stages) * kind.slowdown) / 60
 
     @property
     def disk_gb(self) -> float:
@@ -102,32 +119,35 @@ def estimate(options: ExperimentOptions) -> Estimate:
     """Responses and seconds per stage, and the disk, from the options alone."""
     from cobalt.demo.experiment.plan import arms_of
 
-    rounds = options.turns + 1  # turn 0 and the feedback turns of every trajectory
+    response_s, trained_s = COSTS[options.data]
     if options.data == "generated":
         from cobalt.orchestrator.datasets.generated.templates import TEMPLATES
 
-        candidates = options.screen_instances * len(TEMPLATES)
-        training = options.train_instances
-        evaluated = {"train": training, "validation": options.validation}
+        candidates = 0 if options.recorded_screening else options.screen_instances * len(TEMPLATES)
+        problems = {
+            "train": options.train_instances,
+            "validation": options.validation,
+            "held_out": options.held_out,
+        }
     else:
         candidates = options.pool // 2
-        training = max(2, round(candidates * KEPT_SHARE))
-        evaluated = {"train": training}
-    evaluated["held_out"] = options.held_out if options.data == "generated" else candidates
-    screening = candidates * options.screen_samples * rounds
-    stages = [
-        ("start-up", 0, STARTUP_S),
-        (f"screening ({candidates} candidates)", screening, screening * RESPONSE_S),
-    ]
+        problems = {"train": max(2, round(candidates * KEPT_SHARE)), "held_out": candidates}
+    screening = candidates * options.screen_samples * (options.turns + 1)
+    stages: list[tuple[str, int, float]] = []
+    if candidates:
+        stages.append((f"screening ({candidates} candidates)", screening, screening * response_s))
     arms = arms_of(options)
-    per_arm_eval = sum(evaluated.values()) * options.samples * rounds
     for arm in arms:
-        seconds = per_arm_eval * RESPONSE_S
-        sampled = per_arm_eval
+        # every turn of every trajectory: turn 0 and the split's feedback turns
+        sampled = sum(
+            problems[split] * options.samples * (options.turns_on(split) + 1)
+            for split in options.splits_of(arm.mode is not None)
+        )
+        seconds = sampled * response_s
         if arm.mode is not None:
-            seconds += TRAINER_START_S + arm.budget * TRAINED_RESPONSE_S
+            seconds += TRAINER_START_S + arm.budget * trained_s
             if arm.params.get("turns"):  # an episode arm samples its responses online
-                seconds += arm.budget * RESPONSE_S
+                seconds += arm.budget * response_s
             sampled += arm.budget
         stages.append((f"{arm.name}", sampled, seconds))
     parameters = _parameters(options.model)
@@ -156,16 +176,27 @@ def plan_lines(options: ExperimentOptions, kind: CpuKind | None = None) -> list[
     kind = kind or cpu_kind()
     found = estimate(options)
     arms = arms_of(options)
-    splits = ", ".join(s.replace("_", "-") for s in options.splits)
+
+    def shown(split: str) -> str:
+        return f"{split.replace('_', '-')} ({options.turns_on(split) + 1} turns)"
+
+    compared = ", ".join(shown(split) for split in options.splits_of(trained=True))
+    base_only = [s for s in options.splits_of(trained=False) if s not in options.splits_of(True)]
     lines = [
         f"plan: data {options.data}, seed {options.seed}, arms {', '.join(a.name for a in arms)}; "
-        f"each evaluated on {splits} ({options.samples} samples x {options.turns + 1} turns)"
+        f"each evaluated on {compared}, {options.samples} samples per problem"
+        + (f"; the base also on {', '.join(shown(s) for s in base_only)}" if base_only else "")
         + (
             "; held-out read once, after every arm has trained"
             if options.data == "generated"
             else ""
         ),
     ]
+    if options.recorded_screening:
+        lines.append(
+            "  templates: SmolLM2's recorded screening (--rescreen to screen again); "
+            "no screening run"
+        )
     for arm in arms:
         if arm.mode is None:
             continue
@@ -175,6 +206,7 @@ def plan_lines(options: ExperimentOptions, kind: CpuKind | None = None) -> list[
             f"{arm.responses_per_step} responses = {arm.budget} trained responses"
         )
     lines.append("  stages, on this CPU:")
+    lines.append(f"    start-up: ~{STARTUP_S / 60:.1f} min")
     for stage, responses, seconds in found.stages:
         sampled = f"{responses} responses, " if responses else ""
         lines.append(f"    {stage}: {sampled}~{seconds * kind.slowdown / 60:.0f} min")
