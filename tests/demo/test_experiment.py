@@ -249,7 +249,9 @@ def test_every_trained_arm_samples_the_same_number_of_responses() -> None:
         # an episode arm: 2 responses per context, so half the contexts or half the steps
         assert arms["multi_turn"].responses_per_step * arms["multi_turn"].steps == budgets.pop()
     with pytest.raises(ValueError, match="episode-turns"):
-        ExperimentOptions(contexts_per_step=1, steps=3, episode_turns=2)
+        ExperimentOptions(
+            contexts_per_step=1, steps=3, episode_turns=2, arms=("base", "cobalt", "multi_turn")
+        )
 
 
 def test_the_arm_key_changes_with_the_config_only() -> None:

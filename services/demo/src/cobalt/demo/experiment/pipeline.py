@@ -336,7 +336,7 @@ def run_experiment(
             wait_ready(children, progress)
             ctx = RunContext(
                 settings=OrchestratorSettings(
-                    database_url=paths.database_url, redis_url=None, local_concurrency=32
+                    database_url=paths.database_url, redis_url=None, local_concurrency=64
                 ),
                 sessions=sessions,
                 endpoints=endpoints,

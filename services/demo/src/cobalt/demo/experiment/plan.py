@@ -55,9 +55,10 @@ class ExperimentOptions(StackOptions):
     pool: int = 40
     """HumanEval problems used: the N with the shortest reference solutions (a property of
     the data, not of any result), split by --seed into halves (not used with generated data)."""
-    data: str = "humaneval"
-    """humaneval (the bundled pool) or generated (one-function tasks from templates,
-    screened by the base model; docs/datasets.md, "Generated problems")."""
+    data: str = "generated"
+    """generated (one-function tasks from templates, screened by the base model;
+    docs/datasets.md, "Generated problems") or humaneval (the bundled pool, out of a 135M
+    model's reach: docs/experiments.md has the options of its two declared runs)."""
     rescreen: bool = False
     """Generated data: screen the templates with the base model (--screen-instances each)
     instead of reading SmolLM2's recorded screening (docs/experiments/
@@ -68,12 +69,13 @@ class ExperimentOptions(StackOptions):
     held_out: int = 200
     """Generated data: held-out instances (200 x --samples 4 detects +0.09 with power 0.87
     at the base rates measured on such tasks; docs/experiments.md). Read once, at the end."""
-    validation: int = 100
+    validation: int = 0
     """Generated data: validation-split instances of the kept templates, on which every arm
-    is evaluated beside its training curve; choices are made there, never on held-out (0:
-    none, for a run whose choices were made before)."""
-    train_instances: int = 200
-    """Generated data: training instances of the kept templates."""
+    is evaluated beside its training curve: where choices are made, never on held-out. The
+    defaults were chosen on a pilot's (docs/experiments.md), so a default run has none."""
+    train_instances: int = 64
+    """Generated data: training instances of the kept templates; Cobalt's contexts are cut
+    from the base's run on them (64 x 4 samples give ~220 contexts, 16 steps use 64)."""
     difficulty: int = 1
     """Generated data: the templates' difficulty (1-3)."""
     seed: int = 0
@@ -86,29 +88,31 @@ class ExperimentOptions(StackOptions):
     (generated: within [0.1, 0.9]); --no-select keeps every candidate."""
     samples: int = 4
     """Evaluation samples per problem (trajectories of turn 0 plus --turns feedback turns)."""
-    turns: int = 2
+    turns: int = 1
     """Feedback turns after turn 0, in Cobalt's offline collection (the base's run on the
     training problems) and, unless --eval-turns, in evaluation."""
     eval_turns: int | None = None
     """Feedback turns in the evaluation runs on validation and held-out problems (default
     --turns); 0 evaluates first answers only, at about half the cost per trajectory."""
-    steps: int = 8
+    steps: int = 16
     """GRPO steps of the single-step arms (Cobalt, shuffled, single-turn)."""
-    contexts_per_step: int = 2
+    contexts_per_step: int = 4
     """Contexts per step of the single-step arms (an episode arm takes fewer: equal budgets)."""
     group_size: int = 4
     """GRPO group: responses per context."""
     episode_turns: int = 2
     """Turns per online episode (multi-turn, VeRPO), turn 0 included; every episode runs
     them all, so a step samples contexts x group x episode_turns responses."""
-    arms: tuple[str, ...] = ("base", "cobalt", "shuffled", "single_turn", "multi_turn")
-    """The arms run, in the report's order (--arms, comma-separated; base is always one)."""
+    arms: tuple[str, ...] = ("base", "cobalt", "shuffled")
+    """The arms run, in the report's order (--arms, comma-separated; base is always one;
+    single_turn, multi_turn and verpo on request: each adds a training and an evaluation)."""
     shuffle_seed: int = 0
     """The shuffled-reward control's seed: its job's `reward_shuffle_seed` (one permutation
     of the rewards per group), declared before it runs."""
-    max_tokens: int = 256
-    """Longest response, in rollouts and in training."""
-    lr: float = 1e-5
+    max_tokens: int = 128
+    """Longest response, in rollouts and in training (generated tasks' answers end at their
+    code, ~45 tokens; HumanEval's runs used 256)."""
+    lr: float = 2e-5
     """AdamW learning rate of every arm (choose another from the training curves and the
     validation split, never from held-out Pass@1)."""
     work_dir: Path = DEFAULT_WORK_DIR
