@@ -306,17 +306,21 @@ def test_generated_templates_are_kept_by_the_rule_fixed_before_screening() -> No
     # Cheap samples on generated data only: every trained arm and every run.
     assert all(a.params["stop_at_code_end"] for a in arms_of(options) if a.mode is not None)
     assert options.cheap_samples == {"template": "brief", "stop_at_code_end": True}
-    assert not any("stop_at_code_end" in a.params for a in arms_of(ExperimentOptions()))
-    assert ExperimentOptions().cheap_samples == {}
+    humaneval = ExperimentOptions(data="humaneval")
+    assert not any("stop_at_code_end" in a.params for a in arms_of(humaneval))
+    assert humaneval.cheap_samples == {}
     # HumanEval experiments keep the keys they had before --data existed.
-    assert "data" not in ExperimentOptions().identity()
+    assert "data" not in humaneval.identity()
     assert options.identity()["data"] == "generated"
 
 
 def test_the_shuffled_control_is_cobalts_job_with_shuffled_rewards_at_the_same_budget() -> None:
-    options = ExperimentOptions(shuffle_seed=11)
+    every = ("base", "cobalt", "shuffled", "single_turn", "multi_turn")
+    options = ExperimentOptions(shuffle_seed=11, arms=every)
     arms = {arm.name: arm for arm in arms_of(options)}
-    assert list(arms) == ["base", "cobalt", "shuffled", "single_turn", "multi_turn"]
+    assert list(arms) == list(every)
+    # The defaults: the base, Cobalt and its control.
+    assert [arm.name for arm in arms_of(ExperimentOptions())] == ["base", "cobalt", "shuffled"]
     cobalt, control = arms["cobalt"], arms["shuffled"]
     assert control.mode == cobalt.mode == TrainingMode.COBALT
     assert control.budget == cobalt.budget == arms["multi_turn"].budget > 0
@@ -330,7 +334,7 @@ def test_the_shuffled_control_is_cobalts_job_with_shuffled_rewards_at_the_same_b
         TrainerHyperparameters.model_validate(control.params["trainer"]).reward_shuffle_seed == 11
     )
     # Its seed names its job only: the other arms keep their keys.
-    other = ExperimentOptions(shuffle_seed=12)
+    other = ExperimentOptions(shuffle_seed=12, arms=every)
     keys = {arm.name: arm.key(other) for arm in arms_of(other)}
     assert keys["shuffled"] != control.key(options)
     assert all(keys[name] == arms[name].key(options) for name in keys if name != "shuffled")
@@ -344,13 +348,18 @@ def test_the_plan_gives_time_for_both_cpu_kinds_and_disk_from_the_sizes() -> Non
     # The computing stages scale with the kind; the start-up (mostly loading) does not.
     startup = STARTUP_S / 60
     assert found.minutes(AVX2) - startup == pytest.approx(4 * (found.minutes(NATIVE) - startup))
-    assert found.trained_arms == 4  # cobalt, shuffled, single_turn, multi_turn
-    assert found.disk_gb == pytest.approx(4 * found.checkpoint_gb_per_arm + found.model_gb)
+    assert found.trained_arms == 2  # cobalt, shuffled
+    assert found.disk_gb == pytest.approx(2 * found.checkpoint_gb_per_arm + found.model_gb)
     assert 2.0 < found.checkpoint_gb_per_arm < 3.0  # ~2.5 GB measured per SmolLM2 arm
     fewer = estimate(ExperimentOptions(arms=("base", "cobalt")))
     assert fewer.trained_arms == 1 and fewer.minutes(NATIVE) < found.minutes(NATIVE)
-    larger = estimate(ExperimentOptions(data="generated"))
-    assert larger.minutes(NATIVE) > found.minutes(NATIVE)  # validation and 200 x 4 held out
+    larger = estimate(ExperimentOptions(validation=100))
+    assert larger.minutes(NATIVE) > found.minutes(NATIVE)  # every arm also on validation
+    # The recorded screening spares the screening run; --rescreen costs one.
+    assert not any(stage.startswith("screening") for stage, _, _ in found.stages)
+    rescreened = estimate(ExperimentOptions(rescreen=True))
+    assert any(stage.startswith("screening") for stage, _, _ in rescreened.stages)
+    assert rescreened.minutes(NATIVE) > found.minutes(NATIVE)
     for kind in (NATIVE, AVX2):
         lines = plan_lines(options, kind)
         time_line = next(line for line in lines if line.startswith("time:"))
@@ -416,17 +425,17 @@ def test_evaluation_turns_and_splits_follow_the_options() -> None:
     """The base's run on the training problems keeps --turns (Cobalt's contexts are cut
     from its feedback turns); evaluation runs take --eval-turns; with generated data a
     trained arm is compared on validation and held-out only, and --validation 0 has none."""
-    options = ExperimentOptions(data="generated", turns=1, eval_turns=0)
+    options = ExperimentOptions(data="generated", turns=1, eval_turns=0, validation=100)
     assert [options.turns_on(s) for s in ("train", "validation", "held_out")] == [1, 0, 0]
     assert options.splits_of(trained=False) == ("train", "validation", "held_out")
     assert options.splits_of(trained=True) == ("validation", "held_out")
     assert ExperimentOptions(data="generated", validation=0).splits == ("train", "held_out")
     assert ExperimentOptions(turns=2).turns_on("held_out") == 2
     # HumanEval experiments are as before: every arm on both splits, keys unchanged.
-    humaneval = ExperimentOptions()
+    humaneval = ExperimentOptions(data="humaneval")
     assert humaneval.splits_of(trained=True) == ("train", "held_out")
     assert "eval_turns" not in humaneval.identity()
-    assert ExperimentOptions(eval_turns=0).identity()["eval_turns"] == 0
+    assert ExperimentOptions(data="humaneval", eval_turns=0).identity()["eval_turns"] == 0
     with pytest.raises(ValueError, match="--eval-turns"):
         ExperimentOptions(eval_turns=-1)
 
