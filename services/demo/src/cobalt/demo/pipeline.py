@@ -16,7 +16,6 @@ are stopped however the demo ends.
 
 from __future__ import annotations
 
-import gzip
 import json
 import shutil
 import signal
@@ -34,6 +33,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from cobalt.demo.errors import DemoFailed
 from cobalt.demo.launch import trainer_process
 from cobalt.demo.options import DemoOptions, DemoPaths
+from cobalt.demo.problems import import_generated, import_humaneval
 from cobalt.demo.progress import DemoProgress, StageBar
 from cobalt.demo.report import write_report
 from cobalt.demo.results import DemoResult, PhaseResult
@@ -47,8 +47,6 @@ from cobalt.demo.stack import (
 )
 from cobalt.orchestrator.bandit.builder import BuildOptions, build_bandit_dataset
 from cobalt.orchestrator.bandit.prompt_length import PromptTokenCounter
-from cobalt.orchestrator.datasets.importers import resolve_source
-from cobalt.orchestrator.datasets.importing import ImportOptions, import_file
 from cobalt.orchestrator.runs import service
 from cobalt.orchestrator.runs.evaluation import evaluate_run
 from cobalt.orchestrator.runs.jobs import finish_run_if_done
@@ -82,64 +80,6 @@ __all__ = [
 INTERRUPT_JOIN_S = 10.0
 """Longest wait, after Ctrl-C, for the interrupted jobs to hand their trajectories back
 (each only writes the reopening of its problem: milliseconds)."""
-
-
-def _easiest_problems(problems: int, out_dir: Path) -> Path:
-    """The bundled HumanEval's `problems` problems with the shortest reference solutions,
-    as a HumanEval-format file: a 135M model solves a few of those, so Pass@1 is not zero
-    at every turn and GRPO groups have rewards that differ."""
-    source = resolve_source("humaneval", Path("bundled"))
-    opener = gzip.open if source.suffix == ".gz" else open
-    with opener(source, "rt", encoding="utf-8") as lines:
-        rows = [json.loads(line) for line in lines if line.strip()]
-    rows.sort(key=lambda row: (len(row["canonical_solution"].strip()), row["task_id"]))
-    chosen = sorted(rows[:problems], key=lambda row: int(row["task_id"].split("/")[-1]))
-    out = out_dir / f"humaneval-easiest-{problems}.jsonl"
-    out.write_text("".join(json.dumps(row) + "\n" for row in chosen), encoding="utf-8")
-    return out
-
-
-def _import_problems(
-    sessions: sessionmaker[Session], options: DemoOptions, paths: DemoPaths, bar: StageBar
-) -> str:
-    """Import the demo's subset; returns the dataset's name (re-importing changes nothing)."""
-    name = f"humaneval-easiest-{options.problems}"
-    report = import_file(
-        sessions=sessions,
-        name=name,
-        fmt="humaneval",
-        path=_easiest_problems(options.problems, paths.root),
-        options=ImportOptions(),
-    )
-    if report.inserted + report.unchanged < options.problems:
-        raise DemoFailed(f"only {report.inserted + report.unchanged} HumanEval problems imported")
-    bar.update(note=f"{name}: {report.inserted + report.unchanged} problems")
-    return name
-
-
-def _import_generated(
-    sessions: sessionmaker[Session], options: DemoOptions, paths: DemoPaths, bar: StageBar
-) -> tuple[str, str]:
-    """Generated data: `problems` training instances and `eval_problems` held-out ones of
-    the templates SmolLM2 passes sometimes (the recorded screening); their dataset names."""
-    from cobalt.demo.experiment.generated import import_spec
-    from cobalt.orchestrator.datasets.generated.screened import SMOLLM2_KEPT
-
-    common = {"seed": options.seed, "templates": list(SMOLLM2_KEPT)}
-    prefix = f"demo-gen-s{options.seed}"
-    train = f"{prefix}-train-n{options.problems}"
-    held_out = f"{prefix}-held-out-n{options.eval_problems}"
-    import_spec(
-        sessions, paths.root, train, {"split": "train", "count": options.problems, **common}
-    )
-    import_spec(
-        sessions,
-        paths.root,
-        held_out,
-        {"split": "heldout", "count": options.eval_problems, **common},
-    )
-    bar.update(note=f"{train}, {held_out} ({len(SMOLLM2_KEPT)} templates)")
-    return train, held_out
 
 
 def carry_out(
@@ -513,10 +453,10 @@ def run_demo(
             eval_dataset = ""
             if options.data == "generated":
                 with progress.stage("generating problems") as bar:
-                    dataset, eval_dataset = _import_generated(sessions, options, paths, bar)
+                    dataset, eval_dataset = import_generated(sessions, options, paths, bar)
             else:
                 with progress.stage("importing HumanEval (bundled)") as bar:
-                    dataset = _import_problems(sessions, options, paths, bar)
+                    dataset = import_humaneval(sessions, options, paths, bar)
             wait_ready(children, progress)
             ctx = RunContext(
                 settings=OrchestratorSettings(
