@@ -120,7 +120,7 @@ def test_the_tiny_experiment_runs_every_arm_on_equal_budgets_and_reports_the_sto
 
     report = (work / "report.md").read_text(encoding="utf-8")
     data = json.loads((work / "results.json").read_text(encoding="utf-8"))
-    for image in ("pass_at_1_train.png", "pass_at_1_held_out.png", "training_curves.png"):
+    for image in ("pass_at_1_validation.png", "pass_at_1_held_out.png", "training_curves.png"):
         assert (work / image).stat().st_size > 1000 and f"]({image})" in report
     assert [arm["name"] for arm in data["arms"]] == list(ARMS)
     assert "Turn-0 answers by outcome, held-out problems" in report
