@@ -63,11 +63,14 @@ def prepared_model(work: Path) -> Path:
     return target
 
 
-def start_server(model: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+def start_server(
+    model: Path, port: int, log: Path, extra_env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     python = ROOT / ".venv-inference" / "bin" / "python"
     command = [str(python), "-m", "cobalt.inference.cli", "serve", "--model", str(model)]
     command += ["--served-name", SERVED, "--host", "127.0.0.1", "--port", str(port)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
+    env.update(extra_env or {})
     with log.open("wb") as out:
         server = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
     deadline = time.monotonic() + 900

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import sys
 import time
@@ -80,9 +79,14 @@ def main() -> None:
     per_token: dict[str, list[float]] = {name: [] for name, _ in SETTINGS}
     for round_index in range(args.rounds):
         for name, reserved in SETTINGS:
-            os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] = reserved
+            # The launcher's setting, not vLLM's variable: the launcher sets that one itself.
             port = free_port("127.0.0.1")
-            server = start_server(model, port, args.work / f"cores-{reserved}.log")
+            server = start_server(
+                model,
+                port,
+                args.work / f"cores-{reserved}.log",
+                {"COBALT_INFERENCE_CPU_RESERVED_CORES": reserved},
+            )
             try:
                 seconds, responses, tokens = asyncio.run(sample_all(port, problems, args.inflight))
             finally:
