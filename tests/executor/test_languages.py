@@ -368,6 +368,41 @@ def test_a_compiled_program_cannot_forge_persist_escape_or_outlive_its_test(
         assert result["verdict"] == "accepted", probe_failure(baseline, result)
 
 
+@_needs("c")
+def test_whatever_compiled_programs_do_the_jails_are_as_fresh_after(
+    executor_client: TestClient,
+) -> None:
+    """Any mix of the hostile modes, in one request spread over the slots (a daemon beside
+    a fork bomb, a chmod of /tmp after a flood of records): no test's verdict is forged,
+    and nothing of them (a process, a file, a mode) is in either jail afterwards."""
+    probe = {"stdin": "", "expected_stdout": "<baseline>"}
+    fresh = execute(executor_client, JAIL_PROBE, [probe], limits=PROBE_LIMITS, stream_chars=1 << 16)
+    clean = {"stdin": "", "expected_stdout": fresh["results"][0]["stdout"]}
+    modes = st.sampled_from(["daemon", "escape", "forge", "alloc", "forkbomb"])
+
+    @settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(attacks=st.lists(modes, min_size=1, max_size=4))
+    def leaves_nothing(attacks: list[str]) -> None:
+        tests = [{"stdin": mode, "expected_stdout": "PWNED"} for mode in attacks]
+        body = execute(
+            executor_client,
+            HOSTILE_C,
+            tests,
+            language="c",
+            limits={"wall_s": 2, "memory_mb": 128},
+        )
+        for mode, result in zip(attacks, body["results"], strict=True):
+            # Only the daemon's own test prints PWNED: what it leaves is the question.
+            assert (result["verdict"] == "accepted") == (mode == "daemon"), (mode, result)
+        after = execute(
+            executor_client, JAIL_PROBE, [clean, clean], limits=PROBE_LIMITS, stream_chars=1 << 16
+        )
+        for result in after["results"]:
+            assert result["verdict"] == "accepted", probe_failure(clean["expected_stdout"], result)
+
+    leaves_nothing()
+
+
 ECHO_C = "#include <stdio.h>\nint main(){int c;while((c=getchar())!=EOF)putchar(c=='~'?'\\n':c);}\n"
 """Prints its input back, `~` as a newline: what it prints is whatever the test chooses."""
 
@@ -412,6 +447,17 @@ def test_run_code_writes_files_into_the_working_directory_and_refuses_escapes(
     response = executor_client.post("/run_code", json={"code": code, "fetch_files": ["out.txt"]})
     assert response.status_code == 422
     assert "no network" in response.json()["error"]["message"]
+
+
+def test_a_python_program_imports_the_modules_sent_as_files(executor_client: TestClient) -> None:
+    # As `python solution.py` beside them would (tinker-cookbook sends its test runner so).
+    helper = base64.b64encode(b"def double(x):\n    return 2 * x\n").decode()
+    code = "from helper import double\nprint(double(int(input())))"
+    response = executor_client.post(
+        "/run_code", json={"code": code, "stdin": "21", "files": {"helper.py": helper}}
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["run_result"]["stdout"] == "42\n", response.json()["run_result"]
 
 
 @_needs("cpp")

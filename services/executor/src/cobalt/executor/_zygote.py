@@ -558,6 +558,10 @@ def _run_child(fds: list[int], channel: socket.socket) -> NoReturn:
         # The request's files and a compiled program's artifacts (sizes and names checked
         # by the server); written before the limits, as the harness's own work.
         _write_files(command.get("files") or [])
+        if command.get("files"):
+            # `python solution.py` puts the script's directory first on sys.path, so a
+            # program imports the modules sent beside it (tinker-cookbook's harness does).
+            sys.path.insert(0, WORKDIR)
         # Measured after the command is in memory: the program's limit is for its own
         # data, on top of what its source already takes here. A program that execs
         # starts from nothing mapped: it gets its language's allowance instead.
