@@ -1,6 +1,7 @@
 # Cobalt: two commands do everything on a fresh machine.
 #   make setup   create .venv (core: executor, orchestrator, CLI), .venv-inference (vLLM),
-#                .venv-trainer (torch + verl) and install system packages
+#                .venv-trainer (torch + verl), .venv-clients (other RL stacks' graders) and
+#                install system packages
 #   make test    lint + type-check + the whole test suite (starts PostgreSQL/Redis if needed)
 #   make demo    set-up, then the whole Cobalt loop on embedded defaults and an HTML report
 #   make experiment  set-up, then the comparison of training arms and its report (~50 min)
@@ -12,10 +13,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 INFERENCE_STAMP := .venv-inference/.installed
 TRAINER_STAMP := .venv-trainer/.installed
+CLIENTS_STAMP := .venv-clients/.installed
 
 .PHONY: setup test lint typecheck pytest services bench bench-trainer clean demo experiment images
 
-setup: $(STAMP) $(INFERENCE_STAMP) $(TRAINER_STAMP)
+setup: $(STAMP) $(INFERENCE_STAMP) $(TRAINER_STAMP) $(CLIENTS_STAMP)
 
 # Each environment is built from the distributions' pyproject.toml files (shared/,
 # services/*/) at the versions of requirements/*.txt.
@@ -34,6 +36,12 @@ $(INFERENCE_STAMP): scripts/setup-inference-venv.sh $(DISTRIBUTIONS) requirement
 # GRPO: torch + verl's core_algos + transformers <5.11 (docs/trainer.md).
 $(TRAINER_STAMP): scripts/setup-trainer-venv.sh $(DISTRIBUTIONS) requirements/constraints.txt
 	scripts/setup-trainer-venv.sh
+
+# tinker-cookbook's and SkyRL's graders, unmodified, for the executor's client tests; apart
+# because both declare their training stacks, which the graders never import.
+$(CLIENTS_STAMP): scripts/setup-clients-venv.sh requirements/clients.txt \
+		requirements/clients-missing.txt scripts/pip-check.sh
+	scripts/setup-clients-venv.sh
 
 services:
 	scripts/start-services.sh
@@ -80,4 +88,4 @@ bench-trainer: setup
 	.venv-trainer/bin/python bench/trainer.py --model tiny --micro-batch-tokens 2048 --trl 2
 
 clean:
-	rm -rf $(VENV) .venv-inference .venv-trainer .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) .venv-inference .venv-trainer .venv-clients .pytest_cache .ruff_cache .mypy_cache

@@ -1,8 +1,9 @@
 #!/bin/sh
 # `pip check` for one environment: PYTHON (first argument) must have every declared
 # dependency of every installed package, except those named in the files given after it
-# (one name a line, # comments), which the environment removes on purpose
-# (requirements/inference-removed.txt says why). Any other problem fails, with pip's words.
+# (one name a line, # comments), which the environment removes or leaves out on purpose
+# (requirements/inference-removed.txt, requirements/clients-missing.txt say why). Any other
+# problem fails, with pip's words.
 set -eu
 PYTHON=${1:?usage: pip-check.sh PYTHON [ALLOWED-MISSING-FILE...]}
 shift

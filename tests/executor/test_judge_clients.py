@@ -9,11 +9,8 @@ subprocess), which retries the 504 of a full queue instead of scoring a 0. Tests
 C++ and Java run where the deployment lists the language in `GET /v1/info`, and say
 why they skip elsewhere.
 
-Not here, and why (docs/executor.md, "Replacing SandboxFusion / Judge0"):
-tinker-cookbook 0.6.1 declares torch, tinker, transformers and 20 more packages (its
-grader needs three of them; installed without the rest it breaks `pip check`); SkyRL's
-`skyrl` 0.4.0 needs Python >=3.12 (these environments run 3.11), and its coder1 verifier
-posts to port 8080 of a host name (`http://{server}:8080/run_code`), its port fixed.
+tinker-cookbook's grader and SkyRL's code tool and coder1 verifier run from an environment
+of their own (.venv-clients) in test_rl_clients.py.
 """
 
 from __future__ import annotations

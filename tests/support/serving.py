@@ -58,15 +58,22 @@ def serve_executor(settings: ExecutorSettings, pool: SandboxPool) -> Iterator[st
 
 @contextmanager
 def executor_process(
-    settings: dict[str, str], log: Path, *, preexec_fn: Callable[[], None] | None = None
+    settings: dict[str, str],
+    log: Path,
+    *,
+    preexec_fn: Callable[[], None] | None = None,
+    host: str = "127.0.0.1",
+    port: int | None = None,
 ) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
     """`cobalt executor serve` in its own process, as a deployment runs it (the server's
     own limits, its own fd table), with `settings` (COBALT_EXECUTOR_*) and nothing else of
     ours from the environment; yields the process and its URL once /readyz says ready,
-    and stops it with SIGTERM afterwards. Output goes to `log`."""
-    port = free_port()
+    and stops it with SIGTERM afterwards. Output goes to `log`. It listens on `host` and
+    `port` (a free one unless given)."""
+    port = port or free_port()
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith("COBALT_")},
+        "COBALT_EXECUTOR_HOST": host,
         "COBALT_EXECUTOR_PORT": str(port),
         **settings,
     }
@@ -80,7 +87,7 @@ def executor_process(
             stderr=subprocess.STDOUT,
             preexec_fn=preexec_fn,
         )
-    url = f"http://127.0.0.1:{port}"
+    url = f"http://{host}:{port}"
     try:
         deadline = time.monotonic() + 90
         while True:
