@@ -6,10 +6,12 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import httpx
 import pytest
 import uvicorn
+from fastapi.testclient import TestClient
 
 from cobalt.executor.app import create_app
 from cobalt.executor.pool import SandboxPool
@@ -17,6 +19,12 @@ from cobalt.executor.settings import ExecutorSettings
 from cobalt.shared.connections import header_deadline_protocol
 from tests.executor.helpers import INTEGRITY_LIMITS
 from tests.executor.nonroot import NONROOT_UID, delegated_cgroups, nonroot_executor
+from tests.support.jails import (
+    fresh_jail_state,
+    host_listeners,
+    kill_our_leaked_processes,
+    recycle_jails,
+)
 
 
 @pytest.fixture(scope="session")
@@ -67,3 +75,29 @@ def executor_http(request: pytest.FixtureRequest) -> Iterator[httpx.Client]:
     name = "root_executor_url" if request.param == "per-slot-uids" else "nonroot_executor_url"
     with httpx.Client(base_url=request.getfixturevalue(name), timeout=120) as client:
         yield client
+
+
+# --- the red-team suites (test_attacks.py, test_language_attacks.py) --------------------
+
+
+@pytest.fixture(scope="module")
+def baseline(executor_client: TestClient, sandbox_pool: SandboxPool) -> str:
+    """What the jail probe prints on fresh jails (both slots must agree)."""
+    return fresh_jail_state(executor_client, sandbox_pool)
+
+
+@pytest.fixture(scope="module")
+def listeners() -> Iterator[SimpleNamespace]:
+    """Host-side sockets the sandbox must never reach: TCP, UDP, abstract and path UNIX."""
+    with host_listeners() as sockets:
+        yield sockets
+
+
+@pytest.fixture
+def guard(sandbox_pool: SandboxPool) -> Iterator[SimpleNamespace]:
+    """Restart the jails after an attack that did not pass, so failures do not cascade."""
+    state = SimpleNamespace(passed=False)
+    yield state
+    if not state.passed:
+        recycle_jails(sandbox_pool)
+        kill_our_leaked_processes(sandbox_pool)
