@@ -64,11 +64,17 @@ def prepared_model(work: Path) -> Path:
 
 
 def start_server(
-    model: Path, port: int, log: Path, extra_env: dict[str, str] | None = None
+    model: Path,
+    port: int,
+    log: Path,
+    extra_env: dict[str, str] | None = None,
+    extra_args: list[str] | None = None,
 ) -> subprocess.Popen[bytes]:
+    """`cobalt inference serve` as a user starts it; `extra_args` go on to vLLM."""
     python = ROOT / ".venv-inference" / "bin" / "python"
     command = [str(python), "-m", "cobalt.inference.cli", "serve", "--model", str(model)]
     command += ["--served-name", SERVED, "--host", "127.0.0.1", "--port", str(port)]
+    command += extra_args or []
     env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
     env.update(extra_env or {})
     with log.open("wb") as out:

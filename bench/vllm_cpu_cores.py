@@ -69,7 +69,14 @@ def main() -> None:
     parser.add_argument("--problems", type=int, default=64)
     parser.add_argument("--inflight", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--block-size",
+        type=int,
+        help="vLLM's KV block size for both (default the launcher's: 32; 128 repeats the "
+        "runs made before it chose one)",
+    )
     args = parser.parse_args()
+    extra = ["--block-size", str(args.block_size)] if args.block_size else []
     args.work.mkdir(parents=True, exist_ok=True)
     model = args.model or prepared_model(args.work)
     problems = list(
@@ -86,6 +93,7 @@ def main() -> None:
                 port,
                 args.work / f"cores-{reserved}.log",
                 {"COBALT_INFERENCE_CPU_RESERVED_CORES": reserved},
+                extra_args=extra,
             )
             try:
                 seconds, responses, tokens = asyncio.run(sample_all(port, problems, args.inflight))

