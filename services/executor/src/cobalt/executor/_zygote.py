@@ -821,6 +821,19 @@ def _reset_writable_dirs() -> bool:
     return True
 
 
+TEST_CGROUP_FD = -1
+"""Writing a pid here moves that process into the slot's test cgroup (-1: none; see
+cgroups.py): at the limit, the kernel then kills among the test's processes, never us."""
+
+
+def _enter_test_cgroup(pid: int) -> None:
+    if TEST_CGROUP_FD >= 0:
+        try:
+            os.write(TEST_CGROUP_FD, str(pid).encode())
+        except OSError:
+            pass  # it stays in the slot's cgroup, as without a test cgroup
+
+
 class _Spare:
     """A pre-forked child waiting for its test on a private socket."""
 
@@ -833,6 +846,9 @@ class _Spare:
             parent_end.close()
             _spare_main(child_end)
         child_end.close()
+        # Long before it has a test (off the test's critical path, while the server reads
+        # the last result): nothing a test runs ever sits in our cgroup.
+        _enter_test_cgroup(pid)
         self.pid = pid
         self.channel = parent_end
         self.pidfd = os.pidfd_open(pid)
@@ -1065,14 +1081,18 @@ def _preload(names: str) -> list[str]:
 
 
 def main() -> None:
-    global WRITABLE_DIRS, WORKDIR, KILL_ALL, TEST_FILTER, HANDOVER_FILTER
+    global WRITABLE_DIRS, WORKDIR, KILL_ALL, TEST_FILTER, HANDOVER_FILTER, TEST_CGROUP_FD
     if not _in_own_pid_namespace():
         # Unsafe mode: our own directory, and kill(-1) only if our uid is the slot's alone
         # (otherwise it would reach the server and everything else running as its user).
-        WRITABLE_DIRS = (sys.argv[3],)
-        WORKDIR = os.path.join(sys.argv[3], "run")
-        KILL_ALL = sys.argv[4] == "dedicated-uid"
+        WRITABLE_DIRS = (sys.argv[4],)
+        WORKDIR = os.path.join(sys.argv[4], "run")
+        KILL_ALL = sys.argv[5] == "dedicated-uid"
     TEST_FILTER, HANDOVER_FILTER = _split_filters(bytes.fromhex(sys.argv[2]))
+    if int(sys.argv[3]) >= 0:
+        # Out of the way of the test process's own numbers, and never inherited by it.
+        TEST_CGROUP_FD = fcntl.fcntl(int(sys.argv[3]), fcntl.F_DUPFD_CLOEXEC, 51)
+        os.close(int(sys.argv[3]))
     ctl = socket.socket(fileno=int(sys.argv[1]))
     ctl_fd = fcntl.fcntl(ctl.fileno(), fcntl.F_DUPFD_CLOEXEC, 50)
     ctl.close()

@@ -4,8 +4,20 @@ The zygote's 50 ms polls see a jail's processes and tmpfs files, but not what th
 holds for them (socket and pipe buffers, page tables, slab); RLIMIT_NPROC counts per uid,
 so slots that share the server's uid share one process budget. A cgroup per slot closes
 both: its memory limit covers user and kernel memory together and an over-limit jail is
-OOM-killed inside its own cgroup (the test's processes first: they raise their
-`oom_score_adj`), and its `pids.max` bounds the jail's processes whatever its uid.
+OOM-killed inside its own cgroup, and its `pids.max` bounds the jail's processes
+whatever its uid.
+
+Who is killed at the limit: the test's processes raise their `oom_score_adj` to 1000, but
+any of them may lower it again to the zygote's (0; only a writer with CAP_SYS_RESOURCE,
+which a container's root lacks, could set a floor), and a program that then holds its
+memory in the kernel (socket buffers) from small processes had the kernel kill the zygote,
+the biggest process left, and with it the jail (tests/executor/test_language_attacks.py).
+So in v1 each slot's memory cgroup has a child, `test`, with the test's limit, and the
+zygote moves each test's process into it before the test starts (through a descriptor of
+its `cgroup.procs` the server opens; `SlotCgroup.open_test_procs`): the kernel then kills
+at that child's limit, and only among the test's processes. v2's rule against processes
+in a cgroup with children would need the zygote in a leaf of its own: not done, there a
+program can still have its jail's zygote killed (docs/executor.md, "Known limits").
 
 Where the host offers them:
 
@@ -52,8 +64,12 @@ CGROUP_FS = Path("/sys/fs/cgroup")
 PROC_SELF_CGROUP = Path("/proc/self/cgroup")
 ZYGOTE_HEADROOM_MB = 64
 """Memory a jail may hold on top of its test's `memory_mb`: the zygote, its spare child
-and the kernel's own structures for them. Limits inside it stay the zygote's to judge."""
+and the kernel's own structures for them. Limits inside it stay the zygote's to judge.
+With a test cgroup (v1), the test's processes get this much on top of `memory_mb` in
+theirs, and the slot as much again for the zygote."""
 ZYGOTE_PROCESSES = 8
+TEST_CGROUP = "test"
+"""v1: the child of a slot's memory cgroup that holds the running test's processes."""
 """Processes a jail holds besides its test's: bubblewrap, the zygote, its spare child."""
 
 
@@ -64,9 +80,12 @@ class SlotCgroup:
     version: int
     memory: Path
     pids: Path
+    test_memory: Path | None = None
+    """v1: the memory cgroup of the running test's processes, inside `memory` (None: they
+    stay in the slot's own)."""
     _limit_bytes: int = 0
     _ooms_before: int = 0
-    _events_fd: int | None = None
+    _events_fds: dict[Path, int] = field(default_factory=dict)
 
     def enter_self(self) -> None:
         """Move the calling process into this cgroup (the slot's child, before exec).
@@ -79,6 +98,22 @@ class SlotCgroup:
                 os.write(fd, b"0")
             finally:
                 os.close(fd)
+
+    def open_test_procs(self) -> int | None:
+        """A descriptor that moves the pid written to it into the test's memory cgroup
+        (the zygote writes each test's process to it), or None where there is none.
+
+        Opened by the server: the kernel checks the opener's credentials on each write.
+        """
+        if self.test_memory is None:
+            return None
+        try:
+            return os.open(self.test_memory / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            logger.warning(
+                "tests share their slot's cgroup: cannot open %s: %s", self.test_memory, exc
+            )
+            return None
 
     def grant(self, uid: int) -> None:
         """Let processes of `uid` (the slot's own, when the server is root) move themselves in."""
@@ -95,7 +130,7 @@ class SlotCgroup:
         limit = (memory_mb + ZYGOTE_HEADROOM_MB) << 20
         if limit != self._limit_bytes:
             try:
-                self._set_memory_limit(limit)
+                self._set_memory_limits(limit)
             except _NoCgroups as exc:
                 self._limit_bytes = 0
                 raise SandboxUnavailable(str(exc)) from exc
@@ -107,44 +142,54 @@ class SlotCgroup:
         return self.oom_kills() > self._ooms_before
 
     def oom_kills(self) -> int:
-        """How many processes the kernel OOM-killed in this cgroup so far."""
+        """How many processes the kernel OOM-killed in this cgroup (and its test's) so far."""
+        # v1 counts a kill only in the cgroup whose limit was reached; v2's count is the
+        # whole subtree's.
+        return sum(self._oom_kills(d) for d in (self.memory, self.test_memory) if d is not None)
+
+    def _oom_kills(self, directory: Path) -> int:
         # Read twice per test: one descriptor kept open and re-read from offset 0 costs a
         # fraction of opening the file each time.
-        if self._events_fd is None:
+        fd = self._events_fds.get(directory)
+        if fd is None:
             name = "memory.oom_control" if self.version == 1 else "memory.events"
             try:
-                self._events_fd = os.open(self.memory / name, os.O_RDONLY | os.O_CLOEXEC)
+                fd = self._events_fds[directory] = os.open(
+                    directory / name, os.O_RDONLY | os.O_CLOEXEC
+                )
             except OSError:
                 return 0
         try:
-            text = os.pread(self._events_fd, 4096, 0)
+            text = os.pread(fd, 4096, 0)
         except OSError:
             return 0
         found = re.search(rb"^oom_kill (\d+)$", text, re.MULTILINE)
         return int(found.group(1)) if found else 0
 
-    def _set_memory_limit(self, limit: int) -> None:
+    def _set_memory_limits(self, limit: int) -> None:
         if self.version == 2:
             _write(self.memory / "memory.max", str(limit))
             _write(self.memory / "memory.swap.max", "0", missing_ok=True)
             return
-        # memsw (memory + swap) must stay >= the memory limit at every step, so the order of
-        # the two writes depends on the direction; without it a jail could swap past its limit.
-        memsw = self.memory / "memory.memsw.limit_in_bytes"
-        current = int((self.memory / "memory.limit_in_bytes").read_text())
-        if limit > current:
-            _write(memsw, str(limit), missing_ok=True)
-        _write(self.memory / "memory.limit_in_bytes", str(limit))
-        if limit <= current:
-            _write(memsw, str(limit), missing_ok=True)
+        if self.test_memory is None:
+            _set_v1_limit(self.memory, limit)
+            return
+        # The test's cgroup gets the limit the whole jail had; the jail the zygote's share
+        # on top, so that only the test's own limit is ever reached. Lowered inside out,
+        # raised outside in: a parent below its child's usage would have to reclaim it.
+        slot_limit = limit + (ZYGOTE_HEADROOM_MB << 20)
+        current = int((self.test_memory / "memory.limit_in_bytes").read_text())
+        order = [(self.memory, slot_limit), (self.test_memory, limit)]
+        for directory, value in order if limit > current else order[::-1]:
+            _set_v1_limit(directory, value)
 
     def remove(self) -> None:
         """Remove the directories once the jail's last process has gone (it may take a moment
         after the jail was killed: the kernel tears its PID namespace down asynchronously)."""
-        if self._events_fd is not None:
-            os.close(self._events_fd)
-            self._events_fd = None
-        for directory in {self.memory, self.pids}:
+        for fd in self._events_fds.values():
+            os.close(fd)
+        self._events_fds.clear()
+        for directory in [d for d in (self.test_memory, self.memory, self.pids) if d is not None]:
             for attempt in range(50):
                 try:
                     directory.rmdir()
@@ -258,6 +303,7 @@ def _create(slots: int, pids_max: int, root: Path, membership: Path) -> SlotCgro
             cgroups.slots.append(slot)
             _write(slot.pids / "pids.max", str(pids_max))
             _write(slot.memory / "memory.use_hierarchy", "1", missing_ok=True)
+            slot.test_memory = _make_dir(slot.memory / TEST_CGROUP)
         return cgroups
     if (root / "cgroup.controllers").is_file() and "" in own:
         own_dir = root / own[""].lstrip("/")
@@ -340,11 +386,25 @@ def _sweep_stale(parent: Path) -> None:
             continue
         try:
             for slot in stale.glob("slot*"):
+                if (slot / TEST_CGROUP).is_dir():
+                    (slot / TEST_CGROUP).rmdir()
                 slot.rmdir()
             stale.rmdir()
             logger.info("removed the stale cgroup %s", stale)
         except OSError:
             pass
+
+
+def _set_v1_limit(directory: Path, limit: int) -> None:
+    # memsw (memory + swap) must stay >= the memory limit at every step, so the order of
+    # the two writes depends on the direction; without it a jail could swap past its limit.
+    memsw = directory / "memory.memsw.limit_in_bytes"
+    current = int((directory / "memory.limit_in_bytes").read_text())
+    if limit > current:
+        _write(memsw, str(limit), missing_ok=True)
+    _write(directory / "memory.limit_in_bytes", str(limit))
+    if limit <= current:
+        _write(memsw, str(limit), missing_ok=True)
 
 
 def _make_dir(path: Path) -> Path:

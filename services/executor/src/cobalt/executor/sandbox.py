@@ -16,6 +16,7 @@ returns raw evidence (`RawRun`); `judge.py` turns that into a verdict.
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import logging
 import os
@@ -58,6 +59,9 @@ CONTROL_FD = 3
 """File descriptor number of the control socket inside the sandbox."""
 SECCOMP_FD = 4
 """File descriptor number bubblewrap reads the seccomp program from."""
+TEST_CGROUP_FD = 5
+"""File descriptor number, inside the sandbox, that moves a process into the slot's test
+cgroup (cgroups.py, `SlotCgroup.open_test_procs`); the zygote's alone."""
 MAX_MESSAGE = 65536
 ABANDONED_CHECK_S = 0.2
 """How often a running test checks whether its request was abandoned (then it is killed)."""
@@ -187,9 +191,14 @@ class RawRun:
 
 
 def bwrap_command(
-    interpreter: Interpreter, config: SandboxConfig, test_filter: bytes = b""
+    interpreter: Interpreter,
+    config: SandboxConfig,
+    test_filter: bytes = b"",
+    *,
+    test_cgroup: bool = False,
 ) -> list[str]:
-    """The bubblewrap command line that starts one zygote."""
+    """The bubblewrap command line that starts one zygote (`test_cgroup`: it holds
+    `TEST_CGROUP_FD`)."""
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SandboxUnavailable(
@@ -257,13 +266,19 @@ def bwrap_command(
         str(SECCOMP_FD),
         "--",
     ]
-    return cmd + _zygote_argv(interpreter, test_filter)
+    return cmd + _zygote_argv(interpreter, test_filter, test_cgroup)
 
 
-def _zygote_argv(interpreter: Interpreter, test_filter: bytes) -> list[str]:
-    # argv[2]: the per-test seccomp filter, which each pre-forked child installs on itself.
+def _zygote_argv(interpreter: Interpreter, test_filter: bytes, test_cgroup: bool) -> list[str]:
+    # argv[2]: the per-test seccomp filter, which each pre-forked child installs on itself;
+    # argv[3]: the descriptor that moves a test's process into its cgroup, or -1.
     source = ZYGOTE_SOURCE
-    return [interpreter.path, "-s", "-S", "-P", "-c", source, str(CONTROL_FD), test_filter.hex()]
+    cgroup_fd = str(TEST_CGROUP_FD if test_cgroup else -1)
+    return [
+        interpreter.path,
+        *("-s", "-S", "-P", "-c", source),
+        *(str(CONTROL_FD), test_filter.hex(), cgroup_fd),
+    ]
 
 
 class SandboxSlot:
@@ -323,11 +338,19 @@ class SandboxSlot:
         self.close()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         seccomp_fd = seccomp_memfd(self._seccomp)
+        test_procs = self.cgroup.open_test_procs() if self.cgroup is not None else None
+        if test_procs is not None:
+            # Above the numbers the child's dup2s fill (3-5), so that none overwrites it.
+            test_procs, low = fcntl.fcntl(test_procs, fcntl.F_DUPFD_CLOEXEC, 10), test_procs
+            os.close(low)
+        test_cgroup = test_procs is not None
         try:
             argv = (
-                bwrap_command(self.interpreter, self.config, self._test_filter)
+                bwrap_command(
+                    self.interpreter, self.config, self._test_filter, test_cgroup=test_cgroup
+                )
                 if self.config.use_bwrap
-                else _zygote_argv(self.interpreter, self._test_filter)
+                else _zygote_argv(self.interpreter, self._test_filter, test_cgroup)
                 + [self._private_workroot(), "dedicated-uid" if self.uid else "shared-uid"]
             )
             uid = self.uid
@@ -339,9 +362,9 @@ class SandboxSlot:
                 stdout=subprocess.DEVNULL,
                 env={} if self.config.use_bwrap else self._unsafe_env(),
                 preexec_fn=_child_setup(
-                    theirs.fileno(), seccomp_fd, self.config.use_bwrap, self.cgroup
+                    theirs.fileno(), seccomp_fd, self.config.use_bwrap, self.cgroup, test_procs
                 ),
-                pass_fds=(CONTROL_FD, SECCOMP_FD),
+                pass_fds=(CONTROL_FD, SECCOMP_FD, *([TEST_CGROUP_FD] if test_cgroup else [])),
                 user=uid,
                 group=uid,
                 extra_groups=[] if uid is not None else None,
@@ -357,6 +380,8 @@ class SandboxSlot:
         finally:
             theirs.close()
             os.close(seccomp_fd)
+            if test_procs is not None:
+                os.close(test_procs)
         self._control = ours
         ready, _, _ = select.select([ours], [], [], self.config.start_timeout_s)
         message = ours.recv(MAX_MESSAGE) if ready else b""
@@ -617,7 +642,11 @@ def _native_payload(job: SandboxJob) -> dict[str, Any]:
 
 
 def _child_setup(
-    control_fd: int, seccomp_fd: int, use_bwrap: bool, cgroup: SlotCgroup | None
+    control_fd: int,
+    seccomp_fd: int,
+    use_bwrap: bool,
+    cgroup: SlotCgroup | None,
+    test_procs: int | None = None,
 ) -> Any:
     """Runs in the forked child before exec: join the slot's cgroup (so that everything the
     jail ever starts is charged to it) and put the fds where the sandbox expects them."""
@@ -632,6 +661,8 @@ def _child_setup(
             cgroup.enter_self()
         os.dup2(control_fd, CONTROL_FD)
         os.dup2(seccomp_fd, SECCOMP_FD)
+        if test_procs is not None:
+            os.dup2(test_procs, TEST_CGROUP_FD)
         if unsafe_filter is not None:
             # Without bubblewrap, install the filter ourselves (it survives exec).
             unsafe_filter.load()
