@@ -3,10 +3,10 @@ arms, the responses each stage samples, the time on this CPU kind, the disk its
 checkpoints take and the memory it peaks at. Arithmetic on the options and on costs
 measured on this project's machines (docs/experiments.md, "Sizes"); nothing runs.
 
-The costs were measured on a 2-vCPU Zen 5 EPYC with native bfloat16 (`avx512_bf16`):
-the seed-0 experiment of 2026-11-28 (240-response rollout rounds with their hidden-test
-evaluation in ~5.4 min; 8 GRPO steps of 8 responses in 4.2-4.9 min). On the AVX2-only
-kind vLLM and the trainer compute in float32 and the demo measured 4x slower.
+The costs are per data and per CPU kind (`COSTS`), measured on 2-vCPU machines of each
+kind: on the AVX2-only kind vLLM and the trainer compute in float32, and how much slower
+that is depends on the work (3x for generated tasks' sampling, ~1.2x for their GRPO
+steps, 4x for HumanEval's demo).
 """
 
 from __future__ import annotations
@@ -20,34 +20,47 @@ from cobalt.shared.cpu_dtype import NATIVE_BF16_FLAGS, read_cpu_flags
 if TYPE_CHECKING:
     from cobalt.demo.experiment.plan import ExperimentOptions
 
-__all__ = ["CpuKind", "Estimate", "cpu_kind", "estimate", "help_estimate", "plan_lines"]
+__all__ = [
+    "CpuKind",
+    "Costs",
+    "Estimate",
+    "Stage",
+    "cpu_kind",
+    "estimate",
+    "help_estimate",
+    "plan_lines",
+]
 
-RESPONSE_S = 1.35
-"""HumanEval: seconds per sampled response in a rollout run, its execution and evaluation
-included (native bfloat16)."""
-TRAINED_RESPONSE_S = 4.3
-"""HumanEval: seconds of GRPO step per response trained on (SmolLM2, 256-token answers)."""
-GENERATED_RESPONSE_S = 0.64 / 4.0
-"""Generated data (brief prompts, answers ending at their code, 128 tokens at most): 0.59-0.69
-s per turn with execution and evaluation, measured on the AVX2-only kind (2026-12-06,
-2 vCPUs, vLLM with no reserved core), taken 4x faster with native bfloat16 (the demo's
-factor; not measured on that kind for this data)."""
-GENERATED_TRAINED_RESPONSE_S = 3.1 / 4.0
-"""Generated data: a GRPO step of 16 responses took 30-61 s (~50) on the AVX2-only kind,
-its sampling included (same run and factor)."""
-COSTS = {
-    "humaneval": (RESPONSE_S, TRAINED_RESPONSE_S),
-    "generated": (GENERATED_RESPONSE_S, GENERATED_TRAINED_RESPONSE_S),
+
+@dataclass(frozen=True)
+class Costs:
+    """What one unit of work costs on one CPU kind, measured there."""
+
+    response_s: float
+    """Seconds per sampled turn in a rollout run, its execution and evaluation included."""
+    trained_s: float
+    """Seconds of GRPO step per response trained on, the step's own sampling included."""
+
+
+COSTS: dict[str, dict[bool, Costs]] = {
+    # HumanEval (256-token answers): the native kind's seed-0 experiment of 2026-11-28; the
+    # AVX2 kind taken 4x slower (the HumanEval demo's measured factor there).
+    "humaneval": {True: Costs(1.35, 4.3), False: Costs(1.35 * 4, 4.3 * 4)},
+    # Generated data (brief prompts, answers ending at their code, 128 tokens at most),
+    # measured per kind by the declared runs of 2026-12-06 (docs/experiments.md):
+    # seed 1 on Zen 5 (0.21 s per turn; 660 and 552 s for 16 steps of 16) and seed 0 on
+    # the AVX2 kind (0.59 s per turn; 739 s for 16 steps), both before 32-token KV blocks.
+    "generated": {True: Costs(0.21, 2.4), False: Costs(0.59, 2.9)},
 }
-"""Per data: (seconds per sampled response, seconds per trained response), native kind."""
+"""Per data, per kind (True: native bfloat16): the costs the estimate multiplies. The
+kinds differ by 3x in sampling but little in training on generated data, so one factor
+between them would not do."""
 STARTUP_S = 90.0
-"""Converting the model, vLLM's start and the services': 66 s measured on the AVX2-only
+"""Converting the model, vLLM's start and the services: 66 s measured on the AVX2-only
 kind (2026-12-06), 60-130 s on the other (ARCHITECTURE.md); mostly loading, so the same
-for both kinds (not scaled)."""
+for both kinds."""
 TRAINER_START_S = 45.0
 """torch, the model and the reference: per trained arm."""
-AVX2_SLOWDOWN = 4.0
-"""The demo's measured factor on the AVX2-only kind against native bfloat16."""
 KEPT_SHARE = 0.1
 """HumanEval: the share of candidates screening kept in both declared runs (2 of 20)."""
 SMOLLM2_PARAMETERS = 134_515_008
@@ -62,17 +75,16 @@ trainer beside vLLM; docs/experiments.md)."""
 @dataclass(frozen=True)
 class CpuKind:
     native_bf16: bool
-    slowdown: float
 
     @property
     def label(self) -> str:
         if self.native_bf16:
             return "native bfloat16 (avx512_bf16/amx_bf16)"
-        return f"no native bfloat16 (AVX2-only kind: float32, {self.slowdown:.0f}x slower)"
+        return "no native bfloat16 (AVX2-only kind: float32)"
 
 
-NATIVE = CpuKind(native_bf16=True, slowdown=1.0)
-AVX2 = CpuKind(native_bf16=False, slowdown=AVX2_SLOWDOWN)
+NATIVE = CpuKind(native_bf16=True)
+AVX2 = CpuKind(native_bf16=False)
 
 
 def cpu_kind(flags: frozenset[str] | None = None) -> CpuKind:
@@ -82,16 +94,24 @@ def cpu_kind(flags: frozenset[str] | None = None) -> CpuKind:
 
 
 @dataclass(frozen=True)
+class Stage:
+    name: str
+    responses: int
+    """Responses sampled."""
+    seconds: dict[bool, float]
+    """Per kind (True: native bfloat16)."""
+
+
+@dataclass(frozen=True)
 class Estimate:
-    stages: list[tuple[str, int, float]]
-    """(stage, responses sampled, seconds on the native-bfloat16 kind); the start-up
-    (STARTUP_S, the same on both kinds) comes before them."""
+    stages: list[Stage]
+    """The start-up (STARTUP_S, the same on both kinds) comes before them."""
     checkpoint_gb_per_arm: float
     trained_arms: int
     model_gb: float
 
     def minutes(self, kind: CpuKind) -> float:
-        return (STARTUP_S + sum(seconds for _, _, seconds in self.stages) * kind.slowdown) / 60
+        return (STARTUP_S + sum(s.seconds[kind.native_bf16] for s in self.stages)) / 60
 
     @property
     def disk_gb(self) -> float:
@@ -119,7 +139,7 @@ def estimate(options: ExperimentOptions) -> Estimate:
     """Responses and seconds per stage, and the disk, from the options alone."""
     from cobalt.demo.experiment.plan import arms_of
 
-    response_s, trained_s = COSTS[options.data]
+    costs = COSTS[options.data]
     if options.data == "generated":
         from cobalt.orchestrator.datasets.generated.templates import TEMPLATES
 
@@ -133,9 +153,10 @@ def estimate(options: ExperimentOptions) -> Estimate:
         candidates = options.pool // 2
         problems = {"train": max(2, round(candidates * KEPT_SHARE)), "held_out": candidates}
     screening = candidates * options.screen_samples * (options.turns + 1)
-    stages: list[tuple[str, int, float]] = []
+    stages: list[Stage] = []
     if candidates:
-        stages.append((f"screening ({candidates} candidates)", screening, screening * response_s))
+        seconds = {native: screening * c.response_s for native, c in costs.items()}
+        stages.append(Stage(f"screening ({candidates} candidates)", screening, seconds))
     arms = arms_of(options)
     for arm in arms:
         # every turn of every trajectory: turn 0 and the split's feedback turns
@@ -143,13 +164,14 @@ def estimate(options: ExperimentOptions) -> Estimate:
             problems[split] * options.samples * (options.turns_on(split) + 1)
             for split in options.splits_of(arm.mode is not None)
         )
-        seconds = sampled * response_s
+        seconds = {native: sampled * c.response_s for native, c in costs.items()}
         if arm.mode is not None:
-            seconds += TRAINER_START_S + arm.budget * trained_s
-            if arm.params.get("turns"):  # an episode arm samples its responses online
-                seconds += arm.budget * response_s
+            for native, c in costs.items():
+                seconds[native] += TRAINER_START_S + arm.budget * c.trained_s
+                if arm.params.get("turns"):  # an episode arm samples its responses online
+                    seconds[native] += arm.budget * c.response_s
             sampled += arm.budget
-        stages.append((f"{arm.name}", sampled, seconds))
+        stages.append(Stage(arm.name, sampled, seconds))
     parameters = _parameters(options.model)
     trained = sum(1 for arm in arms if arm.mode is not None)
     return Estimate(
@@ -207,9 +229,10 @@ def plan_lines(options: ExperimentOptions, kind: CpuKind | None = None) -> list[
         )
     lines.append("  stages, on this CPU:")
     lines.append(f"    start-up: ~{STARTUP_S / 60:.1f} min")
-    for stage, responses, seconds in found.stages:
-        sampled = f"{responses} responses, " if responses else ""
-        lines.append(f"    {stage}: {sampled}~{seconds * kind.slowdown / 60:.0f} min")
+    for stage in found.stages:
+        sampled = f"{stage.responses} responses, " if stage.responses else ""
+        minutes = stage.seconds[kind.native_bf16] / 60
+        lines.append(f"    {stage.name}: {sampled}~{minutes:.0f} min")
     if options.data == "humaneval":
         lines.append(
             f"  (HumanEval: assumes screening keeps {KEPT_SHARE:.0%} of the candidates, as "
@@ -245,7 +268,7 @@ def help_estimate() -> str:
     return (
         f"At the defaults: about {found.minutes(NATIVE):.0f} minutes on 2 cores with native "
         f"bfloat16 (avx512_bf16) and about {found.minutes(AVX2):.0f} minutes on the AVX2-only "
-        f"kind (the demo measured 4x slower there); ~{found.disk_gb:.0f} GB of checkpoints "
+        f"kind (costs measured on each); ~{found.disk_gb:.0f} GB of checkpoints "
         f"and model, ~{PEAK_MEMORY_GB} GB peak memory; the plan printed first (and "
         "--dry-run) gives this machine's."
     )
