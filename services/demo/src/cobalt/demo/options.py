@@ -119,14 +119,15 @@ class StackOptions(BaseModel):
 class DemoOptions(StackOptions):
     """Sizes and switches of one demo run; the defaults fit 2 CPU cores in minutes."""
 
-    data: str = "humaneval"
-    """humaneval: before and after on the trained problems; generated: one-function tasks
-    of the templates SmolLM2 passes sometimes (docs/datasets.md), before and after on
-    --eval-problems fresh held-out instances of them."""
-    problems: int = 6
-    """Problems trained on: HumanEval's N with the shortest reference solutions (bundled),
-    or N generated training instances."""
-    eval_problems: int = 48
+    data: str = "generated"
+    """generated: one-function tasks of the templates SmolLM2 passes sometimes
+    (docs/datasets.md), before and after on --eval-problems fresh held-out instances of
+    them; humaneval: before and after on the trained problems (the earlier demo; its sizes
+    were --problems 6 --max-tokens 192 --contexts-per-step 2 --steps 4)."""
+    problems: int = 32
+    """Problems trained on: N generated training instances, or HumanEval's N with the
+    shortest reference solutions (bundled)."""
+    eval_problems: int = 64
     """Generated data: held-out instances of the training templates, evaluated before and
     after training (their tasks are no training task's: the split is the task's hash)."""
     seed: int = 0
@@ -136,17 +137,19 @@ class DemoOptions(StackOptions):
     turns: int = 1
     """Feedback turns after turn 0 (docs/method.md collects training contexts with 2; one
     keeps the demo's rollouts to two turns, the time going to training steps instead)."""
-    steps: int = 4
+    steps: int = 8
     """GRPO steps, the training job's budget; each ends by loading the new weights into
     the running vLLM."""
-    contexts_per_step: int = 2
+    contexts_per_step: int = 4
     """Bandit contexts per step (fewer if the builder kept fewer). The trainer holds a whole
     mini-batch (half of these contexts x `group_size` rows) in one forward pass: 2 x 4 rows
-    of SmolLM2 fit in a few GB, 4 x 4 rows of long contexts went past 20 GB."""
+    of generated tasks' short contexts fit in a few GB; HumanEval's long ones went past
+    20 GB at 4 x 4 (use 2 there)."""
     group_size: int = 4
     """GRPO group: responses sampled per context."""
-    max_tokens: int = 192
-    """Longest response, in rollouts and in training."""
+    max_tokens: int = 128
+    """Longest response, in rollouts and in training (generated tasks' answers end at their
+    code, ~45 tokens; HumanEval's need 192)."""
     lr: float = DEMO_LEARNING_RATE
     """AdamW learning rate: not the paper's 1e-6, at which a few steps leave a 135M model
     where it was (docs/experiments.md, "The demo")."""

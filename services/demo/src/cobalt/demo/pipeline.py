@@ -463,8 +463,8 @@ def run_demo(
                     database_url=paths.database_url,
                     redis_url=None,
                     # Problems rolled out at once: on 2 cores vLLM's throughput still grows
-                    # from 8 to 32 in flight (docs/benchmarks.md, "vLLM on 2 vCPUs").
-                    local_concurrency=max(1, min(max(options.problems, options.eval_problems), 32)),
+                    # up to 64 in flight (docs/benchmarks.md, "vLLM on 2 vCPUs").
+                    local_concurrency=max(1, min(max(options.problems, options.eval_problems), 64)),
                 ),
                 sessions=sessions,
                 endpoints=endpoints,

@@ -217,6 +217,13 @@ def _trained_on(result: DemoResult) -> PhaseResult:
     return result.trained_on or result.before
 
 
+def compared_set(result: DemoResult) -> str:
+    """What before and after were measured on, in a few words (a title)."""
+    if not result.eval_dataset:
+        return "HumanEval, the trained problems"
+    return f"Generated, held-out instances ({result.eval_dataset})"
+
+
 def problems_line(result: DemoResult) -> str:
     """What was trained on and what was compared, in words."""
     options = result.options
