@@ -55,6 +55,9 @@ class FakeOpenAI:
     model: str = "fake-model"
     policy_version: int = 7
     delay_s: float = 0.0
+    delay_after: int = 0
+    """`delay_s` applies to requests after this many (a test that must catch a call in
+    flight sets both before the run starts: setting the delay afterwards races a fast run)."""
     fail_next: list[int] = field(default_factory=list)
     """HTTP statuses to answer the next requests with, one per request, before succeeding."""
     requests: list[dict[str, Any]] = field(default_factory=list)
@@ -126,7 +129,7 @@ class FakeOpenAI:
                     },
                     status_code=404,
                 )
-            if self.delay_s:
+            if self.delay_s and len(self.requests) > self.delay_after:
                 await asyncio.sleep(self.delay_s)
             messages = body["messages"]
             prompt_ids = _token_ids("".join(m["content"] for m in messages))

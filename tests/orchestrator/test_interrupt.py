@@ -81,15 +81,16 @@ def test_ctrl_c_marks_the_run_interrupted_and_resume_loses_and_duplicates_nothin
         cli_env = {k: v for k, v in cli_env.items() if k != "COBALT_EXECUTOR_URL"}
     fake, url = fake_model
     add_doubles(sessions)
+    # Every model call after the first (one problem's turn 0, N turns) hangs: set before
+    # the run starts, as a fast run could otherwise finish between two polls.
+    fake.delay_s, fake.delay_after = HANG_S, 1
     process = _start_sample(cli_env, url)
     try:
         _wait_for(lambda: _run_id(sessions) is not None, "the run")
         run_id = _run_id(sessions)
         assert run_id is not None
         _wait_for(lambda: len(turns_of(sessions, run_id)) >= N, "the first turns", 300)
-        fake.delay_s = HANG_S  # every model call from now on hangs
-        asked = len(fake.requests)
-        _wait_for(lambda: len(fake.requests) > asked, "a model call in flight")
+        _wait_for(lambda: len(fake.requests) > 1, "a model call in flight")
         before = keys_and_answers(sessions, run_id)
         sent = time.monotonic()
         os.killpg(process.pid, signal.SIGINT)  # Ctrl-C: the whole foreground group gets it
@@ -143,6 +144,7 @@ def test_ctrl_c_stops_a_worker_at_once_and_its_job_goes_back_on_the_queue(
     pg_sessions: sessionmaker[Session],
 ) -> None:
     fake, url = fake_model
+    fake.delay_s, fake.delay_after = HANG_S, 1  # calls after the first hang (see above)
     # No retries: the stopped worker's job must go back on the queue all the same.
     rq_env = {**rq_env, "COBALT_JOB_RETRIES": "0"}
     run_id = json_out(
@@ -162,9 +164,7 @@ def test_ctrl_c_stops_a_worker_at_once_and_its_job_goes_back_on_the_queue(
     victim = worker(rq_env)
     try:
         _wait_for(lambda: len(turns_of(pg_sessions, run_id)) >= N, "the first turns")
-        fake.delay_s = HANG_S
-        asked = len(fake.requests)
-        _wait_for(lambda: len(fake.requests) > asked, "a model call in flight")
+        _wait_for(lambda: len(fake.requests) > 1, "a model call in flight")
         before = keys_and_answers(pg_sessions, run_id)
         victim.send_signal(signal.SIGINT)
         output, _ = victim.communicate(timeout=60)

@@ -266,7 +266,10 @@ CASES: list[Case] = [
             except OSError:
                 pass
         """,
-        verdicts=TLE,
+        # Stopped by whichever limit it meets first: the pids cap leaves it spinning until
+        # its time runs out, or its copies' memory fill the test's own memory cgroup (the
+        # per-test cgroup of issue 47; under load the second came first in the suite).
+        verdicts=("time_limit", "memory_limit"),
     ),
     Case(
         "thread_bomb",
