@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -91,6 +93,23 @@ def start_server(
         time.sleep(2)
     server.terminate()
     raise RuntimeError("the inference server did not get ready in 15 minutes")
+
+
+@contextlib.contextmanager
+def serving(
+    model: Path,
+    log: Path,
+    extra_env: dict[str, str] | None = None,
+    extra_args: list[str] | None = None,
+) -> Iterator[int]:
+    """A fresh `start_server` on a free port until the block ends; yields the port."""
+    port = free_port("127.0.0.1")
+    server = start_server(model, port, log, extra_env, extra_args)
+    try:
+        yield port
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
 
 
 async def one_step(

