@@ -143,3 +143,24 @@ def test_the_smallest_demo_trains_syncs_and_reports_what_the_database_holds(
     # Every service the demo started is gone.
     assert port_is_free(ui_port)
     assert _processes_mentioning(str(work)) == []
+
+
+def test_the_trainer_writes_its_resume_state_once_at_the_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Neither the demo nor the experiment resumes a job mid-way, so its trainer writes
+    the resume state (1.6 GB for SmolLM2) at the last step only; a user's own trainer
+    settings stay out of the stack's trainer."""
+    from types import SimpleNamespace
+
+    from cobalt.demo.pipeline import trainer_environment
+
+    monkeypatch.setenv("COBALT_TRAINER_SAVE_EVERY", "1")
+    ctx = SimpleNamespace(
+        endpoints=SimpleNamespace(orchestrator="http://o", inference="http://i", control_token="t"),
+        paths=SimpleNamespace(checkpoints=tmp_path),
+    )
+    env = trainer_environment(ctx, 16)  # type: ignore[arg-type]
+    assert env["COBALT_TRAINER_SAVE_EVERY"] == "16"
+    assert env["COBALT_TRAINER_CHECKPOINT_DIR"] == str(tmp_path.resolve())
+    assert env["COBALT_TRAINER_INFERENCE_TOKEN"] == "t"

@@ -343,6 +343,25 @@ def _train(
     return run_trainer(ctx, job_id, options.steps, progress, label="training")
 
 
+def trainer_environment(ctx: RunContext, steps: int) -> dict[str, str]:
+    """The trainer process's environment: this stack's endpoints and checkpoints, and none
+    of the user's own COBALT_* settings."""
+    env = without_cobalt_settings()
+    env.update(
+        COBALT_TRAINER_ORCHESTRATOR_URL=ctx.endpoints.orchestrator,
+        COBALT_TRAINER_INFERENCE_URL=ctx.endpoints.inference,
+        COBALT_TRAINER_CHECKPOINT_DIR=str(ctx.paths.checkpoints.resolve()),
+        # The resume state (weights and AdamW moments, 1.6 GB for SmolLM2) once, at the
+        # end: neither the demo nor the experiment resumes a job mid-way (an unfinished
+        # arm trains again from the base), and writing it after every step cost 3-8 s of
+        # a 2-core machine's time per step beside the next step's sampling.
+        COBALT_TRAINER_SAVE_EVERY=str(max(steps, 1)),
+    )
+    if ctx.endpoints.control_token:
+        env["COBALT_TRAINER_INFERENCE_TOKEN"] = ctx.endpoints.control_token
+    return env
+
+
 def run_trainer(
     ctx: RunContext, job_id: int, steps: int, progress: DemoProgress, *, label: str
 ) -> TrainingJobPublic:
@@ -352,14 +371,7 @@ def run_trainer(
     Raises:
         DemoFailed: the job failed, or the trainer stopped before its budget was spent.
     """
-    env = without_cobalt_settings()
-    env.update(
-        COBALT_TRAINER_ORCHESTRATOR_URL=ctx.endpoints.orchestrator,
-        COBALT_TRAINER_INFERENCE_URL=ctx.endpoints.inference,
-        COBALT_TRAINER_CHECKPOINT_DIR=str(ctx.paths.checkpoints.resolve()),
-    )
-    if ctx.endpoints.control_token:
-        env["COBALT_TRAINER_INFERENCE_TOKEN"] = ctx.endpoints.control_token
+    env = trainer_environment(ctx, steps)
     trainer = trainer_process(
         job_id=job_id, log_dir=ctx.paths.logs, env=env, log_name=f"trainer-{job_id}.log"
     )
