@@ -140,17 +140,20 @@ def test_the_smallest_demo_trains_syncs_and_reports_what_the_database_holds(
     trained = Path(data["trained_model"])
     assert trained.is_relative_to(work / "checkpoints") and (trained / "config.json").is_file()
     assert f"serve it: cobalt inference serve --model {trained}" in done.stdout.replace("\n", "")
+    # Its vLLM had the demo's KV cache (stack.KV_CACHE_GB), not the launcher's 1 GiB.
+    assert "Explicitly set (4.0/" in (work / "logs" / "inference.log").read_text(errors="replace")
     # Every service the demo started is gone.
     assert port_is_free(ui_port)
     assert _processes_mentioning(str(work)) == []
 
 
-def test_the_trainer_writes_its_resume_state_once_at_the_end(
+def test_the_stacks_trainer_saves_once_and_keeps_glibcs_malloc(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Neither the demo nor the experiment resumes a job mid-way, so its trainer writes
-    the resume state (1.6 GB for SmolLM2) at the last step only; a user's own trainer
-    settings stay out of the stack's trainer."""
+    the resume state (1.6 GB for SmolLM2) at the last step only, and it keeps glibc's own
+    mmap threshold (faster steps for a little more memory); a user's own trainer settings
+    stay out of the stack's trainer."""
     from types import SimpleNamespace
 
     from cobalt.demo.pipeline import trainer_environment
@@ -162,5 +165,6 @@ def test_the_trainer_writes_its_resume_state_once_at_the_end(
     )
     env = trainer_environment(ctx, 16)  # type: ignore[arg-type]
     assert env["COBALT_TRAINER_SAVE_EVERY"] == "16"
+    assert env["COBALT_TRAINER_MALLOC_MMAP_THRESHOLD"] == "0"  # glibc's own: faster steps
     assert env["COBALT_TRAINER_CHECKPOINT_DIR"] == str(tmp_path.resolve())
     assert env["COBALT_TRAINER_INFERENCE_TOKEN"] == "t"

@@ -66,7 +66,7 @@ class StackOptions(BaseModel):
     contexts and most after one feedback turn, and halves a SmolLM2 step against 1,536."""
     max_model_len: int = 2048
     """Context length of the vLLM it starts: three turns of 256-token answers with their
-    feedback fit, and the 1 GiB CPU KV cache still holds every sample at once."""
+    feedback fit, and the demo's 4 GiB CPU KV cache (stack.KV_CACHE_GB) holds them."""
     reward_format: RewardFormat = RewardFormat.INSTRUCT
     """The reward's format rules, the same in evaluation and training. instruct: no
     thinking block expected (SmolLM2); reasoning: the paper's rules (one `</think>`), for

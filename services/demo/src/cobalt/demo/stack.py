@@ -36,6 +36,12 @@ HOST = "127.0.0.1"
 SERVICE_START_TIMEOUT_S = 120.0
 INFERENCE_START_TIMEOUT_S = 600.0
 MODEL_PREPARE_TIMEOUT_S = 600.0
+KV_CACHE_GB = 4
+"""The KV cache of the vLLM the demo and the experiment start, on CPU (GiB; the launcher's
+own is 1). 64 problems x 4 samples with their feedback turns need ~40k tokens of KV, and
+in float32 (the AVX2 kind) a SmolLM2 token takes 46 KB: 1 GiB held ~150 of the 256
+sequences vLLM would decode at once, evicted the prefixes the feedback turns reuse and
+preempted some. 4 GiB: 1.06x the rollouts (docs/benchmarks.md), 3 GB more memory."""
 
 
 @dataclass
@@ -150,7 +156,11 @@ def running_services(
                     host=HOST,
                     port=inference_port,
                     log_dir=paths.logs,
-                    env={**env, "COBALT_INFERENCE_CONTROL_TOKEN": token},
+                    env={
+                        **env,
+                        "COBALT_INFERENCE_CONTROL_TOKEN": token,
+                        "COBALT_INFERENCE_CPU_KV_CACHE_GB": str(KV_CACHE_GB),
+                    },
                     max_model_len=options.max_model_len,
                 )
             )
