@@ -357,7 +357,7 @@ def trainer_environment(ctx: RunContext, steps: int) -> dict[str, str]:
         # a 2-core machine's time per step beside the next step's sampling.
         COBALT_TRAINER_SAVE_EVERY=str(max(steps, 1)),
         # glibc's own mmap threshold instead of the trainer's fixed 128 KiB: a SmolLM2 step
-        # of the experiment's shape 1.3-1.4x faster for 0.7 GB more peak memory
+        # of the experiment's shape 1.26x faster for 0.7 GB more peak memory
         # (docs/benchmarks.md, "The trainer's malloc threshold in the demo and the
         # experiment"); the fixed threshold keeps a long job's memory flat, which a
         # 16-step arm on a 2-core machine with room to spare does not need.
