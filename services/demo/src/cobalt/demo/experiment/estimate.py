@@ -272,7 +272,7 @@ def help_estimate() -> str:
     return (
         f"At the defaults: about {found.minutes(NATIVE):.0f} minutes on 2 cores with native "
         f"bfloat16 (avx512_bf16) and about {found.minutes(AVX2):.0f} minutes on the AVX2-only "
-        f"kind (costs measured on each); ~{found.disk_gb:.0f} GB of checkpoints "
-        f"and model, ~{PEAK_MEMORY_GB} GB peak memory; the plan printed first (and "
+        f"kind (costs from runs on each, docs/experiments.md); ~{found.disk_gb:.0f} GB of "
+        f"checkpoints and model, ~{PEAK_MEMORY_GB} GB peak memory; the plan printed first (and "
         "--dry-run) gives this machine's."
     )
