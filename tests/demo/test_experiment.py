@@ -42,6 +42,7 @@ from cobalt.demo.experiment.estimate import (
     help_estimate,
     plan_lines,
 )
+from cobalt.demo.experiment.outcomes import turn_outcomes
 from cobalt.demo.experiment.plan import (
     ExperimentOptions,
     arms_of,
@@ -50,13 +51,15 @@ from cobalt.demo.experiment.plan import (
     split_pool,
 )
 from cobalt.demo.store import choose_store
+from cobalt.orchestrator.datasets.generated.screening import outcome_of
 from cobalt.orchestrator.datasets.generated.templates import TEMPLATES
 from cobalt.orchestrator.runs.comparison import compare_runs
 from cobalt.orchestrator.runs.evaluation import stored_report
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker
-from cobalt.orchestrator.store.models import Dataset, Problem, Run
+from cobalt.orchestrator.store.models import Dataset, Problem, Run, Turn
 from cobalt.orchestrator.training.service import job_public, list_jobs
 from cobalt.shared.contracts.training import TrainerHyperparameters, TrainingMode
+from cobalt.shared.errors import Unavailable
 from cobalt.shared.ports import free_port
 from tests.support.inference import CONTROL_TOKEN, Server
 
@@ -106,7 +109,7 @@ def served(tiny_server: Server) -> Iterator[Server]:
 
 @pytest.mark.slow
 def test_the_tiny_experiment_runs_every_arm_on_equal_budgets_and_reports_the_stored_figures(
-    served: Server, tmp_path: Path
+    served: Server, executor_url: str, tmp_path: Path
 ) -> None:
     work = tmp_path / "experiment"
     env = {k: v for k, v in os.environ.items() if not k.startswith("COBALT_")}
@@ -191,7 +194,7 @@ def test_the_tiny_experiment_runs_every_arm_on_equal_budgets_and_reports_the_sto
                 if arm is not base:
                     comparison = compare_runs(sessions, base["runs"][split], arm["runs"][split])
                     assert figures["difference"] == comparison.difference
-                # Every turn-0 answer judged again and classified once.
+                # Every turn-0 answer classified once.
                 turn0 = figures["turn0"]
                 assert turn0["answers"] == stored.problems * 2
                 assert sum(turn0["outcomes"].values()) == turn0["answers"]
@@ -224,6 +227,34 @@ def test_the_tiny_experiment_runs_every_arm_on_equal_budgets_and_reports_the_sto
         rerun = json.loads((work / "results.json").read_text(encoding="utf-8"))
         assert {arm["name"]: arm["runs"] for arm in rerun["arms"]} == runs_before
         assert len(list_jobs(sessions).items) == jobs_before
+
+        # First answers are classified from the verdicts evaluation stored on their turns:
+        # no executor is asked (this URL answers nothing) and the passes are the stored ones.
+        run_id = base["runs"]["held_out"]
+        nowhere = f"http://127.0.0.1:{free_port()}"
+        outcomes = turn_outcomes(sessions, run_id, nowhere, compare="cobalt")
+        assert outcomes == base["splits"]["held_out"]["turn0"]
+        first = select(Turn).where(Turn.run_id == run_id, Turn.turn_index == 0)
+        with sessions() as session:
+            turns = list(session.scalars(first.order_by(Turn.id)))
+            assert all(turn.hidden_verdicts is not None for turn in turns)
+            assert outcomes["outcomes"]["passed"] == sum(bool(t.hidden_passed) for t in turns)
+        # A turn evaluation left unjudged (its sandbox failed every retry) is judged here:
+        # made a correct answer without verdicts, it counts as passed only through the executor.
+        with sessions.begin() as session:
+            turn = session.get(Turn, turns[0].id)
+            problem = session.get(Problem, turn.problem_id)
+            reference = problem.source_metadata["reference"]
+            turn.stored_response = f"```python\n{reference}\n```"
+            turn.code, turn.hidden_verdicts, turn.hidden_passed = reference, None, None
+            was = outcome_of(turns[0].code, problem.fn_name or "", turns[0].hidden_verdicts)
+        judged = turn_outcomes(sessions, run_id, executor_url, compare="cobalt")
+        expected = dict(outcomes["outcomes"])
+        expected[was.value] -= 1
+        expected["passed"] += 1
+        assert judged["outcomes"] == expected
+        with pytest.raises(Unavailable):
+            turn_outcomes(sessions, run_id, nowhere, compare="cobalt")
     finally:
         engine.dispose()
 
@@ -262,7 +293,8 @@ def test_the_arm_key_changes_with_the_config_only() -> None:
         arm.name: arm.key(ExperimentOptions(ui_port=9999)) for arm in arms_of(ExperimentOptions())
     }
     other = ExperimentOptions(lr=3e-5)
-    assert all(one[arm.name] != arm.key(other) for arm in arms_of(other))
+    # A trained arm's key names its training; the base is never trained (next test).
+    assert all(one[arm.name] != arm.key(other) for arm in arms_of(other) if arm.mode)
     assert len(set(one.values())) == len(one)
 
 
@@ -340,6 +372,18 @@ def test_the_shuffled_control_is_cobalts_job_with_shuffled_rewards_at_the_same_b
     keys = {arm.name: arm.key(other) for arm in arms_of(other)}
     assert keys["shuffled"] != control.key(options)
     assert all(keys[name] == arms[name].key(options) for name in keys if name != "shuffled")
+
+
+def test_training_options_name_the_trained_arms_and_not_the_bases_runs() -> None:
+    options = ExperimentOptions()
+    swept = ExperimentOptions(steps=8, contexts_per_step=8, lr=3e-5, group_size=8)
+    before = {arm.name: arm.key(options) for arm in arms_of(options)}
+    after = {arm.name: arm.key(swept) for arm in arms_of(swept)}
+    assert after["base"] == before["base"]  # its runs are reused by a sweep
+    assert after["cobalt"] != before["cobalt"] and after["shuffled"] != before["shuffled"]
+    # What the base samples or is judged on still names its runs.
+    for changed in ({"max_tokens": 96}, {"samples": 2}, {"seed": 1}, {"temperature": 0.7}):
+        assert arms_of(options)[0].key(ExperimentOptions(**changed)) != before["base"], changed
 
 
 def test_the_plan_gives_time_for_both_cpu_kinds_and_disk_from_the_sizes() -> None:

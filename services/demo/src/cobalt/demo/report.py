@@ -260,7 +260,7 @@ def _outcomes_section(result: DemoResult) -> list[str]:
 
     return [
         "<h2>What became of the first answers</h2>",
-        "<p>Every turn-0 answer judged again on its hidden tests, by kind (shares of the "
+        "<p>Every turn-0 answer by its verdicts on the hidden tests, by kind (shares of the "
         "answers); <i>format-valid</i>: a program the rollouts judge, in one block tagged "
         "python. A gain that is only format shows here.</p>",
         _table(

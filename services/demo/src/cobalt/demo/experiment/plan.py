@@ -216,6 +216,12 @@ class ExperimentOptions(StackOptions):
         return {k: v for k, v in self.as_dict().items() if k not in skip}
 
 
+TRAINING_ONLY = frozenset(
+    {"steps", "contexts_per_step", "group_size", "episode_turns", "lr", "shuffle_seed"}
+)
+"""Options that change how an arm trains and nothing that the base samples or is judged on."""
+
+
 @dataclass(frozen=True)
 class Arm:
     """One arm: how it trains (none for base) and its budget."""
@@ -234,8 +240,14 @@ class Arm:
         return self.steps * self.responses_per_step
 
     def key(self, options: ExperimentOptions) -> str:
-        """The arm's name in the store: its job is `exp-<arm>-<hash of the config>`."""
-        blob = json.dumps([self.name, options.identity(), dict(self.params)], sort_keys=True)
+        """The arm's name in the store: its job is `exp-<arm>-<hash of the config>`. The
+        base is never trained, so the training options do not name its runs: a run with
+        another --lr or --steps reuses the base's runs (a sweep on validation costs only
+        the trained arms)."""
+        identity = options.identity()
+        if self.mode is None:
+            identity = {k: v for k, v in identity.items() if k not in TRAINING_ONLY}
+        blob = json.dumps([self.name, identity, dict(self.params)], sort_keys=True)
         return f"exp-{self.name.replace('_', '-')}-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
 
 

@@ -32,7 +32,6 @@ from cobalt.shared.contracts import (
     BatchExecuteRequest,
     Compare,
     ExecuteRequest,
-    ExecuteResponse,
     ProblemRow,
 )
 from cobalt.shared.contracts.executor import MAX_BATCH_REQUESTS
@@ -76,9 +75,10 @@ def _defines(program: str, fn_name: str) -> bool | None:
     )
 
 
-def outcome_of(program: str | None, fn_name: str, response: ExecuteResponse | None) -> Outcome:
-    """The outcome of one answer: its extracted program, and the executor's verdicts on
-    the hidden tests (None when the program was not run)."""
+def outcome_of(program: str | None, fn_name: str, verdicts: Sequence[str] | None) -> Outcome:
+    """The outcome of one answer: its extracted program, and the executor's verdict on each
+    hidden test (None when the program was not run). The verdicts may be fresh from the
+    executor or the ones evaluation stored on the turn (`Turn.hidden_verdicts`)."""
     if program is None:
         return Outcome.NO_CODE
     defined = _defines(program, fn_name)
@@ -86,11 +86,11 @@ def outcome_of(program: str | None, fn_name: str, response: ExecuteResponse | No
         return Outcome.SYNTAX_ERROR
     if not defined:
         return Outcome.WRONG_FUNCTION_NAME
-    if response is None:
+    if verdicts is None:
         raise ValueError("a program that defines its function must have been run")
-    if response.passed == response.total:
+    if all(verdict == "accepted" for verdict in verdicts):
         return Outcome.PASSED
-    if any(result.verdict not in ("accepted", "wrong_answer") for result in response.results):
+    if any(verdict not in ("accepted", "wrong_answer") for verdict in verdicts):
         return Outcome.RUNTIME_ERROR
     return Outcome.WRONG_ANSWER
 
@@ -109,7 +109,7 @@ def judge_answers(
         for index, ((problem, _), program) in enumerate(zip(answers, programs, strict=True))
         if program is not None and _defines(program, problem.fn_name or "")
     ]
-    responses: dict[int, ExecuteResponse] = {}
+    verdicts: dict[int, list[str]] = {}
     for start in range(0, len(runnable), MAX_BATCH_REQUESTS):
         chunk = runnable[start : start + MAX_BATCH_REQUESTS]
         requests = [
@@ -119,9 +119,10 @@ def judge_answers(
             for index in chunk
         ]
         batch = executor.execute_batch(BatchExecuteRequest(requests=requests))
-        responses.update(zip(chunk, batch.results, strict=True))
+        for index, response in zip(chunk, batch.results, strict=True):
+            verdicts[index] = [str(result.verdict) for result in response.results]
     return [
-        outcome_of(program, problem.fn_name or "", responses.get(index))
+        outcome_of(program, problem.fn_name or "", verdicts.get(index))
         for index, ((problem, _), program) in enumerate(zip(answers, programs, strict=True))
     ]
 
