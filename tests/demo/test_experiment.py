@@ -293,7 +293,8 @@ def test_the_arm_key_changes_with_the_config_only() -> None:
         arm.name: arm.key(ExperimentOptions(ui_port=9999)) for arm in arms_of(ExperimentOptions())
     }
     other = ExperimentOptions(lr=3e-5)
-    # A trained arm's key names its training; the base is never trained (next test).
+    # A trained arm's key names its training; the base is never trained (its runs are
+    # reused across training options: test_training_options_name_the_trained_arms_...).
     assert all(one[arm.name] != arm.key(other) for arm in arms_of(other) if arm.mode)
     assert len(set(one.values())) == len(one)
 
