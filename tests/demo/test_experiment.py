@@ -50,6 +50,7 @@ from cobalt.demo.experiment.plan import (
     select_training_problems,
     split_pool,
 )
+from cobalt.demo.experiment.report import MIN_PROBLEMS_FOR_A_VERDICT, render_markdown, verdict
 from cobalt.demo.store import choose_store
 from cobalt.orchestrator.datasets.generated.screening import outcome_of
 from cobalt.orchestrator.datasets.generated.templates import TEMPLATES
@@ -373,6 +374,23 @@ def test_the_shuffled_control_is_cobalts_job_with_shuffled_rewards_at_the_same_b
     keys = {arm.name: arm.key(other) for arm in arms_of(other)}
     assert keys["shuffled"] != control.key(options)
     assert all(keys[name] == arms[name].key(options) for name in keys if name != "shuffled")
+
+
+def test_a_split_of_a_handful_of_problems_gives_no_verdict() -> None:
+    """Pilot 3's record (seed 500, config A): 100 validation instances and a held-out split
+    of 1 instance, whose bootstrap over one problem gave [+0.25, +1.00]."""
+    record = Path(__file__).parents[2] / "docs/experiments/pilot-3/results-500-A.json"
+    data = json.loads(record.read_text(encoding="utf-8"))
+    images = {"train": "t.png", "validation": "v.png", "held_out": "h.png", "curves": "c.png"}
+    report = render_markdown(data, images, wall_s=60.0)
+    significant = report.split("## What is significant")[1].split("##")[0]
+    assert "validation instances at turn 1: +0.165" in significant, significant
+    assert "held-out" not in significant
+    assert "| too few problems (1) |" in report
+    assert verdict([0.25, 1.0], MIN_PROBLEMS_FOR_A_VERDICT - 1).startswith("too few")
+    assert verdict([0.25, 1.0], MIN_PROBLEMS_FOR_A_VERDICT) == "**better**"
+    assert verdict([-0.2, -0.1], 200) == "**worse**"
+    assert verdict([-0.1, 0.1], 200) == "within noise"
 
 
 def test_training_options_name_the_trained_arms_and_not_the_bases_runs() -> None:

@@ -18,7 +18,15 @@ from cobalt.demo.experiment.outcomes import OUTCOME_KINDS
 if TYPE_CHECKING:
     from cobalt.demo.experiment.pipeline import ExperimentResult
 
-__all__ = ["CURVES", "SPLITS", "collect", "render_markdown", "write_report"]
+__all__ = [
+    "CURVES",
+    "MIN_PROBLEMS_FOR_A_VERDICT",
+    "SPLITS",
+    "collect",
+    "render_markdown",
+    "verdict",
+    "write_report",
+]
 
 SPLITS = (
     ("train", "training problems"),
@@ -130,9 +138,18 @@ def _cell(value: float | None, interval: list[float] | None) -> str:
     return rate_text(value, interval)
 
 
-def _verdict(interval: list[float] | None) -> str:
+MIN_PROBLEMS_FOR_A_VERDICT = 10
+"""Below this many problems a split's paired interval is not read as a verdict: the
+bootstrap resamples problems, so over a handful it shows their samples' noise and not how
+problems differ (a pilot's 1-instance held-out split gave [+0.25, +1.00])."""
+
+
+def verdict(interval: list[float] | None, problems: int | None) -> str:
+    """Better, worse or within noise by the paired interval over `problems` problems."""
     if interval is None:
         return "-"
+    if problems is not None and problems < MIN_PROBLEMS_FOR_A_VERDICT:
+        return f"too few problems ({problems})"
     if interval[0] > 0:
         return "**better**"
     return "**worse**" if interval[1] < 0 else "within noise"
@@ -148,10 +165,10 @@ def _significant(data: dict[str, Any]) -> list[str]:
         for split, split_label in _splits(data["arms"]):
             figures = arm["splits"][split]
             for turn, interval in enumerate(figures.get("difference_interval", [])):
-                verdict = _verdict(interval)
-                if verdict not in ("-", "within noise"):
+                said = verdict(interval, figures.get("problems"))
+                if said.startswith("**"):
                     found.append(
-                        f"{arm['name']} is {verdict.strip('*')} than base on the {split_label} "
+                        f"{arm['name']} is {said.strip('*')} than base on the {split_label} "
                         f"at turn {turn}: {figures['difference'][turn]:+.3f} "
                         f"[{interval[0]:+.3f}, {interval[1]:+.3f}]"
                     )
@@ -206,9 +223,10 @@ def render_markdown(data: dict[str, Any], images: dict[str, str], *, wall_s: flo
                 difference = _at(figures.get("difference"), turn)
                 interval = _at(figures.get("difference_interval"), turn)
                 change = "-" if difference is None else _cell(difference, interval)
+                said = verdict(interval, figures.get("problems")) if arm["job"] is not None else ""
                 lines.append(
                     f"| {arm['name']} | {turn} | {_cell(value, _at(figures['interval'], turn))} "
-                    f"| {change} | {_verdict(interval) if arm['job'] is not None else ''} |"
+                    f"| {change} | {said} |"
                 )
         lines += ["", f"![Pass@1, {label}]({images[split]})"]
     lines += _outcome_lines(data)
@@ -220,8 +238,9 @@ def render_markdown(data: dict[str, Any], images: dict[str, str], *, wall_s: flo
         lines += [f"- {line}" for line in significant]
     else:
         lines.append(
-            "No arm differs from the base model by more than the noise at any turn on either "
-            "split: every paired 95% interval of the difference contains 0."
+            "No arm differs from the base model by more than the noise at any turn on any "
+            "split: every paired 95% interval of the difference contains 0 (a split of fewer "
+            f"than {MIN_PROBLEMS_FOR_A_VERDICT} problems is not read as a verdict)."
         )
     lines += ["", "## Where the time went", "", "| stage | seconds |", "|---|---:|"]
     lines += [f"| {stage} | {seconds:.0f} |" for stage, seconds in data["timings_s"].items()]
