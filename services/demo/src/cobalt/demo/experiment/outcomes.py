@@ -53,16 +53,7 @@ def turn_outcomes(
         if verdicts is not None or code is None:
             outcomes.append(outcome_of(code, problem.fn_name or "", verdicts))
             continue
-        row = ProblemRow.model_validate(
-            {
-                "external_id": problem.external_id,
-                "statement": problem.statement,
-                "test_style": problem.test_style,
-                "fn_name": problem.fn_name,
-                "hidden_tests": problem.hidden_tests,
-            }
-        )
-        unjudged.append((row, response))
+        unjudged.append((ProblemRow.model_validate(problem, from_attributes=True), response))
     if unjudged:
         settings = ExecutorClientSettings(url=executor_url, auth_token=None)
         with ExecutorClient.from_settings(settings) as executor:

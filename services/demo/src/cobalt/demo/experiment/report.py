@@ -166,7 +166,7 @@ def _significant(data: dict[str, Any]) -> list[str]:
             figures = arm["splits"][split]
             for turn, interval in enumerate(figures.get("difference_interval", [])):
                 said = verdict(interval, figures.get("problems"))
-                if said.startswith("**"):
+                if said in ("**better**", "**worse**"):
                     found.append(
                         f"{arm['name']} is {said.strip('*')} than base on the {split_label} "
                         f"at turn {turn}: {figures['difference'][turn]:+.3f} "
