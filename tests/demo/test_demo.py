@@ -168,3 +168,87 @@ def test_the_stacks_trainer_saves_once_and_keeps_glibcs_malloc(
     assert env["COBALT_TRAINER_MALLOC_MMAP_THRESHOLD"] == "0"  # glibc's own: faster steps
     assert env["COBALT_TRAINER_CHECKPOINT_DIR"] == str(tmp_path.resolve())
     assert env["COBALT_TRAINER_INFERENCE_TOKEN"] == "t"
+
+
+def _fake_inference_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An inference environment's prefix whose python `cobalt.demo.stack` will name."""
+    import cobalt.demo.stack as stack
+
+    prefix = tmp_path / "venv-inference"
+    (prefix / "bin").mkdir(parents=True)
+    monkeypatch.setattr(stack, "inference_python", lambda settings: prefix / "bin" / "python")
+    return prefix
+
+
+def _write_model(directory: Path) -> None:
+    directory.mkdir(parents=True)
+    (directory / "config.json").write_text("{}", encoding="utf-8")
+    (directory / "model.safetensors").write_bytes(b"weights")
+    (directory / ".prepared").write_text("ok\n", encoding="utf-8")
+
+
+def test_the_model_is_copied_from_the_one_make_setup_converted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`make setup` converts SmolLM2 once into the inference environment; a work dir takes a
+    copy of it (no conversion, which took 30-45 s a run), and writing into the copy leaves
+    the environment's untouched."""
+    import cobalt.demo.stack as stack
+    from cobalt.demo.options import DemoPaths
+    from cobalt.demo.progress import StageBar
+
+    prefix = _fake_inference_environment(tmp_path, monkeypatch)
+    _write_model(prefix / stack.SMOLLM2_CACHE)
+    monkeypatch.setattr(stack.subprocess, "run", lambda *a, **k: pytest.fail("converted again"))
+    paths = DemoPaths(root=tmp_path / "work", database_url="sqlite://")
+    bar = StageBar(None, None)
+
+    model = stack.prepare_model(paths, bar)
+
+    assert model == paths.smollm2 and bar.note == "converted by make setup"
+    assert (model / "model.safetensors").read_bytes() == b"weights"
+    assert not list(model.parent.glob(".*.part"))  # no half-made directory left
+    (model / "model.safetensors").write_bytes(b"trained")
+    assert (prefix / stack.SMOLLM2_CACHE / "model.safetensors").read_bytes() == b"weights"
+    assert stack.prepare_model(paths, bar) == model and bar.note == "cached"
+
+
+def test_a_set_up_without_the_converted_model_converts_it_into_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import cobalt.demo.stack as stack
+    from cobalt.demo.errors import DemoFailed
+    from cobalt.demo.options import DemoPaths
+    from cobalt.demo.progress import StageBar
+
+    prefix = _fake_inference_environment(tmp_path, monkeypatch)
+    commands: list[list[str]] = []
+
+    def convert(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[bytes]:
+        commands.append(command)
+        _write_model(Path(command[command.index("--out") + 1]))
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(stack.subprocess, "run", convert)
+    paths = DemoPaths(root=tmp_path / "work", database_url="sqlite://")
+
+    model = stack.prepare_model(paths, StageBar(None, None))
+
+    (command,) = commands
+    assert command[command.index("--out") + 1] == str(prefix / stack.SMOLLM2_CACHE)
+    assert (model / "config.json").is_file()
+
+    # A failed conversion names its reason and log, and leaves no model behind.
+    def fail(command: list[str], stdout: object, **kwargs: object) -> object:
+        stdout.write(b"error: no GGUF file\n")  # type: ignore[attr-defined]
+        return subprocess.CompletedProcess(command, 1)
+
+    monkeypatch.setattr(stack.subprocess, "run", fail)
+    other = _fake_inference_environment(tmp_path / "other", monkeypatch)
+    with pytest.raises(DemoFailed, match="no GGUF file"):
+        stack.prepare_model(DemoPaths(root=tmp_path / "work2", database_url="sqlite://"),
+                            StageBar(None, None))  # fmt: skip
+    assert not (other / stack.SMOLLM2_CACHE / ".prepared").exists()
+    assert not (tmp_path / "work2" / "models").exists() or not any(
+        (tmp_path / "work2" / "models").iterdir()
+    )

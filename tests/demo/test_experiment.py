@@ -44,6 +44,7 @@ from cobalt.demo.experiment.estimate import (
 )
 from cobalt.demo.experiment.outcomes import turn_outcomes
 from cobalt.demo.experiment.plan import (
+    ARM_NAMES,
     ExperimentOptions,
     arms_of,
     pool_rows,
@@ -395,11 +396,17 @@ def test_a_split_of_a_handful_of_problems_gives_no_verdict() -> None:
 
 def test_training_options_name_the_trained_arms_and_not_the_bases_runs() -> None:
     options = ExperimentOptions()
-    swept = ExperimentOptions(steps=8, contexts_per_step=8, lr=3e-5, group_size=8)
+    swept = ExperimentOptions(steps=8, contexts_per_step=8, lr=3e-5, group_size=8, kl_coef=1e-4)
     before = {arm.name: arm.key(options) for arm in arms_of(options)}
     after = {arm.name: arm.key(swept) for arm in arms_of(swept)}
     assert after["base"] == before["base"]  # its runs are reused by a sweep
     assert after["cobalt"] != before["cobalt"] and after["shuffled"] != before["shuffled"]
+    # Every trained arm's job gets the KL weight: 0 by default (no reference, and the
+    # settled groups' responses skip the update), the paper's 1e-4 when asked.
+    for arm in arms_of(ExperimentOptions(arms=ARM_NAMES)):
+        if arm.mode is not None:
+            assert arm.params["trainer"]["kl_coef"] == 0.0, arm.name
+    assert {a.params["trainer"]["kl_coef"] for a in arms_of(swept) if a.mode} == {1e-4}
     # What the base samples or is judged on still names its runs.
     for changed in ({"max_tokens": 96}, {"samples": 2}, {"seed": 1}, {"temperature": 0.7}):
         assert arms_of(options)[0].key(ExperimentOptions(**changed)) != before["base"], changed

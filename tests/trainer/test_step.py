@@ -150,6 +150,79 @@ def test_groups_split_into_updates(tiny_model: Qwen2ForCausalLM) -> None:
     assert metrics[1]["kl_ref"] > 0
 
 
+def three_groups_one_settled() -> Rollouts:
+    """Groups g0 and g2 have reward variance; g1's four responses all got 0.2 (advantage 0)."""
+    group = one_group()
+    return Rollouts(
+        prompt_ids=[*group.prompt_ids, *group.prompt_ids, *group.prompt_ids],
+        response_ids=[
+            *group.response_ids,
+            [9, 9, 2],
+            [4],
+            [31, 5],
+            [6, 6, 6, 6],
+            *group.response_ids,
+        ],
+        rewards=[*group.rewards, 0.2, 0.2, 0.2, 0.2, 1.0, 0.0, 0.0, 1.0],
+        group_ids=["g0"] * 4 + ["g1"] * 4 + ["g2"] * 4,
+    )
+
+
+@pytest.mark.parametrize("updates", [1, 3])
+def test_skipping_zero_advantage_responses_changes_no_weight(
+    tiny_model: Qwen2ForCausalLM, updates: int
+) -> None:
+    """Without KL and entropy terms a response of advantage 0 has no gradient: leaving it out
+    of the forward and backward gives the same update. With 3 updates g1 is a mini-batch of
+    its own, every response skipped: the optimizer must still take that update (its
+    momentum and weight decay move the weights), which needs a gradient of zeros on every
+    parameter. SGD with momentum and weight decay, not AdamW: AdamW divides each gradient
+    by its own scale, so weights whose true gradient is 0 (the key biases: softmax ignores
+    a shift shared by all keys) would move by lr times the sign of rounding noise."""
+    rollouts = three_groups_one_settled()
+    settings = TrainerHyperparameters(
+        lr=1e-2, contexts_per_step=3, updates_per_step=updates, kl_coef=0.0, n_samples=4
+    )
+    computed_every_row = copy.deepcopy(tiny_model)
+
+    def sgd(model: Qwen2ForCausalLM) -> torch.optim.Optimizer:
+        return torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9, weight_decay=0.1)
+
+    skipping, everything = sgd(tiny_model), sgd(computed_every_row)
+    before = copy.deepcopy(tiny_model.state_dict())
+    for _ in range(2):  # the second step's update carries the first's momentum
+        skipped = train_step(tiny_model, None, skipping, rollouts, settings, pad_id=PAD)
+        full = train_step(
+            computed_every_row, None, everything, rollouts, settings, pad_id=PAD,
+            skip_zero_advantage=False,
+        )  # fmt: skip
+
+    assert skipped[0]["skipped_responses"] == 4 and full[0]["skipped_responses"] == 0
+    after_full = computed_every_row.state_dict()
+    for name, weight in tiny_model.state_dict().items():
+        torch.testing.assert_close(weight, after_full[name], rtol=0, atol=1e-6, msg=name)
+    moved = [n for n, w in tiny_model.state_dict().items() if not torch.equal(w, before[n])]
+    assert len(moved) == len(before)  # every weight moved (weight decay moves the norms)
+    # The settled mini-batch computed nothing: no loss metrics, the others' are its own.
+    if updates == 3:
+        assert "loss" not in skipped[1] and "loss" in full[1]
+        assert skipped[0]["pg_clipfrac"] == pytest.approx(full[0]["pg_clipfrac"], abs=1e-6)
+
+
+def test_responses_are_computed_when_a_kl_or_entropy_term_gives_them_a_gradient(
+    tiny_model: Qwen2ForCausalLM,
+) -> None:
+    rollouts = three_groups_one_settled()
+    for extra in ({"kl_coef": 1e-4}, {"kl_coef": 0.0, "entropy_coef": 0.01}):
+        settings = TrainerHyperparameters(
+            lr=1e-3, contexts_per_step=3, updates_per_step=1, n_samples=4, **extra
+        )
+        reference = frozen_copy(tiny_model) if extra["kl_coef"] else None
+        optimizer = make_optimizer(tiny_model, settings)
+        (update,) = train_step(tiny_model, reference, optimizer, rollouts, settings, pad_id=PAD)
+        assert update["skipped_responses"] == 0, extra
+
+
 def test_rollouts_validate_lengths() -> None:
     with pytest.raises(ValueError, match="differ in length"):
         Rollouts(prompt_ids=[[1]], response_ids=[[2], [3]], rewards=[1.0], group_ids=["a"])

@@ -153,6 +153,10 @@ class DemoOptions(StackOptions):
     lr: float = DEMO_LEARNING_RATE
     """AdamW learning rate: not the paper's 1e-6, at which a few steps leave a 135M model
     where it was (docs/experiments.md, "The demo")."""
+    kl_coef: float = 0.0
+    """Weight of the KL-to-reference loss (the paper's is 1e-4): 0 holds no reference and
+    skips the update's work on groups whose rewards were all equal (`cobalt experiment
+    --help`, --kl-coef)."""
     work_dir: Path = DEFAULT_WORK_DIR
     """Converted model, checkpoints, logs, state and the report (not the store: --store)."""
     fresh: bool = False
@@ -180,6 +184,8 @@ class DemoOptions(StackOptions):
             raise ValueError("--turns must be at least 1 (the bandit builder needs feedback turns)")
         if self.group_size < 2:
             raise ValueError("--group-size must be at least 2 (GRPO compares within a group)")
+        if self.kl_coef < 0:
+            raise ValueError("--kl-coef must be at least 0")
         return self
 
 

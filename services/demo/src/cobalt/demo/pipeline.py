@@ -318,6 +318,7 @@ def _train(
         "updates_per_step": 2 if per_step % 2 == 0 else 1,
         "max_response_tokens": options.max_tokens,
         "lr": options.lr,
+        "kl_coef": options.kl_coef,
     }
     request = TrainingJobCreate(
         name=f"demo-{datetime.now(UTC):%Y%m%d-%H%M%S}",

@@ -145,7 +145,11 @@ def step_metrics(
         "reward_std": statistics.pstdev(rewards),
         "pass_rate": statistics.fmean(s.pass_rate for s in episodes.values()),
         "solved_fraction": statistics.fmean(s.pass_rate == 1.0 for s in episodes.values()),
-        **{k: v for k, v in updates[0].items() if k.startswith(("advantage_", "mismatch_"))},
+        **{
+            k: v
+            for k, v in updates[0].items()
+            if k.startswith(("advantage_", "mismatch_")) or k == "skipped_responses"
+        },
         "samples": float(responses),
         "episodes": float(len(episodes)),
         "turns_per_episode": responses / len(episodes),

@@ -9,7 +9,9 @@ sampler's log-probabilities, one reward each, and the context each was sampled f
    a job with `reward_shuffle_seed` (the shuffled-reward control) permutes the episodes'
    rewards within each group first;
 2. splits the groups into `updates_per_step` mini-batches (under torchrun each rank takes
-   every world-th row of each) and packs each share into micro-batches of at most
+   every world-th row of each), leaves out the responses whose loss has no gradient
+   (advantage 0 with neither KL nor entropy term: `rows_with_gradient`; they still count
+   in the token-mean) and packs each share into micro-batches of at most
    `token_budget` tokens: with `share_prompts` (the default) the responses to one prompt
    share one forward of it, segments packed into one row without padding
    (prompt_sharing.py); without, one right-padded row per response, packed by length
@@ -80,6 +82,7 @@ __all__ = [
     "plan_micro_batches",
     "response_log_probs",
     "episode_advantages",
+    "rows_with_gradient",
     "train_step",
 ]
 
@@ -353,6 +356,24 @@ def _mini_batches(group_ids: Sequence[Hashable], count: int) -> list[list[int]]:
     return batches
 
 
+def rows_with_gradient(
+    minis: Sequence[Sequence[int]], advantages: torch.Tensor, settings: TrainerHyperparameters
+) -> list[list[int]]:
+    """Each mini-batch's rows whose loss has a gradient: without the KL and entropy terms
+    and without an importance correction, a response of advantage 0 (its group's rewards
+    were all equal) adds exactly 0 to the loss and to its gradient (-A * ratio is 0 on every
+    branch of the clip), so it needs no forward or backward. Its tokens still count in the
+    mini-batch's token-mean (`_kept_tokens` counts every row), so the update is the one the
+    whole mini-batch gives. A third to a half of the experiment's groups have all-equal
+    rewards (docs/experiments.md), so this is that share of a CPU step's compute.
+
+    With `kl_coef` or `entropy_coef` above 0, or `recompute_old_log_probs` (the
+    off-policy metrics and corrections cover every row), every row is computed."""
+    if settings.kl_coef > 0 or settings.entropy_coef > 0 or settings.recompute_old_log_probs:
+        return [list(rows) for rows in minis]
+    return [[row for row in rows if float(advantages[row]) != 0.0] for rows in minis]
+
+
 def _refuse_rows_over_budget(lengths: Sequence[int], budget: int) -> None:
     longest = max(range(len(lengths)), key=lengths.__getitem__)
     if lengths[longest] > budget:
@@ -409,7 +430,10 @@ def _micro_plans(
         list(plan_micro_batches(rollouts, shard, budget, share_prompts=share_prompts))
         for shard in shards
     ]
-    counts = agree_on_counts([len(plan) for plan in plans])
+    # At least one pass per mini-batch: one whose every row was skipped
+    # (`rows_with_gradient`) still takes its AdamW update, which needs a gradient (of zeros,
+    # from an idle pass) on every parameter; AdamW passes over parameters without one.
+    counts = [max(count, 1) for count in agree_on_counts([len(plan) for plan in plans])]
     return [plan + [None] * (count - len(plan)) for plan, count in zip(plans, counts, strict=True)]
 
 
@@ -498,15 +522,21 @@ def _kept_tokens(
     plans: Sequence[Sequence[Micro | None]],
     corrections: dict[int, TokenCorrection],
     minis: Sequence[Sequence[int]],
+    *,
+    every: bool = True,
 ) -> list[float]:
     """Each mini-batch's response tokens over every rank: those the loss keeps (MIS
-    leaves some out: they count in no token-mean), all of them without MIS."""
-    if not corrections:
+    leaves some out: they count in no token-mean), all of them without MIS; of every
+    row of `minis`, or (`every=False`) of the rows the plans compute."""
+    if not corrections and every:
         return [float(sum(len(rollouts.response_ids[row]) for row in rows)) for rows in minis]
-    local = [
-        sum(float(corrections[row].kept.sum()) for micro in plan for row in _members(micro))
-        for plan in plans
-    ]
+
+    def kept(row: int) -> float:
+        if corrections:
+            return float(corrections[row].kept.sum())
+        return float(len(rollouts.response_ids[row]))
+
+    local = [sum(kept(row) for micro in plan for row in _members(micro)) for plan in plans]
     return sum_over_ranks(local)[0]
 
 
@@ -525,10 +555,17 @@ def train_step(
     settings: TrainerHyperparameters,
     pad_id: int = 0,
     precision: Precision | None = None,
+    *,
+    skip_zero_advantage: bool = True,
 ) -> list[dict[str, float]]:
     """One GRPO step: `settings.updates_per_step` AdamW updates, each accumulating the
     gradient of its mini-batch over micro-batches of at most `settings.token_budget`
-    tokens; metrics of each update (with the step's advantage statistics)."""
+    tokens; metrics of each update (with the step's advantage statistics).
+
+    Responses whose loss has no gradient are not computed (`rows_with_gradient`; the
+    update is the same); `skip_zero_advantage=False` computes them anyway, which only a
+    check of that equality needs. The loss metrics (`loss`, `pg_clipfrac`, `entropy`, ...)
+    are token-means over the responses computed; `skipped_responses` counts the others."""
     config = GrpoLossConfig.from_settings(settings)
     if reference is None and config.kl_coef > 0:
         raise ValueError("kl_coef > 0 needs a reference model (frozen, the starting weights)")
@@ -552,9 +589,16 @@ def train_step(
     minis = _mini_batches(rollouts.group_ids, settings.updates_per_step)
     if any(len(rows) < world for rows in minis):
         raise ValueError(f"a mini-batch has fewer rows than the {world} ranks sharing it")
+    computed = rows_with_gradient(minis, advantages, settings) if skip_zero_advantage else minis
+    advantage_stats["skipped_responses"] = float(
+        sum(len(rows) for rows in minis) - sum(len(rows) for rows in computed)
+    )
     shared = settings.share_prompts
     plans = _micro_plans(
-        rollouts, [rows[rank::world] for rows in minis], settings.token_budget, share_prompts=shared
+        rollouts,
+        [rows[rank::world] for rows in computed],
+        settings.token_budget,
+        share_prompts=shared,
     )
     # Every forward below, and the recomputation of checkpointed layers in backward,
     # attends within the packed segments (prompt_sharing.py).
@@ -613,7 +657,12 @@ def _updates(
     metrics = []
     policy.train()
     kept_tokens = _kept_tokens(rollouts, plans, corrections, minis)
-    for rows, plan, global_tokens in zip(minis, plans, kept_tokens, strict=True):
+    # The tokens computed (`rows_with_gradient` may skip some), over which the loss
+    # metrics are means; the loss itself divides by every kept token.
+    computed_tokens = _kept_tokens(rollouts, plans, corrections, minis, every=False)
+    for rows, plan, global_tokens, metric_tokens in zip(
+        minis, plans, kept_tokens, computed_tokens, strict=True
+    ):
         # Token-mean over the whole mini-batch: each micro-batch's token-mean weighs its
         # share of the mini-batch's tokens, times the ranks FSDP averages gradients over.
         optimizer.zero_grad(set_to_none=True)
@@ -659,7 +708,10 @@ def _updates(
         local = {
             name: total / local_tokens if local_tokens else 0.0 for name, total in sums.items()
         }
-        update_metrics = all_reduce_token_weighted(local, local_tokens, global_tokens or 1.0)
+        # An update whose every response was skipped computed no loss: no loss metrics.
+        update_metrics = (
+            all_reduce_token_weighted(local, local_tokens, metric_tokens) if metric_tokens else {}
+        )
         # Under FSDP the norm is a DTensor; its full value is the same on every rank.
         norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
         update_metrics["grad_norm"] = float(norm)

@@ -115,6 +115,12 @@ class ExperimentOptions(StackOptions):
     lr: float = 2e-5
     """AdamW learning rate of every arm (choose another from the training curves and the
     validation split, never from held-out Pass@1)."""
+    kl_coef: float = 0.0
+    """Weight of every arm's KL-to-reference loss (the paper's is 1e-4). 0: no reference
+    model, and the responses of groups whose rewards were all equal skip the update's
+    forward and backward (their gradient is 0), a third of it at these sizes. At 1e-4 the
+    term's gradient per token was at most ~1e-4 of the policy gradient's in the declared
+    runs (docs/experiments.md, "Generated data")."""
     work_dir: Path = DEFAULT_WORK_DIR
     """Converted model, checkpoints, logs, state and the report (not the store: --store)."""
     ui_port: int = 8300
@@ -137,6 +143,8 @@ class ExperimentOptions(StackOptions):
             raise ValueError("--pool must be at least 4 (two training and two held-out problems)")
         if self.eval_turns is not None and self.eval_turns < 0:
             raise ValueError("--eval-turns must be at least 0")
+        if self.kl_coef < 0:
+            raise ValueError("--kl-coef must be at least 0")
         if (
             min(self.held_out, self.screen_instances) < 1
             or self.validation < 0
@@ -217,7 +225,7 @@ class ExperimentOptions(StackOptions):
 
 
 TRAINING_ONLY = frozenset(
-    {"steps", "contexts_per_step", "group_size", "episode_turns", "lr", "shuffle_seed"}
+    {"steps", "contexts_per_step", "group_size", "episode_turns", "lr", "kl_coef", "shuffle_seed"}
 )
 """Options that change how an arm trains and nothing that the base samples or is judged on."""
 
@@ -264,6 +272,7 @@ def arms_of(options: ExperimentOptions) -> list[Arm]:
         "n_samples": group,
         "max_response_tokens": options.max_tokens,
         "lr": options.lr,
+        "kl_coef": options.kl_coef,
     }
     common: dict[str, Any] = {"temperature": options.temperature, "max_steps": steps}
     if options.data == "generated":
