@@ -42,6 +42,12 @@ class Costs:
     """Seconds of GRPO step per response trained on, the step's own sampling included."""
 
 
+TRAINED_WITHOUT_KL = 0.72
+"""A GRPO step's cost per trained response at --kl-coef 0 over its cost at the paper's
+1e-4: pilot 5's training stages, the trainer's start taken out (docs/experiments.md;
+AVX2 kind emulated on a Zen 4): seed 500, 276 s against 398 s (0.69), seed 501 PENDING.
+Applied to both kinds: derived for the native one."""
+
 COSTS: dict[str, dict[bool, Costs]] = {
     # HumanEval (256-token answers): the native kind's seed-0 experiment of 2026-11-28; the
     # AVX2 kind taken 4x slower (the HumanEval demo's measured factor there).
@@ -54,15 +60,22 @@ COSTS: dict[str, dict[bool, Costs]] = {
     # docs/benchmarks.md). Native kind: seed 1 on Zen 5 (0.21 s, 2.4 s) before those
     # changes, divided by what they gave in bfloat16 (top-p 1.44x, the trainer 1.26x):
     # derived, an upper bound until a native run measures it.
-    "generated": {True: Costs(0.15, 1.9), False: Costs(0.46, 2.05)},
+    # Trained responses since 2026-12-07 (--kl-coef 0: no reference, settled groups'
+    # responses skipped): those figures x TRAINED_WITHOUT_KL.
+    "generated": {
+        True: Costs(0.15, round(1.9 * TRAINED_WITHOUT_KL, 2)),
+        False: Costs(0.46, round(2.05 * TRAINED_WITHOUT_KL, 2)),
+    },
 }
 """Per data, per kind (True: native bfloat16): the costs the estimate multiplies. The
 kinds differ by 3x in sampling but little in training on generated data, so one factor
 between them would not do."""
-STARTUP_S = 90.0
-"""Converting the model, vLLM's start and the services: 66 s measured on the AVX2-only
-kind (2026-12-06), 60-130 s on the other (ARCHITECTURE.md); mostly loading, so the same
-for both kinds."""
+KL_TERM_COST = 1 / TRAINED_WITHOUT_KL
+"""A trained response's cost with a KL term (--kl-coef above 0) over its cost without."""
+STARTUP_S = 60.0
+"""vLLM's start and the services (the model is converted by `make setup` since
+2026-12-07): 62 s measured on a Zen 4 as the AVX2 kind (pilot 5), 56 s vLLM's start on the
+real AVX2 kind (README's HumanEval demo table); mostly loading, so the same for both."""
 TRAINER_START_S = 45.0
 """torch, the model and the reference: per trained arm."""
 KEPT_SHARE = 0.1
@@ -170,8 +183,9 @@ def estimate(options: ExperimentOptions) -> Estimate:
         )
         seconds = {native: sampled * c.response_s for native, c in costs.items()}
         if arm.mode is not None:
+            kl_term = KL_TERM_COST if options.kl_coef > 0 else 1.0
             for native, c in costs.items():
-                seconds[native] += TRAINER_START_S + arm.budget * c.trained_s
+                seconds[native] += TRAINER_START_S + arm.budget * c.trained_s * kl_term
                 if arm.params.get("turns"):  # an episode arm samples its responses online
                     seconds[native] += arm.budget * c.response_s
             sampled += arm.budget
