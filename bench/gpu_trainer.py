@@ -55,10 +55,11 @@ import torch
 from transformers import AutoConfig, PretrainedConfig
 
 from cobalt.trainer.allocator import DEFAULT_MMAP_THRESHOLD, set_mmap_threshold
+from cobalt.trainer.batching import plan_micro_batches
 from cobalt.trainer.equivalence import TOLERANCES, all_checks, tiny_config
 from cobalt.trainer.memory import GPU_RUNTIME_BYTES, ModelShape
 from cobalt.trainer.precision import Precision, load_models
-from cobalt.trainer.step import Rollouts, make_optimizer, plan_micro_batches, train_step
+from cobalt.trainer.step import Rollouts, make_optimizer, train_step
 
 # bench/trainer.py's workload, settings and estimate (a script, not a package).
 bench = SimpleNamespace(**runpy.run_path(str(Path(__file__).with_name("trainer.py"))))

@@ -49,15 +49,10 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.trainer.allocator import DEFAULT_MMAP_THRESHOLD, set_mmap_threshold
+from cobalt.trainer.batching import micro_batch_tokens, plan_micro_batches
 from cobalt.trainer.memory import MemoryEstimate, ModelShape, estimate_peak
 from cobalt.trainer.precision import Precision, load_models
-from cobalt.trainer.step import (
-    Rollouts,
-    make_optimizer,
-    micro_batch_tokens,
-    plan_micro_batches,
-    train_step,
-)
+from cobalt.trainer.step import Rollouts, make_optimizer, train_step
 
 GIB = 1024**3
 

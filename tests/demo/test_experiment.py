@@ -34,6 +34,7 @@ from cobalt.demo.experiment import generated
 from cobalt.demo.experiment.estimate import (
     AVX2,
     COSTS,
+    KL_TERM_COST,
     NATIVE,
     STARTUP_S,
     TRAINER_START_S,
@@ -432,6 +433,13 @@ def test_the_plan_gives_time_for_both_cpu_kinds_and_disk_from_the_sizes() -> Non
     assert fewer.trained_arms == 1 and fewer.minutes(NATIVE) < found.minutes(NATIVE)
     larger = estimate(ExperimentOptions(validation=100))
     assert larger.minutes(NATIVE) > found.minutes(NATIVE)  # every arm also on validation
+    # The paper's KL term: a reference forward, and no settled group's responses skipped.
+    with_kl = estimate(ExperimentOptions(kl_coef=1e-4))
+    for kind in (NATIVE, AVX2):
+        training = 2 * 256 * COSTS["generated"][kind.native_bf16].trained_s
+        extra = training * (KL_TERM_COST - 1) / 60
+        assert with_kl.minutes(kind) - found.minutes(kind) == pytest.approx(extra)
+        assert extra > 0
     # The recorded screening spares the screening run; --rescreen costs one.
     assert not any(stage.name.startswith("screening") for stage in found.stages)
     rescreened = estimate(ExperimentOptions(rescreen=True))

@@ -16,19 +16,13 @@ from transformers import AutoModelForCausalLM, Qwen2ForCausalLM
 
 from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.shared.errors import InvalidInput
+from cobalt.trainer.batching import PackedBatch, pack
 from cobalt.trainer.checkpoint import CheckpointStore
 from cobalt.trainer.equivalence import lora_check, tiny_config
 from cobalt.trainer.export import ExportError, export_merged
 from cobalt.trainer.lora import merge
 from cobalt.trainer.precision import Precision, load_models
-from cobalt.trainer.step import (
-    PackedBatch,
-    Rollouts,
-    make_optimizer,
-    pack,
-    response_log_probs,
-    train_step,
-)
+from cobalt.trainer.step import Rollouts, make_optimizer, response_log_probs, train_step
 
 LORA = TrainerHyperparameters(
     lora_rank=4, lr=1e-2, kl_coef=1e-3, n_samples=2, contexts_per_step=2, updates_per_step=1

@@ -15,6 +15,7 @@ import cobalt.shared.cpu_dtype
 from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.shared.cpu_dtype import read_cpu_flags
 from cobalt.shared.errors import InvalidInput
+from cobalt.trainer.batching import pack
 from cobalt.trainer.equivalence import tiny_config
 from cobalt.trainer.precision import (
     Precision,
@@ -25,7 +26,7 @@ from cobalt.trainer.precision import (
     store_exactly_narrower,
 )
 from cobalt.trainer.settings import TrainerSettings, job_hyperparameters
-from cobalt.trainer.step import Rollouts, make_optimizer, pack, response_log_probs
+from cobalt.trainer.step import Rollouts, make_optimizer, response_log_probs
 from tests.trainer.conftest import CPU_WITH_AMX, CPU_WITHOUT_BF16
 from tests.trainer.test_loop import FakeOrchestrator, trainer
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from transformers import PretrainedConfig
 
 from cobalt.shared.contracts.training import TrainerHyperparameters
+from cobalt.trainer.batching import micro_batch_tokens, pack_shared, plan_micro_batches
 from cobalt.trainer.equivalence import (
     shared_row_check,
     shared_step_check,
@@ -20,15 +21,7 @@ from cobalt.trainer.equivalence import (
 )
 from cobalt.trainer.precision import read_model
 from cobalt.trainer.prompt_sharing import plan_segments, shared_prompt_attention
-from cobalt.trainer.step import (
-    Rollouts,
-    make_optimizer,
-    micro_batch_tokens,
-    pack_shared,
-    plan_micro_batches,
-    response_log_probs,
-    train_step,
-)
+from cobalt.trainer.step import Rollouts, make_optimizer, response_log_probs, train_step
 
 PAD = 0
 CPU = torch.device("cpu")

@@ -13,6 +13,7 @@ from transformers import Qwen2ForCausalLM
 from cobalt.shared.contracts.training import TrainerHyperparameters
 from cobalt.shared.errors import InvalidInput
 from cobalt.shared.reward_shuffle import shuffled_within_groups
+from cobalt.trainer.batching import micro_batches, pack
 from cobalt.trainer.equivalence import micro_batch_check, tiny_config, uneven_step
 from cobalt.trainer.precision import Precision, enable_activation_checkpointing, freeze, read_model
 from cobalt.trainer.step import (
@@ -20,8 +21,6 @@ from cobalt.trainer.step import (
     episode_advantages,
     frozen_copy,
     make_optimizer,
-    micro_batches,
-    pack,
     response_log_probs,
     train_step,
 )

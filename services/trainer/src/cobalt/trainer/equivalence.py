@@ -27,15 +27,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from cobalt.shared.contracts.training import TrainerHyperparameters
+from cobalt.trainer.batching import PackedBatch, pack, pack_shared
 from cobalt.trainer.precision import Precision, enable_activation_checkpointing, read_model
 from cobalt.trainer.prompt_sharing import ATTENTION, shared_prompt_attention
 from cobalt.trainer.step import (
-    PackedBatch,
     Rollouts,
     frozen_copy,
     make_optimizer,
-    pack,
-    pack_shared,
     response_log_probs,
     train_step,
 )

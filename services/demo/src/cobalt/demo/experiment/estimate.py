@@ -42,10 +42,11 @@ class Costs:
     """Seconds of GRPO step per response trained on, the step's own sampling included."""
 
 
-TRAINED_WITHOUT_KL = 0.72
+TRAINED_WITHOUT_KL = 0.69
 """A GRPO step's cost per trained response at --kl-coef 0 over its cost at the paper's
 1e-4: pilot 5's training stages, the trainer's start taken out (docs/experiments.md;
-AVX2 kind emulated on a Zen 4): seed 500, 276 s against 398 s (0.69), seed 501 PENDING.
+AVX2 kind emulated on a Zen 4): seed 500 276 s against 398 s (0.69), seed 501 218 s
+against 358 s (0.61); the larger, so that the plan does not promise less than a run took.
 Applied to both kinds: derived for the native one."""
 
 COSTS: dict[str, dict[bool, Costs]] = {
