@@ -330,6 +330,7 @@ def train_step(
             rollouts,
             settings,
             minis,
+            [len(rows) for rows in computed],
             plans,
             advantages,
             advantage_stats,
@@ -347,6 +348,7 @@ def _updates(
     rollouts: Rollouts,
     settings: TrainerHyperparameters,
     minis: Sequence[Sequence[int]],
+    computed_rows: Sequence[int],
     plans: Sequence[Sequence[Micro | None]],
     advantages: torch.Tensor,
     advantage_stats: dict[str, float],
@@ -379,8 +381,8 @@ def _updates(
     # The tokens computed (`rows_with_gradient` may skip some), over which the loss
     # metrics are means; the loss itself divides by every kept token.
     computed_tokens = _kept_tokens(rollouts, plans, corrections, minis, every=False)
-    for rows, plan, global_tokens, metric_tokens in zip(
-        minis, plans, kept_tokens, computed_tokens, strict=True
+    for rows, computed_count, plan, global_tokens, metric_tokens in zip(
+        minis, computed_rows, plans, kept_tokens, computed_tokens, strict=True
     ):
         # Token-mean over the whole mini-batch: each micro-batch's token-mean weighs its
         # share of the mini-batch's tokens, times the ranks FSDP averages gradients over.
@@ -429,7 +431,9 @@ def _updates(
         }
         # An update whose every response was skipped computed no loss: no loss metrics.
         update_metrics = (
-            all_reduce_token_weighted(local, local_tokens, metric_tokens) if metric_tokens else {}
+            all_reduce_token_weighted(local, local_tokens, metric_tokens or 1.0)
+            if computed_count
+            else {}
         )
         # Under FSDP the norm is a DTensor; its full value is the same on every rank.
         norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
