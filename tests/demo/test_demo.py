@@ -213,7 +213,7 @@ def test_the_model_is_copied_from_the_one_make_setup_converted(
     assert stack.prepare_model(paths, bar) == model and bar.note == "cached"
 
 
-def test_a_set_up_without_the_converted_model_converts_it_into_the_environment(
+def test_a_set_up_without_the_converted_model_converts_it_into_the_work_dir(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import cobalt.demo.stack as stack
@@ -234,11 +234,12 @@ def test_a_set_up_without_the_converted_model_converts_it_into_the_environment(
 
     model = stack.prepare_model(paths, StageBar(None, None))
 
-    (command,) = commands
-    assert command[command.index("--out") + 1] == str(prefix / stack.SMOLLM2_CACHE)
+    (command,) = commands  # as before the environment held a converted copy
+    assert command[command.index("--out") + 1] == str(paths.smollm2) == str(model)
     assert (model / "config.json").is_file()
+    assert not (prefix / stack.SMOLLM2_CACHE).exists()  # the environment is not written
 
-    # A failed conversion names its reason and log, and leaves no model behind.
+    # A failed conversion names its reason (the log's `error:` line) and its log.
     def fail(command: list[str], stdout: object, **kwargs: object) -> object:
         stdout.write(b"error: no GGUF file\n")  # type: ignore[attr-defined]
         return subprocess.CompletedProcess(command, 1)
@@ -248,7 +249,4 @@ def test_a_set_up_without_the_converted_model_converts_it_into_the_environment(
     with pytest.raises(DemoFailed, match="no GGUF file"):
         stack.prepare_model(DemoPaths(root=tmp_path / "work2", database_url="sqlite://"),
                             StageBar(None, None))  # fmt: skip
-    assert not (other / stack.SMOLLM2_CACHE / ".prepared").exists()
-    assert not (tmp_path / "work2" / "models").exists() or not any(
-        (tmp_path / "work2" / "models").iterdir()
-    )
+    assert not (other / stack.SMOLLM2_CACHE).exists()

@@ -74,14 +74,15 @@ def check_setup(options: DemoOptions) -> None:
 
 SMOLLM2_CACHE = Path("share", "cobalt", "models", "smollm2-135m-instruct")
 """Where, under the inference environment's prefix, `make setup` converts SmolLM2 once
-(beside its GGUF file): every demo and experiment work dir links its copy from there."""
+(beside its GGUF file): every demo and experiment work dir copies it from there."""
 
 
 def prepare_model(paths: DemoPaths, bar: StageBar) -> Path:
     """SmolLM2 in the work dir: a copy of the inference environment's converted one
-    (`make setup` converts it: 30-45 s a run saved; the copy takes about a second),
-    converting it there first if a set-up from before did not. A copy, not links: nothing
-    a run writes beside its model can reach the environment's."""
+    (`make setup` converts it: 30-45 s a run saved; the copy takes about a second), else
+    converted from its GGUF file here, as before (a set-up from before, or an environment
+    the user cannot write to). A copy, not links: nothing a run writes beside its model
+    can reach the environment's."""
     target = paths.smollm2
     if (target / "config.json").is_file() and any(target.glob("*.safetensors")):
         bar.update(note="cached")
@@ -89,9 +90,9 @@ def prepare_model(paths: DemoPaths, bar: StageBar) -> Path:
     python = inference_python(InferenceSettings())
     converted = python.parent.parent / SMOLLM2_CACHE
     if not (converted / ".prepared").is_file():
-        _convert_smollm2(python, converted, paths.logs)
-    else:
-        bar.update(note="converted by make setup")
+        _convert_smollm2(python, target, paths.logs)
+        return target
+    bar.update(note="converted by make setup")
     # Under a temporary name: a half-made directory is never taken for the model.
     partial = target.with_name(f".{target.name}.part")
     shutil.rmtree(partial, ignore_errors=True)
