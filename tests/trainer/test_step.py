@@ -208,6 +208,59 @@ def test_skipping_zero_advantage_responses_changes_no_weight(
         assert skipped[0]["pg_clipfrac"] == pytest.approx(full[0]["pg_clipfrac"], abs=1e-6)
 
 
+@settings(max_examples=25, deadline=None)
+@given(
+    rewards=st.lists(
+        st.lists(st.sampled_from([-0.1, 0.0, 0.2, 1.0]), min_size=2, max_size=4),
+        min_size=1,
+        max_size=4,
+    ),
+    updates=st.integers(min_value=1, max_value=4),
+    share_prompts=st.booleans(),
+    budget=st.sampled_from([16, 64]),
+)
+def test_any_step_skipping_settled_responses_moves_the_weights_as_computing_them_does(
+    rewards: list[list[float]], updates: int, share_prompts: bool, budget: int
+) -> None:
+    """The skip's equality for any mix of settled and mixed groups (and responses whose
+    reward equals their group's mean), any number of updates, micro-batch budget and
+    packing: the same weights, and `skipped_responses` counts every advantage of 0."""
+    torch.manual_seed(0)
+    model = read_model(tiny_config(), torch.float32)
+    rng = torch.Generator().manual_seed(len(rewards) * 31 + updates)
+    prompts = [[int(t) for t in torch.randint(1, 40, (3,), generator=rng)] for _ in rewards]
+    rows = [(g, r) for g, group in enumerate(rewards) for r in group]
+    rollouts = Rollouts(
+        prompt_ids=[prompts[g] for g, _ in rows],
+        response_ids=[
+            [int(t) for t in torch.randint(1, 40, (1 + i % 5,), generator=rng)]
+            for i in range(len(rows))
+        ],
+        rewards=[r for _, r in rows],
+        group_ids=[f"g{g}" for g, _ in rows],
+    )
+    divisors = [d for d in range(1, len(rewards) + 1) if len(rewards) % d == 0]
+    hyper = TrainerHyperparameters(
+        lr=1e-2, contexts_per_step=len(rewards), updates_per_step=divisors[updates % len(divisors)],
+        kl_coef=0.0, n_samples=2, share_prompts=share_prompts, micro_batch_tokens=budget,
+        max_prompt_tokens=3, max_response_tokens=5,
+    )  # fmt: skip
+    other = copy.deepcopy(model)
+
+    def sgd(m: torch.nn.Module) -> torch.optim.Optimizer:
+        return torch.optim.SGD(m.parameters(), lr=1e-2, momentum=0.9, weight_decay=0.1)
+
+    skipping, everything = sgd(model), sgd(other)
+    for _ in range(2):
+        skipped = train_step(model, None, skipping, rollouts, hyper, pad_id=PAD)
+        train_step(other, None, everything, rollouts, hyper, pad_id=PAD, skip_zero_advantage=False)
+    zero = episode_advantages(rollouts, torch.ones((len(rows), 1)))[:, 0] == 0
+    assert skipped[0]["skipped_responses"] == float(zero.sum())
+    computed = other.state_dict()
+    for name, weight in model.state_dict().items():
+        torch.testing.assert_close(weight, computed[name], rtol=0, atol=1e-6, msg=name)
+
+
 def test_responses_are_computed_when_a_kl_or_entropy_term_gives_them_a_gradient(
     tiny_model: Qwen2ForCausalLM,
 ) -> None:
