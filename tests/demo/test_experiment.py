@@ -214,6 +214,13 @@ def test_the_tiny_experiment_runs_every_arm_on_equal_budgets_and_reports_the_sto
             assert shuffle_seed == (0 if arm["name"] == "shuffled" else None)
             trained = int(sum(step.metrics["samples"] for step in job.steps))
             assert trained == arm["trained_responses"] == arm["planned_responses"]
+            # No KL term (the default): no reference scored the responses, and the real
+            # trainer skipped exactly those of advantage 0 (reported on every step).
+            assert job.params.model_dump()["trainer"]["kl_coef"] == 0.0
+            for step in job.steps:
+                assert "kl_ref" not in step.metrics
+                zero = step.metrics["advantage_zero_fraction"] * step.metrics["samples"]
+                assert step.metrics["skipped_responses"] == pytest.approx(zero)
             assert f"| {arm['job']} | {len(job.steps)} |" in report
             budgets.add(trained)
         assert len(budgets) == 1 and budgets.pop() > 0
