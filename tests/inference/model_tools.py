@@ -18,6 +18,9 @@ print JSON:
                                                    version whole in JOB/full-<version>
     python model_tools.py top-p SEED               cobalt.inference.cpu_top_p against vLLM's
                                                    sorting top-k/top-p on random logits
+    python model_tools.py rewind SEED              cobalt.inference.cpu_seeded_requests: a
+                                                   generator whose discarded draws are
+                                                   rewound, against one never discarded
     python model_tools.py broadcast URL TOKEN DIR VERSION PORT
                                                    send DIR's tensors to the server's workers
                                                    over gloo, as the trainer would
@@ -256,6 +259,42 @@ def top_p(seed: int) -> dict[str, object]:
     }
 
 
+def rewind(seed: int) -> dict[str, object]:
+    """As the model runner uses a seeded request's generator: the sampler marks it and
+    draws each step; a step whose token is discarded is rewound (`set_offset(get_offset()
+    - 4)`, the runner's call). The kept draws must be those of a generator never rewound."""
+    import random
+
+    import torch
+
+    from cobalt.inference.cpu_seeded_requests import rewindable_generator
+
+    plain = torch.Generator(device="cpu").manual_seed(seed)
+    steps = random.Random(seed)
+    generator = rewindable_generator(torch.Generator(device="cpu").manual_seed(seed))
+    kept, discards = [], 0
+    while len(kept) < 64:
+        generator.mark()
+        drawn = torch.randint(0, 2**31, (1,), generator=generator).item()
+        if steps.random() < 0.3:  # a step of a prompt not yet whole: its token is dropped
+            generator.set_offset(generator.get_offset() - 4)
+            discards += 1
+        else:
+            kept.append(drawn)
+    expected = [torch.randint(0, 2**31, (1,), generator=plain).item() for _ in kept]
+    generator.mark()
+    torch.randint(0, 2**31, (1,), generator=generator)
+    generator.set_offset(generator.get_offset() - 4)
+    generator.set_offset(generator.get_offset() - 4)  # undone already: nothing more to undo
+    after = torch.randint(0, 2**31, (1,), generator=generator).item()
+    following = torch.randint(0, 2**31, (1,), generator=plain).item()
+    return {
+        "kept_equal": kept == expected,
+        "discards": discards,
+        "second_rewind_undid_nothing": after == following,
+    }
+
+
 def main(argv: list[str]) -> None:
     command, *args = argv
     if command == "perturb":
@@ -275,6 +314,8 @@ def main(argv: list[str]) -> None:
         result = delta_chain(Path(args[0]), Path(args[1]), *numbers)
     elif command == "top-p":
         result = top_p(int(args[0]))
+    elif command == "rewind":
+        result = rewind(int(args[0]))
     elif command == "broadcast":
         result = broadcast(args[0], args[1], Path(args[2]), int(args[3]), int(args[4]))
     else:

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from cobalt.orchestrator.rollouts.conversation import messages_of_turns
+from cobalt.orchestrator.rollouts.request_seeds import request_seed
 from cobalt.orchestrator.runs import service
 from cobalt.orchestrator.worker.jobs import JobResources, run_problem
 from cobalt.orchestrator.worker.runtime import job_context
@@ -22,6 +23,7 @@ from cobalt.shared.defaults import EVALUATION_FEEDBACK_TURNS
 from tests.fakes.openai_server import FakeOpenAI
 from tests.support.cli import cobalt_here
 from tests.support.runs import (
+    PROBLEMS,
     RIGHT,
     add_doubles,
     cobalt,
@@ -128,9 +130,44 @@ def test_sample_refine_evaluate(
     assert {r["id"] for r in listed["runs"]} == {sample_id, refine_id}
 
 
-def decoding_sent(fake: FakeOpenAI) -> set[tuple[float, float, int, int | None]]:
-    """The (temperature, top_p, max_tokens, seed) of every request the model received."""
-    return {(r["temperature"], r["top_p"], r["max_tokens"], r.get("seed")) for r in fake.requests}
+def decoding_sent(fake: FakeOpenAI) -> set[tuple[float, float, int]]:
+    """The (temperature, top_p, max_tokens) of every request the model received."""
+    return {(r["temperature"], r["top_p"], r["max_tokens"]) for r in fake.requests}
+
+
+def seeds_sent(fake: FakeOpenAI) -> list[int | None]:
+    return sorted((r.get("seed") for r in fake.requests), key=lambda seed: (seed is None, seed))
+
+
+def derived_seeds(seed: int, samples: range, turns: range) -> list[int | None]:
+    """The request seeds a run of `seed` sends over the doubles (`request_seeds`)."""
+    return sorted(
+        request_seed(seed, problem.external_id, sample, turn)
+        for problem in PROBLEMS
+        for sample in samples
+        for turn in turns
+    )
+
+
+def test_a_seeded_run_gives_each_request_its_own_seed_and_a_second_run_the_same(
+    dataset: str, fake_model: tuple[FakeOpenAI, str], cli_env: dict[str, str]
+) -> None:
+    """Common random numbers: each (problem, sample, turn) its own seed, turn 0 one request
+    per sample, and a second run with the seed sends exactly those seeds again; without a
+    seed, turn 0 is one request of n choices and no request carries one."""
+    fake, url = fake_model
+    seeded = ("--n", "3", "--turns", "1", "--seed", "5", "--json")
+    json_out(run_sample(cli_env, dataset, url, "fake-model", *seeded))
+    expected = derived_seeds(5, range(3), range(2))
+    assert len(set(expected)) == len(expected) == 2 * 3 * 2
+    assert seeds_sent(fake) == expected
+    assert all(r["n"] == 1 for r in fake.requests)
+    fake.requests.clear()
+    json_out(run_sample(cli_env, dataset, url, "fake-model", *seeded))
+    assert seeds_sent(fake) == expected
+    fake.requests.clear()
+    json_out(run_sample(cli_env, dataset, url, "fake-model", "--n", "3", "--turns", "0", "--json"))
+    assert seeds_sent(fake) == [None, None] and [r["n"] for r in fake.requests] == [3, 3]
 
 
 def test_a_refine_run_takes_its_sample_run_s_settings_unless_given(
@@ -157,7 +194,8 @@ def test_a_refine_run_takes_its_sample_run_s_settings_unless_given(
     assert params.think_cap_chars == 30 and params.n == 1
     # The refine run's own settings are not the sample run's (it had no feedback turns).
     assert (params.feedback_turns, params.stop_on_pass) == (EVALUATION_FEEDBACK_TURNS, False)
-    assert decoding_sent(fake) == {(0.2, 0.5, 321, 5)} and len(fake.requests) == 2 * 8
+    assert decoding_sent(fake) == {(0.2, 0.5, 321)} and len(fake.requests) == 2 * 8
+    assert seeds_sent(fake) == derived_seeds(5, range(1), range(1, 9))
     # Turn 0's history is cut to the sample run's cap, as the sample run's own was.
     zero = [t for t in turns_of(sessions, inheriting["run_id"]) if t.turn_index == 0]
     assert [t.stored_response for t in zero] == [t.stored_response for t in first]
@@ -170,7 +208,8 @@ def test_a_refine_run_takes_its_sample_run_s_settings_unless_given(
     params = service.run_public(sessions, json_out(hotter)["run_id"]).params
     assert (params.temperature, params.top_p, params.max_tokens, params.seed) == (0.9, 0.5, 321, 5)
     assert params.feedback_turns == 1
-    assert decoding_sent(fake) == {(0.9, 0.5, 321, 5)}
+    assert decoding_sent(fake) == {(0.9, 0.5, 321)}
+    assert seeds_sent(fake) == derived_seeds(5, range(1), range(1, 2))
 
 
 def test_a_retried_job_writes_no_turn_twice(

@@ -7,6 +7,8 @@ it stamped, and the feedback loop runs (no code block -> the template's no-code 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -18,27 +20,20 @@ from tests.support.runs import add_doubles, json_out, run_sample, turns_of
 pytestmark = pytest.mark.slow
 
 
+def tiny_run(server: Server, env: dict[str, str], dataset: str, *options: str) -> dict[str, Any]:
+    """A finished `cobalt run sample` of one feedback turn against the tiny model."""
+    return json_out(
+        run_sample(env, dataset, server.v1, SERVED_NAME, "--turns", "1", *options, "--json")
+    )
+
+
 @pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
 def test_a_run_against_vllm_stores_what_vllm_returned(
     tiny_server: Server, cli_env: dict[str, str], sessions: sessionmaker[Session]
 ) -> None:
     dataset = add_doubles(sessions)
-    result = json_out(
-        run_sample(
-            cli_env,
-            dataset,
-            tiny_server.v1,
-            SERVED_NAME,
-            "--n",
-            "2",
-            "--turns",
-            "1",
-            "--max-tokens",
-            "24",
-            "--temperature",
-            "1.0",
-            "--json",
-        )
+    result = tiny_run(
+        tiny_server, cli_env, dataset, "--n", "2", "--max-tokens", "24", "--temperature", "1.0"
     )
     assert result["status"] == "finished"
     turns = turns_of(sessions, result["run_id"])
@@ -59,3 +54,27 @@ def test_a_run_against_vllm_stores_what_vllm_returned(
         prompt = messages_of_turns([zero, one])[1]
         assert prompt[-2] == {"role": "assistant", "content": zero.stored_response}
         assert prompt[-1] == {"role": "user", "content": zero.feedback} and zero.feedback
+
+
+def test_runs_with_one_seed_draw_the_same_answers_from_vllm(
+    tiny_server: Server, cli_env: dict[str, str], sessions: sessionmaker[Session]
+) -> None:
+    """Common random numbers through the real server: two runs with --seed 7 give the same
+    answer at each (problem, sample, turn), as the policy did not change between them; the
+    samples of one problem still differ from each other, and --seed 8 draws other answers."""
+    dataset = add_doubles(sessions)
+
+    def answers(seed: int) -> dict[tuple[int, int, int], str]:
+        run = tiny_run(
+            tiny_server, cli_env, dataset, "--n", "3", "--max-tokens", "16",
+            "--temperature", "1.0", "--seed", str(seed),
+        )  # fmt: skip
+        turns = turns_of(sessions, run["run_id"])
+        return {(t.problem_id, t.sample_index, t.turn_index): t.raw_response for t in turns}
+
+    first, again, other = answers(7), answers(7), answers(8)
+    assert len(first) == 2 * 3 * 2 and again.keys() == first.keys() == other.keys()
+    assert again == first
+    assert sum(other[key] == first[key] for key in first) <= 1
+    for problem_id in {key[0] for key in first}:
+        assert len({first[(problem_id, sample, 0)] for sample in range(3)}) == 3

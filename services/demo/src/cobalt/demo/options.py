@@ -25,6 +25,7 @@ __all__ = [
     "DemoOptions",
     "DemoPaths",
     "StackOptions",
+    "sampling_line",
     "usage_error",
 ]
 
@@ -73,6 +74,12 @@ class StackOptions(BaseModel):
     a reasoning model given with --model."""
     temperature: float = defaults.TEMPERATURE
     """Sampling temperature (rollouts, evaluation and training)."""
+    paired_sampling: bool = True
+    """Common random numbers: every run samples with --seed as its sampling seed (each
+    request's own seed derived from it, the problem, the sample and the turn), so the runs
+    before and after training draw the same random numbers, an answer training left alone
+    comes out the same, and the paired interval holds what training changed rather than
+    the sampling's noise (docs/analysis.md). --no-paired-sampling: each run independently."""
     store: str | None = None
     """SQLAlchemy URL of the store its runs, jobs and datasets go to. Unset: the user's
     own SQLite file ($XDG_DATA_HOME/cobalt/cobalt.db), where `cobalt run list` finds them;
@@ -94,6 +101,11 @@ class StackOptions(BaseModel):
         if self.data != "generated":
             return {}
         return {"template": "brief", "stop_at_code_end": True}
+
+    def run_sampling(self, seed: int) -> dict[str, Any]:
+        """What every run it starts samples with: `cheap_samples` and, with
+        --paired-sampling, `seed` as the runs' sampling seed."""
+        return {**self.cheap_samples, **({"seed": seed} if self.paired_sampling else {})}
 
     def as_dict(self) -> dict[str, Any]:
         """Every option as plain JSON values (Paths as text, tuples as lists)."""
@@ -131,7 +143,7 @@ class DemoOptions(StackOptions):
     """Generated data: held-out instances of the training templates, evaluated before and
     after training (their tasks are no training task's: the split is the task's hash)."""
     seed: int = 0
-    """Generated data: seeds the instances drawn."""
+    """Seeds the generated instances drawn and, with --paired-sampling, every run's sampling."""
     samples: int = 4
     """Trajectories per problem (turn-0 programs, each refined on its own)."""
     turns: int = 1
@@ -232,3 +244,13 @@ class DemoPaths:
         # then makes new runs beside the old ones).
         for path in (self.report, self.state, *self.root.glob("*.png")):
             path.unlink(missing_ok=True)
+
+
+def sampling_line(paired: bool, seed: int) -> str:
+    """How a report's runs sampled, for the sentence under its intervals."""
+    if paired:
+        return (
+            f"every run sampled with common random numbers (sampling seed {seed}: sample j of "
+            "a problem drew the same numbers before and after training)"
+        )
+    return "each run sampled independently"

@@ -153,7 +153,7 @@ def _roll_out(
         temperature=options.temperature,
         # scored as the training job trains (`_train`): one model, one set of rules
         reward_format=options.reward_format,
-        **options.cheap_samples,
+        **options.run_sampling(options.seed),
     )
     with progress.stage(f"{label}: sampling turn 0", total=trajectories) as bar:
         sample_run = service.create_sample_run(
@@ -225,6 +225,7 @@ def _baseline_key(options: DemoOptions, paths: DemoPaths, model_dir: Path, serve
             options.temperature,
             paths.database_url,
             *([options.data, options.seed, options.eval_problems] if options.cheap_samples else []),
+            *(["paired-sampling", options.seed] if options.paired_sampling else []),
         ],
     )
 

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from cobalt.demo.options import sampling_line
 from cobalt.demo.results import DemoResult, PhaseResult
 from cobalt.orchestrator.analysis.text import interval_text
 from cobalt.orchestrator.runs.plots import plot_pass_at_1
@@ -393,7 +394,8 @@ def render_report(result: DemoResult, plots: Sequence[Path] = ()) -> str:
         "<p>Hidden tests; turn 0 is the first program, each later turn a fix after the "
         "public tests' feedback. Pass@1 is per turn, not best-so-far (docs/method.md). "
         "<i>change [95%]</i> is the paired bootstrap interval of the change (over the same "
-        "problems and their samples); the last two columns are each run's 95% interval.</p>",
+        f"problems; {html.escape(sampling_line(options.paired_sampling, options.seed))}); "
+        "the last two columns are each run's 95% interval.</p>",
         f"<p><b>{html.escape(noise_verdict(result))}</b></p>",
         _table(
             [

@@ -197,7 +197,7 @@ def _evaluated_run(
         max_tokens=options.max_tokens,
         temperature=options.temperature,
         reward_format=options.reward_format,  # the arms' training jobs use the same rules
-        **options.cheap_samples,
+        **options.run_sampling(options.seed),  # every arm's runs: the same random numbers
     )
     with progress.stage(f"{label}: rollouts") as bar:
         run_id = service.create_sample_run(ctx.sessions, request, executor=executor_settings(ctx))

@@ -79,7 +79,8 @@ class ExperimentOptions(StackOptions):
     difficulty: int = 1
     """Generated data: the templates' difficulty (1-3)."""
     seed: int = 0
-    """Seeds the split (and names the runs: another seed is another experiment)."""
+    """Seeds the split, the generated instances and, with --paired-sampling, every run's
+    sampling (and names the runs: another seed is another experiment)."""
     screen_samples: int = 4
     """Base-model samples per training candidate in the screening run that selects the
     training problems (its own samples: the base's measured rate is not the selection's)."""

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.demo.experiment.outcomes import OUTCOME_KINDS
+from cobalt.demo.options import sampling_line
 
 if TYPE_CHECKING:
     from cobalt.demo.experiment.pipeline import ExperimentResult
@@ -189,7 +190,8 @@ def render_markdown(data: dict[str, Any], images: dict[str, str], *, wall_s: flo
         *_design_lines(data),
         f"- Evaluation: {options['samples']} samples per problem, turn 0 and "
         f"{options['turns']} feedback turns, Pass@1 per turn on hidden tests; intervals are "
-        "95% seeded bootstraps over problems and samples; differences are paired by problem "
+        "95% seeded bootstraps over problems; differences are paired by problem, "
+        f"{sampling_line(options.get('paired_sampling', False), options['seed'])} "
         "(docs/analysis.md).",
         f"- Cobalt's contexts: bandit dataset `{data['bandit']['name']}` "
         f"({data['bandit']['contexts']} contexts) cut from the base arm's run on the training "

@@ -1,15 +1,22 @@
 """How far a measured rate could be from the true one: the project's one statistics module.
 
 Pass@1 over a dataset has two sources of noise: which problems the dataset holds and which
-programs the model happened to sample for them. Its interval is a two-level percentile
-bootstrap: each resample draws the problems with replacement and then, for each drawn
-problem, its n samples with replacement. Drawing n samples with replacement from n of
-which c pass gives a Binomial(n, c/n) count of passes, and problems with equal counts are
-interchangeable, which is how it is computed here (`_class_draws`: exactly the same
-distribution, in time that does not grow with the number of problems). A difference of two
-runs over the same problems resamples the problems once for both (paired) and each run's
-samples independently. Every bootstrap is seeded, so a page shows the same interval on
-every load.
+programs the model happened to sample for them. Its interval is a percentile bootstrap over
+problems (a cluster bootstrap): each resample draws the problems with replacement, each
+with the samples it has. A problem's observed rate c/n already carries its samples' noise,
+so the spread of the rates across problems holds both sources; drawing each drawn
+problem's samples again as well (a two-level bootstrap, used here until 2026-12-07) counts
+the samples' noise twice and gives intervals too wide: 99% where 95% is claimed for a
+paired difference (tests/orchestrator/analysis/test_statistics.py simulates it; Miller,
+"Adding Error Bars to Evals", arXiv 2411.00640, section 2: the variance of a mean over
+questions of per-question means). Problems with equal counts are interchangeable, which is
+how it is computed (`_class_draws`: exactly the same distribution, in time that does not
+grow with the number of problems). A difference of two runs over the same problems is
+paired: each resample draws the problems once and takes each drawn problem's change. Its
+samples may be paired too: runs sampled with common random numbers (the same sampling
+seed, so sample j of a problem draws the same random numbers in both runs) give an
+unchanged problem an unchanged rate, and the interval then holds only what changed.
+Every bootstrap is seeded, so a page shows the same interval on every load.
 
 A single rate (one problem's c passes of n) gets Wilson's score interval, and the change
 of one problem between two runs Newcombe's hybrid score interval of the difference
@@ -109,18 +116,15 @@ def _percentiles(values: Any, confidence: float) -> Interval:
     return float(low), float(high)
 
 
-def _class_draws(
-    rows: Sequence[tuple[int, ...]], resamples: int, seed: int
-) -> tuple[Any, Any, Any]:
+def _class_draws(rows: Sequence[tuple[int, ...]], resamples: int, seed: int) -> tuple[Any, Any]:
     """Problems drawn with replacement, counted per class of equal rows.
 
     Problems with the same counts are interchangeable, so drawing P problems is drawing
-    how many of each class: a multinomial over the K classes (K <= n + 1 for one run),
-    and a class drawn m times with n samples of which c pass has, summed, Binomial(m n,
-    c / n) passes. Exactly the per-problem bootstrap's distribution, in O(K) per resample.
+    how many of each class: a multinomial over the K classes (K <= n + 1 for one run).
+    Exactly the per-problem bootstrap's distribution, in O(K) per resample.
 
     Returns:
-        The random generator, the classes (K x columns) and the draws (resamples x K).
+        The classes (K x columns) and how often each was drawn (resamples x K).
     """
     import numpy as np
 
@@ -130,7 +134,7 @@ def _class_draws(
     table = np.array(list(classes), dtype=np.int64)
     frequency = np.array(list(classes.values()), dtype=np.float64) / len(rows)
     rng = np.random.default_rng(seed)
-    return rng, table, rng.multinomial(len(rows), frequency, size=resamples)
+    return table, rng.multinomial(len(rows), frequency, size=resamples)
 
 
 def _never_certain(interval: Interval, estimate: float, pooled: Interval | None) -> Interval:
@@ -162,9 +166,8 @@ def bootstrap_pass_at_1(
         return None
     if len(usable) == 1:
         return wilson_interval(*usable[0], confidence)
-    rng, table, drawn = _class_draws(usable, resamples, seed)
-    passes, samples = table[:, 0], table[:, 1]
-    rates = rng.binomial(drawn * samples, passes / samples) / samples
+    table, drawn = _class_draws(usable, resamples, seed)
+    rates = drawn * (table[:, 0] / table[:, 1])
     estimate = sum(c / n for c, n in usable) / len(usable)
     pooled = wilson_interval(sum(c for c, _ in usable), sum(n for _, n in usable), confidence)
     return _never_certain(
@@ -181,21 +184,19 @@ def bootstrap_difference(
 ) -> Interval | None:
     """Interval of Pass@1(B) - Pass@1(A) over the problems both runs measured.
 
-    `pairs` holds one (c_a, n_a, c_b, n_b) per problem; the problems are drawn once for
-    both runs, each run's samples independently. None when no problem has both. Where
+    `pairs` holds one (c_a, n_a, c_b, n_b) per problem; each resample draws the problems
+    once for both runs and sums the drawn problems' changes. None when no problem has both. Where
     nothing varied (every problem changed alike, all at 0 or 1), Newcombe's interval of
     the pooled counts (`_never_certain`).
     """
     usable = [p for p in pairs if p[1] > 0 and p[3] > 0]
     if not usable:
         return None
-    rng, table, drawn = _class_draws(usable, resamples, seed)
-    n_a, n_b = table[:, 1], table[:, 3]
-    rate_a = rng.binomial(drawn * n_a, table[:, 0] / n_a) / n_a
-    rate_b = rng.binomial(drawn * n_b, table[:, 2] / n_b) / n_b
+    table, drawn = _class_draws(usable, resamples, seed)
+    changes = drawn * (table[:, 2] / table[:, 3] - table[:, 0] / table[:, 1])
     estimate = sum(c_b / n_b - c_a / n_a for c_a, n_a, c_b, n_b in usable) / len(usable)
     c_a, n_a, c_b, n_b = (sum(pair[i] for pair in usable) for i in range(4))
     pooled = newcombe_difference(c_a, n_a, c_b, n_b, confidence)
     return _never_certain(
-        _percentiles((rate_b - rate_a).sum(axis=1) / len(usable), confidence), estimate, pooled
+        _percentiles(changes.sum(axis=1) / len(usable), confidence), estimate, pooled
     )

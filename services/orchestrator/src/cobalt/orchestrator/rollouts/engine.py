@@ -3,9 +3,11 @@
 Every trajectory of one problem advances turn by turn through four phases:
 
 1. **sample**: turn 0 is one request with one choice per new trajectory (they share the
-   prompt); each later turn sends, per active trajectory and all concurrently, the
-   conversation so far (`conversation.next_turn_messages`: answers keep their text after
-   `</think>`, capped) plus the feedback of the previous turn;
+   prompt), or with a sampling seed one request per trajectory, each with its own seed
+   (`request_seeds`: common random numbers across runs); each later turn sends, per
+   active trajectory and all concurrently, the conversation so far
+   (`conversation.next_turn_messages`: answers keep their text after `</think>`, capped)
+   plus the feedback of the previous turn;
 2. **judge**: the turn's programs run on the public tests in one executor batch call;
 3. **feed back**: the first failing public test becomes the next turn's user message
    (`feedback.feedback_for_first_failure`);
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from cobalt.orchestrator.rollouts.conversation import TurnRecord, next_turn_messages
 from cobalt.orchestrator.rollouts.feedback import feedback_for_first_failure
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
+from cobalt.orchestrator.rollouts.request_seeds import request_seed
 from cobalt.orchestrator.rollouts.sampling import ChatSampler, Sample, SamplingParams
 from cobalt.shared.clients import AsyncExecutorClient
 from cobalt.shared.contracts import Compare, ExecuteResponse, Limits, StoredTest
@@ -179,13 +182,17 @@ async def run_turns(
     executor: AsyncExecutorClient,
     observer: TurnObserver,
     resumed: Mapping[int, Sequence[PastTurn]] | None = None,
+    place: str = "",
 ) -> None:
     """Advance `n` trajectories of one problem to their last turn.
 
     Args:
         initial_messages: Turn 0's messages for a trajectory that has no turn yet.
         n: Trajectories (sample indexes 0..n-1).
-        sampling: Sampling parameters; `n` is set per request.
+        sampling: Sampling parameters; `n` is set per request. With a `seed`, each
+            request's seed is derived from it, `place`, the sample index and the turn.
+        place: What these trajectories are of (the problem's external id; a training
+            group's context and round), for the requests' seeds.
         resumed: Turns already taken per sample index (a resumed run); each such
             trajectory continues from the messages its own turn 0 was sent.
     """
@@ -203,10 +210,22 @@ async def run_turns(
             trajectories[turn.sample_index].past.append(turn.past())
         await observer.record(TurnBatch(judged, sample_s=sample_s, judge_s=judge_s))
 
+    def one_choice(sample_index: int, turn_index: int) -> SamplingParams:
+        if sampling.seed is None:
+            return replace(sampling, n=1)
+        seed = request_seed(sampling.seed, place, sample_index, turn_index)
+        return replace(sampling, n=1, seed=seed)
+
     missing = [i for i in range(n) if not trajectories[i].past]
     if missing and spec.max_turns > 0:
         started = time.perf_counter()
-        samples = await sampler.sample(initial_messages, replace(sampling, n=len(missing)))
+        if sampling.seed is None:
+            samples = await sampler.sample(initial_messages, replace(sampling, n=len(missing)))
+        else:  # each its own seed, whichever trajectories a resumed run still lacks
+            answers = await asyncio.gather(
+                *(sampler.sample(initial_messages, one_choice(i, 0)) for i in missing)
+            )
+            samples = [answer[0] for answer in answers]
         observer.sampled(samples)
         await judge_and_record(
             [(i, 0, initial_messages, s) for i, s in zip(missing, samples, strict=True)],
@@ -226,7 +245,7 @@ async def run_turns(
         }
         started = time.perf_counter()
         answers = await asyncio.gather(
-            *(sampler.sample(prompts[i], replace(sampling, n=1)) for i in active)
+            *(sampler.sample(prompts[i], one_choice(i, turn_index)) for i in active)
         )
         samples = [answer[0] for answer in answers]
         observer.sampled(samples)

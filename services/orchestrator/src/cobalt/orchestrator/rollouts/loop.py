@@ -203,6 +203,7 @@ async def roll_out_problem(
             sampler=sampler,
             executor=executor,
             observer=recorder,
+            place=problem.external_id,
             # Each stored trajectory continues from the messages its turn 0 was sent (as
             # stored), so the prompts can always be rebuilt from the rows.
             resumed={

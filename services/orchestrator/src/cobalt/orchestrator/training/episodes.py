@@ -137,6 +137,7 @@ async def sample_episodes(
         sampler=sampler,
         executor=executor,
         observer=recorder,
+        place=context.context_key,
     )
     return recorder
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from pydantic import SecretStr
@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.orchestrator.lifecycle import JobEvent
 from cobalt.orchestrator.rollouts.prompts import PromptTemplate
+from cobalt.orchestrator.rollouts.request_seeds import request_seed
 from cobalt.orchestrator.rollouts.runtime import RolloutRuntime
 from cobalt.orchestrator.rollouts.sampling import ChatSampler, SamplingParams
 from cobalt.orchestrator.store import repo_training
@@ -199,6 +200,9 @@ def roll_out_training_group(
     sampling = SamplingParams.of(
         params, n=params.trainer.n_samples, max_tokens=params.trainer.max_response_tokens
     )
+    if sampling.seed is not None:  # each group its own numbers, not the job's seed each time
+        group_seed = request_seed(sampling.seed, loaded.context.context_key, round)
+        sampling = replace(sampling, seed=group_seed)
     group = _roll_out(loaded, sampling, job_id, runtime, executor, api_key)
     version = _fresh_version(loaded, group, job_id=job_id, context_id=context_id, round=round)
     outcome = group_outcome(params, group, sampling.n)
