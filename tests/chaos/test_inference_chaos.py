@@ -114,14 +114,16 @@ def test_a_training_job_survives_its_inference_server_killed_and_restarted(
                         ).read_text()[-3000:]
                         return int(api.get(f"/v1/training/jobs/{job}").json()["step"])
 
-                    wait_until(lambda: step() >= KILLED_AFTER_STEP, PROGRESS_TIMEOUT_S, "step 1")
+                    wait_until(
+                        lambda: step() >= KILLED_AFTER_STEP, PROGRESS_TIMEOUT_S, "step 1", logs
+                    )
                     # Killed as the kernel's OOM killer does: the whole group, no clean-up.
                     os.killpg(listening_process_group(port), signal.SIGKILL)
                     servers.close()  # reaps it
                     time.sleep(2)  # the workers meet the gateway's errors meanwhile
                     again = logs / "vllm-1.log"
                     servers.enter_context(running_server(settings, again, port=port))
-                    wait_until(lambda: step() >= STEPS, PROGRESS_TIMEOUT_S, "the last step")
+                    wait_until(lambda: step() >= STEPS, PROGRESS_TIMEOUT_S, "the last step", logs)
                     assert trainer.wait(timeout=60) == 0, (logs / "trainer.log").read_text()
                     shown = api.get(f"/v1/training/jobs/{job}").json()
             finally:

@@ -164,7 +164,7 @@ def test_a_training_job_survives_each_fault_kind(
                     return done
 
                 start_trainer()
-                wait_until(lambda: progressed(0), PROGRESS_TIMEOUT_S, "first step")
+                wait_until(lambda: progressed(0), PROGRESS_TIMEOUT_S, "first step", logs=logs)
 
                 def restart_trainer() -> None:
                     kill_9(trainers[-1])
@@ -210,7 +210,10 @@ def test_a_training_job_survives_each_fault_kind(
                     injected = time.monotonic()
                     inject[kind]()
                     wait_until(
-                        lambda b=before: progressed(b), PROGRESS_TIMEOUT_S, f"step after {kind}"
+                        lambda b=before: progressed(b),
+                        PROGRESS_TIMEOUT_S,
+                        f"step after {kind}",
+                        logs=logs,
                     )
                     log.record(kind, time.monotonic() - injected)
                 assert trainers[-1].wait(timeout=PROGRESS_TIMEOUT_S) == 0, trainer_log()

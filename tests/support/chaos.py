@@ -325,11 +325,26 @@ def fault_sequence(kinds: list[str], count: int, seed: int | None) -> list[str]:
     return [draw.choice(kinds) for _ in range(count)]
 
 
-def wait_until(done: Callable[[], bool], timeout_s: float, what: str) -> None:
+def wait_until(
+    done: Callable[[], bool], timeout_s: float, what: str, logs: Path | None = None
+) -> None:
+    """Poll `done` until it holds; past `timeout_s` fail, showing the end of every process's
+    log under `logs` (a CI run keeps nothing else to read the cause from)."""
     deadline = time.monotonic() + timeout_s
     while not done():
-        assert time.monotonic() < deadline, f"no {what} within {timeout_s} s"
+        assert time.monotonic() < deadline, f"no {what} within {timeout_s} s" + log_tails(logs)
         time.sleep(0.1)
+
+
+def log_tails(logs: Path | None, lines: int = 30) -> str:
+    """The last `lines` lines of each *.log under `logs`, for a failure's message."""
+    if logs is None:
+        return ""
+    shown = []
+    for log in sorted(logs.glob("*.log")):
+        tail = log.read_text(errors="replace").splitlines()[-lines:]
+        shown.append(f"\n--- {log.name} (last {len(tail)} lines)\n" + "\n".join(tail))
+    return "".join(shown)
 
 
 @dataclass
