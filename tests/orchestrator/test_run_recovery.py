@@ -116,6 +116,32 @@ def test_a_retry_no_scheduler_queued_is_queued_again_and_only_once(
     assert queue.scheduled_job_registry.get_job_ids() == []  # no scheduler queues it again
 
 
+def test_a_job_a_killed_worker_took_but_never_started_is_queued_again(
+    pg_dataset: str,
+    fake_model: tuple[FakeOpenAI, str],
+    rq_env: dict[str, str],
+    pg_sessions: sessionmaker[Session],
+    settings: OrchestratorSettings,
+    redis: Redis,
+) -> None:
+    """RQ's dequeue moves a job to an intermediate list before its worker starts it; a
+    worker killed in between leaves it marked queued and on no queue, and RQ's maintenance
+    fails it only ten minutes later (a training chaos run waited 4 minutes for its round).
+    It is lost once the grace has passed, and queued again without the stale copy."""
+    detached_run(rq_env, pg_dataset, fake_model[1])
+    queue = Queue(QUEUE_NAME, connection=redis)
+    taken, waiting = sorted(queue.job_ids)
+    redis.lrem(queue.key, 1, taken)  # what RQ's dequeue does (LMOVE), and no more
+    redis.rpush(queue.intermediate_queue_key, taken)
+    assert Job.fetch(taken, connection=redis).get_status() == JobStatus.QUEUED
+    assert recover_lost_jobs(settings, pg_sessions, redis) == []  # a worker may start it yet
+    time.sleep(INTERVAL_S * 2.5)
+    assert recover_lost_jobs(settings, pg_sessions, redis) == [taken]
+    assert sorted(queue.job_ids) == [taken, waiting]
+    assert redis.lrange(queue.intermediate_queue_key, 0, -1) == []
+    assert recover_lost_jobs(settings, pg_sessions, redis) == []  # it waits on the queue now
+
+
 def test_a_job_rq_gave_up_on_fails_its_run_with_the_reason(
     pg_dataset: str,
     fake_model: tuple[FakeOpenAI, str],

@@ -18,7 +18,10 @@ deferred) or a live worker holds its lease (`worker.lease`: a Redis key the job'
 refreshes every interval and that lapses three intervals after it died); in this
 process, a thread carries it. Otherwise it is lost (a retry scheduled for a time more
 than two intervals past is lost too: RQ's scheduler runs in one worker, and after that
-worker is killed RQ hands it to another only minutes later), and once it has been seen
+worker is killed RQ hands it to another only minutes later; so is a job still marked
+queued that is no longer on the queue: a worker took it into RQ's intermediate list and
+was killed before starting it, and RQ's maintenance fails it only ten minutes later), and
+once it has been seen
 lost for two intervals (longer than a live worker takes to write its lease again) it is
 carried again under the same id, with the API key the lost job carried if its record is
 left. Work resumes from what is already stored (turns and groups are written once each).
@@ -188,25 +191,28 @@ class QueueWhereabouts:
         redis = self.redis
         ids = list(work)
         jobs = Job.fetch_many(ids, connection=redis) if ids else []
-        scheduled = Queue(QUEUE_NAME, connection=redis).scheduled_job_registry
+        queue = Queue(QUEUE_NAME, connection=redis)
         with redis.pipeline(transaction=False) as pipe:
             for queue_id in ids:
                 pipe.exists(lease_key(queue_id))
-                pipe.zscore(scheduled.key, queue_id)
+                pipe.zscore(queue.scheduled_job_registry.key, queue_id)
+                pipe.lpos(queue.key, queue_id)
             answers = pipe.execute()
         now_s, micros = redis.time()
         sighting = Sighting(now=now_s + micros / 1e6)
-        for queue_id, job, held, due_at in zip(ids, jobs, answers[::2], answers[1::2], strict=True):
+        found = zip(ids, jobs, answers[::3], answers[1::3], answers[2::3], strict=True)
+        for queue_id, job, held, due_at, place in found:
             status = job.get_status(refresh=False) if job is not None else None
             # A retry is due at its scheduled time; the scheduler (a process of one worker)
             # moves it to the queue. Its worker killed, RQ only hands the scheduler to
             # another worker minutes later: a retry overdue by the grace is as good as lost.
             overdue = due_at is None or sighting.now - float(due_at) > grace_s
-            if (
-                held
-                or status in (JobStatus.QUEUED, JobStatus.DEFERRED)
-                or (status == JobStatus.SCHEDULED and not overdue)
-            ):
+            # Queued and not on the queue: taken by a worker that has not started it, for
+            # a moment, or for good if that worker was killed (the grace tells them apart).
+            waiting = status == JobStatus.DEFERRED or (
+                status == JobStatus.QUEUED and place is not None
+            )
+            if held or waiting or (status == JobStatus.SCHEDULED and not overdue):
                 sighting.in_hand.add(queue_id)
                 continue
             if job is not None and status == JobStatus.FAILED:
@@ -226,11 +232,14 @@ class QueueWhereabouts:
                 pipe.hdel(SUSPECTS_KEY, *gone)
             for queue_id in set(lost) - seen.keys():
                 pipe.hset(SUSPECTS_KEY, queue_id, sighting.now)
-            if due:  # queued now: a scheduler coming back must not queue them a second time
+            if due:  # queued now: a scheduler coming back must not queue them a second time,
+                # nor RQ's maintenance fail the copy a killed worker left in its intermediate list
                 from rq import Queue
 
-                scheduled = Queue(QUEUE_NAME, connection=self.redis).scheduled_job_registry
-                pipe.zrem(scheduled.key, *due)
+                queue = Queue(QUEUE_NAME, connection=self.redis)
+                pipe.zrem(queue.scheduled_job_registry.key, *due)
+                for queue_id in due:
+                    pipe.lrem(queue.intermediate_queue_key, 0, queue_id)
             pipe.execute()
 
     def carry_again(self, work: Mapping[str, Work], *, api_key: str | None) -> None:
