@@ -21,13 +21,11 @@ from cobalt.orchestrator.analysis.statistics import RESAMPLES, bootstrap_pass_at
 
 
 def per_problem(counts: list[tuple[int, int]]) -> tuple[float, float]:
-    """Every resample draws P problems, then a Binomial(n, c/n) for each."""
-    passes = np.array([c for c, _ in counts])
-    samples = np.array([n for _, n in counts])
+    """Every resample draws P problems, each with the rate its samples gave."""
+    rates = np.array([c / n for c, n in counts])
     rng = np.random.default_rng(0)
     drawn = rng.integers(len(counts), size=(RESAMPLES, len(counts)))
-    rates = rng.binomial(samples[drawn], passes[drawn] / samples[drawn]) / samples[drawn]
-    low, high = np.quantile(rates.mean(axis=1), [0.025, 0.975])
+    low, high = np.quantile(rates[drawn].mean(axis=1), [0.025, 0.975])
     return float(low), float(high)
 
 

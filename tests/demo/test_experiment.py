@@ -197,6 +197,12 @@ def test_the_tiny_experiment_runs_every_arm_on_equal_budgets_and_reports_the_sto
                 if arm is not base:
                     comparison = compare_runs(sessions, base["runs"][split], arm["runs"][split])
                     assert figures["difference"] == comparison.difference
+                # The counts every figure comes from, per problem: Pass@1 read back from them.
+                passes = figures["passes"]
+                assert len(passes) == stored.problems
+                for turn, value in enumerate(stored.pass_at_1 or []):
+                    mean = sum(p[turn] / 2 for p in passes.values()) / len(passes)
+                    assert mean == pytest.approx(value)
                 # Every turn-0 answer classified once.
                 turn0 = figures["turn0"]
                 assert turn0["answers"] == stored.problems * 2
@@ -447,6 +453,10 @@ def test_the_plan_gives_time_for_both_cpu_kinds_and_disk_from_the_sizes() -> Non
         extra = training * (KL_TERM_COST - 1) / 60
         assert with_kl.minutes(kind) - found.minutes(kind) == pytest.approx(extra)
         assert extra > 0
+    # HumanEval's costs were measured with the KL term (4.3 s per trained response on the
+    # native kind): with it the plan gives them back, not 1.45x them.
+    measured_with_kl = COSTS["humaneval"][True].trained_s * KL_TERM_COST
+    assert measured_with_kl == pytest.approx(4.3, rel=0.01)
     # The recorded screening spares the screening run; --rescreen costs one.
     assert not any(stage.name.startswith("screening") for stage in found.stages)
     rescreened = estimate(ExperimentOptions(rescreen=True))

@@ -60,6 +60,19 @@ def _interval(value: list[float] | tuple[float, float] | None) -> list[float] | 
     return None if value is None else [float(value[0]), float(value[1])]
 
 
+def passes_by_problem(sessions: sessionmaker[Session], run_id: int) -> dict[str, list[int]]:
+    """Per problem (external id), its passing samples per turn: what every interval of the
+    record is computed from, kept so that it can be read again by another method."""
+    from cobalt.orchestrator.runs.comparison import problem_counts
+    from cobalt.orchestrator.store import repo_datasets, repo_runs
+
+    with sessions() as session:
+        counts, _ = problem_counts(session, repo_runs.get_run(session, run_id=run_id))
+        problems = repo_datasets.problems_by_id(session, ids=counts.keys())
+    named = {problems[pid].external_id: [c for c, _ in turns] for pid, turns in counts.items()}
+    return dict(sorted(named.items()))
+
+
 def collect(result: ExperimentResult, sessions: sessionmaker[Session]) -> dict[str, Any]:
     """Every figure of the report, read from the store, as plain JSON values."""
     from cobalt.orchestrator.runs.comparison import compare_runs
@@ -90,6 +103,7 @@ def collect(result: ExperimentResult, sessions: sessionmaker[Session]) -> dict[s
                 "k": k,
                 "pass_at_k": (report.pass_at_k or {}).get(str(k)),
                 "turn0": result.outcomes.get(arm.arm.name, {}).get(split),
+                "passes": passes_by_problem(sessions, arm.runs[split]),
             }
             if arm is not base:
                 comparison = compare_runs(sessions, base.runs[split], arm.runs[split])
