@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
+from cobalt.orchestrator.rollouts.request_seeds import request_seed
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.models import TrainingJob, TrainingSample
 from cobalt.orchestrator.training import service
@@ -55,6 +56,30 @@ def test_a_round_samples_executes_scores_and_records_every_group(
     )
     with sessions() as session:
         assert session.query(TrainingSample).count() == 6
+
+
+def test_a_seeded_job_gives_each_group_its_own_seed(
+    sessions: sessionmaker[Session],
+    store_url: str,
+    executor_url: str,
+    model: tuple[FakeOpenAI, str],
+    policy_dir: Path,
+) -> None:
+    """A job's sampling seed, sent as it was, gave every group of every round the same
+    random numbers: each group's request now carries one derived from the seed, its
+    context and its round (its n choices take seed + i from the server)."""
+    fake, url = model
+    job_id = start_job(sessions, url, policy_dir, rollout={"seed": 7})
+    settings = OrchestratorSettings(database_url=store_url, redis_url=None)
+    executor = ExecutorAddress(executor_url)
+    sent = []
+    for round in (1, 2):
+        fake.requests.clear()
+        context_ids = roll_out_round(settings, job_id, round, executor=executor)
+        expected = {request_seed(7, f"bandit:{i}", round) for i in context_ids}
+        assert {request["seed"] for request in fake.requests} == expected
+        sent.extend(request["seed"] for request in fake.requests)
+    assert len(set(sent)) == len(sent) == 4
 
 
 def test_the_trainer_claims_and_reports_a_step(
