@@ -27,6 +27,7 @@ import asyncio
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,14 +63,7 @@ async def one_round(
         if not paired:
             return [s.text for s in await sampler.sample(messages, base)]
         seeded = [
-            SamplingParams(
-                n=1,
-                temperature=base.temperature,
-                top_p=base.top_p,
-                max_tokens=max_tokens,
-                stop_at_code_end=True,
-                seed=request_seed(SAMPLING_SEED, problem.external_id, sample, 0),
-            )
+            replace(base, n=1, seed=request_seed(SAMPLING_SEED, problem.external_id, sample, 0))
             for sample in range(n)
         ]
         done = await asyncio.gather(*(sampler.sample(messages, p) for p in seeded))

@@ -209,18 +209,13 @@ def _evaluated_run(
 
 def problem_rates(ctx: RunContext, run_id: int) -> dict[str, float]:
     """Per problem (task id): the share of its samples' turns that pass the hidden tests."""
-    from cobalt.orchestrator.runs.comparison import problem_counts
-    from cobalt.orchestrator.store import repo_runs
-    from cobalt.orchestrator.store.models import Problem
+    from cobalt.orchestrator.runs.comparison import counts_by_external_id
 
-    with ctx.sessions() as session:
-        counts, _ = problem_counts(session, repo_runs.get_run(session, run_id=run_id))
-        rates = {}
-        for problem_id, per_turn in counts.items():
-            problem = session.get(Problem, problem_id)
-            assert problem is not None
-            rates[problem.external_id] = sum(c for c, _ in per_turn) / sum(n for _, n in per_turn)
-    return rates
+    counted = counts_by_external_id(ctx.sessions, run_id)
+    return {
+        external_id: sum(c for c, _ in turns) / sum(n for _, n in turns)
+        for external_id, turns in counted.items()
+    }
 
 
 def _contexts(ctx: RunContext, run_id: int, options: ExperimentOptions) -> tuple[str, int]:

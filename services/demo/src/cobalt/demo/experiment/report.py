@@ -63,14 +63,10 @@ def _interval(value: list[float] | tuple[float, float] | None) -> list[float] | 
 def passes_by_problem(sessions: sessionmaker[Session], run_id: int) -> dict[str, list[int]]:
     """Per problem (external id), its passing samples per turn: what every interval of the
     record is computed from, kept so that it can be read again by another method."""
-    from cobalt.orchestrator.runs.comparison import problem_counts
-    from cobalt.orchestrator.store import repo_datasets, repo_runs
+    from cobalt.orchestrator.runs.comparison import counts_by_external_id
 
-    with sessions() as session:
-        counts, _ = problem_counts(session, repo_runs.get_run(session, run_id=run_id))
-        problems = repo_datasets.problems_by_id(session, ids=counts.keys())
-    named = {problems[pid].external_id: [c for c, _ in turns] for pid, turns in counts.items()}
-    return dict(sorted(named.items()))
+    counted = counts_by_external_id(sessions, run_id)
+    return {external_id: [c for c, _ in turns] for external_id, turns in counted.items()}
 
 
 def collect(result: ExperimentResult, sessions: sessionmaker[Session]) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from cobalt.shared.contracts.browse import (
 )
 from cobalt.shared.errors import InvalidInput
 
-__all__ = ["change_of", "compare_runs", "problem_counts"]
+__all__ = ["change_of", "compare_runs", "counts_by_external_id", "problem_counts"]
 
 Counted = tuple[int, int]
 """(samples passing, samples) of one problem at one turn."""
@@ -60,6 +60,14 @@ def problem_counts(session: Session, run: Run) -> tuple[dict[int, list[Counted]]
             outcomes.setdefault(problem_id, [[] for _ in range(n)])[sample].append(hidden)
     by_turn = per_turn_counts(outcomes, turns)
     return {pid: [(counts[pid], n) for counts in by_turn] for pid in outcomes}, turns
+
+
+def counts_by_external_id(sessions: sessionmaker[Session], run_id: int) -> dict[str, list[Counted]]:
+    """`problem_counts` of run `run_id`, keyed and ordered by the problems' external ids."""
+    with sessions() as session:
+        counts, _ = problem_counts(session, repo_runs.get_run(session, run_id=run_id))
+        problems = repo_datasets.problems_by_id(session, ids=counts.keys())
+    return dict(sorted((problems[pid].external_id, turns) for pid, turns in counts.items()))
 
 
 def compare_runs(sessions: sessionmaker[Session], run_a: int, run_b: int) -> RunComparison:
