@@ -52,8 +52,9 @@ from cobalt.demo.experiment.plan import (
     select_training_problems,
     split_pool,
 )
-from cobalt.demo.experiment.report import MIN_PROBLEMS_FOR_A_VERDICT, render_markdown, verdict
+from cobalt.demo.experiment.report import render_markdown, verdict
 from cobalt.demo.store import choose_store
+from cobalt.orchestrator.analysis.statistics import MIN_PROBLEMS_FOR_A_VERDICT
 from cobalt.orchestrator.datasets.generated.screening import outcome_of
 from cobalt.orchestrator.datasets.generated.templates import TEMPLATES
 from cobalt.orchestrator.runs.comparison import compare_runs

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from cobalt.demo.options import DemoOptions
 from cobalt.demo.pipeline import trained_policy_dir
-from cobalt.demo.report import write_report
+from cobalt.demo.report import noise_verdict, write_report
 from cobalt.demo.results import DemoResult, PhaseResult
+from cobalt.orchestrator.analysis.statistics import MIN_PROBLEMS_FOR_A_VERDICT
 from cobalt.shared.contracts.runs import EvaluationReport
 from cobalt.shared.contracts.training import StepPublic, TrainingJobPublic
 
@@ -142,6 +143,7 @@ def test_the_report_says_plainly_whether_the_change_is_larger_than_the_noise(
     result = _result()
     result.change = [0.25, 0.0, 0.25]
     result.change_interval = [(0.05, 0.45), (-0.25, 0.25), (-0.1, 0.5)]
+    result.compared_problems = [MIN_PROBLEMS_FOR_A_VERDICT] * 3
     text = write_report(result, tmp_path / "report.html").read_text(encoding="utf-8")
     assert "larger than the noise at turn 0 (up):" in text
     assert "<td>[+0.050, +0.450]</td>" in text  # turn 0's paired interval, beside the change
@@ -151,3 +153,23 @@ def test_the_report_says_plainly_whether_the_change_is_larger_than_the_noise(
     result.change_interval = [(-0.2, 0.3), (-0.25, 0.25), (-0.1, 0.5)]
     text = write_report(result, tmp_path / "report.html").read_text(encoding="utf-8")
     assert "within the noise at every turn" in text and "cobalt experiment" in text
+
+
+def test_a_handful_of_problems_gives_no_verdict_however_far_the_interval_is_from_0(
+    tmp_path: Path,
+) -> None:
+    """`make demo PROBLEMS=4`: an interval over 4 problems shows their samples' noise, so
+    the demo says it cannot call the change (as the experiment's report and `cobalt run
+    compare` do), and says better once the problems are enough."""
+    result = _result()
+    result.change = [0.5, 0.5, 0.5]
+    result.change_interval = [(0.25, 0.75)] * 3
+    result.compared_problems = [MIN_PROBLEMS_FOR_A_VERDICT - 1] * 3
+    text = write_report(result, tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "Too few problems to call the change" in text
+    assert "larger than the noise" not in text
+    data = json.loads(re.search(r'id="demo-data">(.*?)</script>', text, re.S).group(1))  # type: ignore[union-attr]
+    assert data["change_verdict"] == ["too_few_problems"] * 3
+
+    result.compared_problems = [MIN_PROBLEMS_FOR_A_VERDICT] * 3
+    assert noise_verdict(result).startswith("The change is larger than the noise at turn 0 (up)")

@@ -315,16 +315,20 @@ def test_comparing_two_runs_at_the_terminal(store_url: str, seeded: Seeded) -> N
     rows = [line.split("│")[1:-1] for line in shown.stdout.splitlines() if line.startswith("│")]
     cells = [[cell.strip() for cell in row] for row in rows]
     changes = ("fixed", "broken", "within_noise", "unchanged", "unevaluated")
-    assert [[row[0], row[1].split()[0], row[2].split()[0], *row[4:]] for row in cells] == [
+    assert [[row[0], row[1].split()[0], row[2].split()[0], *row[5:]] for row in cells] == [
         [str(t), f"{FINISHED_PASS_AT_1[t]:.3f}", f"{TRAINED_PASS_AT_1[t]:.3f}",
          *(str(counts[k]) for k in changes)]
         for t, counts in enumerate(CHANGE_COUNTS)
     ]  # fmt: skip
+    # three problems: the interval is shown, but no verdict is read off it
+    assert {row[4] for row in cells} == {"too few (3)"}
     assert all(row[1].count("[") == row[2].count("[") == row[3].count("[") == 1 for row in cells)
     assert "fixed at the last turn: lcb/reverse" in shown.stdout
     assert "broken at the last turn: sum-two" in shown.stdout
     as_json = json.loads(cobalt_here(env, "run", "compare", a, b, "--json").stdout)
     assert as_json["counts"] == CHANGE_COUNTS
+    assert as_json["paired_problems"] == [3] * len(CHANGE_COUNTS)
+    assert as_json["verdict"] == ["too_few_problems"] * len(CHANGE_COUNTS)
     listed = cobalt_here(env, "run", "list").stdout
     assert "v3" in listed  # the trained run's policy version tells it from the others
     other = cobalt_here(env, "run", "compare", a, a)

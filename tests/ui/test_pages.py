@@ -181,6 +181,8 @@ def test_comparing_two_runs(
         assert shown.startswith(
             f"{'+' if points > 0 else '−' if points < 0 else '±'}{abs(points)} pp ["
         )
+        verdict = browser.find_element(By.CSS_SELECTOR, f"[data-testid=verdict-{turn}]").text
+        assert verdict == "too few (3 problems)"  # the seed's three problems
     band = browser.find_elements(By.CSS_SELECTOR, '[data-chart="compare-chart"] path[data-band]')
     assert len(band) == 2
     # One sample of two moving (double at turn 1) is within noise, not "broken".

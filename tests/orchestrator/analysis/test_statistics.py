@@ -14,12 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cobalt.orchestrator.analysis.statistics import (
+    MIN_PROBLEMS_FOR_A_VERDICT,
     bootstrap_difference,
     bootstrap_pass_at_1,
+    difference_verdict,
     newcombe_difference,
     wilson_interval,
 )
 from cobalt.orchestrator.analysis.text import interval_text
+from cobalt.shared.contracts.browse import DifferenceVerdict
 
 Z = 1.959963984540054
 
@@ -231,3 +234,17 @@ def test_an_interval_is_never_written_with_equal_ends(
     assert first != second, shown
     assert interval_text((0.0, 0.046)) == "[0.000, 0.046]"
     assert interval_text((0.0, 0.00038)) == "[0.0000, 0.0004]"
+
+
+def test_a_verdict_needs_enough_problems_and_an_interval_clear_of_zero() -> None:
+    """Nine problems that each went 0/4 -> 2/4 give an interval far above 0, but it is
+    their samples' noise, not how problems differ: no verdict; over 10 there is one."""
+    clear = bootstrap_difference([(0, 4, 2, 4)] * (MIN_PROBLEMS_FOR_A_VERDICT - 1))
+    assert clear is not None and clear[0] > 0
+    few = MIN_PROBLEMS_FOR_A_VERDICT - 1
+    assert difference_verdict(clear, few) == DifferenceVerdict.TOO_FEW_PROBLEMS
+    assert difference_verdict(clear, MIN_PROBLEMS_FOR_A_VERDICT) == DifferenceVerdict.BETTER
+    assert difference_verdict((-0.3, -0.1), 200) == DifferenceVerdict.WORSE
+    assert difference_verdict((-0.1, 0.1), 200) == DifferenceVerdict.WITHIN_NOISE
+    assert difference_verdict((0.0, 0.2), 200) == DifferenceVerdict.WITHIN_NOISE  # touches 0
+    assert difference_verdict(None, 200) is None

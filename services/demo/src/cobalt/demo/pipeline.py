@@ -573,6 +573,7 @@ def _loop(options: DemoOptions, ctx: RunContext, progress: DemoProgress) -> Demo
     return DemoResult(
         change=comparison.difference,
         change_interval=comparison.difference_interval,
+        compared_problems=comparison.paired_problems,
         options=options,
         model_dir=ctx.model_dir,
         served_model=ctx.served,

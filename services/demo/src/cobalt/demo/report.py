@@ -20,13 +20,16 @@ from typing import Any
 
 from cobalt.demo.options import sampling_line
 from cobalt.demo.results import DemoResult, PhaseResult
+from cobalt.orchestrator.analysis.statistics import MIN_PROBLEMS_FOR_A_VERDICT, difference_verdict
 from cobalt.orchestrator.analysis.text import interval_text
 from cobalt.orchestrator.runs.plots import plot_pass_at_1
+from cobalt.shared.contracts.browse import DifferenceVerdict
 from cobalt.shared.contracts.runs import EvaluationReport
 from cobalt.shared.reward import RewardFormat
 
 __all__ = [
     "bandit_summary",
+    "change_verdicts",
     "noise_verdict",
     "render_report",
     "report_data",
@@ -130,20 +133,40 @@ def _change_interval(result: DemoResult, turn: int) -> str:
     return "-" if interval is None else interval_text(interval, signed=True)
 
 
+def change_verdicts(result: DemoResult) -> list[DifferenceVerdict | None]:
+    """Per turn, what the change's paired interval says over the problems both runs
+    evaluated (the before run's problems where the result does not say)."""
+    counts = result.compared_problems
+    return [
+        difference_verdict(
+            interval, counts[turn] if turn < len(counts) else result.before.report.problems
+        )
+        for turn, interval in enumerate(result.change_interval)
+    ]
+
+
 def noise_verdict(result: DemoResult) -> str:
     """One plain sentence: is the change from before to after larger than the noise?"""
-    beyond = [
-        f"turn {turn} ({'up' if interval[0] > 0 else 'down'})"
-        for turn, interval in enumerate(result.change_interval)
-        if interval is not None and (interval[0] > 0 or interval[1] < 0)
-    ]
     if not result.change_interval:
         return "The change could not be measured (no problem evaluated in both runs)."
+    said = change_verdicts(result)
+    beyond = [
+        f"turn {turn} ({'up' if verdict == DifferenceVerdict.BETTER else 'down'})"
+        for turn, verdict in enumerate(said)
+        if verdict in (DifferenceVerdict.BETTER, DifferenceVerdict.WORSE)
+    ]
     if beyond:
         return (
             "The change is larger than the noise at " + ", ".join(beyond) + ": its paired 95% "
             "interval excludes 0. On this handful of problems that is still weak evidence; "
             "`cobalt experiment` runs the real comparison (docs/experiments.md)."
+        )
+    if DifferenceVerdict.TOO_FEW_PROBLEMS in said:
+        return (
+            "Too few problems to call the change either way: the interval resamples "
+            f"problems, and under {MIN_PROBLEMS_FOR_A_VERDICT} it shows their "
+            "samples' noise, not how problems differ. This run shows the loop working; "
+            "`--problems` sets how many (the default is sized to show a change)."
         )
     return (
         "The change is within the noise at every turn: each paired 95% interval of the "
@@ -315,6 +338,8 @@ def report_data(result: DemoResult) -> dict[str, Any]:
         "trained_on": {"dataset": result.dataset, "refine_run": _trained_on(result).refine_run},
         "change": result.change,
         "change_interval": result.change_interval,
+        "compared_problems": result.compared_problems,
+        "change_verdict": [None if v is None else v.value for v in change_verdicts(result)],
         "noise_verdict": noise_verdict(result),
         "outcomes": result.outcomes,
         "bandit": {"name": result.bandit_name, "contexts": result.bandit_contexts},

@@ -53,6 +53,9 @@ class DemoResult:
     """Per turn, Pass@1 after minus before over the same problems (runs.comparison)."""
     change_interval: list[tuple[float, float] | None] = field(default_factory=list)
     """Per turn, its paired 95% bootstrap interval: a change inside it is noise."""
+    compared_problems: list[int] = field(default_factory=list)
+    """Per turn, the problems both runs evaluated: the change's base, and what decides
+    whether its interval can be read as a verdict (`analysis.statistics.difference_verdict`)."""
     outcomes: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Generated data: per phase label, its turn-0 answers by outcome (passed, no code,
     syntax error, wrong function name, runtime error, wrong answer) and the format-valid

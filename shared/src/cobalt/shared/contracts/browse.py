@@ -27,6 +27,7 @@ __all__ = [
     "BanditDatasetsPublic",
     "ComparedProblem",
     "ComparedTurn",
+    "DifferenceVerdict",
     "HackingCasePublic",
     "HackingCasesPublic",
     "JudgeVerdictPublic",
@@ -310,6 +311,21 @@ class SearchResults(BaseModel):
     items: list[SearchHit]
 
 
+class DifferenceVerdict(StrEnum):
+    """What the paired 95% interval of a Pass@1 difference over a set of problems says
+    (`analysis.statistics.difference_verdict`)."""
+
+    BETTER = "better"
+    """The interval lies above 0."""
+    WORSE = "worse"
+    """The interval lies below 0."""
+    WITHIN_NOISE = "within_noise"
+    """The interval holds 0."""
+    TOO_FEW_PROBLEMS = "too_few_problems"
+    """Fewer problems than a verdict needs: the bootstrap resamples problems, so over a
+    handful its interval shows their samples' noise, not how problems differ."""
+
+
 class TurnChange(StrEnum):
     """How a problem's Pass@1 at one turn moved from run A (the baseline) to run B."""
 
@@ -366,8 +382,17 @@ class RunComparison(BaseModel):
     )
     difference_interval: list[tuple[float, float] | None] = Field(
         default_factory=list,
-        description="per turn, its 95% interval: a seeded bootstrap over the shared problems "
-        "(paired) and each run's samples",
+        description="per turn, its 95% interval: a seeded bootstrap over the problems both "
+        "runs evaluated (paired)",
+    )
+    paired_problems: list[int] = Field(
+        default_factory=list,
+        description="per turn, how many problems both runs evaluated (the difference's base)",
+    )
+    verdict: list[DifferenceVerdict | None] = Field(
+        default_factory=list,
+        description="per turn, what the interval says of B against A: better, worse, "
+        "within_noise, or too_few_problems (under 10 shared problems); null where none is",
     )
 
 

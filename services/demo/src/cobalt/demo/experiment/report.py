@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CURVES",
-    "MIN_PROBLEMS_FOR_A_VERDICT",
     "SPLITS",
     "collect",
     "render_markdown",
@@ -149,21 +148,29 @@ def _cell(value: float | None, interval: list[float] | None) -> str:
     return rate_text(value, interval)
 
 
-MIN_PROBLEMS_FOR_A_VERDICT = 10
-"""Below this many problems a split's paired interval is not read as a verdict: the
-bootstrap resamples problems, so over a handful it shows their samples' noise and not how
-problems differ (a pilot's 1-instance held-out split gave [+0.25, +1.00])."""
+_VERDICT_TEXT = {
+    "better": "**better**",
+    "worse": "**worse**",
+    "within_noise": "within noise",
+}
 
 
 def verdict(interval: list[float] | None, problems: int | None) -> str:
-    """Better, worse or within noise by the paired interval over `problems` problems."""
-    if interval is None:
+    """Better, worse or within noise by the paired interval over `problems` problems
+    (`analysis.statistics.difference_verdict`; a record without the count is read as
+    having enough)."""
+    from cobalt.orchestrator.analysis.statistics import (
+        MIN_PROBLEMS_FOR_A_VERDICT,
+        difference_verdict,
+    )
+
+    said = difference_verdict(
+        None if interval is None else (interval[0], interval[1]),
+        MIN_PROBLEMS_FOR_A_VERDICT if problems is None else problems,
+    )
+    if said is None:
         return "-"
-    if problems is not None and problems < MIN_PROBLEMS_FOR_A_VERDICT:
-        return f"too few problems ({problems})"
-    if interval[0] > 0:
-        return "**better**"
-    return "**worse**" if interval[1] < 0 else "within noise"
+    return _VERDICT_TEXT.get(said.value, f"too few problems ({problems})")
 
 
 def _at(values: list[Any] | None, turn: int) -> Any:
@@ -249,6 +256,8 @@ def render_markdown(data: dict[str, Any], images: dict[str, str], *, wall_s: flo
     if significant:
         lines += [f"- {line}" for line in significant]
     else:
+        from cobalt.orchestrator.analysis.statistics import MIN_PROBLEMS_FOR_A_VERDICT
+
         lines.append(
             "No arm differs from the base model by more than the noise at any turn on any "
             "split: every paired 95% interval of the difference contains 0 (a split of fewer "

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["difference_text", "interval_text", "rate_text"]
+from cobalt.shared.contracts.browse import DifferenceVerdict
+
+__all__ = ["difference_text", "interval_text", "rate_text", "verdict_text"]
 
 _MAX_DECIMALS = 6
 
@@ -38,3 +40,13 @@ def difference_text(difference: float | None, interval: Sequence[float] | None =
     if interval is None:
         return f"{difference:+.3f}"
     return f"{difference:+.3f} {interval_text(interval, signed=True)}"
+
+
+def verdict_text(verdict: DifferenceVerdict | None, problems: int) -> str:
+    """'better', 'worse', 'within noise', 'too few (4)' (problems: fewer than a verdict
+    needs), or '-'; short, for a table's column."""
+    if verdict is None:
+        return "-"
+    if verdict == DifferenceVerdict.TOO_FEW_PROBLEMS:
+        return f"too few ({problems})"
+    return verdict.value.replace("_", " ")

@@ -192,9 +192,10 @@ def compare(
     """Which problems run B fixed and which it broke, turn by turn, from stored results.
 
     Fixed and broken count only changes larger than their noise (95% intervals,
-    docs/analysis.md). Exits 1 when either run has no hidden results yet.
+    docs/analysis.md); the verdict on B - A needs at least 10 problems both runs evaluated.
+    Exits 1 when either run has no hidden results yet.
     """
-    from cobalt.orchestrator.analysis.text import difference_text
+    from cobalt.orchestrator.analysis.text import difference_text, verdict_text
     from cobalt.orchestrator.results.exports import comparison_rows
     from cobalt.orchestrator.runs.cli import rate_at
     from cobalt.orchestrator.runs.comparison import compare_runs
@@ -225,6 +226,7 @@ def compare(
         f"Pass@1 run {run_a}",
         f"Pass@1 run {run_b}",
         "B - A",
+        "verdict",
         *changes,
         title=f"run {run_b} against run {run_a} (hidden tests; [95% intervals])",
     )
@@ -234,6 +236,7 @@ def compare(
             rate_at(a, turn),
             rate_at(b, turn),
             difference_text(comparison.difference[turn], comparison.difference_interval[turn]),
+            verdict_text(comparison.verdict[turn], comparison.paired_problems[turn]),
             *(str(counts.get(key, 0)) for key in changes),
         )
     print_table(shown)

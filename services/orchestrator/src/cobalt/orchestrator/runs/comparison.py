@@ -8,7 +8,8 @@ read; nothing runs.
 
 A problem is "fixed" or "broken" only when the change is larger than the noise of its few
 samples (the 95% Newcombe interval of the difference excludes 0); a smaller move is
-"within_noise". The Pass@1 difference per turn carries a paired bootstrap interval
+"within_noise". The Pass@1 difference per turn carries a paired bootstrap interval and
+its verdict, which needs at least `MIN_PROBLEMS_FOR_A_VERDICT` shared problems
 (analysis.statistics).
 """
 
@@ -16,7 +17,11 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from cobalt.orchestrator.analysis.statistics import bootstrap_difference, newcombe_difference
+from cobalt.orchestrator.analysis.statistics import (
+    bootstrap_difference,
+    difference_verdict,
+    newcombe_difference,
+)
 from cobalt.orchestrator.runs.evaluation import per_turn_counts, stored_report
 from cobalt.orchestrator.runs.service import run_public
 from cobalt.orchestrator.store import repo_datasets, repo_runs, repo_turns
@@ -124,6 +129,7 @@ def compare_runs(sessions: sessionmaker[Session], run_a: int, run_b: int) -> Run
                 change=cells[last].change,
             )
         )
+    intervals = [bootstrap_difference(pairs) for pairs in paired]
     return RunComparison(
         run_a=run_public(sessions, run_a),
         run_b=run_public(sessions, run_b),
@@ -133,7 +139,12 @@ def compare_runs(sessions: sessionmaker[Session], run_a: int, run_b: int) -> Run
         counts=counts,
         problems=compared,
         difference=[_mean_difference(pairs) for pairs in paired],
-        difference_interval=[bootstrap_difference(pairs) for pairs in paired],
+        difference_interval=intervals,
+        paired_problems=[len(pairs) for pairs in paired],
+        verdict=[
+            difference_verdict(interval, len(pairs))
+            for interval, pairs in zip(intervals, paired, strict=True)
+        ],
     )
 
 

@@ -11,6 +11,12 @@ const CHANGE_KIND = { fixed: "pass", broken: "fail", unchanged: "", within_noise
 // Fixed and broken are changes beyond the noise of the problem's samples (95% interval of
 // the difference excludes 0); smaller moves are "within noise" (docs/analysis.md).
 const CHANGES = ["fixed", "broken", "within_noise", "unchanged", "unevaluated"];
+
+// The comparison's own verdict (analysis.statistics.difference_verdict), in words.
+function verdictText(verdict, problems) {
+  if (!verdict) return "–";
+  return verdict === "too_few_problems" ? `too few (${problems} problems)` : verdict.replace("_", " ");
+}
 const CHANGE_LABEL = { within_noise: "within noise" };
 
 // How a run reads in a list: enough to tell "before training" from "after".
@@ -57,6 +63,7 @@ export async function comparePage(runA, runB, query) {
   const countRows = comparison.counts.map((c, t) => h("tr", { "data-turn": t },
     h("th", { scope: "row" }, `turn ${t}`),
     h("td", { className: "num", "data-testid": `difference-${t}` }, fmt.difference(comparison.difference?.[t], comparison.difference_interval?.[t])),
+    h("td", { "data-testid": `verdict-${t}` }, verdictText(comparison.verdict?.[t], comparison.paired_problems?.[t])),
     CHANGES.map((k) => h("td", { className: "num", "data-change": k }, c[k] ?? 0))));
   const shown = comparison.problems.filter((p) => !change || p.turns[turn]?.change === change);
   const table = sortableTable({
@@ -100,10 +107,10 @@ export async function comparePage(runA, runB, query) {
         `Run #${r.run_id} has no hidden-test results yet, so there is nothing to compare: \`${r.unevaluated}\` measures them.`)),
       chart,
       h("h2", {}, "Problems fixed and broken per turn"),
-      h("p", { className: "muted" }, "Pass@1 of B − A in percentage points with its 95% interval (bootstrap over the shared problems and their samples). "
+      h("p", { className: "muted" }, "Pass@1 of B − A in percentage points with its 95% interval (bootstrap over the shared problems), and what it says: better or worse when the interval excludes 0, never over fewer than 10 shared problems. "
         + "A problem counts as fixed or broken only when its change is larger than the noise of its samples; smaller moves are within noise."),
       h("table", { id: "change-counts", "aria-label": "problems per change and turn" },
-        h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Turn"), h("th", { scope: "col", className: "num" }, "B − A [95%]"),
+        h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Turn"), h("th", { scope: "col", className: "num" }, "B − A [95%]"), h("th", { scope: "col" }, "Verdict"),
           CHANGES.map((k) => h("th", { scope: "col", className: "num" }, CHANGE_LABEL[k] ?? k)))),
         h("tbody", {}, countRows)),
       h("h2", {}, "Per problem"),
