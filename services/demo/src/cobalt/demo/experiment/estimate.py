@@ -59,18 +59,17 @@ COSTS: dict[str, dict[bool, Costs]] = {
         False: Costs(1.35 * 4, round(4.3 * 4 * TRAINED_WITHOUT_KL, 2)),
     },
     # Generated data (brief prompts, answers ending at their code, 128 tokens at most).
-    # AVX2 kind: the seed-3 timing run of 2026-12-06 (the AVX2 kind emulated on a Xeon,
-    # top-p without a full sort, 4 GiB of KV, glibc's malloc in the trainer): 0.352 s per
-    # turn with its hidden tests and 1.62 s per trained response, times the emulation's
-    # calibration on that machine (real / emulated: 1.32 for vLLM, 1.27 for training;
-    # docs/benchmarks.md). Native kind: seed 1 on Zen 5 (0.21 s, 2.4 s) before those
-    # changes, divided by what they gave in bfloat16 (top-p 1.44x, the trainer 1.26x):
-    # derived, an upper bound until a native run measures it.
-    # Trained responses since 2026-12-07 (--kl-coef 0: no reference, settled groups'
-    # responses skipped): those figures x TRAINED_WITHOUT_KL.
+    # AVX2 kind: measured on the kind itself (AMD EPYC Zen 3, 2026-12-07, the declared
+    # seeds 0 and 1 at the defaults of a77d789, no KL term): 4,376 s of rollouts and hidden
+    # tests over 10,624 turns (0.41 s) and 1,617 s of GRPO steps over 1,024 trained
+    # responses, the trainers' starts taken out (1.58 s); the plan then says ~52 min where
+    # the runs took 53.1 and 51.7 (docs/experiments.md). Native kind: seed 1 on Zen 5
+    # (0.21 s, 2.4 s) before the changes of 2026-12-06, divided by what they gave in
+    # bfloat16 (top-p 1.44x, the trainer 1.26x), x TRAINED_WITHOUT_KL for the trained
+    # responses: derived, an upper bound (seeds 4 and 5 took 20-25 min on a Zen 4).
     "generated": {
         True: Costs(0.15, round(1.9 * TRAINED_WITHOUT_KL, 2)),
-        False: Costs(0.46, round(2.05 * TRAINED_WITHOUT_KL, 2)),
+        False: Costs(0.41, 1.58),
     },
 }
 """Per data, per kind (True: native bfloat16): the costs the estimate multiplies, without
