@@ -427,6 +427,27 @@ def test_training_options_name_the_trained_arms_and_not_the_bases_runs() -> None
         assert arms_of(options)[0].key(ExperimentOptions(**changed)) != before["base"], changed
 
 
+def test_updates_per_step_reaches_every_trained_arm_and_names_only_their_jobs() -> None:
+    options = ExperimentOptions(arms=ARM_NAMES)
+    default = {arm.name: arm for arm in arms_of(options)}
+    # Unset: the paper's 2 updates where the contexts split evenly, and the keys of runs
+    # made before the option existed (identity without it).
+    assert "updates_per_step" not in options.identity()
+    assert {a.params["trainer"]["updates_per_step"] for a in default.values() if a.mode} == {2}
+    on_policy = ExperimentOptions(arms=ARM_NAMES, updates_per_step=1)
+    changed = {arm.name: arm for arm in arms_of(on_policy)}
+    for name, arm in changed.items():
+        if arm.mode is None:  # the base is not trained: its runs are reused
+            assert arm.key(on_policy) == default[name].key(options)
+        else:
+            assert arm.params["trainer"]["updates_per_step"] == 1, name
+            assert arm.key(on_policy) != default[name].key(options), name
+    # Each update takes whole groups: a count that does not divide the contexts is refused.
+    for bad in (0, 3):
+        with pytest.raises(ValueError, match="--updates-per-step"):
+            ExperimentOptions(updates_per_step=bad)
+
+
 def test_the_plan_gives_time_for_both_cpu_kinds_and_disk_from_the_sizes() -> None:
     assert cpu_kind(frozenset({"avx2", "avx512_bf16"})) is NATIVE
     assert cpu_kind(frozenset({"avx2"})) is AVX2

@@ -122,6 +122,13 @@ class ExperimentOptions(StackOptions):
     forward and backward (their gradient is 0), a third of it at these sizes. At 1e-4 the
     term's gradient per token was at most ~1e-4 of the policy gradient's in the declared
     runs (docs/experiments.md, "Generated data")."""
+    updates_per_step: int | None = None
+    """AdamW updates per GRPO step of every trained arm (its groups split into that many
+    mini-batches; it must divide the arm's contexts per step). Unset: the paper's 2 where
+    the contexts split evenly, else 1. With 1 every update is on the policy that sampled:
+    the ratio is 1 and the clip never acts, so rewards that say nothing (the shuffled
+    control) have no expected gradient (docs/experiments.md, "Results": the control's
+    drift)."""
     work_dir: Path = DEFAULT_WORK_DIR
     """Converted model, checkpoints, logs, state and the report (not the store: --store)."""
     ui_port: int = 8300
@@ -146,6 +153,8 @@ class ExperimentOptions(StackOptions):
             raise ValueError("--eval-turns must be at least 0")
         if self.kl_coef < 0:
             raise ValueError("--kl-coef must be at least 0")
+        if self.updates_per_step is not None and self.updates_per_step < 1:
+            raise ValueError("--updates-per-step must be at least 1")
         if (
             min(self.held_out, self.screen_instances) < 1
             or self.validation < 0
@@ -213,6 +222,8 @@ class ExperimentOptions(StackOptions):
         skip = {"work_dir", "ui_port", "inference_url", "arms", "store", "shuffle_seed"}
         if self.eval_turns is None:  # keys of experiments from before --eval-turns
             skip.add("eval_turns")
+        if self.updates_per_step is None:  # ... and from before --updates-per-step
+            skip.add("updates_per_step")
         if self.data == "humaneval":  # keys of experiments from before --data stay the same
             skip |= {
                 "data",
@@ -226,7 +237,16 @@ class ExperimentOptions(StackOptions):
 
 
 TRAINING_ONLY = frozenset(
-    {"steps", "contexts_per_step", "group_size", "episode_turns", "lr", "kl_coef", "shuffle_seed"}
+    {
+        "steps",
+        "contexts_per_step",
+        "group_size",
+        "episode_turns",
+        "lr",
+        "kl_coef",
+        "shuffle_seed",
+        "updates_per_step",
+    }
 )
 """Options that change how an arm trains and nothing that the base samples or is judged on."""
 
@@ -301,11 +321,17 @@ def arms_of(options: ExperimentOptions) -> list[Arm]:
             params.update(turns=turns, stop_on_pass=False, max_steps=arm_steps)
         if mode != TrainingMode.VERPO:
             params["reward_format"] = options.reward_format.value
+        # Mini-batches must split a step evenly; 2 updates (the paper's) where they can.
+        updates = options.updates_per_step or (2 if arm_contexts % 2 == 0 else 1)
+        if arm_contexts % updates:
+            raise ValueError(
+                f"--updates-per-step ({updates}) must divide the {name} arm's contexts per "
+                f"step ({arm_contexts}): each update takes whole groups"
+            )
         params["trainer"] = {
             **trainer,
             "contexts_per_step": arm_contexts,
-            # Mini-batches must split a step evenly; 2 updates (the paper's) where they can.
-            "updates_per_step": 2 if arm_contexts % 2 == 0 else 1,
+            "updates_per_step": updates,
         }
         if name == "shuffled":  # the control: Cobalt's job, rewards permuted per group
             params["trainer"]["reward_shuffle_seed"] = options.shuffle_seed
