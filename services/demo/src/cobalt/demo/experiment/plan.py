@@ -125,10 +125,11 @@ class ExperimentOptions(StackOptions):
     updates_per_step: int | None = None
     """AdamW updates per GRPO step of every trained arm (its groups split into that many
     mini-batches; it must divide the arm's contexts per step). Unset: the paper's 2 where
-    the contexts split evenly, else 1. With 1 every update is on the policy that sampled:
-    the ratio is 1 and the clip never acts, so rewards that say nothing (the shuffled
-    control) have no expected gradient (docs/experiments.md, "Results": the control's
-    drift)."""
+    the contexts split evenly, else 1. With 1 every update is on the weights that sampled:
+    the ratio is the trainer's probability over the sampler's for the same weights (1 up to
+    their numerical mismatch), so the clip all but never acts and rewards that say nothing
+    (the shuffled control) have about no expected gradient (docs/experiments.md,
+    "Results": the control's drift)."""
     work_dir: Path = DEFAULT_WORK_DIR
     """Converted model, checkpoints, logs, state and the report (not the store: --store)."""
     ui_port: int = 8300
