@@ -55,7 +55,9 @@ typecheck: setup
 	$(BIN)/mypy shared/src services/*/src
 
 # The trainer's tests need torch and verl, so they run in .venv-trainer; --confcutdir keeps
-# tests/conftest.py (core venv only) out of that run.
+# tests/conftest.py (core venv only) out of that run. The 25 slowest tests are printed so
+# that a CI log says where its time went.
+PYTEST_ARGS ?= --durations=25
 pytest: setup services
 	$(BIN)/pytest --ignore=tests/trainer $(PYTEST_ARGS)
 	.venv-trainer/bin/pytest --confcutdir=tests/trainer tests/trainer

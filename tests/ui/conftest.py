@@ -7,6 +7,7 @@ browser of its own to download). Screenshots of each page go to test-output/ui/.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from cobalt.orchestrator.api.app import create_app
 from cobalt.orchestrator.settings import OrchestratorSettings
 from cobalt.orchestrator.store.db import make_engine, make_sessionmaker, upgrade_database
 from tests.support.serving import serve_asgi
+from tests.ui.pages import COMMAND_SECONDS, WAIT_SECONDS
 from tests.ui.seed import Seeded, seed
 
 CHROMIUM = "/usr/bin/chromium"
@@ -73,8 +75,15 @@ def browser() -> Iterator[webdriver.Chrome]:
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
     driver.set_page_load_timeout(30)
+    driver.set_script_timeout(WAIT_SECONDS)
+    driver.command_executor.client_config.timeout = COMMAND_SECONDS
     yield driver
-    driver.quit()
+    # A wedged browser must not hold the teardown for minutes (selenium retries its DELETE).
+    driver.command_executor.client_config.timeout = 10
+    try:
+        driver.quit()
+    except OSError as error:  # the driver process already gone: nothing left to stop
+        warnings.warn(f"chromedriver did not stop cleanly: {error}", stacklevel=1)
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,10 @@ from selenium.webdriver.support.ui import WebDriverWait
 from tests.ui.seed import Seeded
 
 WAIT_SECONDS = 15
+COMMAND_SECONDS = 60
+"""The longest one WebDriver command may take. A healthy one answers within seconds; a
+wedged renderer (headless Chromium's capture can wait for a compositor frame that never
+comes) then fails its own test in a minute instead of selenium's 120 s per try."""
 
 MAIN_PAGES = {
     "runs": "/runs",
@@ -72,9 +76,21 @@ def severe_console_entries(driver: webdriver.Chrome) -> list[dict[str, Any]]:
     return [entry for entry in entries if entry["level"] == "SEVERE"]
 
 
+def wait_for_fresh_frame(driver: webdriver.Chrome) -> None:
+    """Two animation frames painted: Page.captureScreenshot waits for a compositor frame,
+    and headless Chromium may leave an idle page without one (a known stall). If no frame
+    comes, the script times out with an error of its own rather than the capture hanging."""
+    driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "requestAnimationFrame(() => requestAnimationFrame(() => done()));"
+    )
+
+
 def full_page_screenshot(driver: webdriver.Chrome, path: Path) -> None:
     """The whole page, not only the window (DevTools captures beyond the viewport; growing
     the window instead cut the bottom off pages taller than the screen)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    wait_for_fresh_frame(driver)
     size = driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
     clip = {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], 8000), "scale": 1}
     shot = driver.execute_cdp_cmd(
