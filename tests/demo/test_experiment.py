@@ -428,13 +428,15 @@ def test_training_options_name_the_trained_arms_and_not_the_bases_runs() -> None
 
 
 def test_updates_per_step_reaches_every_trained_arm_and_names_only_their_jobs() -> None:
-    options = ExperimentOptions(arms=ARM_NAMES)
-    default = {arm.name: arm for arm in arms_of(options)}
-    # Unset: the paper's 2 updates where the contexts split evenly, and the keys of runs
+    # None: the paper's 2 updates where the contexts split evenly, and the keys of runs
     # made before the option existed (identity without it).
+    options = ExperimentOptions(arms=ARM_NAMES, updates_per_step=None)
+    default = {arm.name: arm for arm in arms_of(options)}
     assert "updates_per_step" not in options.identity()
     assert {a.params["trainer"]["updates_per_step"] for a in default.values() if a.mode} == {2}
-    on_policy = ExperimentOptions(arms=ARM_NAMES, updates_per_step=1)
+    # The default since pilot 8: one update per step, in every trained arm's key.
+    on_policy = ExperimentOptions(arms=ARM_NAMES)
+    assert on_policy.identity()["updates_per_step"] == 1
     changed = {arm.name: arm for arm in arms_of(on_policy)}
     for name, arm in changed.items():
         if arm.mode is None:  # the base is not trained: its runs are reused

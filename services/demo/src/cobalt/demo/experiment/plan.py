@@ -122,14 +122,15 @@ class ExperimentOptions(StackOptions):
     forward and backward (their gradient is 0), a third of it at these sizes. At 1e-4 the
     term's gradient per token was at most ~1e-4 of the policy gradient's in the declared
     runs (docs/experiments.md, "Generated data")."""
-    updates_per_step: int | None = None
+    updates_per_step: int | None = 1
     """AdamW updates per GRPO step of every trained arm (its groups split into that many
-    mini-batches; it must divide the arm's contexts per step). Unset: the paper's 2 where
-    the contexts split evenly, else 1. With 1 every update is on the weights that sampled:
-    the ratio is the trainer's probability over the sampler's for the same weights (1 up to
-    their numerical mismatch), so the clip all but never acts and rewards that say nothing
-    (the shuffled control) have about no expected gradient (docs/experiments.md,
-    "Results": the control's drift)."""
+    mini-batches; it must divide the arm's contexts per step). 1 since pilot 8 (a change of
+    the method's parameters: the paper's is 2): every update is on the weights that
+    sampled, so the ratio is the trainer's probability over the sampler's for the same
+    weights (1 up to their numerical mismatch), and on the validation split Cobalt gained
+    more and the shuffled control stayed below the base (docs/experiments.md, pilots 7 and
+    8). None: the paper's 2 where the contexts split evenly, else 1, and the keys of runs
+    made before the option existed."""
     work_dir: Path = DEFAULT_WORK_DIR
     """Converted model, checkpoints, logs, state and the report (not the store: --store)."""
     ui_port: int = 8300
