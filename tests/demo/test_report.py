@@ -6,6 +6,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from cobalt.demo.options import DemoOptions
 from cobalt.demo.pipeline import trained_policy_dir
 from cobalt.demo.report import noise_verdict, write_report
@@ -153,6 +155,33 @@ def test_the_report_says_plainly_whether_the_change_is_larger_than_the_noise(
     result.change_interval = [(-0.2, 0.3), (-0.25, 0.25), (-0.1, 0.5)]
     text = write_report(result, tmp_path / "report.html").read_text(encoding="utf-8")
     assert "within the noise at every turn" in text and "cobalt experiment" in text
+
+
+def test_each_turns_row_says_what_its_interval_says_in_the_report_and_the_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The verdict sits in the row it judges: up or down beyond noise, within noise, or too
+    few problems to say, in the HTML table and in the table `cobalt demo` prints."""
+    from cobalt.demo.cli import _print_summary
+
+    result = _result()
+    result.change = [0.25, 0.0, -0.25]
+    result.change_interval = [(0.05, 0.45), (-0.25, 0.25), (-0.45, -0.05)]
+    result.compared_problems = [MIN_PROBLEMS_FOR_A_VERDICT] * 3
+    result.report_path = tmp_path / "report.html"
+    text = write_report(result, result.report_path).read_text(encoding="utf-8")
+    verdicts = re.findall(r"<tr><td>turn \d</td>(?:<td>[^<]*</td>){4}<td>([^<]*)</td>", text)
+    assert verdicts == ["up, beyond noise", "within noise", "down, beyond noise"]
+
+    monkeypatch.setenv("COLUMNS", "200")
+    _print_summary(result)
+    printed = [line for line in capsys.readouterr().out.splitlines() if "[" in line]
+    assert [line.split("│")[-2].strip() for line in printed] == verdicts
+
+    result.compared_problems = [MIN_PROBLEMS_FOR_A_VERDICT - 1] * 3
+    text = write_report(result, result.report_path).read_text(encoding="utf-8")
+    verdicts = re.findall(r"<tr><td>turn \d</td>(?:<td>[^<]*</td>){4}<td>([^<]*)</td>", text)
+    assert verdicts == ["too few problems"] * 3
 
 
 def test_a_handful_of_problems_gives_no_verdict_however_far_the_interval_is_from_0(

@@ -85,6 +85,7 @@ def exit_statuses(work_dir: Path, *, interrupted: str, after_bug: str = "") -> I
 
 def _print_summary(result: DemoResult, *, serving: bool = False) -> None:
     from cobalt.demo.report import (
+        change_verdict_text,
         compared_set,
         noise_verdict,
         rate_at,
@@ -101,6 +102,7 @@ def _print_summary(result: DemoResult, *, serving: bool = False) -> None:
         f"Pass@1 after (v{result.after.policy_version})",
         "change",
         "change [95%]",
+        "verdict",
         title=f"{compared_set(result)}, {before.problems} problems x {before.samples} samples "
         "(hidden tests)",
     )
@@ -109,7 +111,14 @@ def _print_summary(result: DemoResult, *, serving: bool = False) -> None:
         change = "-" if a is None or b is None else f"{a - b:+.3f}"
         interval = result.change_interval[turn] if turn < len(result.change_interval) else None
         shown = "-" if interval is None else f"[{interval[0]:+.3f}, {interval[1]:+.3f}]"
-        table.add_row(str(turn), shown_rate(b), shown_rate(a), change, shown)
+        table.add_row(
+            str(turn),
+            shown_rate(b),
+            shown_rate(a),
+            change,
+            shown,
+            change_verdict_text(result, turn),
+        )
     console.print(table)
     console.print(noise_verdict(result))
     console.print(trained_summary(result))

@@ -30,6 +30,7 @@ from cobalt.shared.reward import RewardFormat
 __all__ = [
     "bandit_summary",
     "change_verdicts",
+    "change_verdict_text",
     "noise_verdict",
     "render_report",
     "report_data",
@@ -118,6 +119,7 @@ def _pass_rows(result: DemoResult) -> list[list[str]]:
                 shown_rate(a),
                 change,
                 _change_interval(result, turn),
+                change_verdict_text(result, turn),
                 shown_rate(pb),
                 shown_rate(pa),
                 _interval_at(before, turn),
@@ -143,6 +145,22 @@ def change_verdicts(result: DemoResult) -> list[DifferenceVerdict | None]:
         )
         for turn, interval in enumerate(result.change_interval)
     ]
+
+
+_CHANGE_VERDICT_TEXT = {
+    DifferenceVerdict.BETTER: "up, beyond noise",
+    DifferenceVerdict.WORSE: "down, beyond noise",
+    DifferenceVerdict.WITHIN_NOISE: "within noise",
+    DifferenceVerdict.TOO_FEW_PROBLEMS: "too few problems",
+}
+
+
+def change_verdict_text(result: DemoResult, turn: int) -> str:
+    """A table cell: what the change's paired interval at `turn` says, or '-' where the
+    turn has none (so a reader of the table needs no sentence below it to read a row)."""
+    said = change_verdicts(result)
+    verdict = said[turn] if turn < len(said) else None
+    return "-" if verdict is None else _CHANGE_VERDICT_TEXT[verdict]
 
 
 def noise_verdict(result: DemoResult) -> str:
@@ -419,7 +437,8 @@ def render_report(result: DemoResult, plots: Sequence[Path] = ()) -> str:
         "<p>Hidden tests; turn 0 is the first program, each later turn a fix after the "
         "public tests' feedback. Pass@1 is per turn, not best-so-far (docs/method.md). "
         "<i>change [95%]</i> is the paired bootstrap interval of the change (over the same "
-        f"problems; {html.escape(sampling_line(options.paired_sampling, options.seed))}); "
+        f"problems; {html.escape(sampling_line(options.paired_sampling, options.seed))}) "
+        "and <i>verdict</i> what it says (beyond noise where it excludes 0); "
         "the last two columns are each run's 95% interval.</p>",
         f"<p><b>{html.escape(noise_verdict(result))}</b></p>",
         _table(
@@ -429,6 +448,7 @@ def render_report(result: DemoResult, plots: Sequence[Path] = ()) -> str:
                 "after",
                 "change",
                 "change [95%]",
+                "verdict",
                 "public before",
                 "public after",
                 "before [95%]",

@@ -15,6 +15,12 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from cobalt.demo.experiment.outcomes import OUTCOME_KINDS
 from cobalt.demo.options import sampling_line
+from cobalt.orchestrator.analysis.statistics import MIN_PROBLEMS_FOR_A_VERDICT, difference_verdict
+from cobalt.orchestrator.analysis.text import rate_text
+from cobalt.orchestrator.runs.comparison import compare_runs, counts_by_external_id
+from cobalt.orchestrator.runs.evaluation import stored_report
+from cobalt.orchestrator.runs.plots import plot_pass_at_1
+from cobalt.orchestrator.training.service import job_public
 
 if TYPE_CHECKING:
     from cobalt.demo.experiment.pipeline import ExperimentResult
@@ -62,18 +68,12 @@ def _interval(value: list[float] | tuple[float, float] | None) -> list[float] | 
 def passes_by_problem(sessions: sessionmaker[Session], run_id: int) -> dict[str, list[int]]:
     """Per problem (external id), its passing samples per turn: what every interval of the
     record is computed from, kept so that it can be read again by another method."""
-    from cobalt.orchestrator.runs.comparison import counts_by_external_id
-
     counted = counts_by_external_id(sessions, run_id)
     return {external_id: [c for c, _ in turns] for external_id, turns in counted.items()}
 
 
 def collect(result: ExperimentResult, sessions: sessionmaker[Session]) -> dict[str, Any]:
     """Every figure of the report, read from the store, as plain JSON values."""
-    from cobalt.orchestrator.runs.comparison import compare_runs
-    from cobalt.orchestrator.runs.evaluation import stored_report
-    from cobalt.orchestrator.training.service import job_public
-
     base = result.arms[0]
     arms = []
     for arm in result.arms:
@@ -143,8 +143,6 @@ def collect(result: ExperimentResult, sessions: sessionmaker[Session]) -> dict[s
 
 
 def _cell(value: float | None, interval: list[float] | None) -> str:
-    from cobalt.orchestrator.analysis.text import rate_text
-
     return rate_text(value, interval)
 
 
@@ -159,11 +157,6 @@ def verdict(interval: list[float] | None, problems: int | None) -> str:
     """Better, worse or within noise by the paired interval over `problems` problems
     (`analysis.statistics.difference_verdict`; a record without the count is read as
     having enough)."""
-    from cobalt.orchestrator.analysis.statistics import (
-        MIN_PROBLEMS_FOR_A_VERDICT,
-        difference_verdict,
-    )
-
     said = difference_verdict(
         None if interval is None else (interval[0], interval[1]),
         MIN_PROBLEMS_FOR_A_VERDICT if problems is None else problems,
@@ -256,8 +249,6 @@ def render_markdown(data: dict[str, Any], images: dict[str, str], *, wall_s: flo
     if significant:
         lines += [f"- {line}" for line in significant]
     else:
-        from cobalt.orchestrator.analysis.statistics import MIN_PROBLEMS_FOR_A_VERDICT
-
         lines.append(
             "No arm differs from the base model by more than the noise at any turn on any "
             "split: every paired 95% interval of the difference contains 0 (a split of fewer "
@@ -395,9 +386,6 @@ def _plot_curves(data: dict[str, Any], path: Path) -> Path:
 
 def write_report(result: ExperimentResult, sessions: sessionmaker[Session], path: Path) -> Path:
     """report.md, results.json and the PNGs in `path`'s directory; returns `path`."""
-    from cobalt.orchestrator.runs.evaluation import stored_report
-    from cobalt.orchestrator.runs.plots import plot_pass_at_1
-
     data = collect(result, sessions)
     images = {}
     for split, label in _splits(result.arms):
