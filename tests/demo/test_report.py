@@ -157,6 +157,10 @@ def test_the_report_says_plainly_whether_the_change_is_larger_than_the_noise(
     assert "within the noise at every turn" in text and "cobalt experiment" in text
 
 
+# The cell after a row's paired interval of the change (the one interval with signs).
+VERDICT_CELL = r"<tr><td>turn \d</td>.*?<td>\[[+-][^\]]*\]</td><td>([^<]*)</td>"
+
+
 def test_each_turns_row_says_what_its_interval_says_in_the_report_and_the_terminal(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -170,17 +174,17 @@ def test_each_turns_row_says_what_its_interval_says_in_the_report_and_the_termin
     result.compared_problems = [MIN_PROBLEMS_FOR_A_VERDICT] * 3
     result.report_path = tmp_path / "report.html"
     text = write_report(result, result.report_path).read_text(encoding="utf-8")
-    verdicts = re.findall(r"<tr><td>turn \d</td>(?:<td>[^<]*</td>){4}<td>([^<]*)</td>", text)
+    verdicts = re.findall(VERDICT_CELL, text)
     assert verdicts == ["up, beyond noise", "within noise", "down, beyond noise"]
 
     monkeypatch.setenv("COLUMNS", "200")
     _print_summary(result)
-    printed = [line for line in capsys.readouterr().out.splitlines() if "[" in line]
-    assert [line.split("│")[-2].strip() for line in printed] == verdicts
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("│")]
+    assert [row.split("│")[-2].strip() for row in rows] == verdicts
 
     result.compared_problems = [MIN_PROBLEMS_FOR_A_VERDICT - 1] * 3
     text = write_report(result, result.report_path).read_text(encoding="utf-8")
-    verdicts = re.findall(r"<tr><td>turn \d</td>(?:<td>[^<]*</td>){4}<td>([^<]*)</td>", text)
+    verdicts = re.findall(VERDICT_CELL, text)
     assert verdicts == ["too few problems"] * 3
 
 
