@@ -62,14 +62,18 @@ COSTS: dict[str, dict[bool, Costs]] = {
     # AVX2 kind: measured on the kind itself (AMD EPYC Zen 3, 2026-12-07, the declared
     # seeds 0 and 1 at the defaults of a77d789, no KL term): 4,376 s of rollouts and hidden
     # tests over 10,624 turns (0.41 s) and 1,617 s of GRPO steps over 1,024 trained
-    # responses, the trainers' starts taken out (1.58 s); the plan then says ~52 min where
-    # the runs took 53.1 and 51.7 (docs/experiments.md). Native kind: seed 1 on Zen 5
+    # responses, the trainers' starts taken out (1.58 s); the plan then said ~52 min where
+    # the runs took 53.1 and 51.7 (docs/experiments.md). Those runs made two updates per
+    # step, and their trained arms' answers shrank, so their rollouts were cheap; at one
+    # update (the default since) the trained arms' answers stay as long as the base's. So
+    # a turn costs what the base's runs cost on the kind, the larger of the two seeds: 948
+    # s over 2,112 turns (seed 0; 909 s for seed 1), 0.45 s. Native kind: seed 1 on Zen 5
     # (0.21 s, 2.4 s) before the changes of 2026-12-06, divided by what they gave in
     # bfloat16 (top-p 1.44x, the trainer 1.26x), x TRAINED_WITHOUT_KL for the trained
     # responses: derived, an upper bound (seeds 4 and 5 took 20-25 min on a Zen 4).
     "generated": {
         True: Costs(0.15, round(1.9 * TRAINED_WITHOUT_KL, 2)),
-        False: Costs(0.41, 1.58),
+        False: Costs(0.45, 1.58),
     },
 }
 """Per data, per kind (True: native bfloat16): the costs the estimate multiplies, without
