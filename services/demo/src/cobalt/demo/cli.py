@@ -85,7 +85,7 @@ def exit_statuses(work_dir: Path, *, interrupted: str, after_bug: str = "") -> I
 
 def _print_summary(result: DemoResult, *, serving: bool = False) -> None:
     from cobalt.demo.report import (
-        change_verdict_text,
+        change_verdict_cells,
         compared_set,
         noise_verdict,
         rate_at,
@@ -106,7 +106,9 @@ def _print_summary(result: DemoResult, *, serving: bool = False) -> None:
         title=f"{compared_set(result)}, {before.problems} problems x {before.samples} samples "
         "(hidden tests)",
     )
-    for turn in range(max(before.turns, after.turns)):
+    turns = max(before.turns, after.turns)
+    verdicts = change_verdict_cells(result, turns)
+    for turn in range(turns):
         b, a = rate_at(before.pass_at_1, turn), rate_at(after.pass_at_1, turn)
         change = "-" if a is None or b is None else f"{a - b:+.3f}"
         interval = result.change_interval[turn] if turn < len(result.change_interval) else None
@@ -117,7 +119,7 @@ def _print_summary(result: DemoResult, *, serving: bool = False) -> None:
             shown_rate(a),
             change,
             shown,
-            change_verdict_text(result, turn),
+            verdicts[turn],
         )
     console.print(table)
     console.print(noise_verdict(result))

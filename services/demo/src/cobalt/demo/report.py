@@ -30,7 +30,7 @@ from cobalt.shared.reward import RewardFormat
 __all__ = [
     "bandit_summary",
     "change_verdicts",
-    "change_verdict_text",
+    "change_verdict_cells",
     "noise_verdict",
     "render_report",
     "report_data",
@@ -107,8 +107,10 @@ def shown_rate(rate: float | None) -> str:
 
 def _pass_rows(result: DemoResult) -> list[list[str]]:
     before, after = result.before.report, result.after.report
+    turns = max(before.turns, after.turns)
+    verdicts = change_verdict_cells(result, turns)
     rows = []
-    for turn in range(max(before.turns, after.turns)):
+    for turn in range(turns):
         b, a = rate_at(before.pass_at_1, turn), rate_at(after.pass_at_1, turn)
         pb, pa = rate_at(before.public_pass_at_1, turn), rate_at(after.public_pass_at_1, turn)
         change = "-" if a is None or b is None else _delta(b, a)
@@ -119,7 +121,7 @@ def _pass_rows(result: DemoResult) -> list[list[str]]:
                 shown_rate(a),
                 change,
                 _change_interval(result, turn),
-                change_verdict_text(result, turn),
+                verdicts[turn],
                 shown_rate(pb),
                 shown_rate(pa),
                 _interval_at(before, turn),
@@ -155,12 +157,13 @@ _CHANGE_VERDICT_TEXT = {
 }
 
 
-def change_verdict_text(result: DemoResult, turn: int) -> str:
-    """A table cell: what the change's paired interval at `turn` says, or '-' where the
-    turn has none (so a reader of the table needs no sentence below it to read a row)."""
+def change_verdict_cells(result: DemoResult, turns: int) -> list[str]:
+    """A table's cells for `turns` rows: what the change's paired interval at each turn
+    says, or '-' where the turn has none (so a reader of the table needs no sentence below
+    it to read a row)."""
     said = change_verdicts(result)
-    verdict = said[turn] if turn < len(said) else None
-    return "-" if verdict is None else _CHANGE_VERDICT_TEXT[verdict]
+    verdicts = [said[turn] if turn < len(said) else None for turn in range(turns)]
+    return ["-" if v is None else _CHANGE_VERDICT_TEXT[v] for v in verdicts]
 
 
 def noise_verdict(result: DemoResult) -> str:
